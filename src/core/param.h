@@ -1,0 +1,70 @@
+/* The param store: every parameter of a net in one contiguous buffer,
+ * every gradient in a second one and the optimiser state in a third, so
+ * that a slice sent to a server is a pointer range.
+ *
+ * Use: layers declare their params during set-up (shoal_param_store_declare),
+ * then the net calls shoal_param_store_allocate once; only after that do
+ * ShoalParam.value / .grad point at memory.  Each param starts on a 64-byte
+ * boundary. */
+#ifndef SHOAL_PARAM_H
+#define SHOAL_PARAM_H
+
+#include <glib.h>
+
+#include "core/init.h"
+#include "core/tensor.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *name;            /* "<layer>/<param>", e.g. "fc1/weight"; owned by the param */
+  ShoalShape shape;
+  size_t offset;         /* index of the first float in the store's buffers */
+  size_t count;          /* floats, without padding */
+  ShoalInitSpec init;
+  int fan_in, fan_out;
+  float lr_scale, wd_scale;
+  ShoalTensor value;     /* view into store->values after allocation */
+  ShoalTensor grad;      /* view into store->grads after allocation */
+} ShoalParam;
+
+typedef struct {
+  GPtrArray *params;     /* ShoalParam *, declaration order; owned */
+  size_t total;          /* floats in each buffer, padding included */
+  float *values;         /* owned unless values_borrowed */
+  float *grads;          /* owned */
+  float *state;          /* optimiser state, state_per_value * total floats; owned; NULL until asked */
+  int state_per_value;
+  gboolean allocated;
+  gboolean values_borrowed;
+} ShoalParamStore;
+
+ShoalParamStore *shoal_param_store_new (void);
+void shoal_param_store_free (ShoalParamStore *store);
+
+/* Returns a param owned by the store, valid until the store is freed.
+ * Its value/grad views are valid only after allocation. */
+ShoalParam *shoal_param_store_declare (ShoalParamStore *store, const char *name,
+                                       const ShoalShape *shape, const ShoalInitSpec *init,
+                                       int fan_in, int fan_out,
+                                       float lr_scale, float wd_scale);
+ShoalParam *shoal_param_store_find (ShoalParamStore *store, const char *name);
+
+/* Allocates zeroed values and grads and binds every param's views. */
+void shoal_param_store_allocate (ShoalParamStore *store);
+/* Makes params read values from memory owned by someone else (an
+ * in-process server); `values` must hold store->total floats and outlive
+ * the binding. */
+void shoal_param_store_borrow_values (ShoalParamStore *store, float *values);
+/* Allocates (zeroed) optimiser state of per_value floats per value. */
+void shoal_param_store_allocate_state (ShoalParamStore *store, int per_value);
+
+/* Initialises every param from its spec.  Each param draws from its own
+ * stream derived from (seed, param name), so values do not depend on the
+ * order of declaration or on how the net is partitioned. */
+void shoal_param_store_init_values (ShoalParamStore *store, guint64 seed);
+void shoal_param_store_zero_grads (ShoalParamStore *store);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,136 @@
+/* Tensor storage: aligned so that BLAS and vectorised loops get whole
+ * cache lines, and views so that params can live in one buffer. */
+#include "core/tensor.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+ShoalShape
+shoal_shape_make (int ndim, ...)
+{
+  ShoalShape shape = { 0 };
+  va_list ap;
+
+  g_return_val_if_fail (ndim >= 0 && ndim <= SHOAL_MAX_DIMS, shape);
+  shape.ndim = ndim;
+  va_start (ap, ndim);
+  for (int i = 0; i < ndim; i++)
+    shape.dim[i] = va_arg (ap, int);
+  va_end (ap);
+  return shape;
+}
+
+size_t
+shoal_shape_count (const ShoalShape *shape)
+{
+  size_t n = 1;
+  for (int i = 0; i < shape->ndim; i++)
+    n *= (size_t) shape->dim[i];
+  return n;
+}
+
+size_t
+shoal_shape_row_size (const ShoalShape *shape)
+{
+  size_t n = 1;
+  for (int i = 1; i < shape->ndim; i++)
+    n *= (size_t) shape->dim[i];
+  return n;
+}
+
+gboolean
+shoal_shape_equal (const ShoalShape *a, const ShoalShape *b)
+{
+  if (a->ndim != b->ndim)
+    return FALSE;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->dim[i] != b->dim[i])
+      return FALSE;
+  return TRUE;
+}
+
+char *
+shoal_shape_to_string (const ShoalShape *shape)
+{
+  GString *s = g_string_new (NULL);
+  if (shape->ndim == 0)
+    g_string_append (s, "scalar");
+  for (int i = 0; i < shape->ndim; i++)
+    g_string_append_printf (s, i ? "x%d" : "%d", shape->dim[i]);
+  return g_string_free (s, FALSE);
+}
+
+float *
+shoal_alloc_floats (size_t count)
+{
+  size_t bytes = (count * sizeof (float) + 63) & ~(size_t) 63;
+  void *p = NULL;
+
+  if (bytes == 0)
+    bytes = 64;
+  if (posix_memalign (&p, 64, bytes) != 0)
+    g_error ("out of memory allocating %zu bytes", bytes);
+  memset (p, 0, bytes);
+  return p;
+}
+
+void
+shoal_free_aligned (void *p)
+{
+  free (p);
+}
+
+void
+shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape)
+{
+  shoal_tensor_clear (t);
+  t->shape = *shape;
+  t->capacity = shoal_shape_count (shape);
+  t->data = shoal_alloc_floats (t->capacity);
+  t->owns_data = TRUE;
+  t->device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
+}
+
+void
+shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape)
+{
+  shoal_tensor_clear (t);
+  t->shape = *shape;
+  t->capacity = shoal_shape_count (shape);
+  t->data = data;
+  t->owns_data = FALSE;
+  t->device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
+}
+
+void
+shoal_tensor_clear (ShoalTensor *t)
+{
+  if (t->owns_data)
+    shoal_free_aligned (t->data);
+  memset (t, 0, sizeof *t);
+}
+
+void
+shoal_tensor_set_rows (ShoalTensor *t, int rows)
+{
+  g_return_if_fail (t->shape.ndim > 0);
+  g_return_if_fail ((size_t) rows * shoal_shape_row_size (&t->shape) <= t->capacity);
+  t->shape.dim[0] = rows;
+}
+
+void
+shoal_tensor_fill (ShoalTensor *t, float value)
+{
+  size_t n = shoal_tensor_count (t);
+  for (size_t i = 0; i < n; i++)
+    t->data[i] = value;
+}
+
+void
+shoal_tensor_copy (ShoalTensor *dst, const ShoalTensor *src)
+{
+  size_t n = shoal_tensor_count (src);
+  g_return_if_fail (shoal_tensor_count (dst) == n);
+  memmove (dst->data, src->data, n * sizeof (float));
+}

@@ -1,0 +1,64 @@
+/* A net: the DAG of layers built from the [layer NAME] groups of a job conf.
+ *
+ * shoal_net_new checks the graph (known types, known sources, no cycle,
+ * source counts), orders the layers topologically, inserts a split layer
+ * wherever one output feeds several layers, runs every layer's setup,
+ * allocates outputs and gradients and lays out all params in one store.
+ * Params are NOT initialised: call shoal_param_store_init_values (or bind
+ * the values to a server's) before the first forward. */
+#ifndef SHOAL_NET_H
+#define SHOAL_NET_H
+
+#include <glib.h>
+
+#include "core/conf.h"
+#include "core/param.h"
+#include "layers/layer.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalNet ShoalNet;
+
+typedef struct {
+  guint64 seed;
+  int shard_index, shard_count;   /* data shard of this net's input layers; 0 of 1 by default */
+  int worker, group;
+} ShoalNetOptions;
+
+typedef struct {
+  const char *layer;  /* borrowed from the net */
+  gboolean is_loss;
+  double value;
+} ShoalMetric;
+
+/* Returns a new net (free with shoal_net_free) or NULL with error set.
+ * conf must outlive the net.  opts may be NULL (seed 0, shard 0 of 1). */
+ShoalNet *shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error);
+void shoal_net_free (ShoalNet *net);
+
+/* Runs every layer forward; returns the sum of weighted losses. */
+double shoal_net_forward (ShoalNet *net, ShoalPhase phase);
+/* Runs every layer backward (after a train forward); params' grads are
+ * ADDED to, so zero them first (shoal_param_store_zero_grads) unless
+ * accumulating. */
+void shoal_net_backward (ShoalNet *net);
+
+/* Borrowed pointers, valid while the net lives. */
+ShoalParamStore *shoal_net_params (ShoalNet *net);
+guint shoal_net_n_layers (ShoalNet *net);
+ShoalLayer *shoal_net_layer (ShoalNet *net, guint i);    /* topological order */
+ShoalLayer *shoal_net_find (ShoalNet *net, const char *name);
+ShoalLayer *shoal_net_input (ShoalNet *net);             /* first input layer, or NULL */
+
+/* Loss and metric layers' values after the last forward; returns how many
+ * were written (at most n). */
+guint shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n);
+/* Rows of the last forward's batch (from the first input layer). */
+int shoal_net_batch_rows (ShoalNet *net);
+
+/* Logs one line per layer: name, type, out shape, params. */
+void shoal_net_log_summary (ShoalNet *net);
+
+G_END_DECLS
+
+#endif
