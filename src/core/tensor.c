@@ -84,8 +84,9 @@ shoal_free_aligned (void *p)
 void
 shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape)
 {
+  ShoalShape copy = *shape;  /* shape may point into t */
   shoal_tensor_clear (t);
-  t->shape = *shape;
+  t->shape = copy;
   t->capacity = shoal_shape_count (shape);
   t->data = shoal_alloc_floats (t->capacity);
   t->owns_data = TRUE;
@@ -95,8 +96,9 @@ shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape)
 void
 shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape)
 {
+  ShoalShape copy = *shape;  /* shape may point into t */
   shoal_tensor_clear (t);
-  t->shape = *shape;
+  t->shape = copy;
   t->capacity = shoal_shape_count (shape);
   t->data = data;
   t->owns_data = FALSE;

@@ -2,3 +2,4 @@
  * src/layers/<type>.c defines `const ShoalLayerOps shoal_layer_<type>_ops`.
  * Kept alphabetical; the registry and the docs come from this list. */
 SHOAL_LAYER (dense)
+SHOAL_LAYER (feed)

@@ -1,0 +1,140 @@
+/* One buffer for all values, one for all gradients, one for optimiser
+ * state: a server slice is then a plain offset range. */
+#include "core/param.h"
+
+#include <string.h>
+
+#define PARAM_ALIGN_FLOATS 16  /* 64 bytes */
+
+ShoalParamStore *
+shoal_param_store_new (void)
+{
+  ShoalParamStore *store = g_new0 (ShoalParamStore, 1);
+  store->params = g_ptr_array_new ();
+  return store;
+}
+
+static void
+param_free (ShoalParam *p)
+{
+  g_free (p->name);
+  g_free (p);
+}
+
+void
+shoal_param_store_free (ShoalParamStore *store)
+{
+  if (store == NULL)
+    return;
+  for (guint i = 0; i < store->params->len; i++)
+    param_free (g_ptr_array_index (store->params, i));
+  g_ptr_array_free (store->params, TRUE);
+  if (!store->values_borrowed)
+    shoal_free_aligned (store->values);
+  shoal_free_aligned (store->grads);
+  shoal_free_aligned (store->state);
+  g_free (store);
+}
+
+ShoalParam *
+shoal_param_store_declare (ShoalParamStore *store, const char *name, const ShoalShape *shape,
+                           const ShoalInitSpec *init, int fan_in, int fan_out,
+                           float lr_scale, float wd_scale)
+{
+  g_return_val_if_fail (!store->allocated, NULL);
+  g_return_val_if_fail (shoal_param_store_find (store, name) == NULL, NULL);
+
+  ShoalParam *p = g_new0 (ShoalParam, 1);
+  p->name = g_strdup (name);
+  p->shape = *shape;
+  p->count = shoal_shape_count (shape);
+  p->offset = store->total;
+  p->init = *init;
+  p->fan_in = fan_in;
+  p->fan_out = fan_out;
+  p->lr_scale = lr_scale;
+  p->wd_scale = wd_scale;
+  store->total += (p->count + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
+  g_ptr_array_add (store->params, p);
+  return p;
+}
+
+ShoalParam *
+shoal_param_store_find (ShoalParamStore *store, const char *name)
+{
+  for (guint i = 0; i < store->params->len; i++)
+    {
+      ShoalParam *p = g_ptr_array_index (store->params, i);
+      if (strcmp (p->name, name) == 0)
+        return p;
+    }
+  return NULL;
+}
+
+static void
+bind_views (ShoalParamStore *store)
+{
+  for (guint i = 0; i < store->params->len; i++)
+    {
+      ShoalParam *p = g_ptr_array_index (store->params, i);
+      shoal_tensor_view (&p->value, store->values + p->offset, &p->shape);
+      shoal_tensor_view (&p->grad, store->grads + p->offset, &p->shape);
+    }
+}
+
+void
+shoal_param_store_allocate (ShoalParamStore *store)
+{
+  g_return_if_fail (!store->allocated);
+  store->values = shoal_alloc_floats (store->total);
+  store->grads = shoal_alloc_floats (store->total);
+  store->allocated = TRUE;
+  bind_views (store);
+}
+
+void
+shoal_param_store_borrow_values (ShoalParamStore *store, float *values)
+{
+  g_return_if_fail (store->allocated);
+  if (!store->values_borrowed)
+    shoal_free_aligned (store->values);
+  store->values = values;
+  store->values_borrowed = TRUE;
+  bind_views (store);
+}
+
+void
+shoal_param_store_allocate_state (ShoalParamStore *store, int per_value)
+{
+  shoal_free_aligned (store->state);
+  store->state = per_value > 0 ? shoal_alloc_floats (store->total * (size_t) per_value) : NULL;
+  store->state_per_value = per_value;
+}
+
+/* FNV-1a: a stable 64-bit stream id from a param name. */
+static guint64
+name_hash (const char *name)
+{
+  guint64 h = 1469598103934665603ULL;
+  for (const unsigned char *c = (const unsigned char *) name; *c; c++)
+    h = (h ^ *c) * 1099511628211ULL;
+  return h;
+}
+
+void
+shoal_param_store_init_values (ShoalParamStore *store, guint64 seed)
+{
+  for (guint i = 0; i < store->params->len; i++)
+    {
+      ShoalParam *p = g_ptr_array_index (store->params, i);
+      ShoalRng rng;
+      shoal_rng_seed (&rng, seed, name_hash (p->name));
+      shoal_init_fill (&p->init, p->fan_in, p->fan_out, &rng, p->value.data, p->count);
+    }
+}
+
+void
+shoal_param_store_zero_grads (ShoalParamStore *store)
+{
+  memset (store->grads, 0, store->total * sizeof (float));
+}

@@ -1,0 +1,65 @@
+/* The feed layer: data a program puts into the net itself.  Engineers
+ * linking libshoal write their arrays into layer->out (and label); tests
+ * use it as a seeded gaussian source.  forward leaves out untouched. */
+#include "layers/layer.h"
+
+static const ShoalOption feed_options[] = {
+  { "shape", SHOAL_OPT_INT_LIST, NULL, 1, 1 << 30, NULL, "output shape, batch first: N,C,H,W or N,D" },
+  { "need_grad", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
+    "compute the gradient with respect to this data (gradient checks)" },
+  { "num_classes", SHOAL_OPT_INT, "0", 0, 1 << 30, NULL,
+    "when > 0, labels drawn uniformly from [0, num_classes)" },
+  SHOAL_OPTION_END
+};
+
+static gboolean
+feed_setup (ShoalLayer *layer, GError **error)
+{
+  gsize n = 0;
+  gint *dims = shoal_layer_opt_int_list (layer, "shape", &n);
+  if (n < 1 || n > SHOAL_MAX_DIMS)
+    {
+      shoal_layer_error (layer, error, "shape", "needs 1 to %d dims, got %zu", SHOAL_MAX_DIMS, n);
+      g_free (dims);
+      return FALSE;
+    }
+  ShoalShape shape = { .ndim = (int) n };
+  for (gsize i = 0; i < n; i++)
+    shape.dim[i] = dims[i];
+  g_free (dims);
+
+  shoal_tensor_alloc (&layer->out, &shape);
+  size_t count = shoal_tensor_count (&layer->out);
+  for (size_t i = 0; i < count; i++)
+    layer->out.data[i] = shoal_rng_gaussian (&layer->rng);
+
+  int classes = (int) shoal_layer_opt_int (layer, "num_classes");
+  if (classes > 0)
+    {
+      ShoalShape rows = shoal_shape_make (1, shape.dim[0]);
+      shoal_tensor_alloc (&layer->label, &rows);
+      for (int i = 0; i < shape.dim[0]; i++)
+        layer->label.data[i] = (float) shoal_rng_below (&layer->rng, (guint32) classes);
+    }
+  layer->needs_grad = shoal_layer_opt_bool (layer, "need_grad");
+  return TRUE;
+}
+
+static void
+feed_forward (ShoalLayer *layer, ShoalPhase phase)
+{
+  (void) layer;
+  (void) phase;
+}
+
+const ShoalLayerOps shoal_layer_feed_ops = {
+  .type = "feed",
+  .summary = "data written into the net by the program (libshoal users, tests)",
+  .flags = SHOAL_LAYER_INPUT | SHOAL_LAYER_OWN_ROWS,
+  .split_dims = SHOAL_SPLIT_BATCH,
+  .min_srcs = 0,
+  .max_srcs = 0,
+  .options = feed_options,
+  .setup = feed_setup,
+  .forward = feed_forward,
+};

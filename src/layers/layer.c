@@ -1,0 +1,225 @@
+/* What every layer shares: option getters over its conf group, param
+ * declaration from <param>_* keys, error messages, and the registry of
+ * layer types (built-ins from layer_list.h plus run-time registrations). */
+#include "layers/layer.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "core/error.h"
+
+const ShoalOption shoal_layer_common_options[] = {
+  { "type", SHOAL_OPT_STRING, NULL, SHOAL_UNBOUNDED, NULL, "layer type, see `shoal layers`" },
+  { "src", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL, "comma list of source layers" },
+  { "partition_dim", SHOAL_OPT_INT, "0", -1, 1, NULL,
+    "0 batch, 1 feature, -1 whole layer on one worker" },
+  { "loss_weight", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "loss layers: weight of this loss" },
+  SHOAL_OPTION_END
+};
+
+const ShoalOption shoal_param_options[] = {
+  { "init", SHOAL_OPT_STRING, NULL, SHOAL_UNBOUNDED,
+    "constant|gaussian|uniform|gaussian_sqrt_fan_in|uniform_sqrt_fan_in|xavier|glorot_uniform|glorot_normal",
+    "initialiser" },
+  { "value", SHOAL_OPT_FLOAT, "0", SHOAL_UNBOUNDED, NULL, "constant init value" },
+  { "mean", SHOAL_OPT_FLOAT, "0", SHOAL_UNBOUNDED, NULL, "gaussian mean" },
+  { "std", SHOAL_OPT_FLOAT, "0.01", 0, 1e9, NULL, "gaussian standard deviation" },
+  { "low", SHOAL_OPT_FLOAT, "-0.05", SHOAL_UNBOUNDED, NULL, "uniform lower bound" },
+  { "high", SHOAL_OPT_FLOAT, "0.05", SHOAL_UNBOUNDED, NULL, "uniform upper bound" },
+  { "lr_scale", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "multiplies the learning rate" },
+  { "wd_scale", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "multiplies the weight decay" },
+  SHOAL_OPTION_END
+};
+
+gint64
+shoal_layer_opt_int (const ShoalLayer *layer, const char *key)
+{
+  return shoal_conf_get_int (layer->conf, layer->group, layer->ops->options, key);
+}
+
+double
+shoal_layer_opt_float (const ShoalLayer *layer, const char *key)
+{
+  return shoal_conf_get_float (layer->conf, layer->group, layer->ops->options, key);
+}
+
+gboolean
+shoal_layer_opt_bool (const ShoalLayer *layer, const char *key)
+{
+  return shoal_conf_get_bool (layer->conf, layer->group, layer->ops->options, key);
+}
+
+char *
+shoal_layer_opt_string (const ShoalLayer *layer, const char *key)
+{
+  return shoal_conf_get_string (layer->conf, layer->group, layer->ops->options, key);
+}
+
+gint *
+shoal_layer_opt_int_list (const ShoalLayer *layer, const char *key, gsize *n)
+{
+  return shoal_conf_get_int_list (layer->conf, layer->group, layer->ops->options, key, n);
+}
+
+gboolean
+shoal_layer_opt_is_set (const ShoalLayer *layer, const char *key)
+{
+  return g_key_file_has_key (shoal_conf_keyfile (layer->conf), layer->group, key, NULL);
+}
+
+void
+shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key, const char *format, ...)
+{
+  va_list ap;
+  va_start (ap, format);
+  char *msg = g_strdup_vprintf (format, ap);
+  va_end (ap);
+  shoal_conf_error (layer->conf, error, layer->group, key, "%s", msg);
+  g_free (msg);
+}
+
+/* Reads <pname>_<suffix> as a float into *out when present. */
+static void
+param_key_float (const ShoalLayer *layer, const char *pname, const char *suffix, float *out)
+{
+  char *key = g_strconcat (pname, "_", suffix, NULL);
+  GKeyFile *kf = shoal_conf_keyfile (layer->conf);
+  if (g_key_file_has_key (kf, layer->group, key, NULL))
+    {
+      char *raw = g_key_file_get_value (kf, layer->group, key, NULL);
+      *out = (float) g_ascii_strtod (g_strstrip (raw), NULL);
+      g_free (raw);
+    }
+  g_free (key);
+}
+
+ShoalParam *
+shoal_layer_declare_param (ShoalLayer *layer, const char *pname, const ShoalShape *shape,
+                           int fan_in, int fan_out, const ShoalInitSpec *default_init,
+                           GError **error)
+{
+  g_return_val_if_fail (layer->nparams < SHOAL_LAYER_MAX_PARAMS, NULL);
+  ShoalInitSpec init = *default_init;
+  float lr_scale = 1.0f, wd_scale = 1.0f;
+  char *init_key = g_strconcat (pname, "_init", NULL);
+  GKeyFile *kf = shoal_conf_keyfile (layer->conf);
+
+  if (g_key_file_has_key (kf, layer->group, init_key, NULL))
+    {
+      char *name = g_strstrip (g_key_file_get_value (kf, layer->group, init_key, NULL));
+      gboolean ok = shoal_init_kind_parse (name, &init.kind);
+      if (!ok)
+        shoal_layer_error (layer, error, init_key, "unknown initialiser '%s'", name);
+      g_free (name);
+      if (!ok)
+        {
+          g_free (init_key);
+          return NULL;
+        }
+    }
+  g_free (init_key);
+  param_key_float (layer, pname, "value", &init.value);
+  param_key_float (layer, pname, "mean", &init.mean);
+  param_key_float (layer, pname, "std", &init.std);
+  param_key_float (layer, pname, "low", &init.low);
+  param_key_float (layer, pname, "high", &init.high);
+  param_key_float (layer, pname, "lr_scale", &lr_scale);
+  param_key_float (layer, pname, "wd_scale", &wd_scale);
+
+  if ((init.kind == SHOAL_INIT_UNIFORM || init.kind == SHOAL_INIT_UNIFORM_SQRT_FAN_IN)
+      && !(init.low < init.high))
+    {
+      char *key = g_strconcat (pname, "_low", NULL);
+      shoal_layer_error (layer, error, key, "uniform init needs low < high (%g, %g)", init.low,
+                         init.high);
+      g_free (key);
+      return NULL;
+    }
+
+  char *full = g_strconcat (layer->name, "/", pname, NULL);
+  ShoalParam *p = shoal_param_store_declare (layer->store, full, shape, &init, fan_in, fan_out,
+                                             lr_scale, wd_scale);
+  g_free (full);
+  layer->params[layer->nparams++] = p;
+  return p;
+}
+
+/* ---- registry ---------------------------------------------------------- */
+
+#define SHOAL_LAYER(type) extern const ShoalLayerOps shoal_layer_##type##_ops;
+#include "layers/layer_list.h"
+#undef SHOAL_LAYER
+
+#define SHOAL_LAYER(type) &shoal_layer_##type##_ops,
+static const ShoalLayerOps *const builtin_layers[] = {
+#include "layers/layer_list.h"
+};
+#undef SHOAL_LAYER
+
+/* The split layer is inserted by the net itself; confs cannot name it. */
+extern const ShoalLayerOps shoal_layer_split_ops;
+
+static GMutex registry_lock;
+static GPtrArray *custom_layers;  /* const ShoalLayerOps * */
+
+const ShoalLayerOps *
+shoal_layer_lookup (const char *type)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (builtin_layers); i++)
+    if (strcmp (builtin_layers[i]->type, type) == 0)
+      return builtin_layers[i];
+
+  const ShoalLayerOps *found = NULL;
+  g_mutex_lock (&registry_lock);
+  for (guint i = 0; custom_layers != NULL && i < custom_layers->len; i++)
+    {
+      const ShoalLayerOps *ops = g_ptr_array_index (custom_layers, i);
+      if (strcmp (ops->type, type) == 0)
+        found = ops;
+    }
+  g_mutex_unlock (&registry_lock);
+  return found;
+}
+
+gboolean
+shoal_layer_register (const ShoalLayerOps *ops, GError **error)
+{
+  if (ops == NULL || ops->type == NULL || ops->setup == NULL || ops->forward == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "layer ops need a type name, setup and forward");
+      return FALSE;
+    }
+  if (ops->min_srcs < 0 || ops->max_srcs > SHOAL_LAYER_MAX_SRCS || ops->min_srcs > ops->max_srcs)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "layer type '%s': sources must be within 0..%d", ops->type, SHOAL_LAYER_MAX_SRCS);
+      return FALSE;
+    }
+  if (shoal_layer_lookup (ops->type) != NULL || strcmp (ops->type, shoal_layer_split_ops.type) == 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "layer type '%s' is already registered",
+                   ops->type);
+      return FALSE;
+    }
+  g_mutex_lock (&registry_lock);
+  if (custom_layers == NULL)
+    custom_layers = g_ptr_array_new ();
+  g_ptr_array_add (custom_layers, (gpointer) ops);
+  g_mutex_unlock (&registry_lock);
+  return TRUE;
+}
+
+const char **
+shoal_layer_types (void)
+{
+  GPtrArray *names = g_ptr_array_new ();
+  for (gsize i = 0; i < G_N_ELEMENTS (builtin_layers); i++)
+    g_ptr_array_add (names, (gpointer) builtin_layers[i]->type);
+  g_mutex_lock (&registry_lock);
+  for (guint i = 0; custom_layers != NULL && i < custom_layers->len; i++)
+    g_ptr_array_add (names, (gpointer) ((const ShoalLayerOps *) g_ptr_array_index (custom_layers, i))->type);
+  g_mutex_unlock (&registry_lock);
+  g_ptr_array_add (names, NULL);
+  return (const char **) g_ptr_array_free (names, FALSE);
+}

@@ -1,0 +1,518 @@
+/* Building a net from a conf: graph checks, topological order, split
+ * insertion for fan-out, set-up and memory.  The partitioner builds on
+ * the same pieces to make the sub-nets of a worker group. */
+#include "partition/net.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "layers/split.h"
+
+struct _ShoalNet {
+  ShoalConf *conf;                /* borrowed */
+  ShoalLayerContext ctx;
+  GPtrArray *layers;              /* ShoalLayer *, topological order, owned */
+  ShoalParamStore *store;         /* owned */
+  ShoalLayer *input;
+};
+
+#define LAYER_GROUP_PREFIX "layer "
+
+static ShoalLayer *
+layer_new (ShoalNet *net, const char *name, const ShoalLayerOps *ops, const char *group)
+{
+  ShoalLayer *layer = g_new0 (ShoalLayer, 1);
+  layer->name = g_strdup (name);
+  layer->ops = ops;
+  layer->conf = net->conf;
+  layer->group = g_strdup (group);
+  layer->ctx = &net->ctx;
+  layer->store = net->store;
+  layer->loss_weight = 1.0f;
+  layer->priv = ops->priv_size ? g_malloc0 (ops->priv_size) : NULL;
+  return layer;
+}
+
+static void
+layer_free (ShoalLayer *layer)
+{
+  if (layer->ops->finalize != NULL)
+    layer->ops->finalize (layer);
+  shoal_tensor_clear (&layer->out);
+  shoal_tensor_clear (&layer->grad);
+  shoal_tensor_clear (&layer->label);
+  g_free (layer->priv);
+  g_free (layer->name);
+  g_free (layer->group);
+  g_free (layer);
+}
+
+void
+shoal_net_free (ShoalNet *net)
+{
+  if (net == NULL)
+    return;
+  for (guint i = 0; i < net->layers->len; i++)
+    layer_free (g_ptr_array_index (net->layers, i));
+  g_ptr_array_free (net->layers, TRUE);
+  shoal_param_store_free (net->store);
+  g_free (net);
+}
+
+/* Accepts <param>_<suffix> keys for the params this layer type declares. */
+static gboolean
+accept_param_key (const char *key, gpointer user_data)
+{
+  const ShoalLayerOps *ops = user_data;
+  for (const char *const *p = ops->param_names; p != NULL && *p != NULL; p++)
+    {
+      gsize len = strlen (*p);
+      if (strncmp (key, *p, len) == 0 && key[len] == '_'
+          && shoal_option_find (shoal_param_options, key + len + 1) != NULL)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Reads the [layer NAME] groups in file order, checking names, types and keys. */
+static gboolean
+read_layers (ShoalNet *net, GPtrArray *out, GError **error)
+{
+  GKeyFile *kf = shoal_conf_keyfile (net->conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean ok = TRUE;
+  static const ShoalOption *const common[] = { shoal_layer_common_options, NULL };
+
+  for (int g = 0; ok && groups[g] != NULL; g++)
+    {
+      const char *group = groups[g];
+      if (!g_str_has_prefix (group, LAYER_GROUP_PREFIX))
+        continue;
+      char *name = g_strstrip (g_strdup (group + strlen (LAYER_GROUP_PREFIX)));
+      if (*name == '\0' || strpbrk (name, "./, \t") != NULL)
+        {
+          shoal_conf_error (net->conf, error, group, NULL,
+                            "layer name '%s' must be non-empty without '.', '/', ',' or spaces", name);
+          ok = FALSE;
+        }
+      for (guint i = 0; ok && i < out->len; i++)
+        if (strcmp (((ShoalLayer *) g_ptr_array_index (out, i))->name, name) == 0)
+          {
+            shoal_conf_error (net->conf, error, group, NULL, "layer '%s' is defined twice", name);
+            ok = FALSE;
+          }
+      char *type = NULL;
+      if (ok)
+        {
+          type = g_key_file_get_value (kf, group, "type", NULL);
+          if (type == NULL)
+            {
+              shoal_conf_error (net->conf, error, group, NULL, "missing required key 'type'");
+              ok = FALSE;
+            }
+        }
+      const ShoalLayerOps *ops = NULL;
+      if (ok)
+        {
+          g_strstrip (type);
+          ops = shoal_layer_lookup (type);
+          if (ops == NULL)
+            {
+              shoal_conf_error (net->conf, error, group, "type", "unknown layer type '%s'", type);
+              ok = FALSE;
+            }
+        }
+      if (ok)
+        {
+          const ShoalOption *const tables[] = { shoal_layer_common_options, ops->options, NULL };
+          ok = shoal_conf_check_group (net->conf, group, tables, accept_param_key, (gpointer) ops,
+                                       error);
+        }
+      if (ok)
+        {
+          ShoalLayer *layer = layer_new (net, name, ops, group);
+          layer->partition_dim = (int) shoal_conf_get_int (net->conf, group, common[0], "partition_dim");
+          layer->loss_weight = (float) shoal_conf_get_float (net->conf, group, common[0], "loss_weight");
+          g_ptr_array_add (out, layer);
+        }
+      g_free (type);
+      g_free (name);
+    }
+  g_strfreev (groups);
+  if (ok && out->len == 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no [layer NAME] groups",
+                   shoal_conf_origin (net->conf));
+      ok = FALSE;
+    }
+  return ok;
+}
+
+static ShoalLayer *
+find_layer (GPtrArray *layers, const char *name)
+{
+  for (guint i = 0; i < layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (layers, i);
+      if (strcmp (l->name, name) == 0)
+        return l;
+    }
+  return NULL;
+}
+
+static gboolean
+connect_sources (ShoalNet *net, GPtrArray *layers, GError **error)
+{
+  static const ShoalOption *common = shoal_layer_common_options;
+  for (guint i = 0; i < layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (layers, i);
+      gsize n = 0;
+      char **names = shoal_conf_get_string_list (net->conf, layer->group, common, "src", &n);
+      gboolean ok = TRUE;
+      if ((int) n < layer->ops->min_srcs || (int) n > layer->ops->max_srcs)
+        {
+          if (layer->ops->min_srcs == layer->ops->max_srcs)
+            shoal_conf_error (net->conf, error, layer->group, "src",
+                              "a %s layer takes %d source%s, got %zu", layer->ops->type,
+                              layer->ops->min_srcs, layer->ops->min_srcs == 1 ? "" : "s", n);
+          else
+            shoal_conf_error (net->conf, error, layer->group, "src",
+                              "a %s layer takes %d to %d sources, got %zu", layer->ops->type,
+                              layer->ops->min_srcs, layer->ops->max_srcs, n);
+          ok = FALSE;
+        }
+      for (gsize s = 0; ok && s < n; s++)
+        {
+          ShoalLayer *src = find_layer (layers, names[s]);
+          if (src == NULL)
+            {
+              shoal_conf_error (net->conf, error, layer->group, "src", "unknown source layer '%s'",
+                                names[s]);
+              ok = FALSE;
+            }
+          else if (src == layer)
+            {
+              shoal_conf_error (net->conf, error, layer->group, "src", "a layer cannot feed itself");
+              ok = FALSE;
+            }
+          else
+            layer->srcs[layer->nsrcs++] = src;
+        }
+      g_strfreev (names);
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Kahn's algorithm, stable in conf order; reports a cycle by its members. */
+static gboolean
+sort_topologically (ShoalNet *net, GPtrArray *layers, GError **error)
+{
+  guint n = layers->len;
+  GHashTable *index = g_hash_table_new (g_direct_hash, g_direct_equal);
+  int *pending = g_new0 (int, n);
+  gboolean *placed = g_new0 (gboolean, n);
+  GPtrArray *sorted = g_ptr_array_new ();
+
+  for (guint i = 0; i < n; i++)
+    g_hash_table_insert (index, g_ptr_array_index (layers, i), GUINT_TO_POINTER (i));
+  for (guint i = 0; i < n; i++)
+    pending[i] = ((ShoalLayer *) g_ptr_array_index (layers, i))->nsrcs;
+
+  gboolean progress = TRUE;
+  while (sorted->len < n && progress)
+    {
+      progress = FALSE;
+      for (guint i = 0; i < n; i++)
+        {
+          if (placed[i] || pending[i] > 0)
+            continue;
+          ShoalLayer *layer = g_ptr_array_index (layers, i);
+          placed[i] = TRUE;
+          progress = TRUE;
+          g_ptr_array_add (sorted, layer);
+          for (guint j = 0; j < n; j++)
+            {
+              ShoalLayer *other = g_ptr_array_index (layers, j);
+              for (int s = 0; s < other->nsrcs; s++)
+                if (other->srcs[s] == layer)
+                  pending[j]--;
+            }
+          break; /* restart from the top to keep conf order */
+        }
+    }
+
+  gboolean ok = sorted->len == n;
+  if (!ok)
+    {
+      GString *members = g_string_new (NULL);
+      ShoalLayer *first = NULL;
+      for (guint i = 0; i < n; i++)
+        if (!placed[i])
+          {
+            ShoalLayer *l = g_ptr_array_index (layers, i);
+            first = first ? first : l;
+            g_string_append_printf (members, "%s%s", members->len ? ", " : "", l->name);
+          }
+      shoal_conf_error (net->conf, error, first->group, "src", "the layers %s form a cycle",
+                        members->str);
+      g_string_free (members, TRUE);
+    }
+  else
+    for (guint i = 0; i < n; i++)
+      g_ptr_array_index (layers, i) = g_ptr_array_index (sorted, i);
+
+  g_ptr_array_free (sorted, TRUE);
+  g_free (placed);
+  g_free (pending);
+  g_hash_table_destroy (index);
+  return ok;
+}
+
+/* Where one output feeds several sources, put a split layer between. */
+static void
+insert_splits (ShoalNet *net, GPtrArray *layers)
+{
+  for (guint i = 0; i < layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (layers, i);
+      int consumers = 0;
+      for (guint j = i + 1; j < layers->len; j++)
+        {
+          ShoalLayer *other = g_ptr_array_index (layers, j);
+          for (int s = 0; s < other->nsrcs; s++)
+            consumers += other->srcs[s] == layer;
+        }
+      if (consumers < 2)
+        continue;
+      char *name = g_strconcat (layer->name, "/split", NULL);
+      ShoalLayer *split = layer_new (net, name, &shoal_layer_split_ops, layer->group);
+      g_free (name);
+      split->srcs[0] = layer;
+      split->nsrcs = 1;
+      split->partition_dim = layer->partition_dim;
+      shoal_split_set_branches (split, consumers);
+      for (guint j = i + 1; j < layers->len; j++)
+        {
+          ShoalLayer *other = g_ptr_array_index (layers, j);
+          for (int s = 0; s < other->nsrcs; s++)
+            if (other->srcs[s] == layer)
+              other->srcs[s] = split;
+        }
+      g_ptr_array_insert (layers, (gint) i + 1, split);
+      i++;
+    }
+}
+
+static gboolean
+setup_layers (ShoalNet *net, GError **error)
+{
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      GError *local = NULL;
+
+      /* a stream per (layer, worker, group) so dropout masks differ by worker */
+      guint64 stream = g_str_hash (layer->name) ^ ((guint64) net->ctx.group << 40)
+                       ^ ((guint64) net->ctx.worker << 20);
+      shoal_rng_seed (&layer->rng, net->ctx.seed, stream);
+
+      if (!layer->ops->setup (layer, &local))
+        {
+          if (local == NULL)
+            shoal_conf_error (net->conf, &local, layer->group, NULL, "set-up of layer '%s' failed",
+                              layer->name);
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      if (layer->out.shape.ndim == 0)
+        {
+          shoal_layer_error (layer, error, NULL, "layer '%s' (%s) set no output shape", layer->name,
+                             layer->ops->type);
+          return FALSE;
+        }
+      if ((layer->ops->flags & SHOAL_LAYER_INPUT) && net->input == NULL)
+        net->input = layer;
+      if (layer->nparams > 0)
+        layer->needs_grad = TRUE;
+      for (int s = 0; s < layer->nsrcs; s++)
+        layer->needs_grad |= layer->srcs[s]->needs_grad;
+      if (layer->out.data == NULL)
+        shoal_tensor_alloc (&layer->out, &layer->out.shape);
+      /* consumers write d/d out here; a split's consumers use its branch buffers */
+      if (layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
+        shoal_tensor_alloc (&layer->grad, &layer->out.shape);
+    }
+
+  /* where backward writes each source's gradient */
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      for (int s = 0; s < layer->nsrcs; s++)
+        {
+          ShoalLayer *src = layer->srcs[s];
+          layer->src_grad[s] = NULL;
+          if (!src->needs_grad || layer->ops->backward == NULL)
+            continue;
+          if (src->ops == &shoal_layer_split_ops)
+            {
+              /* the branch index is this edge's rank among the split's consumers */
+              int branch = 0;
+              for (guint j = 0; j < net->layers->len; j++)
+                {
+                  ShoalLayer *other = g_ptr_array_index (net->layers, j);
+                  for (int t = 0; t < other->nsrcs; t++)
+                    {
+                      if (other == layer && t == s)
+                        goto found;
+                      branch += other->srcs[t] == src;
+                    }
+                }
+            found:
+              layer->src_grad[s] = shoal_split_branch_grad (src, branch);
+            }
+          else
+            layer->src_grad[s] = &src->grad;
+        }
+    }
+  return TRUE;
+}
+
+ShoalNet *
+shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
+{
+  ShoalNet *net = g_new0 (ShoalNet, 1);
+  net->conf = conf;
+  net->layers = g_ptr_array_new ();
+  net->store = shoal_param_store_new ();
+  net->ctx.shard_count = 1;
+  if (opts != NULL)
+    {
+      net->ctx.seed = opts->seed;
+      net->ctx.shard_index = opts->shard_index;
+      net->ctx.shard_count = opts->shard_count > 0 ? opts->shard_count : 1;
+      net->ctx.worker = opts->worker;
+      net->ctx.group = opts->group;
+    }
+
+  if (!read_layers (net, net->layers, error) || !connect_sources (net, net->layers, error)
+      || !sort_topologically (net, net->layers, error))
+    {
+      shoal_net_free (net);
+      return NULL;
+    }
+  insert_splits (net, net->layers);
+  if (!setup_layers (net, error))
+    {
+      shoal_net_free (net);
+      return NULL;
+    }
+  shoal_param_store_allocate (net->store);
+  return net;
+}
+
+double
+shoal_net_forward (ShoalNet *net, ShoalPhase phase)
+{
+  double loss = 0;
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (!(layer->ops->flags & SHOAL_LAYER_OWN_ROWS) && layer->nsrcs > 0)
+        {
+          int rows = shoal_tensor_rows (&layer->srcs[0]->out);
+          shoal_tensor_set_rows (&layer->out, rows);
+          if (layer->grad.data != NULL)
+            shoal_tensor_set_rows (&layer->grad, rows);
+        }
+      layer->ops->forward (layer, phase);
+      if (layer->ops->flags & SHOAL_LAYER_LOSS)
+        loss += layer->loss_weight * layer->out.data[0];
+    }
+  return loss;
+}
+
+void
+shoal_net_backward (ShoalNet *net)
+{
+  for (guint i = net->layers->len; i-- > 0;)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (layer->needs_grad && layer->ops->backward != NULL)
+        layer->ops->backward (layer);
+    }
+}
+
+ShoalParamStore *
+shoal_net_params (ShoalNet *net)
+{
+  return net->store;
+}
+
+guint
+shoal_net_n_layers (ShoalNet *net)
+{
+  return net->layers->len;
+}
+
+ShoalLayer *
+shoal_net_layer (ShoalNet *net, guint i)
+{
+  g_return_val_if_fail (i < net->layers->len, NULL);
+  return g_ptr_array_index (net->layers, i);
+}
+
+ShoalLayer *
+shoal_net_find (ShoalNet *net, const char *name)
+{
+  return find_layer (net->layers, name);
+}
+
+ShoalLayer *
+shoal_net_input (ShoalNet *net)
+{
+  return net->input;
+}
+
+guint
+shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
+{
+  guint k = 0;
+  for (guint i = 0; i < net->layers->len && k < n; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (!(layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
+        continue;
+      out[k].layer = layer->name;
+      out[k].is_loss = (layer->ops->flags & SHOAL_LAYER_LOSS) != 0;
+      out[k].value = layer->out.data[0];
+      k++;
+    }
+  return k;
+}
+
+int
+shoal_net_batch_rows (ShoalNet *net)
+{
+  return net->input ? shoal_tensor_rows (&net->input->out) : 0;
+}
+
+void
+shoal_net_log_summary (ShoalNet *net)
+{
+  size_t total = 0;
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      char *shape = shoal_shape_to_string (&layer->out.shape);
+      size_t nparams = 0;
+      for (int p = 0; p < layer->nparams; p++)
+        nparams += layer->params[p]->count;
+      total += nparams;
+      g_message ("  %-14s %-14s out %-16s params %zu", layer->name, layer->ops->type, shape, nparams);
+      g_free (shape);
+    }
+  g_message ("  %zu parameters (%.1f MiB)", total, total * 4.0 / (1 << 20));
+}
