@@ -11,7 +11,8 @@ BENCH_PACKAGES := python3-torch python3-numpy
 
 OPT ?= -O2
 WERROR ?= -Werror
-CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing \
+SHOAL_VERSION := 0.1.0
+CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
   -Isrc -I$(BUILD)/gen
 ifdef SANITIZE
   CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer

@@ -435,14 +435,39 @@ shoal_net_forward (ShoalNet *net, ShoalPhase phase)
 }
 
 void
-shoal_net_backward (ShoalNet *net)
+shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
   for (guint i = net->layers->len; i-- > 0;)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      if (layer->needs_grad && layer->ops->backward != NULL)
-        layer->ops->backward (layer);
+      if (!layer->needs_grad || layer->ops->backward == NULL)
+        continue;
+      layer->ops->backward (layer);
+      if (ready != NULL && layer->nparams > 0)
+        ready (layer, user_data);
     }
+}
+
+void
+shoal_net_backward (ShoalNet *net)
+{
+  shoal_net_backward_notify (net, NULL, NULL);
+}
+
+gboolean
+shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end)
+{
+  if (layer->nparams == 0)
+    return FALSE;
+  *begin = layer->params[0]->offset;
+  *end = *begin;
+  for (int p = 0; p < layer->nparams; p++)
+    {
+      const ShoalParam *param = layer->params[p];
+      *begin = MIN (*begin, param->offset);
+      *end = MAX (*end, param->offset + param->count);
+    }
+  return TRUE;
 }
 
 ShoalParamStore *

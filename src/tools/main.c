@@ -1,0 +1,56 @@
+/* shoal: the one binary.  `shoal COMMAND --help` explains each command. */
+#include <glib.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run) (int argc, char **argv);
+  const char *summary;
+} Command;
+
+static const Command commands[] = {
+  { "run", shoal_cmd_run, "train a job: shoal run JOB.conf [-o section.key=value ...]" },
+  { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv ..." },
+  { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
+};
+
+static void
+usage (FILE *out)
+{
+  fprintf (out, "usage: shoal COMMAND [ARGS]\n\ncommands:\n");
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    fprintf (out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  fprintf (out, "\n`shoal COMMAND --help` for the options of a command.\n");
+}
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "");
+  /* a write to a dead peer must fail the call, not kill the process */
+  signal (SIGPIPE, SIG_IGN);
+  g_set_prgname ("shoal");
+
+  if (argc < 2 || strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0
+      || strcmp (argv[1], "help") == 0)
+    {
+      usage (argc < 2 ? stderr : stdout);
+      return argc < 2 ? 2 : 0;
+    }
+  if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "version") == 0)
+    {
+      printf ("shoal %s\n", SHOAL_VERSION);
+      return 0;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    if (strcmp (argv[1], commands[i].name) == 0)
+      return commands[i].run (argc - 1, argv + 1);
+  fprintf (stderr, "shoal: unknown command '%s'\n", argv[1]);
+  usage (stderr);
+  return 2;
+}

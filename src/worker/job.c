@@ -1,0 +1,266 @@
+/* Job-level conf sections, described once in option tables so that
+ * validation, defaults and `shoal help conf` come from one place. */
+#include "worker/job.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/error.h"
+
+const ShoalOption shoal_job_options[] = {
+  { "name", SHOAL_OPT_STRING, "job", SHOAL_UNBOUNDED, NULL, "name used in logs and the workspace" },
+  { "train_steps", SHOAL_OPT_INT, "0", 0, 1e12, NULL, "training steps (batches); or give epochs" },
+  { "epochs", SHOAL_OPT_FLOAT, "0", 0, 1e6, NULL, "training length in passes over the training set" },
+  { "test_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL, "steps between test runs; 0 = only at the end" },
+  { "test_steps", SHOAL_OPT_INT, "0", 0, 1e12, NULL, "batches per test run; 0 = whole test set" },
+  { "disp_freq", SHOAL_OPT_INT, "100", 1, 1e12, NULL, "steps between progress lines" },
+  { "seed", SHOAL_OPT_INT, "1", 0, 9.2e18, NULL, "seed of every random stream of the job" },
+  { "threads", SHOAL_OPT_INT, "0", 0, 1024, NULL,
+    "BLAS threads per process; 0 = cores divided by the workers of the process" },
+  SHOAL_OPTION_END
+};
+
+const ShoalOption shoal_updater_options[] = {
+  { "type", SHOAL_OPT_STRING, "sgd", SHOAL_UNBOUNDED, "sgd|nesterov|adagrad|rmsprop|adadelta|adam",
+    "update rule" },
+  { "lr", SHOAL_OPT_FLOAT, "0.01", 0, 1e6, NULL, "base learning rate" },
+  { "lr_policy", SHOAL_OPT_STRING, "fixed", SHOAL_UNBOUNDED, "fixed|step|fixed_step|exponential|inverse",
+    "learning-rate schedule" },
+  { "gamma", SHOAL_OPT_FLOAT, "0.1", 0, 1e6, NULL, "step/exponential/inverse: decay factor" },
+  { "power", SHOAL_OPT_FLOAT, "0.75", 0, 1e6, NULL, "inverse: exponent" },
+  { "step_size", SHOAL_OPT_INT, "1000", 1, 1e12, NULL, "step/exponential: steps per decay" },
+  { "step_list", SHOAL_OPT_INT_LIST, "", 0, 1e12, NULL, "fixed_step: steps where lr changes (first 0)" },
+  { "lr_list", SHOAL_OPT_FLOAT_LIST, "", 0, 1e6, NULL, "fixed_step: lr from each step_list entry on" },
+  { "warmup_steps", SHOAL_OPT_INT, "0", 0, 1e12, NULL, "linear warm-up steps; 0 = none" },
+  { "momentum", SHOAL_OPT_FLOAT, "0", 0, 1, NULL, "sgd/nesterov momentum" },
+  { "weight_decay", SHOAL_OPT_FLOAT, "0", 0, 1e3, NULL, "L2 weight decay" },
+  { "beta1", SHOAL_OPT_FLOAT, "0.9", 0, 1, NULL, "adam" },
+  { "beta2", SHOAL_OPT_FLOAT, "0.999", 0, 1, NULL, "adam" },
+  { "rho", SHOAL_OPT_FLOAT, "0", 0, 1, NULL, "rmsprop/adadelta decay; 0 = the rule's default" },
+  { "epsilon", SHOAL_OPT_FLOAT, "0", 0, 1, NULL, "numerical guard; 0 = the rule's default" },
+  { "clip_value", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL, "clip each gradient element to +-value; 0 = off" },
+  { "clip_norm", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL, "clip the gradient's global L2 norm; 0 = off" },
+  SHOAL_OPTION_END
+};
+
+const ShoalOption shoal_cluster_options[] = {
+  { "nworker_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker groups (async between groups)" },
+  { "nworkers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "workers per group (sync inside)" },
+  { "nserver_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "server groups" },
+  { "nservers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "servers per server group" },
+  { "nworkers_per_procs", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker threads per process" },
+  { "nservers_per_procs", SHOAL_OPT_INT, "1", 1, 4096, NULL, "servers per process" },
+  { "server_worker_separate", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
+    "servers in processes of their own" },
+  { "sync_freq", SHOAL_OPT_INT, "1", 1, 1e9, NULL, "updates between server-group syncs (Hogwild)" },
+  SHOAL_OPTION_END
+};
+
+static gboolean
+check_groups (ShoalConf *conf, GError **error)
+{
+  char **groups = g_key_file_get_groups (shoal_conf_keyfile (conf), NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && groups[i] != NULL; i++)
+    {
+      const char *g = groups[i];
+      if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
+          || g_str_has_prefix (g, "layer "))
+        continue;
+      shoal_conf_error (conf, error, g, NULL,
+                        "unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+      ok = FALSE;
+    }
+  g_strfreev (groups);
+  return ok;
+}
+
+static gboolean
+read_updater (ShoalConf *conf, ShoalUpdaterConf *u, GError **error)
+{
+  const char *g = "updater";
+  const ShoalOption *t = shoal_updater_options;
+  char *type = shoal_conf_get_string (conf, g, t, "type");
+  ShoalUpdaterKind kind = SHOAL_UPDATER_SGD;
+  shoal_updater_kind_parse (type, &kind);
+  g_free (type);
+  shoal_updater_conf_defaults (u, kind);
+
+  ShoalLrSchedule *s = &u->schedule;
+  char *policy = shoal_conf_get_string (conf, g, t, "lr_policy");
+  shoal_lr_policy_parse (policy, &s->policy);
+  g_free (policy);
+  s->lr = (float) shoal_conf_get_float (conf, g, t, "lr");
+  s->gamma = (float) shoal_conf_get_float (conf, g, t, "gamma");
+  s->power = (float) shoal_conf_get_float (conf, g, t, "power");
+  s->step_size = (int) shoal_conf_get_int (conf, g, t, "step_size");
+  s->warmup_steps = (int) shoal_conf_get_int (conf, g, t, "warmup_steps");
+
+  gsize nsteps = 0, nlrs = 0;
+  gint *steps = shoal_conf_get_int_list (conf, g, t, "step_list", &nsteps);
+  double *lrs = shoal_conf_get_float_list (conf, g, t, "lr_list", &nlrs);
+  gboolean ok = TRUE;
+  if (s->policy == SHOAL_LR_FIXED_STEP)
+    {
+      if (nsteps == 0 || nsteps != nlrs || nsteps > SHOAL_LR_MAX_STEPS)
+        {
+          shoal_conf_error (conf, error, g, "step_list",
+                            "fixed_step needs step_list and lr_list of the same length (1 to %d), got %zu and %zu",
+                            SHOAL_LR_MAX_STEPS, nsteps, nlrs);
+          ok = FALSE;
+        }
+      for (gsize i = 0; ok && i < nsteps; i++)
+        if ((i == 0 && steps[0] != 0) || (i > 0 && steps[i] <= steps[i - 1]))
+          {
+            shoal_conf_error (conf, error, g, "step_list", "must start at 0 and increase");
+            ok = FALSE;
+          }
+      for (gsize i = 0; ok && i < nsteps; i++)
+        {
+          s->step_list[i] = steps[i];
+          s->lr_list[i] = (float) lrs[i];
+        }
+      s->nsteps = ok ? (int) nsteps : 0;
+    }
+  g_free (steps);
+  g_free (lrs);
+
+  u->momentum = (float) shoal_conf_get_float (conf, g, t, "momentum");
+  u->weight_decay = (float) shoal_conf_get_float (conf, g, t, "weight_decay");
+  u->beta1 = (float) shoal_conf_get_float (conf, g, t, "beta1");
+  u->beta2 = (float) shoal_conf_get_float (conf, g, t, "beta2");
+  double rho = shoal_conf_get_float (conf, g, t, "rho");
+  double eps = shoal_conf_get_float (conf, g, t, "epsilon");
+  if (rho > 0)
+    u->rho = (float) rho;
+  if (eps > 0)
+    u->epsilon = (float) eps;
+  u->clip_value = (float) shoal_conf_get_float (conf, g, t, "clip_value");
+  u->clip_norm = (float) shoal_conf_get_float (conf, g, t, "clip_norm");
+  if (ok && (kind == SHOAL_UPDATER_ADAM) && (u->beta1 >= 1 || u->beta2 >= 1))
+    {
+      shoal_conf_error (conf, error, g, u->beta1 >= 1 ? "beta1" : "beta2", "must be below 1");
+      ok = FALSE;
+    }
+  return ok;
+}
+
+static gboolean
+read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
+{
+  const char *g = "cluster";
+  const ShoalOption *t = shoal_cluster_options;
+  c->nworker_groups = (int) shoal_conf_get_int (conf, g, t, "nworker_groups");
+  c->nworkers_per_group = (int) shoal_conf_get_int (conf, g, t, "nworkers_per_group");
+  c->nserver_groups = (int) shoal_conf_get_int (conf, g, t, "nserver_groups");
+  c->nservers_per_group = (int) shoal_conf_get_int (conf, g, t, "nservers_per_group");
+  c->nworkers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nworkers_per_procs");
+  c->nservers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nservers_per_procs");
+  c->server_worker_separate = shoal_conf_get_bool (conf, g, t, "server_worker_separate");
+  c->sync_freq = (int) shoal_conf_get_int (conf, g, t, "sync_freq");
+
+  /* This build trains with one worker and an in-process server; the
+   * multi-group layouts arrive with the server-group work. */
+  if (c->nworker_groups * c->nworkers_per_group > 1 || c->nserver_groups * c->nservers_per_group > 1
+      || c->server_worker_separate)
+    {
+      shoal_conf_error (conf, error, g, NULL,
+                        "this build runs one worker with an in-process server: nworker_groups, "
+                        "nworkers_per_group, nserver_groups and nservers_per_group must be 1 and "
+                        "server_worker_separate false");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+ShoalJob *
+shoal_job_load_data (const char *text, const char *origin, const char *const *overrides,
+                     GError **error)
+{
+  ShoalConf *conf = shoal_conf_load_data (text, origin, error);
+  if (conf == NULL)
+    return NULL;
+  for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
+    if (!shoal_conf_override (conf, overrides[i], error))
+      {
+        shoal_conf_free (conf);
+        return NULL;
+      }
+
+  ShoalJob *job = g_new0 (ShoalJob, 1);
+  job->conf = conf;
+  const ShoalOption *const job_tables[] = { shoal_job_options, NULL };
+  const ShoalOption *const updater_tables[] = { shoal_updater_options, NULL };
+  const ShoalOption *const cluster_tables[] = { shoal_cluster_options, NULL };
+  if (!check_groups (conf, error)
+      || !shoal_conf_check_group (conf, "job", job_tables, NULL, NULL, error)
+      || !shoal_conf_check_group (conf, "updater", updater_tables, NULL, NULL, error)
+      || !shoal_conf_check_group (conf, "cluster", cluster_tables, NULL, NULL, error))
+    {
+      shoal_job_free (job);
+      return NULL;
+    }
+
+  const ShoalOption *t = shoal_job_options;
+  job->name = shoal_conf_get_string (conf, "job", t, "name");
+  job->train_steps = shoal_conf_get_int (conf, "job", t, "train_steps");
+  job->epochs = shoal_conf_get_float (conf, "job", t, "epochs");
+  job->test_freq = (int) shoal_conf_get_int (conf, "job", t, "test_freq");
+  job->test_steps = (int) shoal_conf_get_int (conf, "job", t, "test_steps");
+  job->disp_freq = (int) shoal_conf_get_int (conf, "job", t, "disp_freq");
+  job->seed = (guint64) shoal_conf_get_int (conf, "job", t, "seed");
+  job->threads = (int) shoal_conf_get_int (conf, "job", t, "threads");
+
+  gboolean ok = TRUE;
+  if (job->train_steps > 0 && job->epochs > 0)
+    {
+      shoal_conf_error (conf, error, "job", "epochs", "give train_steps or epochs, not both");
+      ok = FALSE;
+    }
+  else if (job->train_steps == 0 && job->epochs == 0)
+    {
+      shoal_conf_error (conf, error, "job", NULL, "missing train_steps or epochs");
+      ok = FALSE;
+    }
+  if (ok)
+    ok = read_updater (conf, &job->updater, error) && read_cluster (conf, &job->cluster, error);
+  if (!ok)
+    {
+      shoal_job_free (job);
+      return NULL;
+    }
+  return job;
+}
+
+ShoalJob *
+shoal_job_load (const char *path, const char *const *overrides, GError **error)
+{
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  ShoalJob *job = shoal_job_load_data (text, path, overrides, error);
+  g_free (text);
+  return job;
+}
+
+void
+shoal_job_free (ShoalJob *job)
+{
+  if (job == NULL)
+    return;
+  shoal_conf_free (job->conf);
+  g_free (job->name);
+  g_free (job);
+}
+
+void
+shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batch)
+{
+  if (job->epochs > 0 && batch > 0)
+    job->train_steps = (gint64) ceil (job->epochs * (double) records_per_epoch / batch);
+}

@@ -1,0 +1,176 @@
+/* The BP training loop of one worker. */
+#include "worker/worker.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/error.h"
+
+typedef struct {
+  ShoalWorker *worker;
+  int step;
+  gboolean ok;
+  ShoalParamStore *store;
+} PushContext;
+
+/* Backward hook: a layer's gradients are final; send them and clear them
+ * while they are still in cache. */
+static void
+push_layer (ShoalLayer *layer, gpointer user_data)
+{
+  PushContext *ctx = user_data;
+  size_t begin, end;
+  if (!ctx->ok || !shoal_layer_param_range (layer, &begin, &end))
+    return;
+  float *grad = ctx->store->grads + begin;
+  if (!shoal_param_client_push (ctx->worker->client, begin, end, grad, ctx->step,
+                                &ctx->worker->error))
+    ctx->ok = FALSE;
+  memset (grad, 0, (end - begin) * sizeof (float));
+}
+
+/* Finds the metric to report as accuracy: the first metric layer. */
+static double
+accuracy_of (const ShoalMetric *m, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    if (!m[i].is_loss)
+      return m[i].value;
+  return -1;
+}
+
+ShoalEvalResult
+shoal_worker_evaluate (ShoalNet *net, int batches)
+{
+  ShoalEvalResult r = { 0, 0, 0 };
+  ShoalLayer *input = shoal_net_input (net);
+  int batch = input ? (int) (input->out.capacity / MAX (shoal_tensor_row_size (&input->out), 1)) : 1;
+  if (batches <= 0)
+    {
+      gint64 n = (input && input->ops->num_records) ? input->ops->num_records (input, SHOAL_PHASE_TEST) : 0;
+      batches = n > 0 ? (int) ((n + batch - 1) / batch) : 1;
+    }
+  double loss_sum = 0, acc_sum = 0;
+  gboolean has_acc = FALSE;
+  for (int b = 0; b < batches; b++)
+    {
+      double loss = shoal_net_forward (net, SHOAL_PHASE_TEST);
+      int rows = shoal_net_batch_rows (net);
+      ShoalMetric m[16];
+      guint nm = shoal_net_metrics (net, m, G_N_ELEMENTS (m));
+      double acc = accuracy_of (m, nm);
+      loss_sum += loss * rows;
+      if (acc >= 0)
+        {
+          acc_sum += acc * rows;
+          has_acc = TRUE;
+        }
+      r.samples += rows;
+    }
+  r.loss = r.samples ? loss_sum / (double) r.samples : 0;
+  r.accuracy = has_acc && r.samples ? acc_sum / (double) r.samples : -1;
+  return r;
+}
+
+static void
+run_test (ShoalWorker *w, gint64 step)
+{
+  ShoalEvalResult r = shoal_worker_evaluate (w->net, w->job->test_steps);
+  w->test_loss = r.loss;
+  w->test_accuracy = r.accuracy;
+  if (w->log_progress)
+    {
+      if (r.accuracy >= 0)
+        g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f accuracy %.4f (%" G_GINT64_FORMAT " samples)",
+                   w->group, w->worker, step, r.loss, r.accuracy, r.samples);
+      else
+        g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f (%" G_GINT64_FORMAT " samples)",
+                   w->group, w->worker, step, r.loss, r.samples);
+    }
+  ShoalMetricsRecord rec = { step, w->group, w->worker, "test", r.loss, r.accuracy, -1 };
+  shoal_metrics_write (w->metrics, &rec);
+}
+
+gboolean
+shoal_worker_train (ShoalWorker *w)
+{
+  const ShoalJob *job = w->job;
+  const ShoalUpdaterConf *u = &job->updater;
+  ShoalParamStore *store = shoal_net_params (w->net);
+  gboolean clip = u->clip_value > 0 || u->clip_norm > 0;
+  PushContext push = { .worker = w, .ok = TRUE, .store = store };
+
+  double window_loss = 0, window_acc = 0, train_seconds = 0;
+  gint64 window_samples = 0, total_samples = 0;
+  int window_steps = 0;
+  gint64 window_start = g_get_monotonic_time ();
+
+  shoal_param_store_zero_grads (store);
+  for (gint64 step = 0; step < job->train_steps && push.ok; step++)
+    {
+      if (job->test_freq > 0 && step > 0 && step % job->test_freq == 0)
+        {
+          gint64 t0 = g_get_monotonic_time ();
+          run_test (w, step);
+          window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
+        }
+
+      push.step = (int) step;
+      double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
+      if (clip)
+        {
+          /* clipping needs the whole gradient before anything is sent */
+          shoal_net_backward (w->net);
+          shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
+          for (guint i = 0; i < shoal_net_n_layers (w->net); i++)
+            push_layer (shoal_net_layer (w->net, i), &push);
+        }
+      else
+        shoal_net_backward_notify (w->net, push_layer, &push);
+
+      if (!isfinite (loss))
+        {
+          g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                       "[group %d worker %d] step %" G_GINT64_FORMAT ": the loss is %g; lower [updater] lr?",
+                       w->group, w->worker, step, loss);
+          push.ok = FALSE;
+          break;
+        }
+
+      ShoalMetric m[16];
+      guint nm = shoal_net_metrics (w->net, m, G_N_ELEMENTS (m));
+      int rows = shoal_net_batch_rows (w->net);
+      window_loss += loss;
+      double acc = accuracy_of (m, nm);
+      window_acc += acc;
+      window_samples += rows;
+      total_samples += rows;
+      window_steps++;
+      w->steps_done = step + 1;
+
+      if (window_steps == job->disp_freq || step + 1 == job->train_steps)
+        {
+          gint64 now = g_get_monotonic_time ();
+          double secs = (double) (now - window_start) / 1e6;
+          double sps = secs > 0 ? (double) window_samples / secs : 0;
+          train_seconds += secs;
+          double mean_loss = window_loss / window_steps;
+          double mean_acc = acc >= 0 ? window_acc / window_steps : -1;
+          if (w->log_progress)
+            g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s%.4f %.0f samples/s",
+                       w->group, w->worker, step + 1, mean_loss, mean_acc >= 0 ? " accuracy " : "",
+                       mean_acc >= 0 ? mean_acc : 0.0, sps);
+          ShoalMetricsRecord rec = { step + 1, w->group, w->worker, "train", mean_loss, mean_acc, sps };
+          shoal_metrics_write (w->metrics, &rec);
+          window_loss = window_acc = 0;
+          window_samples = 0;
+          window_steps = 0;
+          window_start = g_get_monotonic_time ();
+        }
+    }
+  w->train_samples_per_sec = train_seconds > 0 ? (double) total_samples / train_seconds : 0;
+  if (!push.ok)
+    return FALSE;
+  run_test (w, w->steps_done);
+  return TRUE;
+}

@@ -1,0 +1,50 @@
+/* A worker: one thread running the BP training loop on its net.
+ *
+ * Each step: forward, backward; as soon as a layer's param gradients are
+ * complete they are pushed to the servers through the param client (and
+ * zeroed for the next step), so updates overlap the rest of backward.
+ * Progress goes to the log every disp_freq steps and to metrics.jsonl;
+ * the test set is evaluated every test_freq steps and at the end. */
+#ifndef SHOAL_WORKER_H
+#define SHOAL_WORKER_H
+
+#include <glib.h>
+
+#include "comm/param_client.h"
+#include "partition/net.h"
+#include "worker/job.h"
+#include "worker/metrics.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const ShoalJob *job;             /* borrowed */
+  ShoalNet *net;                   /* borrowed */
+  ShoalParamClient *client;        /* borrowed */
+  ShoalMetricsWriter *metrics;     /* borrowed, may be NULL */
+  int group, worker;
+  gboolean log_progress;           /* g_message progress lines */
+
+  /* results */
+  gint64 steps_done;
+  double test_loss, test_accuracy; /* of the last test run; accuracy < 0 if the net has none */
+  double train_samples_per_sec;    /* over the whole run, test time excluded */
+  GError *error;                   /* set when training stopped on an error */
+} ShoalWorker;
+
+typedef struct {
+  double loss;
+  double accuracy;   /* < 0 when the net has no accuracy layer */
+  gint64 samples;
+} ShoalEvalResult;
+
+/* Runs the whole training loop in the calling thread; FALSE with
+ * worker->error on failure. */
+gboolean shoal_worker_train (ShoalWorker *worker);
+/* Evaluates the net on the test phase: `batches` batches, or the whole
+ * test set when 0. */
+ShoalEvalResult shoal_worker_evaluate (ShoalNet *net, int batches);
+
+G_END_DECLS
+
+#endif
