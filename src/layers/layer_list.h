@@ -3,3 +3,7 @@
  * Kept alphabetical; the registry and the docs come from this list. */
 SHOAL_LAYER (dense)
 SHOAL_LAYER (feed)
+SHOAL_LAYER (relu)
+SHOAL_LAYER (sigmoid)
+SHOAL_LAYER (stanh)
+SHOAL_LAYER (tanh)
