@@ -1,0 +1,123 @@
+/* Inverted dropout: in the train phase each unit is kept with probability
+ * 1 - ratio and scaled by 1 / (1 - ratio), so the test phase is the
+ * identity and needs no rescaling.
+ *
+ * The mask comes from layer->rng, drawn afresh by every train forward;
+ * each 32-bit draw decides two units (16 bits each), halving the calls
+ * into the generator.  That quantises the drop probability to multiples
+ * of 1/65536, and the scale uses that quantised probability, so the
+ * expectation of the output is exactly the input.  The mask is kept as
+ * floats (0 or the scale) so both passes are one vectorised multiply. */
+#pragma GCC optimize ("tree-vectorize", "no-trapping-math")
+
+#include "layers/layer.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  guint32 threshold;   /* a 16-bit draw below it drops the unit */
+  float scale;         /* 1 / (1 - threshold / 65536) */
+  float *mask;         /* (capacity of out): 0 or scale, from the last train forward */
+} DropoutPriv;
+
+static const ShoalOption dropout_options[] = {
+  { "ratio", SHOAL_OPT_FLOAT, "0.5", 0, 1, NULL, "probability of dropping a unit, in [0, 1)" },
+  SHOAL_OPTION_END
+};
+
+static gboolean
+dropout_setup (ShoalLayer *layer, GError **error)
+{
+  DropoutPriv *p = layer->priv;
+  double ratio = shoal_layer_opt_float (layer, "ratio");
+
+  if (!(ratio < 1.0))
+    {
+      shoal_layer_error (layer, error, "ratio", "must be below 1 (1 drops every unit), got %g", ratio);
+      return FALSE;
+    }
+  p->threshold = (guint32) lround (ratio * 65536.0);
+  if (p->threshold > 65535)
+    p->threshold = 65535;
+  p->scale = (float) (65536.0 / (65536.0 - p->threshold));
+  layer->out.shape = layer->srcs[0]->out.shape;
+  p->mask = shoal_alloc_floats (shoal_shape_count (&layer->out.shape));
+  return TRUE;
+}
+
+static void
+dropout_finalize (ShoalLayer *layer)
+{
+  DropoutPriv *p = layer->priv;
+  shoal_free_aligned (p->mask);
+  p->mask = NULL;
+}
+
+static void
+multiply_kernel (const float *restrict a, const float *restrict b, float *restrict y, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    y[i] = a[i] * b[i];
+}
+
+static void
+draw_mask (ShoalRng *rng, guint32 threshold, float scale, float *restrict mask, size_t n)
+{
+  size_t i = 0;
+  for (; i + 1 < n; i += 2)
+    {
+      guint32 r = shoal_rng_u32 (rng);
+      mask[i] = (r & 0xffffu) >= threshold ? scale : 0.0f;
+      mask[i + 1] = (r >> 16) >= threshold ? scale : 0.0f;
+    }
+  if (i < n)
+    mask[i] = (shoal_rng_u32 (rng) & 0xffffu) >= threshold ? scale : 0.0f;
+}
+
+static void
+dropout_forward (ShoalLayer *layer, ShoalPhase phase)
+{
+  DropoutPriv *p = layer->priv;
+  const float *x = layer->srcs[0]->out.data;
+  size_t n = shoal_tensor_count (&layer->out);
+
+  if (phase == SHOAL_PHASE_TEST || p->threshold == 0)
+    {
+      memcpy (layer->out.data, x, n * sizeof (float));
+      return;
+    }
+  draw_mask (&layer->rng, p->threshold, p->scale, p->mask, n);
+  multiply_kernel (x, p->mask, layer->out.data, n);
+}
+
+static void
+dropout_backward (ShoalLayer *layer)
+{
+  DropoutPriv *p = layer->priv;
+  ShoalTensor *dst = layer->src_grad[0];
+  size_t n = shoal_tensor_count (&layer->out);
+
+  if (dst == NULL)
+    return;
+  shoal_tensor_set_rows (dst, shoal_tensor_rows (&layer->out));
+  if (p->threshold == 0)
+    memcpy (dst->data, layer->grad.data, n * sizeof (float));
+  else
+    multiply_kernel (layer->grad.data, p->mask, dst->data, n);
+}
+
+const ShoalLayerOps shoal_layer_dropout_ops = {
+  .type = "dropout",
+  .summary = "inverted dropout: drops units with probability ratio in training",
+  .flags = 0,
+  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .min_srcs = 1,
+  .max_srcs = 1,
+  .options = dropout_options,
+  .priv_size = sizeof (DropoutPriv),
+  .setup = dropout_setup,
+  .forward = dropout_forward,
+  .backward = dropout_backward,
+  .finalize = dropout_finalize,
+};
