@@ -2,6 +2,7 @@
  * src/layers/<type>.c defines `const ShoalLayerOps shoal_layer_<type>_ops`.
  * Kept alphabetical; the registry and the docs come from this list. */
 SHOAL_LAYER (dense)
+SHOAL_LAYER (dropout)
 SHOAL_LAYER (feed)
 SHOAL_LAYER (relu)
 SHOAL_LAYER (sigmoid)
