@@ -1,6 +1,7 @@
 /* Every built-in layer type, one line each: SHOAL_LAYER (type) means
  * src/layers/<type>.c defines `const ShoalLayerOps shoal_layer_<type>_ops`.
  * Kept alphabetical; the registry and the docs come from this list. */
+SHOAL_LAYER (batchnorm)
 SHOAL_LAYER (dense)
 SHOAL_LAYER (dropout)
 SHOAL_LAYER (feed)
