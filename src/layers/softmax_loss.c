@@ -1,0 +1,172 @@
+/* Softmax cross-entropy: srcs = logits (N, K) and a layer carrying labels
+ * (srcs[1]->label, N class indices stored as floats).  out holds
+ * sum_i -log softmax(x_i)[y_i] / norm, norm = loss_norm or the rows.
+ *
+ * Softmax and loss go through log-sum-exp with the row's maximum taken
+ * out first, so logits of any size give finite results.  The forward
+ * keeps the probabilities; backward is then (p - onehot) * w / norm.
+ * A label outside [0, K) (a record without one has -1) marks the row as
+ * unlabelled: it adds no loss and no gradient, and the first one is
+ * reported with a warning. */
+#pragma GCC optimize ("tree-vectorize", "no-trapping-math")
+
+#include "layers/layer.h"
+#include "layers/vmath.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  int classes;     /* K */
+  float *prob;     /* (capacity of the logits): softmax of the last forward */
+  gboolean warned;
+} SoftmaxLossPriv;
+
+static gboolean
+softmax_loss_setup (ShoalLayer *layer, GError **error)
+{
+  SoftmaxLossPriv *p = layer->priv;
+  const ShoalLayer *logits = layer->srcs[0], *labels = layer->srcs[1];
+
+  if (labels->label.data == NULL)
+    {
+      shoal_layer_error (layer, error, "src", "source '%s' carries no labels", labels->name);
+      return FALSE;
+    }
+  if (shoal_tensor_rows (&labels->label) != shoal_tensor_rows (&logits->out))
+    {
+      shoal_layer_error (layer, error, "src", "'%s' has %d rows but '%s' has %d labels",
+                         logits->name, shoal_tensor_rows (&logits->out), labels->name,
+                         shoal_tensor_rows (&labels->label));
+      return FALSE;
+    }
+  p->classes = (int) shoal_tensor_row_size (&logits->out);
+  p->prob = shoal_alloc_floats (shoal_tensor_count (&logits->out));
+  layer->out.shape = shoal_shape_make (1, 1);
+  return TRUE;
+}
+
+static void
+softmax_loss_finalize (ShoalLayer *layer)
+{
+  SoftmaxLossPriv *p = layer->priv;
+  shoal_free_aligned (p->prob);
+  p->prob = NULL;
+}
+
+static int
+norm_rows (const ShoalLayer *layer, int rows)
+{
+  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
+  return norm > 0 ? norm : 1;
+}
+
+/* e[k] = exp(x[k] - m) */
+static void
+exp_shifted (const float *restrict x, float m, float *restrict e, int k)
+{
+  for (int i = 0; i < k; i++)
+    e[i] = shoal_vexpf (x[i] - m);
+}
+
+static void
+scale_row (float *restrict e, float s, int k)
+{
+  for (int i = 0; i < k; i++)
+    e[i] *= s;
+}
+
+/* The class index of a label, or -1 when it is not one of [0, k). */
+static int
+label_class (float label, int k)
+{
+  if (!(label >= 0.0f && label < (float) k) || label != floorf (label))
+    return -1;
+  return (int) label;
+}
+
+static void
+softmax_loss_forward (ShoalLayer *layer, ShoalPhase phase)
+{
+  SoftmaxLossPriv *p = layer->priv;
+  const ShoalTensor *logits = &layer->srcs[0]->out;
+  const float *label = layer->srcs[1]->label.data;
+  const int rows = shoal_tensor_rows (logits), k = p->classes;
+  double total = 0;
+
+  (void) phase;
+  for (int i = 0; i < rows; i++)
+    {
+      const float *x = logits->data + (size_t) i * k;
+      float *e = p->prob + (size_t) i * k;
+      float m = x[0];
+      for (int c = 1; c < k; c++)
+        m = x[c] > m ? x[c] : m;
+      exp_shifted (x, m, e, k);
+      float sum = 0;
+      for (int c = 0; c < k; c++)
+        sum += e[c];
+      scale_row (e, 1.0f / sum, k);
+
+      int y = label_class (label[i], k);
+      if (y < 0)
+        {
+          if (!p->warned)
+            g_warning ("layer '%s': row %d has label %g, not a class of [0, %d); "
+                       "such rows add no loss", layer->name, i, label[i], k);
+          p->warned = TRUE;
+          continue;
+        }
+      /* -log p_y = log(sum) - (x_y - m), exact even where p_y underflows */
+      total += log ((double) sum) - ((double) x[y] - m);
+    }
+  layer->out.data[0] = (float) (total / norm_rows (layer, rows));
+}
+
+static void
+softmax_loss_backward (ShoalLayer *layer)
+{
+  SoftmaxLossPriv *p = layer->priv;
+  const ShoalTensor *logits = &layer->srcs[0]->out;
+  const float *label = layer->srcs[1]->label.data;
+  const int rows = shoal_tensor_rows (logits), k = p->classes;
+  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+
+  if (layer->src_grad[1] != NULL)
+    {
+      /* the labels' layer gets no gradient through its out */
+      shoal_tensor_set_rows (layer->src_grad[1], shoal_tensor_rows (&layer->srcs[1]->out));
+      shoal_tensor_fill (layer->src_grad[1], 0.0f);
+    }
+  ShoalTensor *dst = layer->src_grad[0];
+  if (dst == NULL)
+    return;
+  shoal_tensor_set_rows (dst, rows);
+  for (int i = 0; i < rows; i++)
+    {
+      float *dx = dst->data + (size_t) i * k;
+      int y = label_class (label[i], k);
+      if (y < 0)
+        {
+          memset (dx, 0, (size_t) k * sizeof (float));
+          continue;
+        }
+      memcpy (dx, p->prob + (size_t) i * k, (size_t) k * sizeof (float));
+      dx[y] -= 1.0f;
+      scale_row (dx, w, k);
+    }
+}
+
+const ShoalLayerOps shoal_layer_softmax_loss_ops = {
+  .type = "softmax_loss",
+  .summary = "softmax cross-entropy of logits (src 1) against labels (src 2)",
+  .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS,
+  .split_dims = SHOAL_SPLIT_BATCH,
+  .min_srcs = 2,
+  .max_srcs = 2,
+  .priv_size = sizeof (SoftmaxLossPriv),
+  .setup = softmax_loss_setup,
+  .forward = softmax_loss_forward,
+  .backward = softmax_loss_backward,
+  .finalize = softmax_loss_finalize,
+};
