@@ -3,6 +3,7 @@
  * Kept alphabetical; the registry and the docs come from this list. */
 SHOAL_LAYER (accuracy)
 SHOAL_LAYER (batchnorm)
+SHOAL_LAYER (concat)
 SHOAL_LAYER (conv)
 SHOAL_LAYER (dense)
 SHOAL_LAYER (dropout)
