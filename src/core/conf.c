@@ -26,13 +26,17 @@ line_key (const char *group, const char *key)
   return g_strconcat (group, "\x1f", key ? key : "", NULL);
 }
 
-static void
-index_lines (ShoalConf *conf, const char *text)
+/* GKeyFile silently merges a group written twice and keeps the last of a
+ * key written twice; in a job conf both are copy-paste mistakes, so the
+ * scan that records lines rejects them. */
+static gboolean
+index_lines (ShoalConf *conf, const char *text, GError **error)
 {
   char **lines = g_strsplit (text, "\n", -1);
   char *group = NULL;
+  gboolean ok = TRUE;
 
-  for (int i = 0; lines[i] != NULL; i++)
+  for (int i = 0; ok && lines[i] != NULL; i++)
     {
       char *line = g_strstrip (lines[i]);
       if (line[0] == '\0' || line[0] == '#')
@@ -42,6 +46,14 @@ index_lines (ShoalConf *conf, const char *text)
           char *end = strrchr (line, ']');
           g_free (group);
           group = end ? g_strndup (line + 1, (gsize) (end - line - 1)) : g_strdup (line + 1);
+          int first = shoal_conf_line (conf, group, NULL);
+          if (first != 0)
+            {
+              g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                           "%s:%d: [%s] section written twice (first at line %d)", conf->origin,
+                           i + 1, group, first);
+              ok = FALSE;
+            }
           g_hash_table_insert (conf->lines, line_key (group, NULL), GINT_TO_POINTER (i + 1));
           continue;
         }
@@ -49,10 +61,20 @@ index_lines (ShoalConf *conf, const char *text)
       if (group == NULL || eq == NULL)
         continue;
       *eq = '\0';
-      g_hash_table_insert (conf->lines, line_key (group, g_strstrip (line)), GINT_TO_POINTER (i + 1));
+      const char *key = g_strstrip (line);
+      int first = shoal_conf_line (conf, group, key);
+      if (first != 0)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "%s:%d: [%s] %s: set twice (first at line %d)", conf->origin, i + 1, group,
+                       key, first);
+          ok = FALSE;
+        }
+      g_hash_table_insert (conf->lines, line_key (group, key), GINT_TO_POINTER (i + 1));
     }
   g_free (group);
   g_strfreev (lines);
+  return ok;
 }
 
 static ShoalConf *
@@ -79,7 +101,11 @@ shoal_conf_load_data (const char *text, const char *origin, GError **error)
       shoal_conf_free (conf);
       return NULL;
     }
-  index_lines (conf, text);
+  if (!index_lines (conf, text, error))
+    {
+      shoal_conf_free (conf);
+      return NULL;
+    }
   return conf;
 }
 
@@ -301,7 +327,7 @@ check_item (ShoalConf *conf, const char *group, const ShoalOption *opt, ShoalOpt
     }
   if (bounded (opt) && (number < opt->min || number > opt->max))
     {
-      shoal_conf_error (conf, error, group, opt->key, "%s is out of range [%g, %g]", item,
+      shoal_conf_error (conf, error, group, opt->key, "%s is out of range [%.15g, %.15g]", item,
                         opt->min, opt->max);
       return FALSE;
     }
