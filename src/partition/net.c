@@ -59,19 +59,32 @@ shoal_net_free (ShoalNet *net)
   g_free (net);
 }
 
-/* Accepts <param>_<suffix> keys for the params this layer type declares. */
-static gboolean
-accept_param_key (const char *key, gpointer user_data)
+/* The <param>_<suffix> keys of the params a layer type declares, as an
+ * option table of their own so that their values are checked like every
+ * other key's (shoal_layer_declare_param reads them without checks).
+ * Free with param_options_free. */
+static ShoalOption *
+param_options_new (const ShoalLayerOps *ops)
 {
-  const ShoalLayerOps *ops = user_data;
+  GArray *table = g_array_new (TRUE, TRUE, sizeof (ShoalOption));
   for (const char *const *p = ops->param_names; p != NULL && *p != NULL; p++)
-    {
-      gsize len = strlen (*p);
-      if (strncmp (key, *p, len) == 0 && key[len] == '_'
-          && shoal_option_find (shoal_param_options, key + len + 1) != NULL)
-        return TRUE;
-    }
-  return FALSE;
+    for (const ShoalOption *opt = shoal_param_options; opt->key != NULL; opt++)
+      {
+        ShoalOption o = *opt;
+        o.key = g_strconcat (*p, "_", opt->key, NULL);
+        if (o.default_value == NULL)
+          o.default_value = "";  /* no <param>_init: the layer's own default */
+        g_array_append_val (table, o);
+      }
+  return (ShoalOption *) g_array_free (table, FALSE);
+}
+
+static void
+param_options_free (ShoalOption *table)
+{
+  for (ShoalOption *o = table; o->key != NULL; o++)
+    g_free ((char *) o->key);
+  g_free (table);
 }
 
 /* Reads the [layer NAME] groups in file order, checking names, types and keys. */
@@ -124,9 +137,11 @@ read_layers (ShoalNet *net, GPtrArray *out, GError **error)
         }
       if (ok)
         {
-          const ShoalOption *const tables[] = { shoal_layer_common_options, ops->options, NULL };
-          ok = shoal_conf_check_group (net->conf, group, tables, accept_param_key, (gpointer) ops,
-                                       error);
+          ShoalOption *param_options = param_options_new (ops);
+          const ShoalOption *const tables[] = { shoal_layer_common_options, ops->options,
+                                                param_options, NULL };
+          ok = shoal_conf_check_group (net->conf, group, tables, NULL, NULL, error);
+          param_options_free (param_options);
         }
       if (ok)
         {
@@ -247,10 +262,33 @@ sort_topologically (ShoalNet *net, GPtrArray *layers, GError **error)
   gboolean ok = sorted->len == n;
   if (!ok)
     {
+      /* Unplaced layers are on a cycle or below one.  Every unplaced layer
+       * has an unplaced source, so walking up the first unplaced source
+       * from any of them must come back to a layer already seen: the
+       * layers from there on are a cycle.  Name it in conf order. */
+      int *seen = g_new0 (int, n);  /* walk position + 1 */
+      guint at = 0;
+      while (placed[at])
+        at++;
+      for (int pos = 1; seen[at] == 0; pos++)
+        {
+          seen[at] = pos;
+          ShoalLayer *l = g_ptr_array_index (layers, at);
+          for (int s = 0; s < l->nsrcs; s++)
+            {
+              guint j = GPOINTER_TO_UINT (g_hash_table_lookup (index, l->srcs[s]));
+              if (!placed[j])
+                {
+                  at = j;
+                  break;
+                }
+            }
+        }
+      int cycle_from = seen[at];
       GString *members = g_string_new (NULL);
       ShoalLayer *first = NULL;
       for (guint i = 0; i < n; i++)
-        if (!placed[i])
+        if (seen[i] >= cycle_from)
           {
             ShoalLayer *l = g_ptr_array_index (layers, i);
             first = first ? first : l;
@@ -259,6 +297,7 @@ sort_topologically (ShoalNet *net, GPtrArray *layers, GError **error)
       shoal_conf_error (net->conf, error, first->group, "src", "the layers %s form a cycle",
                         members->str);
       g_string_free (members, TRUE);
+      g_free (seen);
     }
   else
     for (guint i = 0; i < n; i++)
