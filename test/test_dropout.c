@@ -24,7 +24,7 @@ static void
 test_gradcheck_train (void)
 {
   const char *conf =
-    "[layer in]\ntype = feed\nshape = 8,13\nneed_grad = true\n"
+    "[layer in]\ntype = feed\nshape = 7,13\nneed_grad = true\n"  /* odd count */
     "[layer drop]\ntype = dropout\nsrc = in\nratio = 0.4\n";
   g_assert_cmpint (shoal_gradcheck_conf (conf, "drop", NULL, 3), >, 0);
   const char *conf4 =

@@ -139,6 +139,22 @@ test_softmax_large_logits (void)
   g_assert_cmpfloat_with_epsilon (x->grad.data[10], 0.25, 1e-7);
   shoal_net_free (net);
   shoal_conf_free (conf);
+
+  /* 19 classes: the maximum in the vector part and in the tail of a row */
+  float wide[38];
+  for (int i = 0; i < 38; i++)
+    wide[i] = (float) (i % 7) - 3;
+  wide[10] = 500;
+  wide[19 + 17] = 700;
+  const float wide_labels[2] = { 10, 3 };
+  net = softmax_net (2, 19, wide, wide_labels, &conf, "");
+  loss = shoal_net_find (net, "loss");
+  shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  /* row 0 is right with certainty, row 1 costs 700 - logit of class 3 */
+  double logit3 = wide[19 + 3];
+  g_assert_cmpfloat_with_epsilon (loss->out.data[0], (700 - logit3) / 2, 1e-3);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
 }
 
 /* A row whose label is not a class (-1: the record had none) adds no
