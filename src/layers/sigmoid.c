@@ -1,8 +1,9 @@
 /* Logistic sigmoid y = 1 / (1 + e^-x); backward dx = dy * y * (1 - y).
  *
  * The exp comes from layers/vmath.h so both loops vectorise; with the
- * pragma a 64x1024 batch takes 1.4 ns per element instead of 3.5 with
- * glibc's expf (measured on the 2-core VM). */
+ * pragma a 64x1024 batch takes 1.4 ns per element forward instead of 3.5
+ * with glibc's expf (4.7 with vmath but no pragma), backward 0.11 instead
+ * of 0.55 (measured on the 2-core VM). */
 #pragma GCC optimize ("tree-vectorize", "no-trapping-math")
 
 #include "layers/layer.h"
