@@ -137,6 +137,45 @@ test_row_layout_and_fewer_rows (void)
   shoal_conf_free (conf);
 }
 
+/* Labels follow the rows: stacked along axis 0, passed on along axis 1,
+ * so a loss can take them from the concat. */
+static void
+test_labels (void)
+{
+  ShoalConf *conf;
+  ShoalNet *net = build ("[layer a]\ntype = feed\nshape = 3,4\nnum_classes = 4\nneed_grad = true\n"
+                         "[layer b]\ntype = feed\nshape = 2,4\nnum_classes = 4\n"
+                         "[layer c]\ntype = feed\nshape = 3,5\n"
+                         "[layer rows]\ntype = concat\nsrc = a, b\naxis = 0\n"
+                         "[layer cols]\ntype = concat\nsrc = c, a\naxis = 1\n"
+                         "[layer loss]\ntype = softmax_loss\nsrc = rows, rows\n"
+                         "[layer d]\ntype = feed\nshape = 2,4\n"
+                         "[layer nolabels]\ntype = concat\nsrc = a, d\naxis = 0\n", &conf);
+  ShoalLayer *a = shoal_net_find (net, "a"), *b = shoal_net_find (net, "b");
+  ShoalLayer *rows = shoal_net_find (net, "rows"), *cols = shoal_net_find (net, "cols");
+  const float la[3] = { 3, 0, 2 }, lb[2] = { 1, 1 };
+  memcpy (a->label.data, la, sizeof la);
+  memcpy (b->label.data, lb, sizeof lb);
+  shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  const float stacked[5] = { 3, 0, 2, 1, 1 };
+  g_assert_cmpint (shoal_tensor_rows (&rows->label), ==, 5);
+  g_assert_cmpmem (rows->label.data, sizeof stacked, stacked, sizeof stacked);
+  g_assert_cmpint (shoal_tensor_rows (&cols->label), ==, 3);
+  g_assert_cmpmem (cols->label.data, sizeof la, la, sizeof la);
+  g_assert_null (shoal_net_find (net, "nolabels")->label.data);
+
+  shoal_tensor_set_rows (&a->out, 1);
+  shoal_tensor_set_rows (&b->out, 1);
+  shoal_tensor_set_rows (&shoal_net_find (net, "c")->out, 1);
+  shoal_tensor_set_rows (&shoal_net_find (net, "d")->out, 1);
+  shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  g_assert_cmpint (shoal_tensor_rows (&rows->label), ==, 2);
+  g_assert_cmpint (shoal_tensor_rows (&cols->label), ==, 1);
+  g_assert_cmpfloat (rows->label.data[1], ==, 1);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
 static void
 expect_net_error (const char *text, const char *fragment)
 {
@@ -182,6 +221,7 @@ main (int argc, char **argv)
   g_test_add_func ("/concat/gradcheck", test_gradcheck);
   g_test_add_func ("/concat/channel-layout", test_channel_layout);
   g_test_add_func ("/concat/row-layout-and-fewer-rows", test_row_layout_and_fewer_rows);
+  g_test_add_func ("/concat/labels", test_labels);
   g_test_add_func ("/concat/bad-shapes", test_bad_shapes);
   return g_test_run ();
 }

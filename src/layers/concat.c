@@ -7,7 +7,12 @@
  * 1 a source contributes dim1_i * (H * W) floats to each row, so both
  * directions are memcpy loops.  Along rows the output has the sum of the
  * sources' rows at forward time, which is why the layer sets its own
- * rows (SHOAL_LAYER_OWN_ROWS) and those of its gradient. */
+ * rows (SHOAL_LAYER_OWN_ROWS) and those of its gradient.
+ *
+ * Labels follow the rows: along rows, when every source carries labels,
+ * they are stacked like the data (batch pieces joined before a loss);
+ * along dim 1 the rows are those of every source, so the labels of the
+ * first source that carries any are passed on as a view. */
 #include "layers/layer.h"
 
 #include <string.h>
@@ -15,6 +20,7 @@
 typedef struct {
   int axis;
   size_t piece[SHOAL_LAYER_MAX_SRCS];  /* axis 1: floats per row from source i */
+  int label_src;       /* axis 1: source whose labels are passed on; -1 none */
   gboolean warned;
 } ConcatPriv;
 
@@ -60,6 +66,28 @@ concat_setup (ShoalLayer *layer, GError **error)
       p->piece[i] = shoal_shape_row_size (s);
     }
   layer->out.shape = out;
+
+  int labelled = 0;
+  p->label_src = -1;
+  for (int i = layer->nsrcs - 1; i >= 0; i--)
+    if (layer->srcs[i]->label.data != NULL)
+      {
+        labelled++;
+        p->label_src = i;
+      }
+  if (p->axis == 0 && labelled == layer->nsrcs)
+    {
+      ShoalShape rows = shoal_shape_make (1, out.dim[0]);
+      shoal_tensor_alloc (&layer->label, &rows);
+    }
+  else if (p->axis == 0)
+    p->label_src = -1;
+  else if (p->label_src >= 0)
+    {
+      /* bound now so that consumers see labels at their set-up */
+      ShoalShape rows = shoal_shape_make (1, out.dim[0]);
+      shoal_tensor_view (&layer->label, layer->srcs[p->label_src]->label.data, &rows);
+    }
   return TRUE;
 }
 
@@ -101,13 +129,27 @@ concat_forward (ShoalLayer *layer, ShoalPhase phase)
   float *y = layer->out.data;
   if (p->axis == 0)
     {
+      float *lab = layer->label.data;
       for (int i = 0; i < layer->nsrcs; i++)
         {
           size_t n = shoal_tensor_count (&layer->srcs[i]->out);
           memcpy (y, layer->srcs[i]->out.data, n * sizeof (float));
           y += n;
+          if (lab != NULL)
+            {
+              int r = shoal_tensor_rows (&layer->srcs[i]->out);
+              memcpy (lab, layer->srcs[i]->label.data, (size_t) r * sizeof (float));
+              lab += r;
+            }
         }
+      if (layer->label.data != NULL)
+        shoal_tensor_set_rows (&layer->label, rows);
       return;
+    }
+  if (p->label_src >= 0)
+    {
+      ShoalShape lshape = shoal_shape_make (1, rows);
+      shoal_tensor_view (&layer->label, layer->srcs[p->label_src]->label.data, &lshape);
     }
   size_t width = shoal_tensor_row_size (&layer->out);
   size_t offset = 0;
