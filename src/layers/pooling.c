@@ -17,8 +17,8 @@
  *
  * The non-overlapping 2x2 window (stride 2, no padding), the LeNet and
  * VGG case, has its own branch-free loops that GCC vectorises (pragma
- * below): on a 64x20x24x24 batch max pooling forward went from 1.1 to
- * 0.25 ms. */
+ * below): on LeNet's 64x20x24x24 batch, max pooling forward went from
+ * 1.13 to 0.23 ms, average pooling from 0.96 to 0.07 ms. */
 #pragma GCC optimize ("tree-vectorize", "no-trapping-math")
 
 #include "layers/layer.h"
