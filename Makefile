@@ -9,7 +9,7 @@ DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-de
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
 BENCH_PACKAGES := python3-torch python3-numpy
 
-OPT ?= -O2
+OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror
 SHOAL_VERSION := 0.1.0
 CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
@@ -40,7 +40,7 @@ TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
 
 .PHONY: all deps build-only test demo bench clean check-deps
-all: $(BUILD)/shoal $(BUILD)/libshoal.a $(TEST_BIN)
+all: $(BUILD)/shoal $(BUILD)/libshoal.a $(TEST_BIN) examples
 
 build-only: all
 
@@ -80,11 +80,12 @@ $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
 
-# GEN_OBJ is only known once the generator ran: a second make pass.
+# GEN_OBJ is only known once the generator ran: a second make pass, and a
+# shell glob (make caches directory listings from before the generator).
 $(BUILD)/libshoal.a: $(LIB_OBJ) $(GEN_STAMP)
 	@$(MAKE) --no-print-directory gen-objs
 	rm -f $@
-	ar rcs $@ $(LIB_OBJ) $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(wildcard $(BUILD)/gen/*.c))
+	ar rcs $@ $(LIB_OBJ) $(BUILD)/obj/gen/*.o
 
 .PHONY: gen-objs
 gen-objs: $(GEN_OBJ)
@@ -96,15 +97,24 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a $(LIBS)
 
+# ---- examples: programs that link libshoal like an application would ----
+EXAMPLE_SRC := $(wildcard examples/*/*.c)
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+.PHONY: examples
+examples: $(EXAMPLE_BIN)
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
+
 # ---- data ---------------------------------------------------------------
 FMNIST := /usr/share/datasets/fashion-mnist
 DATA := $(BUILD)/data
 $(DATA)/fashion-mnist/.done: $(BUILD)/shoal
 	@mkdir -p $(DATA)/fashion-mnist
 	$(BUILD)/shoal import idx --images $(FMNIST)/train-images-idx3-ubyte.gz \
-	  --labels $(FMNIST)/train-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/train
+	  --labels $(FMNIST)/train-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/train --force
 	$(BUILD)/shoal import idx --images $(FMNIST)/t10k-images-idx3-ubyte.gz \
-	  --labels $(FMNIST)/t10k-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/test
+	  --labels $(FMNIST)/t10k-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/test --force
 	touch $@
 
 data: $(DATA)/fashion-mnist/.done
