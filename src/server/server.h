@@ -1,13 +1,21 @@
-/* A parameter server: holds the values of a range of slices of the param
- * store, with their optimiser state, and applies the updater to each
- * gradient pushed to it.
+/* A parameter server: the slices of the param store that one process
+ * serves, their optimiser state, versions and update rule.
  *
- * The flat param buffer is cut into `nslices` near-equal slices (server
- * groups and servers own whole slices); every slice has a lock and a
- * version, the number of the last step applied to it.  Updates are
- * applied per param segment, so per-param lr_scale and wd_scale hold even
- * where a slice boundary cuts a param.  Thread-safe: pushes to different
- * slices run in parallel, pushes to one slice are serialised. */
+ * Every process of a job cuts the flat param buffer the same way, into
+ * `nslices` near-equal slices (shoal_slice_range), so a slice id means the
+ * same float range everywhere.  A server keeps a buffer of the full
+ * layout (offsets stay global; only hosted slices are ever touched) and
+ * serves the slices it was given with shoal_server_host_slice.
+ *
+ * Versions: a slice's version counts the updates applied to it; it starts
+ * at 0.  In SYNC mode (BSP) the server waits for `sync_contributors`
+ * gradients of a slice for the same step, averages them, applies one
+ * update (version becomes step + 1) and wakes every pull waiting for it.
+ * In ASYNC mode each gradient is applied as it arrives (version + 1).
+ * Waiting uses condition variables, never sleep-polling.
+ *
+ * Thread-safe: each slice has its own lock; calls on different slices run
+ * in parallel. */
 #ifndef SHOAL_SERVER_H
 #define SHOAL_SERVER_H
 
@@ -18,30 +26,89 @@
 
 G_BEGIN_DECLS
 
+typedef enum {
+  SHOAL_UPDATE_SYNC,
+  SHOAL_UPDATE_ASYNC
+} ShoalUpdateMode;
+
+typedef struct {
+  ShoalUpdateMode mode;
+  int sync_contributors;  /* SYNC: gradients per slice and step (workers of the group); >= 1 */
+  int nslices;            /* how the buffer is cut; the same in every process of the job */
+} ShoalServerOptions;
+
+typedef struct {
+  gint64 pushes, pulls, updates, deltas;   /* calls served since start */
+  gint64 bytes_in, bytes_out;
+} ShoalServerStats;
+
 typedef struct _ShoalServer ShoalServer;
 
-/* `layout` gives the param table (names, offsets, scales) and initial
- * values, which are copied; it may be freed afterwards.  Returns a new
- * server; free with shoal_server_free. */
+/* [begin, end) in floats of slice `slice` of `nslices` over `total` floats.
+ * Boundaries fall on 16-float (64-byte) multiples where total allows. */
+void shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, size_t *end);
+
+/* `layout` gives the param table (names, offsets, scales) and the initial
+ * values, which are copied; it may be freed afterwards.  Hosts no slice
+ * until shoal_server_host_slice.  Free with shoal_server_free. */
 ShoalServer *shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater,
-                               int nslices);
+                               const ShoalServerOptions *opts);
 void shoal_server_free (ShoalServer *server);
 
-/* The server's value buffer (layout->total floats).  Borrowed: valid while
- * the server lives.  An in-process worker reads params from it directly. */
+void shoal_server_host_slice (ShoalServer *server, int slice);
+void shoal_server_host_all (ShoalServer *server);
+gboolean shoal_server_hosts (ShoalServer *server, int slice);
+
+/* The full-layout value buffer (shoal_server_total floats).  Borrowed,
+ * valid while the server lives.  An in-process worker reads hosted slices
+ * in place, after shoal_server_pull with dst NULL told it the version is
+ * there. */
 float *shoal_server_values (ShoalServer *server);
 size_t shoal_server_total (ShoalServer *server);
 int shoal_server_n_slices (ShoalServer *server);
-/* [begin, end) of slice i in floats. */
 void shoal_server_slice_range (ShoalServer *server, int slice, size_t *begin, size_t *end);
 gint64 shoal_server_slice_version (ShoalServer *server, int slice);
 
-/* Applies the update of 0-based `step` for values [begin, end), whose
- * gradient is grad[0 .. end-begin).  grad is only read. */
-void shoal_server_update (ShoalServer *server, size_t begin, size_t end, const float *grad, int step);
+/* A gradient of the whole slice (n must be its length) for 0-based step.
+ * SYNC: the step must be the slice's current version (the step being
+ * aggregated); ASYNC: any step (its lr is used).  Does not wait.
+ * Errors (SHOAL_ERROR_RPC): slice not hosted or unknown, wrong length,
+ * SYNC step out of turn. */
+gboolean shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n,
+                            gint64 step, GError **error);
 
-/* Copies values [begin, end) into dst. */
-void shoal_server_read (ShoalServer *server, size_t begin, size_t end, float *dst);
+/* Waits until the slice's version >= min_version, at most timeout_us
+ * (< 0: forever; on timeout an error), then copies the slice into dst
+ * (skipped when dst is NULL) and stores the version in *version (may be
+ * NULL). */
+gboolean shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n,
+                            gint64 min_version, gint64 timeout_us, gint64 *version, GError **error);
+
+/* Replaces a slice's values and version (initial values from a worker, a
+ * restored checkpoint) and wakes waiting pulls. */
+gboolean shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
+                           gint64 version, GError **error);
+
+/* Hogwild, master side: values += delta, then copies the new values into
+ * values_out (may alias delta). */
+gboolean shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta,
+                                   float *values_out, size_t n, GError **error);
+/* Hogwild, group side: writes values - baseline (what this group learned
+ * since the last sync) into delta_out and moves the baseline to the
+ * current values.  Then send the delta to the master and give its answer
+ * to shoal_server_merge_master, which sets values to the master's plus
+ * whatever was learned locally in between. */
+gboolean shoal_server_take_delta (ShoalServer *server, int slice, float *delta_out, size_t n,
+                                  GError **error);
+gboolean shoal_server_merge_master (ShoalServer *server, int slice, const float *master_values,
+                                    size_t n, GError **error);
+/* Updates applied to a slice since its last take_delta (Hogwild's sync_freq). */
+gint64 shoal_server_updates_since_sync (ShoalServer *server, int slice);
+
+void shoal_server_stats (ShoalServer *server, ShoalServerStats *stats);
+
+/* Wakes every waiting pull with an error ("server stopping"); later calls fail too. */
+void shoal_server_stop (ShoalServer *server);
 
 G_END_DECLS
 

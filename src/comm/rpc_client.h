@@ -1,0 +1,53 @@
+/* One Thrift connection from a worker (or a server group) to a server
+ * process: the remote half of the param client.
+ *
+ * Not thread-safe: one connection per thread, or a lock around calls.
+ * Every call has a timeout, so a dead peer never hangs a worker; after any
+ * transport error the connection is closed and reopened on the next call
+ * (c_glib does not check sequence ids, so a late reply could otherwise be
+ * taken for the next call's).  Errors are SHOAL_ERROR_RPC and name the
+ * peer: "127.0.0.1:4711: pull slice 3: timed out after 60 s". */
+#ifndef SHOAL_RPC_CLIENT_H
+#define SHOAL_RPC_CLIENT_H
+
+#include <glib.h>
+
+#include "server/server.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalRpcClient ShoalRpcClient;
+
+typedef struct {
+  const char *host;
+  int port;
+  const char *token;
+  size_t max_message_bytes;   /* 0: 1 GiB */
+  gint64 timeout_ms;          /* per call; 0: 60 s */
+  int connect_retries;        /* attempts while the peer is still starting; 0: 50 (5 s) */
+} ShoalRpcClientOptions;
+
+/* Connects (retrying while the server starts).  Returns NULL with error. */
+ShoalRpcClient *shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error);
+void shoal_rpc_client_free (ShoalRpcClient *client);
+
+/* The server-side operations of server.h, remotely; same semantics. */
+gboolean shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n,
+                                gint64 step, GError **error);
+gboolean shoal_rpc_client_pull (ShoalRpcClient *c, int slice, float *dst, size_t n,
+                                gint64 min_version, gint64 *version, GError **error);
+/* push then pull in one round trip (ASYNC schemes: send a gradient, get fresh values) */
+gboolean shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, float *dst,
+                                     size_t n, gint64 step, gint64 *version, GError **error);
+gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
+                               gint64 version, GError **error);
+/* Hogwild: send a delta to the slice's master group, get its values back. */
+gboolean shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float *delta,
+                                       float *values_out, size_t n, GError **error);
+gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error);
+/* Tells the server process that worker process `rank` is done. */
+gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error);
+
+G_END_DECLS
+
+#endif

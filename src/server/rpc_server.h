@@ -1,0 +1,45 @@
+/* Serving a process's ShoalServer over Apache Thrift (c_glib).
+ *
+ * c_glib ships only a one-connection server, so this is our own accept
+ * loop with a thread per connection around thrift_processor_process.
+ * Every accepted socket gets TCP_NODELAY (without it small calls stall
+ * ~40 ms on delayed ACKs) and send/receive timeouts; message and frame
+ * limits are raised from the largest slice and anything above them is
+ * refused with an error reply.  Every call carries the job token; a call
+ * without the right one is refused and logged.  The handler never exits
+ * the process: a bad call gets an error reply and the server keeps
+ * serving. */
+#ifndef SHOAL_RPC_SERVER_H
+#define SHOAL_RPC_SERVER_H
+
+#include <glib.h>
+
+#include "server/server.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalRpcServer ShoalRpcServer;
+
+typedef struct {
+  const char *bind_address;   /* "127.0.0.1" by default (NULL) */
+  int port;                   /* 0: any free port, see shoal_rpc_server_port */
+  const char *token;          /* the job token every call must carry */
+  size_t max_message_bytes;   /* largest accepted message; 0: derived from the largest slice */
+  gint64 io_timeout_ms;       /* per-socket send/receive timeout; 0: 60 s */
+  int expected_shutdowns;     /* shoal_rpc_server_wait returns after this many shutdown calls */
+} ShoalRpcServerOptions;
+
+/* Starts listening and serving `server` (borrowed; must outlive the RPC
+ * server).  Returns NULL with error when the address cannot be bound. */
+ShoalRpcServer *shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts,
+                                        GError **error);
+int shoal_rpc_server_port (ShoalRpcServer *rpc);
+/* Blocks until `expected_shutdowns` shutdown calls arrived (every worker
+ * process said it is done), or shoal_rpc_server_stop was called. */
+void shoal_rpc_server_wait (ShoalRpcServer *rpc);
+/* Stops accepting, closes connections, joins threads, frees. */
+void shoal_rpc_server_stop (ShoalRpcServer *rpc);
+
+G_END_DECLS
+
+#endif
