@@ -1,40 +1,64 @@
-/* Param slices and their updates.  The value and state buffers are laid
- * out exactly like the workers' param stores, so a slice is an offset
- * range on both sides and nothing is repacked. */
+/* Param slices, their versions and updates.  The value and state buffers
+ * are laid out exactly like the workers' param stores, so a slice is an
+ * offset range on both sides and nothing is repacked. */
 #include "server/server.h"
 
 #include <string.h>
 
+#include "core/error.h"
+
+#define SLICE_ALIGN 16
+
 typedef struct {
   size_t begin, end;
-  gint64 version;
+  gboolean hosted;
+  gint64 version;          /* updates applied */
+  int contributions;       /* SYNC: gradients summed for step == version */
+  float *accumulator;      /* SYNC with several contributors: the running sum; owned */
+  float *baseline;         /* Hogwild: values at the last sync; owned, NULL until first take */
+  gint64 updates_since_sync;
   GMutex lock;
+  GCond changed;
 } Slice;
 
 typedef struct {
   size_t offset, count;
   float lr_scale, wd_scale;
-  gint updates;    /* per param: Adam's bias-correction count; atomic, a param may span slices */
+  gint updates;    /* Adam's bias-correction count; atomic, a param may span slices */
 } Segment;
 
 struct _ShoalServer {
   ShoalUpdaterConf updater;
+  ShoalServerOptions opts;
   size_t total;
   float *values;
-  float *state;        /* state_per_value * total */
+  float *state;             /* state_per_value * total */
   int state_per_value;
-  int nslices;
   Slice *slices;
   int nsegments;
-  Segment *segments;   /* params in offset order */
+  Segment *segments;        /* params in offset order */
+  gint stopping;            /* atomic */
+  ShoalServerStats stats;   /* atomics */
 };
 
-ShoalServer *
-shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater, int nslices)
+void
+shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, size_t *end)
 {
-  g_return_val_if_fail (layout->allocated && nslices >= 1, NULL);
+  size_t units = (total + SLICE_ALIGN - 1) / SLICE_ALIGN;
+  *begin = MIN (total, units * (size_t) slice / (size_t) nslices * SLICE_ALIGN);
+  *end = MIN (total, units * (size_t) (slice + 1) / (size_t) nslices * SLICE_ALIGN);
+}
+
+ShoalServer *
+shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater,
+                  const ShoalServerOptions *opts)
+{
+  g_return_val_if_fail (layout->allocated && opts->nslices >= 1, NULL);
   ShoalServer *server = g_new0 (ShoalServer, 1);
   server->updater = *updater;
+  server->opts = *opts;
+  if (server->opts.sync_contributors < 1)
+    server->opts.sync_contributors = 1;
   server->total = layout->total;
   server->values = shoal_alloc_floats (layout->total);
   memcpy (server->values, layout->values, layout->total * sizeof (float));
@@ -50,16 +74,13 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
       server->segments[i] = (Segment) { p->offset, p->count, p->lr_scale, p->wd_scale, 0 };
     }
 
-  if ((size_t) nslices > layout->total && layout->total > 0)
-    nslices = (int) layout->total;
-  server->nslices = nslices;
-  server->slices = g_new0 (Slice, nslices);
-  for (int i = 0; i < nslices; i++)
+  server->slices = g_new0 (Slice, opts->nslices);
+  for (int i = 0; i < opts->nslices; i++)
     {
-      server->slices[i].begin = layout->total * (size_t) i / (size_t) nslices;
-      server->slices[i].end = layout->total * (size_t) (i + 1) / (size_t) nslices;
-      server->slices[i].version = -1;
-      g_mutex_init (&server->slices[i].lock);
+      Slice *s = &server->slices[i];
+      shoal_slice_range (layout->total, opts->nslices, i, &s->begin, &s->end);
+      g_mutex_init (&s->lock);
+      g_cond_init (&s->changed);
     }
   return server;
 }
@@ -69,13 +90,47 @@ shoal_server_free (ShoalServer *server)
 {
   if (server == NULL)
     return;
-  for (int i = 0; i < server->nslices; i++)
-    g_mutex_clear (&server->slices[i].lock);
+  for (int i = 0; i < server->opts.nslices; i++)
+    {
+      Slice *s = &server->slices[i];
+      g_mutex_clear (&s->lock);
+      g_cond_clear (&s->changed);
+      shoal_free_aligned (s->accumulator);
+      shoal_free_aligned (s->baseline);
+    }
   g_free (server->slices);
   g_free (server->segments);
   shoal_free_aligned (server->values);
   shoal_free_aligned (server->state);
   g_free (server);
+}
+
+void
+shoal_server_host_slice (ShoalServer *server, int slice)
+{
+  g_return_if_fail (slice >= 0 && slice < server->opts.nslices);
+  Slice *s = &server->slices[slice];
+  s->hosted = TRUE;
+  if (server->opts.keep_baseline && s->baseline == NULL)
+    {
+      /* Hogwild: every group starts from the same values (same seed), so
+       * the first delta is exactly what this group learned */
+      s->baseline = shoal_alloc_floats (s->end - s->begin);
+      memcpy (s->baseline, server->values + s->begin, (s->end - s->begin) * sizeof (float));
+    }
+}
+
+void
+shoal_server_host_all (ShoalServer *server)
+{
+  for (int i = 0; i < server->opts.nslices; i++)
+    shoal_server_host_slice (server, i);
+}
+
+gboolean
+shoal_server_hosts (ShoalServer *server, int slice)
+{
+  return slice >= 0 && slice < server->opts.nslices && server->slices[slice].hosted;
 }
 
 float *
@@ -93,13 +148,13 @@ shoal_server_total (ShoalServer *server)
 int
 shoal_server_n_slices (ShoalServer *server)
 {
-  return server->nslices;
+  return server->opts.nslices;
 }
 
 void
 shoal_server_slice_range (ShoalServer *server, int slice, size_t *begin, size_t *end)
 {
-  g_return_if_fail (slice >= 0 && slice < server->nslices);
+  g_return_if_fail (slice >= 0 && slice < server->opts.nslices);
   *begin = server->slices[slice].begin;
   *end = server->slices[slice].end;
 }
@@ -107,7 +162,7 @@ shoal_server_slice_range (ShoalServer *server, int slice, size_t *begin, size_t 
 gint64
 shoal_server_slice_version (ShoalServer *server, int slice)
 {
-  g_return_val_if_fail (slice >= 0 && slice < server->nslices, -1);
+  g_return_val_if_fail (slice >= 0 && slice < server->opts.nslices, -1);
   Slice *s = &server->slices[slice];
   g_mutex_lock (&s->lock);
   gint64 v = s->version;
@@ -115,24 +170,39 @@ shoal_server_slice_version (ShoalServer *server, int slice)
   return v;
 }
 
-/* Index of the first slice whose end is past `offset`. */
-static int
-slice_of (ShoalServer *server, size_t offset)
+/* The hosted slice, or NULL with an error naming what is wrong. */
+static Slice *
+checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GError **error)
 {
-  int lo = 0, hi = server->nslices - 1;
-  while (lo < hi)
+  if (slice < 0 || slice >= server->opts.nslices)
     {
-      int mid = (lo + hi) / 2;
-      if (server->slices[mid].end <= offset)
-        lo = mid + 1;
-      else
-        hi = mid;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: unknown slice %d (the job has %d)",
+                   what, slice, server->opts.nslices);
+      return NULL;
     }
-  return lo;
+  Slice *s = &server->slices[slice];
+  if (!s->hosted)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: slice %d is not served here", what, slice);
+      return NULL;
+    }
+  if (n != s->end - s->begin)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: slice %d has %zu values, got %zu", what,
+                   slice, s->end - s->begin, n);
+      return NULL;
+    }
+  if (g_atomic_int_get (&server->stopping))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: server stopping", what);
+      return NULL;
+    }
+  return s;
 }
 
+/* Applies one update of [begin, end) with gradient grad[0 .. end-begin). */
 static void
-apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, int step)
+apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, gint64 step)
 {
   for (int i = 0; i < server->nsegments; i++)
     {
@@ -140,42 +210,234 @@ apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, i
       size_t a = MAX (begin, seg->offset), b = MIN (end, seg->offset + seg->count);
       if (a >= b)
         continue;
-      /* a param's count advances once per step, when its first value is updated */
       gint t = a == seg->offset ? g_atomic_int_add (&seg->updates, 1) + 1
                                 : g_atomic_int_get (&seg->updates);
       float *state_a = server->state_per_value > 0 ? server->state + a : NULL;
       float *state_b = server->state_per_value > 1 ? server->state + server->total + a : NULL;
-      shoal_updater_apply (&server->updater, step, MAX (t, 1), seg->lr_scale,
+      shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1), seg->lr_scale,
                            seg->wd_scale, server->values + a, grad + (a - begin), state_a, state_b,
                            b - a);
     }
 }
 
-void
-shoal_server_update (ShoalServer *server, size_t begin, size_t end, const float *grad, int step)
+static void
+stat_add (gint64 *counter, gint64 v)
 {
-  g_return_if_fail (begin <= end && end <= server->total);
-  for (int s = slice_of (server, begin); s < server->nslices && server->slices[s].begin < end; s++)
+  g_atomic_pointer_add ((gssize *) counter, (gssize) v);
+}
+
+gboolean
+shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
+                   GError **error)
+{
+  Slice *s = checked_slice (server, "push", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  stat_add (&server->stats.pushes, 1);
+  stat_add (&server->stats.bytes_in, (gint64) (n * sizeof (float)));
+
+  g_mutex_lock (&s->lock);
+  gboolean ok = TRUE;
+  if (server->opts.mode == SHOAL_UPDATE_ASYNC)
     {
-      Slice *slice = &server->slices[s];
-      size_t a = MAX (begin, slice->begin), b = MIN (end, slice->end);
-      g_mutex_lock (&slice->lock);
-      apply_range (server, a, b, grad + (a - begin), step);
-      slice->version = MAX (slice->version, step);
-      g_mutex_unlock (&slice->lock);
+      apply_range (server, s->begin, s->end, grad, step);
+      s->version++;
+      s->updates_since_sync++;
+      stat_add (&server->stats.updates, 1);
+      g_cond_broadcast (&s->changed);
     }
+  else if (step != s->version)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "push: slice %d is aggregating step %" G_GINT64_FORMAT ", got a gradient of step %" G_GINT64_FORMAT,
+                   slice, s->version, step);
+      ok = FALSE;
+    }
+  else
+    {
+      int k = server->opts.sync_contributors;
+      const float *sum = grad;
+      if (k > 1)
+        {
+          if (s->accumulator == NULL)
+            s->accumulator = shoal_alloc_floats (n);
+          float *restrict acc = s->accumulator;
+          if (s->contributions == 0)
+            memcpy (acc, grad, n * sizeof (float));
+          else
+            for (size_t i = 0; i < n; i++)
+              acc[i] += grad[i];
+          sum = acc;
+        }
+      if (++s->contributions == k)
+        {
+          if (k > 1)
+            {
+              float inv = 1.0f / (float) k;
+              for (size_t i = 0; i < n; i++)
+                s->accumulator[i] *= inv;
+            }
+          apply_range (server, s->begin, s->end, sum, step);
+          s->contributions = 0;
+          s->version++;
+          s->updates_since_sync++;
+          stat_add (&server->stats.updates, 1);
+          g_cond_broadcast (&s->changed);
+        }
+    }
+  g_mutex_unlock (&s->lock);
+  return ok;
+}
+
+gboolean
+shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 min_version,
+                   gint64 timeout_us, gint64 *version, GError **error)
+{
+  Slice *s = checked_slice (server, "pull", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  stat_add (&server->stats.pulls, 1);
+  gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
+
+  g_mutex_lock (&s->lock);
+  while (s->version < min_version && !g_atomic_int_get (&server->stopping))
+    if (!g_cond_wait_until (&s->changed, &s->lock, deadline))
+      break;
+  gboolean ok = s->version >= min_version;
+  if (!ok)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                 "pull: slice %d did not reach version %" G_GINT64_FORMAT " (at %" G_GINT64_FORMAT ")%s",
+                 slice, min_version, s->version,
+                 g_atomic_int_get (&server->stopping) ? ": server stopping" : " in time");
+  else
+    {
+      if (dst != NULL)
+        {
+          memcpy (dst, server->values + s->begin, n * sizeof (float));
+          stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
+        }
+      if (version != NULL)
+        *version = s->version;
+    }
+  g_mutex_unlock (&s->lock);
+  return ok;
+}
+
+gboolean
+shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n, gint64 version,
+                  GError **error)
+{
+  Slice *s = checked_slice (server, "put", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  g_mutex_lock (&s->lock);
+  memcpy (server->values + s->begin, values, n * sizeof (float));
+  s->version = version;
+  s->contributions = 0;
+  if (s->baseline != NULL)
+    memcpy (s->baseline, values, n * sizeof (float));
+  g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gboolean
+shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta, float *values_out,
+                          size_t n, GError **error)
+{
+  Slice *s = checked_slice (server, "apply_delta", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  stat_add (&server->stats.deltas, 1);
+  g_mutex_lock (&s->lock);
+  float *restrict v = server->values + s->begin;
+  for (size_t i = 0; i < n; i++)
+    v[i] += delta[i];
+  memcpy (values_out, v, n * sizeof (float));
+  s->version++;
+  g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gboolean
+shoal_server_take_delta (ShoalServer *server, int slice, float *delta_out, size_t n, GError **error)
+{
+  Slice *s = checked_slice (server, "take_delta", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  g_mutex_lock (&s->lock);
+  const float *restrict v = server->values + s->begin;
+  if (s->baseline == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "take_delta: slice %d keeps no baseline (server made without keep_baseline)", slice);
+      g_mutex_unlock (&s->lock);
+      return FALSE;
+    }
+  float *restrict b = s->baseline;
+  for (size_t i = 0; i < n; i++)
+    {
+      delta_out[i] = v[i] - b[i];
+      b[i] = v[i];
+    }
+  s->updates_since_sync = 0;
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gboolean
+shoal_server_merge_master (ShoalServer *server, int slice, const float *master_values, size_t n,
+                           GError **error)
+{
+  Slice *s = checked_slice (server, "merge_master", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  g_mutex_lock (&s->lock);
+  float *restrict v = server->values + s->begin;
+  float *restrict b = s->baseline;
+  for (size_t i = 0; i < n; i++)
+    {
+      v[i] = v[i] - (b ? b[i] : v[i]) + master_values[i];
+      if (b)
+        b[i] = master_values[i];
+    }
+  g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gint64
+shoal_server_updates_since_sync (ShoalServer *server, int slice)
+{
+  g_return_val_if_fail (slice >= 0 && slice < server->opts.nslices, 0);
+  Slice *s = &server->slices[slice];
+  g_mutex_lock (&s->lock);
+  gint64 u = s->updates_since_sync;
+  g_mutex_unlock (&s->lock);
+  return u;
 }
 
 void
-shoal_server_read (ShoalServer *server, size_t begin, size_t end, float *dst)
+shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
 {
-  g_return_if_fail (begin <= end && end <= server->total);
-  for (int s = slice_of (server, begin); s < server->nslices && server->slices[s].begin < end; s++)
+  stats->pushes = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.pushes);
+  stats->pulls = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.pulls);
+  stats->updates = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.updates);
+  stats->deltas = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.deltas);
+  stats->bytes_in = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_in);
+  stats->bytes_out = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_out);
+}
+
+void
+shoal_server_stop (ShoalServer *server)
+{
+  g_atomic_int_set (&server->stopping, TRUE);
+  for (int i = 0; i < server->opts.nslices; i++)
     {
-      Slice *slice = &server->slices[s];
-      size_t a = MAX (begin, slice->begin), b = MIN (end, slice->end);
-      g_mutex_lock (&slice->lock);
-      memcpy (dst + (a - begin), server->values + a, (b - a) * sizeof (float));
-      g_mutex_unlock (&slice->lock);
+      Slice *s = &server->slices[i];
+      g_mutex_lock (&s->lock);
+      g_cond_broadcast (&s->changed);
+      g_mutex_unlock (&s->lock);
     }
 }

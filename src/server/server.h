@@ -35,6 +35,7 @@ typedef struct {
   ShoalUpdateMode mode;
   int sync_contributors;  /* SYNC: gradients per slice and step (workers of the group); >= 1 */
   int nslices;            /* how the buffer is cut; the same in every process of the job */
+  gboolean keep_baseline; /* Hogwild groups: remember values at the last sync (take_delta) */
 } ShoalServerOptions;
 
 typedef struct {
