@@ -41,7 +41,7 @@ typedef struct {
   int k;                  /* c * kh * kw: rows of the column matrix */
   int p;                  /* oh * ow: pixels of one output plane */
   int chunk;              /* images per column matrix */
-  size_t ld;              /* chunk * p: leading dimension of every column matrix */
+  size_t ld;              /* >= chunk * p: leading dimension of the column matrices */
   int *oh_lo, *oh_hi;     /* (kh): output rows whose input row is inside the image */
   int *ow_lo, *ow_hi;     /* (kw): the same for columns */
   float *col;             /* (k, ld): columns of one chunk */
@@ -165,7 +165,12 @@ conv_setup (ShoalLayer *layer, GError **error)
    * for a last, partial chunk), so its padding entries are the zeros of
    * the allocation: im2col writes only the entries inside the image. */
   cv->chunk = CLAMP ((CONV_CHUNK_COLS + cv->p - 1) / cv->p, 1, MAX (n, 1));
-  cv->ld = (size_t) cv->chunk * cv->p;
+  /* An odd number of cache lines between rows: with 512 columns (2 KiB)
+   * every row of the column matrix fell into the same few L1 and L2 sets,
+   * and im2col alone took 0.81 instead of 0.42 ms on LeNet's conv2. */
+  cv->ld = ((size_t) cv->chunk * cv->p + 15) / 16 * 16;
+  if ((cv->ld / 16) % 2 == 0)
+    cv->ld += 16;
   cv->col = shoal_alloc_floats ((size_t) cv->k * cv->ld);
   cv->dcol = shoal_alloc_floats ((size_t) cv->k * cv->ld);
   cv->mat = shoal_alloc_floats ((size_t) cv->f * cv->ld);
