@@ -28,7 +28,7 @@ LIBS = $(PKG_LIBS) -lm -lpthread
 THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
 
-LIB_SRC := $(wildcard src/core/*.c src/layers/*.c src/partition/*.c src/comm/*.c \
+LIB_SRC := $(wildcard src/core/*.c src/layers/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
   src/server/*.c src/worker/*.c src/data/*.c)
 TOOL_SRC := $(wildcard src/tools/*.c)
 TEST_SUPPORT_SRC := $(wildcard test/support/*.c)

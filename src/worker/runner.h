@@ -15,15 +15,28 @@ G_BEGIN_DECLS
 typedef struct {
   const char *workspace;   /* directory for metrics.jsonl and job.conf; created */
   gboolean quiet;          /* no progress lines */
+  /* Multi-process runs (`shoal proc`, or children forked by `shoal run`):
+   * this process's rank, and per rank the "host:port" its RPC server
+   * listens on (NULL for ranks without servers).  endpoints NULL: the
+   * whole layout runs in this process. */
+  int rank;
+  char **endpoints;        /* nprocs entries; borrowed */
+  const char *token;       /* job token carried by every call; borrowed */
+  gboolean append_metrics; /* several processes append to one metrics.jsonl */
 } ShoalRunOptions;
 
 typedef struct {
+  int group, worker;       /* which worker these numbers are of; -1 when this process has none */
   gint64 steps;
   double test_loss;
   double test_accuracy;    /* < 0 when the net has no accuracy layer */
   double samples_per_sec;  /* training throughput of the run */
 } ShoalRunResult;
 
+/* Runs this process's part of the job: with opts->endpoints NULL the
+ * whole layout must fit in one process; otherwise the part of rank
+ * opts->rank.  result (may be NULL) gets the numbers of this process's
+ * first worker (group, worker as in result->group / worker). */
 gboolean shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result,
                         GError **error);
 
