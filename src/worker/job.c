@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cluster/layout.h"
 #include "core/error.h"
 
 const ShoalOption shoal_job_options[] = {
@@ -159,17 +160,11 @@ read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   c->server_worker_separate = shoal_conf_get_bool (conf, g, t, "server_worker_separate");
   c->sync_freq = (int) shoal_conf_get_int (conf, g, t, "sync_freq");
 
-  /* This build trains with one worker and an in-process server; the
-   * multi-group layouts arrive with the server-group work. */
-  if (c->nworker_groups * c->nworkers_per_group > 1 || c->nserver_groups * c->nservers_per_group > 1
-      || c->server_worker_separate)
-    {
-      shoal_conf_error (conf, error, g, NULL,
-                        "this build runs one worker with an in-process server: nworker_groups, "
-                        "nworkers_per_group, nserver_groups and nservers_per_group must be 1 and "
-                        "server_worker_separate false");
-      return FALSE;
-    }
+  /* the layout's checks name the field and say why a layout is impossible */
+  ShoalLayout *layout = shoal_layout_new (c, conf, error);
+  if (layout == NULL)
+    return FALSE;
+  shoal_layout_free (layout);
   return TRUE;
 }
 
