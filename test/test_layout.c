@@ -312,6 +312,16 @@ test_rejections (void)
                    "server_worker_separate = false server s lives in the process of worker "
                    "s % nworkers_per_group of its group");
 
+  assert_rejected (cluster (2, 1, 2, 1, 2, 2, FALSE),
+                   "[cluster] nworkers_per_procs: 2 puts worker groups 0 and 1 into one process, "
+                   "and with them server groups 0 and 1: Hogwild's replicas would sync over "
+                   "loopback inside a process; with several server groups give each worker group "
+                   "its own processes (at most nworkers_per_group = 1)");
+  /* one server group may share a process with several worker groups */
+  ShoalLayout *l = layout_ok (cluster (2, 1, 1, 1, 2, 1, FALSE));
+  g_assert_cmpint (l->nprocs, ==, 1);
+  shoal_layout_free (l);
+
   ShoalClusterConf c = cluster (1, 1, 1, 1, 1, 1, FALSE);
   c.sync_freq = 0;
   assert_rejected (c, "[cluster] sync_freq: 0: server groups sync after at least 1 update");

@@ -16,7 +16,9 @@
  *   s % nworkers_per_group.  So every server group needs a worker group
  *   to live in and the worker groups must share the server groups evenly
  *   (nserver_groups divides nworker_groups), and no process may end up
- *   with more servers than nservers_per_procs.
+ *   with more servers than nservers_per_procs.  With several server
+ *   groups a process holds at most one worker group, else two replicas
+ *   would share a process and sync with each other over loopback.
  * - Several server groups are Hogwild: each worker group updates a
  *   replica in its own processes and the groups exchange deltas every
  *   sync_freq updates.  Server groups in processes of their own would put
@@ -153,6 +155,16 @@ validate (const ShoalClusterConf *c, ShoalConf *conf, GError **error)
                     "server group g lives in worker group g's processes and worker group w "
                     "talks to server group w %% nserver_groups",
                     c->nserver_groups, c->nworker_groups);
+      return FALSE;
+    }
+  if (c->nserver_groups > 1 && c->nworkers_per_procs > c->nworkers_per_group)
+    {
+      layout_error (conf, error, "nworkers_per_procs",
+                    "%d puts worker groups 0 and 1 into one process, and with them server "
+                    "groups 0 and 1: Hogwild's replicas would sync over loopback inside a "
+                    "process; with several server groups give each worker group its own "
+                    "processes (at most nworkers_per_group = %d)",
+                    c->nworkers_per_procs, c->nworkers_per_group);
       return FALSE;
     }
   return TRUE;
