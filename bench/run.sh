@@ -10,16 +10,21 @@
 # Last, the OpenBLAS bound for the MLP (bench/sgemm_bound.c) and the
 # fraction of it each side reaches.
 #
-# Usage: bench/run.sh [BUILD_DIR]           (default: build)
+# The machine may be shared: every run also records how many CPUs other
+# processes kept busy meanwhile ("other"), so a slow number can be told
+# from a loaded machine.
+#
+# Usage: bench/run.sh [BUILD_DIR]      (default: build, relative to the repo root)
 # Knobs (environment):
 #   BENCH_ONLY=torch|shoal      run one side only (default both)
 #   BENCH_MODELS="mlp cnn"      BENCH_THREADS="1 2"      BENCH_REPEATS=3
 #   BENCH_MLP_STEPS=500 BENCH_CNN_STEPS=200   timed steps per run
 #   BENCH_WARMUP_MLP=50 BENCH_WARMUP_CNN=25   untimed steps before them
 #   BENCH_WINDOW=25     steps per rate sample (shoal's job.disp_freq); both
-#                       sides report the median rate of the windows
+#                       sides report the median rate of their windows
 #   BENCH_SHOAL_OPTS="-o job.x=y ..."         extra shoal overrides
 set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
 
 BUILD=${1:-build}
 PY=/usr/bin/python3       # Debian's python3-torch; a pyenv python3 on PATH lacks it
@@ -27,17 +32,17 @@ ONLY=${BENCH_ONLY:-}
 MODELS=${BENCH_MODELS:-mlp cnn}
 THREADS=${BENCH_THREADS:-1 2}
 REPEATS=${BENCH_REPEATS:-3}
+WINDOW=${BENCH_WINDOW:-25}
 SHOAL_OPTS=${BENCH_SHOAL_OPTS:-}
 OUT=$BUILD/bench
 LOGS=$OUT/logs
 
 steps_of () { case $1 in mlp) echo "${BENCH_MLP_STEPS:-500}" ;; cnn) echo "${BENCH_CNN_STEPS:-200}" ;; esac; }
 warmup_of () { case $1 in mlp) echo "${BENCH_WARMUP_MLP:-50}" ;; cnn) echo "${BENCH_WARMUP_CNN:-25}" ;; esac; }
-WINDOW=${BENCH_WINDOW:-25}
 
 die () { echo "bench: $*" >&2; exit 1; }
 
-# Median (and min-max) of numbers on stdin: "median min max", or "- - -".
+# "median min max" of the numbers on stdin, or "- - -" for none.
 stats () {
   sort -g | awk '{ v[NR] = $1 }
     END { if (NR == 0) { print "- - -"; exit }
@@ -64,16 +69,13 @@ if [ "$ONLY" != torch ]; then
     [ -f "examples/fashion-mnist/$m.conf" ] || die "examples/fashion-mnist/$m.conf missing"
   done
 fi
-TIME=
-if [ -x /usr/bin/time ]; then
-  TIME=/usr/bin/time
-else
-  echo "bench: /usr/bin/time missing (Debian package time): shoal's peak RSS not measured" >&2
-fi
+[ -x /usr/bin/time ] ||
+  echo "bench: /usr/bin/time missing (Debian package time): no RSS for shoal, no load figures" >&2
 CORES=$(nproc)
 for t in $THREADS; do
   [ "$t" -le "$CORES" ] || echo "bench: warning: $t threads on $CORES cores" >&2
 done
+HZ=$(getconf CLK_TCK)
 
 # ---- the OpenBLAS bound -------------------------------------------------
 SGEMM=$OUT/sgemm_bound
@@ -82,29 +84,59 @@ cc -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(pkg-config --cflags openblas) \
   bench/sgemm_bound.c -o "$SGEMM" $(pkg-config --libs openblas) ||
   die "cannot build $SGEMM (libopenblas-dev, pkg-config)"
 
-# ---- one run of each side -------------------------------------------------
-# Each prints "samples_per_sec rss_mib" (or nothing on failure, after
-# telling why on stderr); the full output stays in $LOGS.
+# ---- running one measurement ----------------------------------------------
+
+# Busy jiffies of all CPUs (user nice system irq softirq).
+busy_jiffies () { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
+# timed LOG CMD...: runs CMD with its output in LOG and prints
+# "RSS_MIB OTHER_CPUS" (either "-" when /usr/bin/time is missing): its peak
+# RSS, and the CPUs other processes kept busy on average while it ran.
+# Returns CMD's status.
+timed () {
+  local log=$1 tf b0 b1 rc
+  shift
+  if [ ! -x /usr/bin/time ]; then
+    "$@" >"$log" 2>&1
+    rc=$?
+    echo "- -"
+    return $rc
+  fi
+  tf=$(mktemp "$OUT/time.XXXXXX")
+  b0=$(busy_jiffies)
+  /usr/bin/time -f '%U %S %e %M' -o "$tf" "$@" >"$log" 2>&1
+  rc=$?
+  b1=$(busy_jiffies)
+  # The last line: time prints "Command exited with non-zero status" first.
+  tail -n 1 "$tf" | awk -v b0="$b0" -v b1="$b1" -v hz="$HZ" '{
+      other = $3 > 0 ? ((b1 - b0) / hz - $1 - $2) / $3 : 0
+      printf "%.0f %.2f\n", $4 / 1024, other < 0 ? 0 : other }'
+  rm -f "$tf"
+  return $rc
+}
+
+# run_shoal / run_torch print "samples_per_sec rss_mib other_cpus", or
+# nothing on failure after saying why on stderr; the full output of every
+# run stays in $LOGS.
 
 run_shoal () {  # model threads rep
-  local model=$1 t=$2 rep=$3 warm total ws log rss sps acc
+  local model=$1 t=$2 rep=$3 warm total ws log res sps acc rss other
   warm=$(warmup_of "$model")
   total=$(( warm + $(steps_of "$model") ))
   ws=$(mktemp -d "$OUT/ws.XXXXXX")
   log=$LOGS/shoal-$model-t$t-r$rep.log
   # shoal picks its own BLAS threads from job.threads: no inherited setting.
-    # shellcheck disable=SC2086  # SHOAL_OPTS holds several words
-  if ! env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS \
-      ${TIME:+$TIME -v -o "$ws.time"} "$BUILD/shoal" run "examples/fashion-mnist/$model.conf" \
+  # shellcheck disable=SC2086  # SHOAL_OPTS holds several words
+  if ! res=$(timed "$log" env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS \
+      "$BUILD/shoal" run "examples/fashion-mnist/$model.conf" \
       -o job.threads="$t" -o job.train_steps="$total" -o job.test_freq=0 \
-      -o job.disp_freq="$WINDOW" -o job.test_steps=20 $SHOAL_OPTS \
-      --workspace "$ws" >"$log" 2>&1; then
+      -o job.disp_freq="$WINDOW" -o job.test_steps=20 $SHOAL_OPTS --workspace "$ws"); then
     echo "bench: shoal $model threads=$t failed; end of $log:" >&2
     tail -n 15 "$log" >&2
-    rm -rf "$ws" "$ws.time"
+    rm -rf "$ws"
     return 0
   fi
-  # Median of the train lines past the warm-up (all of them if too few).
+  # Median of the train windows past the warm-up (all of them if too few).
   sps=$("$PY" - "$ws/metrics.jsonl" "$warm" <<'EOF'
 import json, statistics, sys
 path, warm = sys.argv[1], int(sys.argv[2])
@@ -123,30 +155,32 @@ if use is train:
 print(f"{statistics.median(r['samples_per_sec'] for r in use):.1f}")
 EOF
   )
-  rss=-
-  [ -f "$ws.time" ] &&
-    rss=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$ws.time")
   acc=$(sed -n 's/.*final test accuracy: *\([0-9.]*\).*/\1/p' "$log" | tail -n 1)
-  echo "  shoal $model threads=$t run $rep: ${sps:-?} samples/s, rss ${rss} MiB, acc ${acc:-?}" >&2
-  rm -rf "$ws" "$ws.time"
-  [ -n "$sps" ] && echo "$sps $rss"
+  rm -rf "$ws"
+  read -r rss other <<<"$res"
+  echo "  shoal $model threads=$t run $rep: ${sps:-?} samples/s, rss $rss MiB, other $other CPUs," \
+       "test accuracy ${acc:-?} (20 batches)" >&2
+  [ -n "$sps" ] && echo "$sps $res"
   return 0
 }
 
 run_torch () {  # model threads mode rep
-  local model=$1 t=$2 mode=$3 rep=$4 log line
+  local model=$1 t=$2 mode=$3 rep=$4 log line res rss other
   log=$LOGS/torch-$model-t$t-$mode-r$rep.log
-  if ! "$PY" bench/torch_train.py --model "$model" --threads "$t" --mode "$mode" \
-      --steps "$(steps_of "$model")" --warmup "$(warmup_of "$model")" --window "$WINDOW" \
-      >"$log" 2>&1; then
+  if ! res=$(timed "$log" "$PY" bench/torch_train.py --model "$model" --threads "$t" \
+      --mode "$mode" --steps "$(steps_of "$model")" --warmup "$(warmup_of "$model")" \
+      --window "$WINDOW"); then
     echo "bench: torch $model threads=$t mode=$mode failed; end of $log:" >&2
     tail -n 15 "$log" >&2
     return 0
   fi
   line=$(grep '^samples_per_sec=' "$log" | tail -n 1)
+  # Its own getrusage figure: the same ru_maxrss, and there without /usr/bin/time.
+  read -r rss other <<<"$res"
+  rss=$(field peak_rss_mib "$line")
   echo "  torch $model threads=$t $mode run $rep: $(field samples_per_sec "$line") samples/s," \
-       "rss $(field peak_rss_mib "$line") MiB" >&2
-  echo "$(field samples_per_sec "$line") $(field peak_rss_mib "$line")"
+       "rss $rss MiB, other $other CPUs" >&2
+  echo "$(field samples_per_sec "$line") $rss $other"
 }
 
 # Torch thread setups for N threads: N torch threads with passive OpenMP
@@ -158,7 +192,7 @@ mode_label () {
 }
 
 # ---- measure ------------------------------------------------------------
-declare -A RES   # "side model t" -> lines "sps rss"
+declare -A RES   # "side model threads" -> lines "sps rss other"
 failed=0
 echo "bench: $REPEATS runs per setup, interleaved; logs in $LOGS" >&2
 for model in $MODELS; do
@@ -178,61 +212,75 @@ for model in $MODELS; do
   done
 done
 echo "bench: measuring the OpenBLAS bound" >&2
-BOUND=$("$SGEMM" -t "$(tr ' ' ',' <<<"$THREADS")")
-echo "$BOUND" >"$LOGS/sgemm_bound.log"
+BOUND=$(timed "$LOGS/sgemm_bound.log" "$SGEMM" -t "$(tr ' ' ',' <<<"$THREADS")")
+BOUND_OTHER=$(cut -d' ' -f2 <<<"$BOUND")
 
 # ---- report ---------------------------------------------------------------
-sps_stats () { grep -v '^$' <<<"${RES[$1]:-}" | cut -d' ' -f1 | stats; }
-rss_med () {
-  grep -v '^$' <<<"${RES[$1]:-}" | cut -d' ' -f2 | grep -v -- - | stats |
-    awk '$1 == "-" { print "-"; next } { printf "%.0f MiB\n", $1 }'
+# column N of the runs of one setup -> "median min max"
+col_stats () { grep -v '^$' <<<"${RES[$1]:-}" | cut -d' ' -f"$2" | grep -v -- '^-$' | stats; }
+med () { col_stats "$1" "$2" | cut -d' ' -f1; }
+# median of the "other" CPUs over the runs of several setups
+other_med () {
+  local k
+  for k in "$@"; do grep -v '^$' <<<"${RES[$k]:-}"; done |
+    cut -d' ' -f3 | grep -v -- '^-$' | stats | cut -d' ' -f1
 }
 # "median [min-max]", or "-" when nothing was measured.
 show () { if [ "$1" = - ]; then echo -; else echo "$1 [$2-$3]"; fi; }
-bound_of () { grep "^sgemm_bound threads=$1 " <<<"$BOUND" | tr ' ' '\n' | sed -n 's/^samples_per_sec=//p'; }
-pct () { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "" || b == "-" || b == 0) print "-"; else printf "%.0f%%", 100 * a / b }'; }
+mib () { if [ "$1" = - ]; then echo -; else printf '%.0f MiB' "$1"; fi; }
+# The torch setup with the highest median for model $1 at $2 threads.
+best_mode () {
+  local best='' b=- m mode
+  for mode in $(torch_modes "$2"); do
+    m=$(med "torch-$mode $1 $2" 1)
+    if [ "$m" != - ] && { [ "$b" = - ] || awk -v a="$m" -v b="$b" 'BEGIN { exit !(a > b) }'; }; then
+      best=$mode; b=$m
+    fi
+  done
+  echo "$best"
+}
+ratio () { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == "" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+pct () { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == "" || b == 0) print "-"; else printf "%.0f%%", 100 * a / b }'; }
 
+FMT='%-5s %3s  %-24s %-24s %5s %9s %9s %5s  %s\n'
 echo
-echo "samples/s: median of $REPEATS runs [min-max]; batch 64; $CORES cores"
-printf '%-5s %3s  %-22s %-24s %6s %9s %9s  %s\n' model thr "shoal samples/s" "torch samples/s" \
-  ratio "shoal RSS" "torch RSS" "best torch setup"
+echo "samples/s: median of $REPEATS runs [min-max], batch 64, $CORES cores;"
+echo "other: CPUs kept busy by other processes during the runs (median; 0 = quiet machine)"
+# shellcheck disable=SC2059
+printf "$FMT" model thr "shoal samples/s" "torch samples/s" ratio "shoal RSS" "torch RSS" other \
+  "best torch setup"
 for model in $MODELS; do
   for t in $THREADS; do
-    read -r s_med s_min s_max < <(sps_stats "shoal $model $t")
-    best=; b_med=-; b_min=-; b_max=-
-    for mode in $(torch_modes "$t"); do
-      read -r m mn mx < <(sps_stats "torch-$mode $model $t")
-      if [ "$m" != - ] && { [ "$b_med" = - ] || awk -v a="$m" -v b="$b_med" 'BEGIN { exit !(a > b) }'; }; then
-        best=$mode; b_med=$m; b_min=$mn; b_max=$mx
-      fi
-    done
-    ratio=$(awk -v a="$s_med" -v b="$b_med" 'BEGIN { if (a == "-" || b == "-") print "-"; else printf "%.2f", a / b }')
-    printf '%-5s %3s  %-22s %-24s %6s %9s %9s  %s\n' "$model" "$t" \
-      "$(show "$s_med" "$s_min" "$s_max")" "$(show "$b_med" "$b_min" "$b_max")" "$ratio" \
-      "$(rss_med "shoal $model $t")" "$(rss_med "torch-${best:-none} $model $t")" \
+    best=$(best_mode "$model" "$t")
+    s=$(med "shoal $model $t" 1)
+    b=-; [ -n "$best" ] && b=$(med "torch-$best $model $t" 1)
+    # shellcheck disable=SC2046,SC2059
+    printf "$FMT" "$model" "$t" "$(show $(col_stats "shoal $model $t" 1))" \
+      "$(show $(col_stats "torch-${best:-none} $model $t" 1))" "$(ratio "$s" "$b")" \
+      "$(mib "$(med "shoal $model $t" 2)")" "$(mib "$(med "torch-${best:-none} $model $t" 2)")" \
+      "$(other_med "shoal $model $t" "torch-${best:-none} $model $t")" \
       "${best:+$(mode_label "$best" "$t")}"
     for mode in $(torch_modes "$t"); do
       [ "$mode" = "$best" ] && continue
-      read -r m mn mx < <(sps_stats "torch-$mode $model $t")
-      printf '%-5s %3s  %-22s %-24s %6s %9s %9s  %s\n' "" "" "" "$(show "$m" "$mn" "$mx")" "" "" "" \
-        "(other: $(mode_label "$mode" "$t"))"
+      # shellcheck disable=SC2046,SC2059
+      printf "$FMT" "" "" "" "$(show $(col_stats "torch-$mode $model $t" 1))" "" "" \
+        "$(mib "$(med "torch-$mode $model $t" 2)")" "$(other_med "torch-$mode $model $t")" \
+        "(other setup: $(mode_label "$mode" "$t"))"
     done
   done
 done
 
 echo
-echo "OpenBLAS bound for the MLP (sgemm of one step only, bench/sgemm_bound.c):"
-grep '^sgemm_bound' <<<"$BOUND"
+echo "OpenBLAS bound for the MLP: the sgemm calls of one step alone (bench/sgemm_bound.c;" \
+     "other $BOUND_OTHER CPUs):"
+grep '^sgemm_bound' "$LOGS/sgemm_bound.log"
 if grep -qw mlp <<<"$MODELS"; then
   for t in $THREADS; do
-    b=$(bound_of "$t")
-    s=$(sps_stats "shoal mlp $t" | cut -d' ' -f1)
-    tb=-
-    for mode in $(torch_modes "$t"); do
-      m=$(sps_stats "torch-$mode mlp $t" | cut -d' ' -f1)
-      [ "$m" != - ] && { [ "$tb" = - ] || awk -v a="$m" -v b="$tb" 'BEGIN { exit !(a > b) }'; } && tb=$m
-    done
-    echo "mlp threads=$t: bound $b samples/s; shoal reaches $(pct "$s" "$b"), torch $(pct "$tb" "$b")"
+    bnd=$(grep "^sgemm_bound threads=$t " "$LOGS/sgemm_bound.log" | tr ' ' '\n' |
+          sed -n 's/^samples_per_sec=//p')
+    best=$(best_mode mlp "$t")
+    echo "mlp threads=$t: bound ${bnd:--} samples/s; shoal reaches" \
+         "$(pct "$(med "shoal mlp $t" 1)" "${bnd:--}"), torch $(pct "$(med "torch-${best:-none} mlp $t" 1)" "${bnd:--}")"
   done
 fi
 echo

@@ -30,9 +30,14 @@ import time
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
-# Defaults when the conf is absent or silent; the lead's conf wins.
+# Without a conf: the example's usual values.  A conf that leaves a key out
+# gets shoal's default for it (src/worker/job.c, src/layers/lmdb_input.c).
 DEFAULTS = {"batch_size": 64, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0,
             "scale": 1 / 255, "mean": 0.0, "std": 1.0}
+SHOAL_DEFAULTS = dict(DEFAULTS, lr=0.01, momentum=0.0)
+# shoal's [updater] schedule keys and their defaults (src/worker/job.c).
+SCHEDULE = {"lr_policy": "fixed", "gamma": "0.1", "power": "0.75", "step_size": "1000",
+            "step_list": "", "lr_list": "", "warmup_steps": "0"}
 DATA_KEYS = ("batch_size", "scale", "mean", "std")   # keys of the input layer
 
 
@@ -85,17 +90,21 @@ def read_keyfile(path):
 
 def hyper_params(args):
     """Batch size, lr, momentum, weight decay, input normalisation:
-    flag > conf > default.
-    Returns (dict, list of 'key=value(source)' for the log)."""
+    flag > conf > default; plus the lr schedule (conf only, under
+    "schedule").  Returns (dict, list of 'key=value(source)' for the log)."""
     hp, src = dict(DEFAULTS), {k: "default" for k in DEFAULTS}
+    hp["schedule"] = dict(SCHEDULE)
     conf = args.conf or os.path.join("examples", "fashion-mnist", args.model + ".conf")
     if os.path.exists(conf):
+        hp.update(SHOAL_DEFAULTS)
+        src = {k: "shoal default" for k in DEFAULTS}
         groups = read_keyfile(conf)
         upd = groups.get("updater", {})
         kind = upd.get("type", upd.get("kind", "sgd"))
         if kind != "sgd":
             print(f"warning: {conf} uses updater '{kind}', the baseline runs SGD+momentum",
                   file=sys.stderr)
+        hp["schedule"].update({k: v for k, v in upd.items() if k in SCHEDULE})
         for key, names in (("lr", ("lr", "base_lr", "learning_rate")),
                            ("momentum", ("momentum",)),
                            ("weight_decay", ("weight_decay",))):
@@ -115,7 +124,38 @@ def hyper_params(args):
         flag = getattr(args, key)
         if flag is not None:
             hp[key], src[key] = flag, "flag"
-    return hp, [f"{k}={hp[k]}({src[k]})" for k in DEFAULTS]
+    log = [f"{k}={hp[k]}({src[k]})" for k in DEFAULTS]
+    return hp, log + [f"{k}={v}" for k, v in hp["schedule"].items() if v != SCHEDULE[k]]
+
+
+def lr_schedule(hp):
+    """lr at a 0-based step, as shoal_lr_at computes it (src/core/updater.c)."""
+    s, lr = hp["schedule"], hp["lr"]
+    policy, gamma, power = s["lr_policy"], float(s["gamma"]), float(s["power"])
+    step_size = max(int(s["step_size"]), 1)
+    warm = int(s["warmup_steps"])
+    steps = [int(v) for v in s["step_list"].split(",") if v.strip()]
+    lrs = [float(v) for v in s["lr_list"].split(",") if v.strip()]
+    if policy not in ("fixed", "step", "fixed_step", "exponential", "inverse"):
+        raise SystemExit(f"unknown lr_policy '{policy}'")
+
+    def at(step):
+        r = lr
+        if policy == "step":
+            r = lr * gamma ** (step // step_size)
+        elif policy == "fixed_step" and lrs:
+            i = 0
+            while i + 1 < min(len(steps), len(lrs)) and steps[i + 1] <= step:
+                i += 1
+            r = lrs[i]
+        elif policy == "exponential":
+            r = lr * gamma ** (step / step_size)
+        elif policy == "inverse":
+            r = lr * (1 + gamma * step) ** -power
+        if step < warm:
+            r *= (step + 1) / warm
+        return r
+    return at
 
 
 def check_architecture(groups, model, conf):
@@ -196,7 +236,8 @@ def main():
     torch.manual_seed(0)
     x, y = load(torch, args.data, "train", args.model)
     net = build(nn, args.model)
-    opt = torch.optim.SGD(net.parameters(), lr=hp["lr"], momentum=hp["momentum"],
+    lr_at = lr_schedule(hp)
+    opt = torch.optim.SGD(net.parameters(), lr=lr_at(0), momentum=hp["momentum"],
                           weight_decay=hp["weight_decay"])
     bs = hp["batch_size"]
     nbatches = x.shape[0] // bs     # full batches only, in file order like shoal's reader
@@ -212,6 +253,8 @@ def main():
         elif step > args.warmup and (step - args.warmup) % args.window == 0:
             marks.append(time.perf_counter())
         i = (step % nbatches) * bs
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(net(batch(x, i, bs, hp)), y[i:i + bs])
         loss.backward()
