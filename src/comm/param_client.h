@@ -1,59 +1,69 @@
-/* The worker side of the server protocol: one interface, several
- * backends.  The in-process backend calls the server directly, with no
- * copy and no serialisation; a Thrift backend (server groups in other
- * processes) implements the same ops.
+/* The worker side of the server protocol.
  *
- * Ranges are float offsets into the param store, the same on the worker
- * and the server. */
+ * A client belongs to one worker thread.  It routes each slice to the
+ * server that serves it: a server in this process (direct calls, no
+ * serialisation) or one in another process (Thrift, src/comm/rpc_client).
+ * Communication runs on the client's own comm thread, so it overlaps
+ * compute:
+ *   - during backward the worker calls shoal_param_client_layer_done after
+ *     each layer; every slice whose gradient is now complete is copied
+ *     into a send buffer and queued (so the worker can clear its grads);
+ *   - the comm thread pushes each queued slice and pulls its new values
+ *     (SYNC: at the version after this step, i.e. once every worker of the
+ *     group pushed; ASYNC: whatever the server has) straight into the
+ *     worker's param values - safe, because a complete slice's values are
+ *     no longer read in this step;
+ *   - before the next forward the worker calls shoal_param_client_wait,
+ *     which returns once every slice of the step came back.
+ * A client made with shoal_param_client_new_shared reads the one local
+ * server's values in place and needs no comm thread. */
 #ifndef SHOAL_PARAM_CLIENT_H
 #define SHOAL_PARAM_CLIENT_H
 
 #include <glib.h>
 
+#include "comm/rpc_client.h"
+#include "core/param.h"
+#include "layers/layer.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
 
 typedef struct _ShoalParamClient ShoalParamClient;
 
-typedef struct {
-  const char *name;
-  /* sends the gradient of values [begin, end) for 0-based step */
-  gboolean (*push) (ShoalParamClient *client, size_t begin, size_t end, const float *grad,
-                    int step, GError **error);
-  /* copies current values [begin, end) into dst */
-  gboolean (*pull) (ShoalParamClient *client, size_t begin, size_t end, float *dst, GError **error);
-  /* values the worker may read in place, or NULL when it must pull */
-  float *(*shared_values) (ShoalParamClient *client);
-  void (*free) (ShoalParamClient *client);
-} ShoalParamClientOps;
+/* A client for the worker whose params are `store` (borrowed; must
+ * outlive the client), over `nslices` slices (shoal_slice_range).
+ * Route every slice, then start. */
+ShoalParamClient *shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode);
+void shoal_param_client_route_local (ShoalParamClient *client, int slice, ShoalServer *server);
+/* `endpoint` is copied; clients to the same host:port share a connection. */
+void shoal_param_client_route_remote (ShoalParamClient *client, int slice,
+                                      const ShoalRpcClientOptions *endpoint);
+/* Connects to remote servers and starts the comm thread. */
+gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);
 
-struct _ShoalParamClient {
-  const ShoalParamClientOps *ops;
-};
+/* The single-process, single-worker case: the store borrows the server's
+ * values; pushes update them directly in the worker's thread. */
+ShoalParamClient *shoal_param_client_new_shared (ShoalParamStore *store, ShoalServer *server);
 
-/* In-process backend over `server` (borrowed; must outlive the client). */
-ShoalParamClient *shoal_param_client_new_local (ShoalServer *server);
+/* Copies every slice's current values from the servers into the store
+ * (start of training); blocks. */
+gboolean shoal_param_client_fetch (ShoalParamClient *client, GError **error);
 
-static inline gboolean
-shoal_param_client_push (ShoalParamClient *c, size_t begin, size_t end, const float *grad, int step,
-                         GError **error)
-{
-  return c->ops->push (c, begin, end, grad, step, error);
-}
+/* Backward hook: `layer` finished backward in step `step`.  Queues every
+ * slice that became complete and clears its gradients in the store. */
+void shoal_param_client_layer_done (ShoalParamClient *client, ShoalLayer *layer, gint64 step);
+/* After backward (or after clipping): queues whatever is not queued yet. */
+void shoal_param_client_step_done (ShoalParamClient *client, gint64 step);
+/* Waits until every slice queued for the last step came back updated;
+ * FALSE with error when a call failed (the error names server and slice). */
+gboolean shoal_param_client_wait (ShoalParamClient *client, GError **error);
 
-static inline gboolean
-shoal_param_client_pull (ShoalParamClient *c, size_t begin, size_t end, float *dst, GError **error)
-{
-  return c->ops->pull (c, begin, end, dst, error);
-}
+/* Tells every remote server process that worker process `rank` is done
+ * (call once per process, from one client). */
+gboolean shoal_param_client_shutdown_servers (ShoalParamClient *client, int rank, GError **error);
 
-static inline float *
-shoal_param_client_shared_values (ShoalParamClient *c)
-{
-  return c->ops->shared_values ? c->ops->shared_values (c) : NULL;
-}
-
+/* Stops the comm thread, closes connections, frees. */
 void shoal_param_client_free (ShoalParamClient *client);
 
 G_END_DECLS

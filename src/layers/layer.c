@@ -144,6 +144,22 @@ shoal_layer_declare_param (ShoalLayer *layer, const char *pname, const ShoalShap
   return p;
 }
 
+gboolean
+shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end)
+{
+  if (layer->nparams == 0)
+    return FALSE;
+  *begin = layer->params[0]->offset;
+  *end = *begin;
+  for (int p = 0; p < layer->nparams; p++)
+    {
+      const ShoalParam *param = layer->params[p];
+      *begin = MIN (*begin, param->offset);
+      *end = MAX (*end, param->offset + param->count);
+    }
+  return TRUE;
+}
+
 /* ---- registry ---------------------------------------------------------- */
 
 #define SHOAL_LAYER(type) extern const ShoalLayerOps shoal_layer_##type##_ops;

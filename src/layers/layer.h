@@ -137,6 +137,10 @@ ShoalParam *shoal_layer_declare_param (ShoalLayer *layer, const char *pname,
                                        const ShoalShape *shape, int fan_in, int fan_out,
                                        const ShoalInitSpec *default_init, GError **error);
 
+/* [begin, end) of the layer's params in the store (a layer declares its
+ * params together, so they are contiguous); FALSE when it has none. */
+gboolean shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end);
+
 /* Registry.  Built-in types are in a static table; applications may add
  * their own before building a net.  Returns NULL for an unknown type. */
 const ShoalLayerOps *shoal_layer_lookup (const char *type);

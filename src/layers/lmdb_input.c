@@ -1,11 +1,12 @@
 /* The lmdb_input layer: batches from LMDB datasets of Records, the input
  * of every model trained on files.
  *
- * Each net reads only its shard (records i with i % shard_count ==
- * shard_index), so the workers of a group see disjoint data.  Training
- * walks the shard in a fresh random order every epoch and never returns a
- * short batch (an epoch boundary falls inside a batch); testing walks it in
- * order and ends a pass with a partial batch, then starts over.
+ * Each net trains on its shard (records i with i % shard_count ==
+ * shard_index), so no two workers read the same training record in an
+ * epoch.  Training walks the shard in a fresh random order every epoch and
+ * never returns a short batch (an epoch boundary falls inside a batch).
+ * Testing is not sharded: it walks the whole test set in order, ends a
+ * pass with a partial batch, then starts over.
  *
  * A prefetch thread decodes the next training batch into the back buffer
  * while the net trains on the front one; forward swaps them, so out.data
@@ -40,6 +41,7 @@ typedef struct {
   ShoalDatasetCursor *cur;   /* used by one thread only: prefetch (train) or caller (test) */
   ShoalRecordCodec *codec;
   guint64 n;                 /* records in this shard */
+  int shard_index, shard_count;  /* train: this worker's shard; test: 0 of 1, the whole set */
 } Source;
 
 typedef struct {
@@ -75,9 +77,9 @@ shard_size (guint64 n, int index, int count)
 }
 
 static inline guint64
-shard_record (const LmdbInputPriv *p, guint64 pos)
+shard_record (const Source *src, guint64 pos)
 {
-  return (guint64) p->shard_index + pos * (guint64) p->shard_count;
+  return (guint64) src->shard_index + pos * (guint64) src->shard_count;
 }
 
 /* A setup failure that names the conf line, with the data error's code. */
@@ -124,7 +126,7 @@ validate_shard (const LmdbInputPriv *p, Source *src, GError **error)
 
   for (guint64 pos = 0; pos < src->n; pos++)
     {
-      guint64 index = shard_record (p, pos);
+      guint64 index = shard_record (src, pos);
       if (!shoal_dataset_cursor_read_record (src->cur, src->codec, index, &rec, error))
         return FALSE;
       if (!same_layout (p, &rec))
@@ -156,12 +158,16 @@ open_source (ShoalLayer *layer, const char *key, const char *path, Source *src, 
       shoal_layer_error (layer, error, key, "%s holds more than %u records", path, G_MAXUINT32);
       return FALSE;
     }
-  src->n = shard_size (shoal_dataset_count (src->ds), p->shard_index, p->shard_count);
+  /* workers share the training set; every tester sees the whole test set */
+  gboolean sharded = src == &p->train;
+  src->shard_index = sharded ? p->shard_index : 0;
+  src->shard_count = sharded ? p->shard_count : 1;
+  src->n = shard_size (shoal_dataset_count (src->ds), src->shard_index, src->shard_count);
   if (src->n == 0)
     {
       shoal_layer_error (layer, error, key,
                          "%s: shard %d of %d is empty: the dataset holds only %" G_GUINT64_FORMAT
-                         " records", path, p->shard_index, p->shard_count,
+                         " records", path, src->shard_index, src->shard_count,
                          shoal_dataset_count (src->ds));
       return FALSE;
     }
@@ -311,7 +317,7 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
 
   p->order = g_new (guint32, p->train.n);
   for (guint64 i = 0; i < p->train.n; i++)
-    p->order[i] = (guint32) shard_record (p, i);
+    p->order[i] = (guint32) shard_record (&p->train, i);
   p->order_pos = p->train.n;   /* the first batch starts (and shuffles) an epoch */
 
   for (int b = 0; b < 2; b++)
@@ -387,7 +393,7 @@ forward_test (ShoalLayer *layer)
   int rows = (int) MIN ((guint64) p->batch, p->test.n - p->test_pos);
   float *out = p->buf[p->front], *lab = p->lab[p->front];
   for (int r = 0; r < rows; r++)
-    decode_into (p, &p->test, shard_record (p, p->test_pos + (guint64) r), out + (size_t) r * p->row,
+    decode_into (p, &p->test, shard_record (&p->test, p->test_pos + (guint64) r), out + (size_t) r * p->row,
                  lab + r);
   p->test_pos += (guint64) rows;
   if (p->test_pos == p->test.n)

@@ -493,22 +493,6 @@ shoal_net_backward (ShoalNet *net)
   shoal_net_backward_notify (net, NULL, NULL);
 }
 
-gboolean
-shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end)
-{
-  if (layer->nparams == 0)
-    return FALSE;
-  *begin = layer->params[0]->offset;
-  *end = *begin;
-  for (int p = 0; p < layer->nparams; p++)
-    {
-      const ShoalParam *param = layer->params[p];
-      *begin = MIN (*begin, param->offset);
-      *end = MAX (*end, param->offset + param->count);
-    }
-  return TRUE;
-}
-
 ShoalParamStore *
 shoal_net_params (ShoalNet *net)
 {

@@ -49,10 +49,6 @@ void shoal_net_backward (ShoalNet *net);
 typedef void (*ShoalParamsReadyFunc) (ShoalLayer *layer, gpointer user_data);
 void shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
 
-/* [begin, end) of a layer's params in the store (they are declared
- * together, so they are contiguous); FALSE when it has none. */
-gboolean shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end);
-
 /* Borrowed pointers, valid while the net lives. */
 ShoalParamStore *shoal_net_params (ShoalNet *net);
 guint shoal_net_n_layers (ShoalNet *net);

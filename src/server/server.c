@@ -38,6 +38,8 @@ struct _ShoalServer {
   int nsegments;
   Segment *segments;        /* params in offset order */
   gint stopping;            /* atomic */
+  GMutex sync_lock;         /* Hogwild: wakes the sync thread after updates */
+  GCond sync_due;
   ShoalServerStats stats;   /* atomics */
 };
 
@@ -74,6 +76,8 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
       server->segments[i] = (Segment) { p->offset, p->count, p->lr_scale, p->wd_scale, 0 };
     }
 
+  g_mutex_init (&server->sync_lock);
+  g_cond_init (&server->sync_due);
   server->slices = g_new0 (Slice, opts->nslices);
   for (int i = 0; i < opts->nslices; i++)
     {
@@ -98,6 +102,8 @@ shoal_server_free (ShoalServer *server)
       shoal_free_aligned (s->accumulator);
       shoal_free_aligned (s->baseline);
     }
+  g_mutex_clear (&server->sync_lock);
+  g_cond_clear (&server->sync_due);
   g_free (server->slices);
   g_free (server->segments);
   shoal_free_aligned (server->values);
@@ -286,6 +292,13 @@ shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, 
         }
     }
   g_mutex_unlock (&s->lock);
+  if (ok && server->opts.keep_baseline)
+    {
+      /* after the slice lock: the sync thread takes slice locks inside this one */
+      g_mutex_lock (&server->sync_lock);
+      g_cond_broadcast (&server->sync_due);
+      g_mutex_unlock (&server->sync_lock);
+    }
   return ok;
 }
 
@@ -418,6 +431,30 @@ shoal_server_updates_since_sync (ShoalServer *server, int slice)
   return u;
 }
 
+static int
+first_due (ShoalServer *server, gint64 sync_freq)
+{
+  for (int i = 0; i < server->opts.nslices; i++)
+    if (server->slices[i].hosted && shoal_server_updates_since_sync (server, i) >= sync_freq)
+      return i;
+  return -1;
+}
+
+int
+shoal_server_wait_sync_due (ShoalServer *server, gint64 sync_freq, gint64 timeout_us)
+{
+  gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
+  int due = -1;
+  g_mutex_lock (&server->sync_lock);
+  /* slice locks are taken inside sync_lock; push takes sync_lock only
+   * after releasing its slice lock, so there is no cycle */
+  while ((due = first_due (server, sync_freq)) < 0 && !g_atomic_int_get (&server->stopping))
+    if (!g_cond_wait_until (&server->sync_due, &server->sync_lock, deadline))
+      break;
+  g_mutex_unlock (&server->sync_lock);
+  return g_atomic_int_get (&server->stopping) ? -1 : due;
+}
+
 void
 shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
 {
@@ -433,6 +470,9 @@ void
 shoal_server_stop (ShoalServer *server)
 {
   g_atomic_int_set (&server->stopping, TRUE);
+  g_mutex_lock (&server->sync_lock);
+  g_cond_broadcast (&server->sync_due);
+  g_mutex_unlock (&server->sync_lock);
   for (int i = 0; i < server->opts.nslices; i++)
     {
       Slice *s = &server->slices[i];

@@ -106,6 +106,11 @@ gboolean shoal_server_merge_master (ShoalServer *server, int slice, const float 
 /* Updates applied to a slice since its last take_delta (Hogwild's sync_freq). */
 gint64 shoal_server_updates_since_sync (ShoalServer *server, int slice);
 
+/* Hogwild's sync thread: waits until some hosted slice has had at least
+ * `sync_freq` updates since its last take_delta and returns it; -1 after
+ * timeout_us (< 0: no timeout) or once the server stops. */
+int shoal_server_wait_sync_due (ShoalServer *server, gint64 sync_freq, gint64 timeout_us);
+
 void shoal_server_stats (ShoalServer *server, ShoalServerStats *stats);
 
 /* Wakes every waiting pull with an error ("server stopping"); later calls fail too. */

@@ -1,16 +1,27 @@
-/* One process's share of a job.  Today's layout: one worker thread and
- * an in-process server whose values the worker reads in place. */
+/* One process's share of a job: its servers (and their RPC service), its
+ * worker threads with their param clients, and - in Hogwild - the thread
+ * that syncs this server group with the slices' master groups.  The same
+ * code runs a one-process job (every slice local, no Thrift at all) and
+ * rank R of a cluster. */
 #include "worker/runner.h"
 
 #include <cblas.h>
 #include <errno.h>
 #include <glib/gstdio.h>
+#include <string.h>
 
+#include "cluster/layout.h"
 #include "comm/param_client.h"
+#include "comm/rpc_client.h"
 #include "core/error.h"
+#include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/metrics.h"
 #include "worker/worker.h"
+
+/* Slices of about this many bytes, so that large models are sent in
+ * pieces that pipeline and small ones still update layer by layer. */
+#define TARGET_SLICE_BYTES (2u << 20)
 
 int
 shoal_set_blas_threads (int requested, int local_workers)
@@ -23,86 +34,431 @@ shoal_set_blas_threads (int requested, int local_workers)
   return n;
 }
 
-static gpointer
-worker_thread (gpointer data)
+typedef struct {
+  ShoalJob *job;
+  const ShoalRunOptions *opts;
+  ShoalLayout *layout;
+  ShoalProcess *proc;
+  int nslices;
+  ShoalNet *layout_net;          /* the param layout; also worker 0's net when there is one */
+  ShoalServer *server;           /* this process's server group, or NULL */
+  int server_group;
+  ShoalRpcServer *rpc;
+  ShoalMetricsWriter *metrics;
+  GThread *sync_thread;
+  gint sync_stop;
+  GError *sync_error;
+} Process;
+
+static gboolean
+prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
 {
-  ShoalWorker *w = data;
-  return GINT_TO_POINTER (shoal_worker_train (w));
+  if (g_mkdir_with_parents (opts->workspace, 0755) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s",
+                   opts->workspace, g_strerror (errno));
+      return FALSE;
+    }
+  if (opts->endpoints != NULL)
+    return TRUE;  /* the launcher wrote job.conf */
+  /* the conf as run, overrides applied: the run can be repeated from it */
+  char *path = g_build_filename (opts->workspace, "job.conf", NULL);
+  gboolean ok = g_key_file_save_to_file (shoal_conf_keyfile (job->conf), path, error);
+  g_free (path);
+  return ok;
 }
 
 static gboolean
-prepare_workspace (ShoalJob *job, const char *workspace, GError **error)
+parse_endpoint (const char *endpoint, char **host, int *port, GError **error)
 {
-  if (g_mkdir_with_parents (workspace, 0755) != 0)
+  const char *colon = endpoint ? strrchr (endpoint, ':') : NULL;
+  gint64 p = 0;
+  if (colon == NULL || colon == endpoint
+      || !g_ascii_string_to_signed (colon + 1, 10, 1, 65535, &p, NULL))
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
-                   g_strerror (errno));
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "endpoint '%s' is not host:port",
+                   endpoint ? endpoint : "");
       return FALSE;
     }
-  /* the conf as run, overrides applied: the run can be repeated from it */
-  char *path = g_build_filename (workspace, "job.conf", NULL);
-  gboolean ok = g_key_file_save_to_file (shoal_conf_keyfile (job->conf), path, error);
-  g_free (path);
+  *host = g_strndup (endpoint, (gsize) (colon - endpoint));
+  *port = (int) p;
+  return TRUE;
+}
+
+static gboolean
+endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
+{
+  if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
+      || !*p->opts->endpoints[rank])
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d serves slices but has no endpoint",
+                   rank);
+      return FALSE;
+    }
+  memset (o, 0, sizeof *o);
+  if (!parse_endpoint (p->opts->endpoints[rank], host, &o->port, error))
+    return FALSE;
+  o->host = *host;
+  o->token = p->opts->token;
+  return TRUE;
+}
+
+/* How many slices: the layout's count times whatever brings slices near
+ * TARGET_SLICE_BYTES; every process computes the same from the same net.
+ * Being a multiple, slice s is served like the layout's slice s % nslices. */
+static int
+slice_count (const ShoalLayout *layout, size_t total_floats)
+{
+  size_t bytes = total_floats * sizeof (float);
+  size_t per = (size_t) layout->nslices * TARGET_SLICE_BYTES;
+  size_t factor = MAX ((size_t) 1, (bytes + per - 1) / per);
+  return (int) MIN ((size_t) layout->nslices * factor, MAX (total_floats / 16, (size_t) 1));
+}
+
+static gboolean
+start_servers (Process *p, GError **error)
+{
+  ShoalProcess *proc = p->proc;
+  if (proc->servers->len == 0)
+    return TRUE;
+  p->server_group = g_array_index (proc->servers, ShoalMember, 0).group;
+  for (guint i = 1; i < proc->servers->len; i++)
+    if (g_array_index (proc->servers, ShoalMember, i).group != p->server_group)
+      {
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                     "rank %d would host servers of two server groups; give each server group its own processes",
+                     proc->rank);
+        return FALSE;
+      }
+  ShoalServerOptions sopts = { .mode = p->layout->mode,
+                               .sync_contributors = p->layout->sync_contributors,
+                               .nslices = p->nslices,
+                               .keep_baseline = p->layout->group_sync };
+  p->server = shoal_server_new (shoal_net_params (p->layout_net), &p->job->updater, &sopts);
+  for (int s = 0; s < p->nslices; s++)
+    for (guint i = 0; i < proc->servers->len; i++)
+      if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
+        shoal_server_host_slice (p->server, s);
+
+  if (p->opts->endpoints == NULL)
+    return TRUE;
+  char *host = NULL;
+  ShoalRpcServerOptions ropts = { 0 };
+  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
+    return FALSE;
+  ropts.bind_address = host;
+  ropts.token = p->opts->token;
+  /* every worker process but this one says when it is done */
+  ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
+  p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
+  g_free (host);
+  return p->rpc != NULL;
+}
+
+/* Hogwild: send what this group learned on each due slice to the slice's
+ * master group, take the master's values back. */
+static gpointer
+sync_thread (gpointer data)
+{
+  Process *p = data;
+  int nclients = p->layout->conf.nserver_groups;
+  ShoalRpcClient **masters = g_new0 (ShoalRpcClient *, nclients * p->layout->conf.nservers_per_group);
+  float *buf = shoal_alloc_floats (shoal_server_total (p->server));
+  GError *error = NULL;
+
+  while (!g_atomic_int_get (&p->sync_stop))
+    {
+      int s = shoal_server_wait_sync_due (p->server, p->layout->conf.sync_freq, 100 * 1000);
+      if (s < 0)
+        continue;
+      int master = shoal_layout_master_group_of_slice (p->layout, s % p->layout->nslices);
+      size_t b, e;
+      shoal_server_slice_range (p->server, s, &b, &e);
+      float *delta = buf + b;
+      if (master == p->server_group)
+        {
+          /* the master's own values are the reference: just restart the count */
+          if (!shoal_server_take_delta (p->server, s, delta, e - b, &error))
+            break;
+          continue;
+        }
+      int si = shoal_layout_server_of_slice (p->layout, s % p->layout->nslices);
+      int idx = master * p->layout->conf.nservers_per_group + si;
+      if (masters[idx] == NULL)
+        {
+          ShoalRpcClientOptions o;
+          char *host = NULL;
+          if (!endpoint_options (p, shoal_layout_server_rank (p->layout, master, si), &o, &host, &error))
+            break;
+          masters[idx] = shoal_rpc_client_connect (&o, &error);
+          g_free (host);
+          if (masters[idx] == NULL)
+            break;
+        }
+      if (!shoal_server_take_delta (p->server, s, delta, e - b, &error)
+          || !shoal_rpc_client_apply_delta (masters[idx], s, delta, delta, e - b, &error)
+          || !shoal_server_merge_master (p->server, s, delta, e - b, &error))
+        break;
+    }
+  if (error != NULL)
+    p->sync_error = error;
+  for (int i = 0; i < nclients * p->layout->conf.nservers_per_group; i++)
+    shoal_rpc_client_free (masters[i]);
+  g_free (masters);
+  shoal_free_aligned (buf);
+  return NULL;
+}
+
+typedef struct {
+  ShoalWorker worker;
+  ShoalNet *net;          /* owned unless it is the layout net */
+  ShoalParamClient *client;
+  GThread *thread;
+  gboolean ok;
+} WorkerSlot;
+
+static gpointer
+worker_thread (gpointer data)
+{
+  WorkerSlot *slot = data;
+  slot->ok = shoal_worker_train (&slot->worker);
+  return NULL;
+}
+
+static ShoalNet *
+build_net (Process *p, int group, int worker, GError **error)
+{
+  const ShoalClusterConf *c = &p->layout->conf;
+  ShoalNetOptions nopts = { .seed = p->job->seed,
+                            .shard_index = group * c->nworkers_per_group + worker,
+                            .shard_count = c->nworker_groups * c->nworkers_per_group,
+                            .worker = worker,
+                            .group = group };
+  ShoalNet *net = shoal_net_new (p->job->conf, &nopts, error);
+  if (net != NULL)
+    shoal_param_store_init_values (shoal_net_params (net), p->job->seed);
+  return net;
+}
+
+static gboolean
+connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
+{
+  ShoalParamStore *store = shoal_net_params (slot->net);
+  if (p->layout->nprocs == 1 && p->proc->workers->len == 1)
+    {
+      slot->client = shoal_param_client_new_shared (store, p->server);
+      return TRUE;
+    }
+  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
+  int sg = shoal_layout_server_group_of (p->layout, group);
+  for (int s = 0; s < p->nslices; s++)
+    {
+      int rank = shoal_layout_server_rank (p->layout, sg, shoal_layout_server_of_slice (p->layout, s % p->layout->nslices));
+      if (rank == p->proc->rank)
+        shoal_param_client_route_local (slot->client, s, p->server);
+      else
+        {
+          ShoalRpcClientOptions o;
+          char *host = NULL;
+          if (!endpoint_options (p, rank, &o, &host, error))
+            return FALSE;
+          shoal_param_client_route_remote (slot->client, s, &o);
+          g_free (host);
+        }
+    }
+  return shoal_param_client_start (slot->client, error);
+}
+
+/* Tells every other server process that this worker process is done. */
+static void
+say_done (Process *p)
+{
+  for (int r = 0; r < p->layout->nprocs; r++)
+    {
+      if (r == p->proc->rank || p->layout->procs[r].servers->len == 0)
+        continue;
+      ShoalRpcClientOptions o;
+      char *host = NULL;
+      GError *error = NULL;
+      ShoalRpcClient *c = NULL;
+      if (endpoint_options (p, r, &o, &host, &error))
+        {
+          o.connect_retries = 5;
+          c = shoal_rpc_client_connect (&o, &error);
+        }
+      if (c != NULL)
+        shoal_rpc_client_shutdown (c, p->proc->rank, &error);
+      if (error != NULL)
+        {
+          g_warning ("rank %d: could not tell rank %d it is done: %s", p->proc->rank, r, error->message);
+          g_error_free (error);
+        }
+      shoal_rpc_client_free (c);
+      g_free (host);
+    }
+}
+
+static gboolean
+run_workers (Process *p, ShoalRunResult *result, GError **error)
+{
+  ShoalProcess *proc = p->proc;
+  guint n = proc->workers->len;
+  WorkerSlot *slots = g_new0 (WorkerSlot, n);
+  gboolean ok = TRUE;
+
+  for (guint i = 0; ok && i < n; i++)
+    {
+      ShoalMember m = g_array_index (proc->workers, ShoalMember, i);
+      slots[i].net = i == 0 ? p->layout_net : build_net (p, m.group, m.index, error);
+      ok = slots[i].net != NULL && connect_client (p, &slots[i], m.group, error);
+      if (!ok)
+        break;
+      slots[i].worker = (ShoalWorker) { .job = p->job, .net = slots[i].net, .client = slots[i].client,
+                                        .metrics = p->metrics, .group = m.group, .worker = m.index,
+                                        .log_progress = !p->opts->quiet, .tester = m.index == 0,
+                                        .test_accuracy = -1 };
+    }
+  for (guint i = 0; ok && i < n; i++)
+    {
+      char *name = g_strdup_printf ("worker-%d-%d", slots[i].worker.group, slots[i].worker.worker);
+      slots[i].thread = g_thread_new (name, worker_thread, &slots[i]);
+      g_free (name);
+    }
+  for (guint i = 0; i < n; i++)
+    if (slots[i].thread != NULL)
+      {
+        g_thread_join (slots[i].thread);
+        if (!slots[i].ok && ok)
+          {
+            ok = FALSE;
+            g_propagate_error (error, slots[i].worker.error);
+            slots[i].worker.error = NULL;
+          }
+        g_clear_error (&slots[i].worker.error);
+      }
+  if (ok && n > 0 && result != NULL)
+    *result = (ShoalRunResult) { .group = slots[0].worker.group, .worker = slots[0].worker.worker,
+                                 .steps = slots[0].worker.steps_done,
+                                 .test_loss = slots[0].worker.test_loss,
+                                 .test_accuracy = slots[0].worker.test_accuracy,
+                                 .samples_per_sec = slots[0].worker.train_samples_per_sec };
+  for (guint i = 0; i < n; i++)
+    {
+      shoal_param_client_free (slots[i].client);
+      if (slots[i].net != p->layout_net)
+        shoal_net_free (slots[i].net);
+    }
+  g_free (slots);
   return ok;
 }
 
 gboolean
 shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
 {
-  if (!prepare_workspace (job, opts->workspace, error))
-    return FALSE;
-  shoal_set_blas_threads (job->threads, 1);
+  Process p = { .job = job, .opts = opts, .server_group = -1 };
+  gboolean ok = FALSE;
+  if (result != NULL)
+    *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
 
-  ShoalNetOptions nopts = { .seed = job->seed, .shard_index = 0, .shard_count = 1 };
-  ShoalNet *net = shoal_net_new (job->conf, &nopts, error);
-  if (net == NULL)
+  p.layout = shoal_layout_new (&job->cluster, job->conf, error);
+  if (p.layout == NULL)
     return FALSE;
-  ShoalLayer *input = shoal_net_input (net);
+  int rank = opts->endpoints != NULL ? opts->rank : 0;
+  if (opts->endpoints == NULL && p.layout->nprocs > 1)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "%s: this cluster layout needs %d processes; start it with `shoal run` or `shoal proc`",
+                   shoal_conf_origin (job->conf), p.layout->nprocs);
+      goto out;
+    }
+  if (rank < 0 || rank >= p.layout->nprocs)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d does not exist: the layout has %d processes",
+                   rank, p.layout->nprocs);
+      goto out;
+    }
+  p.proc = &p.layout->procs[rank];
+  if (!prepare_workspace (job, opts, error))
+    goto out;
+  shoal_set_blas_threads (job->threads, MAX ((int) p.proc->workers->len, 1));
+
+  ShoalMember first = { 0, 0 };
+  if (p.proc->workers->len > 0)
+    first = g_array_index (p.proc->workers, ShoalMember, 0);
+  p.layout_net = build_net (&p, first.group, first.index, error);
+  if (p.layout_net == NULL)
+    goto out;
+  ShoalLayer *input = shoal_net_input (p.layout_net);
   if (input == NULL || input->ops->num_records == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
                    shoal_conf_origin (job->conf));
-      shoal_net_free (net);
-      return FALSE;
+      goto out;
     }
   int batch = shoal_tensor_rows (&input->out);
   shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
-  if (!opts->quiet)
+  p.nslices = slice_count (p.layout, shoal_net_params (p.layout_net)->total);
+  if (!opts->quiet && rank == 0)
     {
-      g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d, updater %s, lr %g",
+      g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d per worker, updater %s, lr %g, %d slices",
                  job->name, job->train_steps, batch, shoal_updater_kind_name (job->updater.kind),
-                 job->updater.schedule.lr);
-      shoal_net_log_summary (net);
+                 job->updater.schedule.lr, p.nslices);
+      shoal_net_log_summary (p.layout_net);
+      shoal_layout_log (p.layout);
     }
 
-  ShoalParamStore *store = shoal_net_params (net);
-  shoal_param_store_init_values (store, job->seed);
-  ShoalServer *server = shoal_server_new (store, &job->updater, 1);
-  ShoalParamClient *client = shoal_param_client_new_local (server);
-  float *shared = shoal_param_client_shared_values (client);
-  if (shared != NULL)
-    shoal_param_store_borrow_values (store, shared);
+  if (!start_servers (&p, error))
+    goto out;
+  if (p.server != NULL && p.layout->group_sync)
+    p.sync_thread = g_thread_new ("group-sync", sync_thread, &p);
 
-  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
-  ShoalMetricsWriter *metrics = shoal_metrics_open (metrics_path, FALSE, error);
-  g_free (metrics_path);
-  gboolean ok = metrics != NULL;
-  if (ok)
+  if (p.proc->workers->len > 0)
     {
-      ShoalWorker worker = { .job = job, .net = net, .client = client, .metrics = metrics,
-                             .group = 0, .worker = 0, .log_progress = !opts->quiet };
-      GThread *thread = g_thread_new ("worker-0-0", worker_thread, &worker);
-      ok = GPOINTER_TO_INT (g_thread_join (thread));
-      if (!ok)
-        g_propagate_error (error, worker.error);
-      if (ok && result != NULL)
-        *result = (ShoalRunResult) { worker.steps_done, worker.test_loss, worker.test_accuracy,
-                                     worker.train_samples_per_sec };
+      char *path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
+      p.metrics = shoal_metrics_open (path, opts->append_metrics, error);
+      g_free (path);
+      if (p.metrics == NULL)
+        goto out;
+      ok = run_workers (&p, result, error);
+    }
+  else
+    ok = TRUE;
+
+  if (p.sync_thread != NULL)
+    {
+      g_atomic_int_set (&p.sync_stop, TRUE);
+      g_thread_join (p.sync_thread);
+      p.sync_thread = NULL;
+      if (p.sync_error != NULL && ok)
+        {
+          g_propagate_error (error, p.sync_error);
+          p.sync_error = NULL;
+          ok = FALSE;
+        }
+    }
+  if (opts->endpoints != NULL && p.proc->workers->len > 0)
+    say_done (&p);
+  if (p.rpc != NULL)
+    {
+      if (ok)
+        shoal_rpc_server_wait (p.rpc);
+      shoal_rpc_server_stop (p.rpc);
+      p.rpc = NULL;
     }
 
-  shoal_metrics_close (metrics);
-  shoal_param_client_free (client);
-  shoal_net_free (net);  /* the store borrowed the server's values: free the net first */
-  shoal_server_free (server);
+out:
+  if (p.sync_thread != NULL)
+    {
+      g_atomic_int_set (&p.sync_stop, TRUE);
+      g_thread_join (p.sync_thread);
+    }
+  g_clear_error (&p.sync_error);
+  if (p.rpc != NULL)
+    shoal_rpc_server_stop (p.rpc);
+  shoal_metrics_close (p.metrics);
+  /* worker 0's store may borrow the server's values: free the nets first */
+  shoal_net_free (p.layout_net);
+  shoal_server_free (p.server);
+  shoal_layout_free (p.layout);
   return ok;
 }

@@ -7,26 +7,17 @@
 #include "core/error.h"
 
 typedef struct {
-  ShoalWorker *worker;
-  int step;
-  gboolean ok;
-  ShoalParamStore *store;
+  ShoalParamClient *client;
+  gint64 step;
 } PushContext;
 
-/* Backward hook: a layer's gradients are final; send them and clear them
- * while they are still in cache. */
+/* Backward hook: a layer's gradients are final; the client sends every
+ * slice they complete while the layers below still compute. */
 static void
 push_layer (ShoalLayer *layer, gpointer user_data)
 {
   PushContext *ctx = user_data;
-  size_t begin, end;
-  if (!ctx->ok || !shoal_layer_param_range (layer, &begin, &end))
-    return;
-  float *grad = ctx->store->grads + begin;
-  if (!shoal_param_client_push (ctx->worker->client, begin, end, grad, ctx->step,
-                                &ctx->worker->error))
-    ctx->ok = FALSE;
-  memset (grad, 0, (end - begin) * sizeof (float));
+  shoal_param_client_layer_done (ctx->client, layer, ctx->step);
 }
 
 /* Finds the metric to report as accuracy: the first metric layer. */
@@ -98,7 +89,8 @@ shoal_worker_train (ShoalWorker *w)
   const ShoalUpdaterConf *u = &job->updater;
   ShoalParamStore *store = shoal_net_params (w->net);
   gboolean clip = u->clip_value > 0 || u->clip_norm > 0;
-  PushContext push = { .worker = w, .ok = TRUE, .store = store };
+  PushContext push = { .client = w->client };
+  gboolean ok = TRUE;
 
   double window_loss = 0, window_acc = 0, train_seconds = 0;
   gint64 window_samples = 0, total_samples = 0;
@@ -106,34 +98,40 @@ shoal_worker_train (ShoalWorker *w)
   gint64 window_start = g_get_monotonic_time ();
 
   shoal_param_store_zero_grads (store);
-  for (gint64 step = 0; step < job->train_steps && push.ok; step++)
+  if (!shoal_param_client_fetch (w->client, &w->error))
+    return FALSE;
+  for (gint64 step = 0; step < job->train_steps && ok; step++)
     {
-      if (job->test_freq > 0 && step > 0 && step % job->test_freq == 0)
+      if (step > 0 && !shoal_param_client_wait (w->client, &w->error))
+        {
+          ok = FALSE;
+          break;
+        }
+      if (w->tester && job->test_freq > 0 && step > 0 && step % job->test_freq == 0)
         {
           gint64 t0 = g_get_monotonic_time ();
           run_test (w, step);
           window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
         }
 
-      push.step = (int) step;
+      push.step = step;
       double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
       if (clip)
         {
           /* clipping needs the whole gradient before anything is sent */
           shoal_net_backward (w->net);
           shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
-          for (guint i = 0; i < shoal_net_n_layers (w->net); i++)
-            push_layer (shoal_net_layer (w->net, i), &push);
         }
       else
         shoal_net_backward_notify (w->net, push_layer, &push);
+      shoal_param_client_step_done (w->client, step);
 
       if (!isfinite (loss))
         {
           g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
                        "[group %d worker %d] step %" G_GINT64_FORMAT ": the loss is %g; lower [updater] lr?",
                        w->group, w->worker, step, loss);
-          push.ok = FALSE;
+          ok = FALSE;
           break;
         }
 
@@ -168,9 +166,19 @@ shoal_worker_train (ShoalWorker *w)
           window_start = g_get_monotonic_time ();
         }
     }
+  /* the last step's updates must be in before the final test */
+  if (ok && w->steps_done > 0)
+    ok = shoal_param_client_wait (w->client, &w->error);
+  else if (!ok)
+    {
+      GError *ignored = NULL;
+      shoal_param_client_wait (w->client, &ignored);
+      g_clear_error (&ignored);
+    }
   w->train_samples_per_sec = train_seconds > 0 ? (double) total_samples / train_seconds : 0;
-  if (!push.ok)
+  if (!ok)
     return FALSE;
-  run_test (w, w->steps_done);
+  if (w->tester)
+    run_test (w, w->steps_done);
   return TRUE;
 }

@@ -1,8 +1,9 @@
 /* A worker: one thread running the BP training loop on its net.
  *
- * Each step: forward, backward; as soon as a layer's param gradients are
- * complete they are pushed to the servers through the param client (and
- * zeroed for the next step), so updates overlap the rest of backward.
+ * Each step: wait until the last step's params came back, forward,
+ * backward; as soon as a layer's param gradients are complete the param
+ * client sends the slices they complete, so communication overlaps the
+ * rest of backward.
  * Progress goes to the log every disp_freq steps and to metrics.jsonl;
  * the test set is evaluated every test_freq steps and at the end. */
 #ifndef SHOAL_WORKER_H
@@ -24,6 +25,7 @@ typedef struct {
   ShoalMetricsWriter *metrics;     /* borrowed, may be NULL */
   int group, worker;
   gboolean log_progress;           /* g_message progress lines */
+  gboolean tester;                 /* runs the test phase (worker 0 of each group) */
 
   /* results */
   gint64 steps_done;
