@@ -14,7 +14,8 @@ typedef struct {
 } Command;
 
 static const Command commands[] = {
-  { "run", shoal_cmd_run, "train a job: shoal run JOB.conf [-o section.key=value ...]" },
+  { "run", shoal_cmd_run, "train a job: shoal run JOB.conf [--topology T.conf] [-o section.key=value ...]" },
+  { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
   { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
 };

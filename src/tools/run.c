@@ -1,4 +1,6 @@
-/* shoal run JOB.conf: train and print the final test accuracy. */
+/* shoal run JOB.conf: train and print the final test accuracy; in this
+ * process when the cluster layout has one process, else through the
+ * launcher (launch.c), one child per rank on loopback. */
 #include <glib.h>
 #include <stdio.h>
 
@@ -11,12 +13,20 @@ shoal_cmd_run (int argc, char **argv)
 {
   char **overrides = NULL;
   char *workspace = NULL;
+  char *topology = NULL;
+  int grace = 60;
   gboolean quiet = FALSE;
   GOptionEntry entries[] = {
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides,
       "set a conf key, e.g. -o updater.lr=0.05 or -o 'layer fc1.num_output=512'", "SECTION.KEY=VALUE" },
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
       "directory for metrics.jsonl and job.conf (default: workspace/JOBNAME)", "DIR" },
+    { "topology", 't', 0, G_OPTION_ARG_FILENAME, &topology,
+      "a conf with only a [cluster] section that replaces the job's (e.g. conf/downpour.conf); "
+      "-o overrides apply after it", "FILE" },
+    { "grace", 0, 0, G_OPTION_ARG_INT, &grace,
+      "multi-process runs: after a process failed, seconds without new metrics before the others "
+      "are stopped (default 60)", "SECONDS" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
@@ -38,7 +48,14 @@ shoal_cmd_run (int argc, char **argv)
       goto out;
     }
 
-  ShoalJob *job = shoal_job_load (argv[1], (const char *const *) overrides, &error);
+  if (grace < 1)
+    {
+      fprintf (stderr, "shoal run: --grace must be at least 1 second\n");
+      status = 2;
+      goto out;
+    }
+
+  ShoalJob *job = shoal_load_job_topology (argv[1], topology, (const char *const *) overrides, &error);
   if (job == NULL)
     {
       fprintf (stderr, "shoal run: %s\n", error->message);
@@ -46,6 +63,17 @@ shoal_cmd_run (int argc, char **argv)
       goto out;
     }
   char *ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
+  /* the job loaded, so the layout is valid */
+  ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, NULL);
+  if (layout->nprocs > 1)
+    {
+      status = shoal_launch (job, layout, ws, quiet, grace);
+      shoal_layout_free (layout);
+      g_free (ws);
+      shoal_job_free (job);
+      goto out;
+    }
+  shoal_layout_free (layout);
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet };
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
@@ -69,6 +97,7 @@ out:
   g_clear_error (&error);
   g_strfreev (overrides);
   g_free (workspace);
+  g_free (topology);
   g_option_context_free (ctx);
   return status;
 }

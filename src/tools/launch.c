@@ -1,0 +1,870 @@
+/* Starting the processes of a cluster layout.
+ *
+ * `shoal run` on one machine is its own launcher: it resolves the conf
+ * once (topology and overrides applied), writes it with a fresh job token
+ * into the workspace, picks free loopback ports for the ranks that serve
+ * slices and forks one `shoal proc` per rank.  It then only waits: it
+ * forwards SIGINT/SIGTERM, and a watchdog stops the survivors when a
+ * failure leaves them waiting for a peer that is gone, so a run always
+ * ends.  On a cluster an existing launcher (mpirun, srun) starts `shoal
+ * proc` itself; the rank comes from its environment and the endpoints
+ * from a hostfile. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "tools/commands.h"
+#include "worker/runner.h"
+
+/* After the last worker process ended, server-only processes get this
+ * long to notice and exit before they are stopped. */
+#define SERVER_GRACE_S 10
+/* After SIGTERM, survivors get this long before SIGKILL. */
+#define KILL_GRACE_S 10
+#define DEFAULT_BASE_PORT 47000
+
+/* ---- topology files ---------------------------------------------------- */
+
+/* The job text with its [cluster] section blanked out line by line, so
+ * every other key keeps its line number in messages. */
+static char *
+blank_cluster_section (const char *text, const char *topology_path)
+{
+  char **lines = g_strsplit (text, "\n", -1);
+  gboolean in_cluster = FALSE;
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      char *trimmed = g_strstrip (g_strdup (lines[i]));
+      if (trimmed[0] == '[')
+        {
+          in_cluster = strcmp (trimmed, "[cluster]") == 0;
+          if (in_cluster)
+            {
+              g_free (lines[i]);
+              lines[i] = g_strdup_printf ("# [cluster] replaced by %s", topology_path);
+              g_free (trimmed);
+              continue;
+            }
+        }
+      if (in_cluster)
+        lines[i][0] = '\0';
+      g_free (trimmed);
+    }
+  char *out = g_strjoinv ("\n", lines);
+  g_strfreev (lines);
+  return out;
+}
+
+/* The topology file alone must be a valid [cluster] section; its keys
+ * become overrides placed before the user's.  Returns the overrides
+ * "cluster.KEY=VALUE" (g_strfreev) or NULL with error. */
+static char **
+topology_overrides (const char *path, GError **error)
+{
+  ShoalConf *topo = shoal_conf_load_file (path, error);
+  if (topo == NULL)
+    return NULL;
+  GKeyFile *kf = shoal_conf_keyfile (topo);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && groups[i] != NULL; i++)
+    if (strcmp (groups[i], "cluster") != 0)
+      {
+        shoal_conf_error (topo, error, groups[i], NULL,
+                          "a topology file holds only a [cluster] section (it replaces the job's)");
+        ok = FALSE;
+      }
+  g_strfreev (groups);
+  if (ok && !g_key_file_has_group (kf, "cluster"))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no [cluster] section", path);
+      ok = FALSE;
+    }
+  const ShoalOption *const tables[] = { shoal_cluster_options, NULL };
+  if (ok)
+    ok = shoal_conf_check_group (topo, "cluster", tables, NULL, NULL, error);
+  if (ok)
+    {
+      const ShoalOption *t = shoal_cluster_options;
+      const char *g = "cluster";
+      ShoalClusterConf c = {
+        .nworker_groups = (int) shoal_conf_get_int (topo, g, t, "nworker_groups"),
+        .nworkers_per_group = (int) shoal_conf_get_int (topo, g, t, "nworkers_per_group"),
+        .nserver_groups = (int) shoal_conf_get_int (topo, g, t, "nserver_groups"),
+        .nservers_per_group = (int) shoal_conf_get_int (topo, g, t, "nservers_per_group"),
+        .nworkers_per_procs = (int) shoal_conf_get_int (topo, g, t, "nworkers_per_procs"),
+        .nservers_per_procs = (int) shoal_conf_get_int (topo, g, t, "nservers_per_procs"),
+        .server_worker_separate = shoal_conf_get_bool (topo, g, t, "server_worker_separate"),
+        .sync_freq = (int) shoal_conf_get_int (topo, g, t, "sync_freq"),
+      };
+      ShoalLayout *layout = shoal_layout_new (&c, topo, error);
+      ok = layout != NULL;
+      shoal_layout_free (layout);
+    }
+  GPtrArray *out = NULL;
+  if (ok)
+    {
+      out = g_ptr_array_new ();
+      char **keys = g_key_file_get_keys (kf, "cluster", NULL, NULL);
+      for (int i = 0; keys[i] != NULL; i++)
+        {
+          char *value = g_key_file_get_value (kf, "cluster", keys[i], NULL);
+          g_ptr_array_add (out, g_strdup_printf ("cluster.%s=%s", keys[i], value));
+          g_free (value);
+        }
+      g_strfreev (keys);
+      g_ptr_array_add (out, NULL);
+    }
+  shoal_conf_free (topo);
+  return out ? (char **) g_ptr_array_free (out, FALSE) : NULL;
+}
+
+ShoalJob *
+shoal_load_job_topology (const char *job_path, const char *topology_path,
+                         const char *const *overrides, GError **error)
+{
+  if (topology_path == NULL)
+    return shoal_job_load (job_path, overrides, error);
+  char **topo = topology_overrides (topology_path, error);
+  if (topo == NULL)
+    return NULL;
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (job_path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      g_strfreev (topo);
+      return NULL;
+    }
+  char *blanked = blank_cluster_section (text, topology_path);
+  GPtrArray *all = g_ptr_array_new ();
+  for (int i = 0; topo[i] != NULL; i++)
+    g_ptr_array_add (all, topo[i]);
+  for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
+    g_ptr_array_add (all, (gpointer) overrides[i]);
+  g_ptr_array_add (all, NULL);
+  ShoalJob *job = shoal_job_load_data (blanked, job_path, (const char *const *) all->pdata, error);
+  g_ptr_array_free (all, TRUE);
+  g_strfreev (topo);
+  g_free (blanked);
+  g_free (text);
+  return job;
+}
+
+/* ---- the launcher ------------------------------------------------------ */
+
+/* 32 hex characters from the kernel's random source. */
+static gboolean
+make_token (char out[33], GError **error)
+{
+  guint8 bytes[16];
+  gsize got = 0;
+  while (got < sizeof bytes)
+    {
+      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "cannot make a job token: getrandom: %s",
+                       g_strerror (errno));
+          return FALSE;
+        }
+      got += (gsize) n;
+    }
+  for (gsize i = 0; i < sizeof bytes; i++)
+    g_snprintf (out + 2 * i, 3, "%02x", bytes[i]);
+  return TRUE;
+}
+
+/* Written with mode 0600 even when the file existed with another mode:
+ * whoever reads the token can call every server of the job. */
+static gboolean
+write_token (const char *path, const char *token, GError **error)
+{
+  int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  gboolean ok = fd >= 0 && fchmod (fd, 0600) == 0;
+  size_t len = strlen (token);
+  ok = ok && write (fd, token, len) == (ssize_t) len && write (fd, "\n", 1) == 1;
+  if (!ok)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot write the job token: %s", path,
+                 g_strerror (errno));
+  if (fd >= 0 && close (fd) != 0 && ok)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: %s", path, g_strerror (errno));
+      ok = FALSE;
+    }
+  return ok;
+}
+
+/* Free loopback ports for the ranks with servers: every socket stays
+ * bound until all are chosen, so no two ranks get the same port.  The
+ * port is free again between this and the child's bind; another program
+ * taking it in that window makes the child fail with a clear bind error. */
+static char **
+choose_endpoints (const ShoalLayout *layout, GError **error)
+{
+  char **endpoints = g_new0 (char *, layout->nprocs + 1);
+  int *fds = g_new (int, layout->nprocs);
+  gboolean ok = TRUE;
+  for (int r = 0; r < layout->nprocs; r++)
+    {
+      fds[r] = -1;
+      if (!ok || layout->procs[r].servers->len == 0)
+        {
+          endpoints[r] = g_strdup ("");
+          continue;
+        }
+      struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
+      addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+      socklen_t len = sizeof addr;
+      fds[r] = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fds[r] < 0 || bind (fds[r], (struct sockaddr *) &addr, sizeof addr) != 0
+          || getsockname (fds[r], (struct sockaddr *) &addr, &len) != 0)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "cannot find a free port on 127.0.0.1: %s",
+                       g_strerror (errno));
+          ok = FALSE;
+          endpoints[r] = g_strdup ("");
+          continue;
+        }
+      endpoints[r] = g_strdup_printf ("127.0.0.1:%d", ntohs (addr.sin_port));
+    }
+  for (int r = 0; r < layout->nprocs; r++)
+    if (fds[r] >= 0)
+      close (fds[r]);
+  g_free (fds);
+  if (!ok)
+    {
+      g_strfreev (endpoints);
+      return NULL;
+    }
+  return endpoints;
+}
+
+typedef struct {
+  pid_t pid;
+  int status;
+  gboolean running;
+  gboolean has_workers;
+  gboolean stopped;      /* signalled by the launcher */
+} Child;
+
+static double
+now_s (void)
+{
+  return (double) g_get_monotonic_time () / 1e6;
+}
+
+static char *
+describe_rank (const ShoalLayout *layout, int r)
+{
+  const ShoalProcess *p = &layout->procs[r];
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "rank %d (", r);
+  if (p->workers->len > 0)
+    {
+      int first = g_array_index (p->workers, ShoalMember, 0).group;
+      int last = g_array_index (p->workers, ShoalMember, p->workers->len - 1).group;
+      g_string_append_printf (s, "%u worker%s of group %d", p->workers->len,
+                              p->workers->len == 1 ? "" : "s", first);
+      if (last != first)
+        g_string_append_printf (s, "-%d", last);
+    }
+  if (p->servers->len > 0)
+    g_string_append_printf (s, "%s%u server%s", p->workers->len ? ", " : "", p->servers->len,
+                            p->servers->len == 1 ? "" : "s");
+  g_string_append_c (s, ')');
+  return g_string_free (s, FALSE);
+}
+
+static char *
+describe_status (int status)
+{
+  if (WIFEXITED (status))
+    return g_strdup_printf ("exit %d", WEXITSTATUS (status));
+  if (WIFSIGNALED (status))
+    return g_strdup_printf ("killed by signal %d (%s)", WTERMSIG (status), g_strsignal (WTERMSIG (status)));
+  return g_strdup_printf ("status %d", status);
+}
+
+static void
+signal_running (Child *children, int n, int sig)
+{
+  for (int r = 0; r < n; r++)
+    if (children[r].running)
+      {
+        kill (children[r].pid, sig);
+        children[r].stopped = TRUE;
+      }
+}
+
+static goffset
+file_size (const char *path)
+{
+  GStatBuf st;
+  return g_stat (path, &st) == 0 ? (goffset) st.st_size : -1;
+}
+
+/* Waits for every child, forwarding signals and running the watchdog.
+ * Returns TRUE when the launcher itself was interrupted. */
+static gboolean
+supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
+           const char *metrics_path, int grace_s)
+{
+  int n = layout->nprocs;
+  int running = n;
+  gboolean interrupted = FALSE, failed = FALSE, stopping = FALSE;
+  double kill_at = 0, workers_done_at = 0, progress_at = now_s ();
+  goffset metrics_seen = file_size (metrics_path);
+
+  while (running > 0)
+    {
+      struct timespec tick = { 0, 250 * 1000 * 1000 };
+      int sig = sigtimedwait (set, NULL, &tick);
+      double now = now_s ();
+
+      int status;
+      pid_t pid;
+      while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
+        for (int r = 0; r < n; r++)
+          if (children[r].running && children[r].pid == pid)
+            {
+              children[r].running = FALSE;
+              children[r].status = status;
+              running--;
+              if (!(WIFEXITED (status) && WEXITSTATUS (status) == 0) && !failed && !interrupted
+                  && !stopping)
+                {
+                  char *who = describe_rank (layout, r);
+                  char *how = describe_status (status);
+                  fprintf (stderr, "shoal run: %s failed: %s; the others get %d s without progress "
+                           "before they are stopped\n", who, how, grace_s);
+                  g_free (how);
+                  g_free (who);
+                  failed = TRUE;
+                  progress_at = now;
+                }
+            }
+
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+        {
+          if (!interrupted)
+            {
+              fprintf (stderr, "shoal run: %s: stopping %d process%s\n", g_strsignal (sig), running,
+                       running == 1 ? "" : "es");
+              signal_running (children, n, sig);
+              interrupted = TRUE;
+              kill_at = now + KILL_GRACE_S;
+            }
+          else
+            signal_running (children, n, SIGKILL);
+        }
+
+      gboolean workers_running = FALSE;
+      for (int r = 0; r < n; r++)
+        workers_running |= children[r].running && children[r].has_workers;
+      if (!workers_running && workers_done_at == 0)
+        workers_done_at = now;
+      goffset size = file_size (metrics_path);
+      if (size != metrics_seen)
+        {
+          metrics_seen = size;
+          progress_at = now;
+        }
+
+      if (!stopping && !interrupted && running > 0)
+        {
+          const char *why = NULL;
+          if (!workers_running && now - workers_done_at >= SERVER_GRACE_S)
+            why = "the worker processes ended but server processes are still waiting";
+          else if (failed && now - progress_at >= grace_s)
+            why = "no progress since a process failed";
+          if (why != NULL)
+            {
+              fprintf (stderr, "shoal run: %s; stopping %d process%s\n", why, running,
+                       running == 1 ? "" : "es");
+              signal_running (children, n, SIGTERM);
+              stopping = TRUE;
+              kill_at = now + KILL_GRACE_S;
+            }
+        }
+      if ((stopping || interrupted) && kill_at > 0 && now >= kill_at)
+        {
+          signal_running (children, n, SIGKILL);
+          kill_at = 0;
+        }
+    }
+  return interrupted;
+}
+
+typedef struct {
+  gboolean seen;
+  gint64 step;
+  double loss, accuracy;   /* accuracy < 0: none */
+} GroupResult;
+
+static gboolean
+json_number (const char *line, const char *key, double *out)
+{
+  char *pattern = g_strdup_printf ("\"%s\":", key);
+  const char *p = strstr (line, pattern);
+  gsize plen = strlen (pattern);
+  g_free (pattern);
+  if (p == NULL)
+    return FALSE;
+  char *end = NULL;
+  *out = g_ascii_strtod (p + plen, &end);
+  return end != p + plen;
+}
+
+/* The last test line of each group in metrics.jsonl. */
+static GroupResult *
+read_results (const char *path, int ngroups)
+{
+  GroupResult *res = g_new0 (GroupResult, ngroups);
+  char *text = NULL;
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return res;
+  char **lines = g_strsplit (text, "\n", -1);
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      double group, step, loss, acc;
+      if (strstr (lines[i], "\"phase\":\"test\"") == NULL || !json_number (lines[i], "group", &group)
+          || !json_number (lines[i], "step", &step) || !json_number (lines[i], "loss", &loss))
+        continue;
+      int g = (int) group;
+      if (g < 0 || g >= ngroups)
+        continue;
+      res[g] = (GroupResult) { TRUE, (gint64) step, loss,
+                               json_number (lines[i], "accuracy", &acc) ? acc : -1 };
+    }
+  g_strfreev (lines);
+  g_free (text);
+  return res;
+}
+
+int
+shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
+              int grace_s)
+{
+  GError *error = NULL;
+  char *conf_path = g_build_filename (workspace, "job.conf", NULL);
+  char *token_path = g_build_filename (workspace, "token", NULL);
+  char *metrics_path = g_build_filename (workspace, "metrics.jsonl", NULL);
+  char **endpoints = NULL;
+  char *endpoint_list = NULL;
+  Child *children = g_new0 (Child, layout->nprocs);
+  int status = 1;
+  char token[33];
+
+  if (g_mkdir_with_parents (workspace, 0755) != 0)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
+                   g_strerror (errno));
+      goto out;
+    }
+  /* the children read this conf: topology and overrides already applied */
+  if (!g_key_file_save_to_file (shoal_conf_keyfile (job->conf), conf_path, &error)
+      || !make_token (token, &error) || !write_token (token_path, token, &error)
+      || !g_file_set_contents (metrics_path, "", 0, &error))
+    goto out;
+  endpoints = choose_endpoints (layout, &error);
+  if (endpoints == NULL)
+    goto out;
+  endpoint_list = g_strjoinv (",", endpoints);
+
+  sigset_t set, old;
+  sigemptyset (&set);
+  sigaddset (&set, SIGINT);
+  sigaddset (&set, SIGTERM);
+  sigaddset (&set, SIGHUP);
+  sigaddset (&set, SIGCHLD);
+  sigprocmask (SIG_BLOCK, &set, &old);
+  pid_t parent = getpid ();
+  int started = 0;
+  for (int r = 0; r < layout->nprocs; r++)
+    {
+      char rank[16];
+      g_snprintf (rank, sizeof rank, "%d", r);
+      const char *argv[] = { "shoal", "proc", conf_path, "--rank", rank, "--endpoints", endpoint_list,
+                             "--token-file", token_path, "--workspace", workspace,
+                             quiet ? "--quiet" : NULL, NULL };
+      fflush (NULL);
+      pid_t pid = fork ();
+      if (pid == 0)
+        {
+          /* own process group: a terminal's Ctrl-C reaches the launcher,
+           * which forwards it once; and a launcher that dies takes its
+           * children with it */
+          setpgid (0, 0);
+          prctl (PR_SET_PDEATHSIG, SIGTERM);
+          if (getppid () != parent)
+            _exit (1);
+          sigprocmask (SIG_SETMASK, &old, NULL);
+          execv ("/proc/self/exe", (char **) argv);
+          _exit (127);
+        }
+      if (pid < 0)
+        {
+          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "fork: %s", g_strerror (errno));
+          break;
+        }
+      children[r] = (Child) { .pid = pid, .running = TRUE,
+                              .has_workers = layout->procs[r].workers->len > 0 };
+      started++;
+    }
+  if (started < layout->nprocs)
+    {
+      for (int r = 0; r < started; r++)
+        {
+          kill (children[r].pid, SIGTERM);
+          waitpid (children[r].pid, NULL, 0);
+        }
+      sigprocmask (SIG_SETMASK, &old, NULL);
+      goto out;
+    }
+  if (!quiet)
+    fprintf (stderr, "shoal run: %d processes on loopback, workspace %s\n", layout->nprocs, workspace);
+  gboolean interrupted = supervise (layout, children, &set, metrics_path, grace_s);
+  sigprocmask (SIG_SETMASK, &old, NULL);
+
+  int nfailed = 0;
+  for (int r = 0; r < layout->nprocs; r++)
+    {
+      char *who = describe_rank (layout, r);
+      char *how = describe_status (children[r].status);
+      gboolean ok = WIFEXITED (children[r].status) && WEXITSTATUS (children[r].status) == 0;
+      if (!ok)
+        nfailed++;
+      fprintf (ok ? stdout : stderr, "%s%s: %s%s\n", ok ? "" : "shoal run: ", who, how,
+               !ok && children[r].stopped ? " (stopped by shoal run)" : "");
+      g_free (how);
+      g_free (who);
+    }
+
+  int ngroups = layout->conf.nworker_groups;
+  GroupResult *res = read_results (metrics_path, ngroups);
+  for (int g = 0; g < ngroups; g++)
+    if (!res[g].seen)
+      printf ("group %d: no test result\n", g);
+    else if (res[g].accuracy >= 0)
+      printf ("group %d: test accuracy %.4f, loss %.6f at step %" G_GINT64_FORMAT "\n", g,
+              res[g].accuracy, res[g].loss, res[g].step);
+    else
+      printf ("group %d: test loss %.6f at step %" G_GINT64_FORMAT "\n", g, res[g].loss, res[g].step);
+  printf ("metrics in %s\n", metrics_path);
+  if (interrupted)
+    {
+      fprintf (stderr, "shoal run: interrupted\n");
+      status = 130;
+    }
+  else if (nfailed > 0)
+    {
+      fprintf (stderr, "shoal run: %d of %d processes failed\n", nfailed, layout->nprocs);
+      status = 1;
+    }
+  else if (!res[0].seen)
+    {
+      fprintf (stderr, "shoal run: %s has no test result of group 0\n", metrics_path);
+      status = 1;
+    }
+  else
+    {
+      if (res[0].accuracy >= 0)
+        printf ("final test accuracy: %.4f\n", res[0].accuracy);
+      else
+        printf ("final test loss: %.6f\n", res[0].loss);
+      status = 0;
+    }
+  g_free (res);
+
+out:
+  if (error != NULL)
+    {
+      fprintf (stderr, "shoal run: %s\n", error->message);
+      g_error_free (error);
+    }
+  explicit_bzero (token, sizeof token);
+  g_free (children);
+  g_free (endpoint_list);
+  g_strfreev (endpoints);
+  g_free (metrics_path);
+  g_free (token_path);
+  g_free (conf_path);
+  return status;
+}
+
+/* ---- shoal proc -------------------------------------------------------- */
+
+/* Rank r's host from an Open MPI style hostfile ("host" or "host
+ * slots=N" per line, # comments): hosts are expanded by their slots in
+ * file order, as mpirun maps ranks by slot, and ranks beyond the slots
+ * wrap around. */
+static char **
+hostfile_endpoints (const char *path, const ShoalLayout *layout, int base_port, GError **error)
+{
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  GPtrArray *slots = g_ptr_array_new_with_free_func (g_free);
+  char **lines = g_strsplit (text, "\n", -1);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && lines[i] != NULL; i++)
+    {
+      char *hash = strchr (lines[i], '#');
+      if (hash != NULL)
+        *hash = '\0';
+      char **words = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
+      const char *host = NULL;
+      gint64 n = 1;
+      for (int w = 0; ok && words[w] != NULL; w++)
+        {
+          if (words[w][0] == '\0')
+            continue;
+          if (host == NULL)
+            host = words[w];
+          else if (g_str_has_prefix (words[w], "slots="))
+            {
+              if (!g_ascii_string_to_signed (words[w] + 6, 10, 1, 4096, &n, NULL))
+                {
+                  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                               "%s:%d: slots: expected a number from 1 to 4096, got '%s'", path,
+                               i + 1, words[w] + 6);
+                  ok = FALSE;
+                }
+            }
+        }
+      for (gint64 k = 0; ok && host != NULL && k < n; k++)
+        g_ptr_array_add (slots, g_strdup (host));
+      g_strfreev (words);
+    }
+  g_strfreev (lines);
+  g_free (text);
+  if (ok && slots->len == 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no hosts", path);
+      ok = FALSE;
+    }
+  char **endpoints = NULL;
+  if (ok)
+    {
+      endpoints = g_new0 (char *, layout->nprocs + 1);
+      for (int r = 0; r < layout->nprocs; r++)
+        {
+          const char *host = g_ptr_array_index (slots, (guint) r % slots->len);
+          endpoints[r] = layout->procs[r].servers->len == 0
+                           ? g_strdup ("")
+                           : g_strdup_printf ("%s:%d", host, base_port + r);
+        }
+    }
+  g_ptr_array_free (slots, TRUE);
+  return endpoints;
+}
+
+static gboolean
+rank_from_env (int *rank)
+{
+  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID" };
+  for (gsize i = 0; i < G_N_ELEMENTS (vars); i++)
+    {
+      const char *v = g_getenv (vars[i]);
+      gint64 r;
+      if (v != NULL && g_ascii_string_to_signed (v, 10, 0, G_MAXINT, &r, NULL))
+        {
+          *rank = (int) r;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static char *
+read_token (const char *token_file, GError **error)
+{
+  if (token_file == NULL)
+    {
+      const char *env = g_getenv ("SHOAL_TOKEN");
+      if (env == NULL || *env == '\0')
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "no job token: give --token-file FILE or set SHOAL_TOKEN");
+          return NULL;
+        }
+      return g_strdup (env);
+    }
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (token_file, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  g_strstrip (text);
+  if (*text == '\0')
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the job token is empty", token_file);
+      g_free (text);
+      return NULL;
+    }
+  GStatBuf st;
+  if (g_stat (token_file, &st) == 0 && (st.st_mode & 077) != 0)
+    g_warning ("%s: the job token is readable by other users (mode %03o); chmod 600 it",
+               token_file, (unsigned) (st.st_mode & 0777));
+  return text;
+}
+
+int
+shoal_cmd_proc (int argc, char **argv)
+{
+  int rank = -1, base_port = DEFAULT_BASE_PORT;
+  char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
+  gboolean quiet = FALSE;
+  GOptionEntry entries[] = {
+    { "rank", 'r', 0, G_OPTION_ARG_INT, &rank,
+      "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)", "R" },
+    { "endpoints", 'e', 0, G_OPTION_ARG_STRING, &endpoints_arg,
+      "host:port of every rank, comma-separated, empty for ranks without servers", "LIST" },
+    { "hostfile", 'H', 0, G_OPTION_ARG_FILENAME, &hostfile,
+      "hosts of the ranks, one per line ('host' or 'host slots=N'); port = base port + rank", "FILE" },
+    { "base-port", 'p', 0, G_OPTION_ARG_INT, &base_port, "first port with --hostfile (default 47000)", "PORT" },
+    { "token-file", 't', 0, G_OPTION_ARG_FILENAME, &token_file,
+      "file holding the job token (default: $SHOAL_TOKEN)", "FILE" },
+    { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
+      "directory for metrics.jsonl (default: workspace/JOBNAME)", "DIR" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  GOptionContext *ctx = g_option_context_new ("JOB.conf - run one rank of a multi-process job");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  int status = 2;
+  ShoalJob *job = NULL;
+  ShoalLayout *layout = NULL;
+  char **endpoints = NULL;
+  char *token = NULL;
+  char *ws = NULL;
+
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    goto out;
+  if (argc != 2)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected one JOB.conf");
+      goto out;
+    }
+  if ((endpoints_arg == NULL) == (hostfile == NULL))
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "give --endpoints or --hostfile");
+      goto out;
+    }
+  if (rank < 0 && !rank_from_env (&rank))
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "no rank: give --rank or start under mpirun / srun (OMPI_COMM_WORLD_RANK, "
+                   "PMI_RANK, SLURM_PROCID)");
+      goto out;
+    }
+  if (base_port < 1 || base_port > 65535)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--base-port %d is not a port", base_port);
+      goto out;
+    }
+  token = read_token (token_file, &error);
+  if (token == NULL)
+    goto out;
+
+  status = 1;
+  job = shoal_job_load (argv[1], NULL, &error);
+  if (job == NULL)
+    goto out;
+  layout = shoal_layout_new (&job->cluster, job->conf, &error);
+  if (layout == NULL)
+    goto out;
+  if (rank >= layout->nprocs)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d does not exist: the layout has %d processes",
+                   rank, layout->nprocs);
+      goto out;
+    }
+  if (hostfile != NULL)
+    {
+      if (base_port + layout->nprocs - 1 > 65535)
+        {
+          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--base-port %d + %d ranks passes 65535",
+                       base_port, layout->nprocs);
+          goto out;
+        }
+      endpoints = hostfile_endpoints (hostfile, layout, base_port, &error);
+      if (endpoints == NULL)
+        goto out;
+    }
+  else
+    {
+      endpoints = g_strsplit (endpoints_arg, ",", -1);
+      if ((int) g_strv_length (endpoints) != layout->nprocs)
+        {
+          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "--endpoints has %u entries, the layout has %d processes",
+                       g_strv_length (endpoints), layout->nprocs);
+          goto out;
+        }
+    }
+
+  ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
+  ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
+                           .token = token, .append_metrics = TRUE };
+  ShoalRunResult result = { 0 };
+  if (!shoal_run_job (job, &opts, &result, &error))
+    goto out;
+  if (result.group >= 0 && result.test_accuracy >= 0)
+    printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test accuracy %.4f\n",
+            rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_accuracy);
+  else if (result.group >= 0)
+    printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test loss %.6f\n",
+            rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_loss);
+  status = 0;
+
+out:
+  if (error != NULL)
+    {
+      if (rank >= 0)
+        fprintf (stderr, "shoal proc (rank %d): %s\n", rank, error->message);
+      else
+        fprintf (stderr, "shoal proc: %s\n", error->message);
+      g_error_free (error);
+    }
+  if (token != NULL)
+    explicit_bzero (token, strlen (token));
+  g_free (token);
+  g_free (ws);
+  g_strfreev (endpoints);
+  shoal_layout_free (layout);
+  shoal_job_free (job);
+  g_free (endpoints_arg);
+  g_free (hostfile);
+  g_free (token_file);
+  g_free (workspace);
+  g_option_context_free (ctx);
+  return status;
+}
