@@ -837,12 +837,18 @@ shoal_cmd_proc (int argc, char **argv)
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;
-  if (result.group >= 0 && result.test_accuracy >= 0)
+  /* worker 0 of each group runs the tests; the others have no test numbers */
+  if (result.group >= 0 && result.worker == 0 && result.test_accuracy >= 0)
     printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test accuracy %.4f\n",
             rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_accuracy);
-  else if (result.group >= 0)
+  else if (result.group >= 0 && result.worker == 0)
     printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test loss %.6f\n",
             rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_loss);
+  else if (result.group >= 0)
+    printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s\n",
+            rank, result.group, result.worker, result.steps, result.samples_per_sec);
+  else
+    printf ("rank %d: servers done\n", rank);
   status = 0;
 
 out:

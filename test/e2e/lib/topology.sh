@@ -1,0 +1,79 @@
+# Shared by the topology_*.sh end-to-end tests (sourced, not run: it is
+# outside test/e2e/*.sh on purpose).  Trains the Fashion-MNIST MLP on a
+# subset with a conf/ topology through `shoal run`, i.e. the real process
+# layout over Thrift on loopback, and checks what a user would look at.
+
+# A smaller MLP and a short run so that each scheme takes well under a
+# minute on two cores (about 4 s each when the machine is idle).
+TOPOLOGY_ARGS=(-o job.epochs=0 -o job.train_steps=600 -o job.test_freq=0 -o job.test_steps=30
+               -o job.disp_freq=100 -o 'layer fc1.num_output=256' -o 'layer fc2.num_output=256')
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# run_topology SCHEME BAR NGROUPS NPROCS: trains, checks exit status, the
+# per-rank report, the accuracy bar, metrics per group and the workspace.
+run_topology() {
+  local scheme=$1 bar=$2 ngroups=$3 nprocs=$4
+  local build=${BUILD:?} dir
+  dir=$(mktemp -d)
+  TOPOLOGY_DIR=$dir
+  # the launcher forwards SIGTERM from timeout to its children; the trap
+  # only removes files
+  trap 'rm -rf "$TOPOLOGY_DIR"' EXIT
+  local ws="$dir/ws" out="$dir/out"
+  local start=$SECONDS rc=0
+  timeout -k 10 150 "$build/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+    "${TOPOLOGY_ARGS[@]}" --workspace "$ws" >"$out" 2>"$dir/err" || rc=$?
+  cat "$out"
+  tail -20 "$dir/err"
+  [ "$rc" -eq 0 ] || fail "shoal run --topology conf/$scheme.conf exited with $rc"
+  echo "$scheme: $((SECONDS - start)) s"
+
+  # no process of this run may outlive it
+  if pgrep -f -- "$ws" >/dev/null; then
+    pgrep -fa -- "$ws"
+    fail "processes of the run are still there"
+  fi
+
+  # one report line per rank, all exit 0
+  for ((r = 0; r < nprocs; r++)); do
+    grep -qE "^rank $r \(.*\): exit 0$" "$out" || fail "no 'rank $r (...): exit 0' line"
+  done
+  grep -qE "^rank $nprocs " "$out" && fail "more than $nprocs ranks"
+
+  local acc
+  acc=$(sed -n 's/^final test accuracy: //p' "$out")
+  [ -n "$acc" ] || fail "no final test accuracy line"
+  [ "$(tail -1 "$out")" = "final test accuracy: $acc" ] || fail "the last line is not the final accuracy"
+  awk -v a="$acc" -v b="$bar" 'BEGIN { exit !(a >= b) }' || fail "accuracy $acc below the bar $bar"
+  echo "$scheme: final test accuracy $acc (bar $bar)"
+
+  # metrics.jsonl: valid JSON lines from every process, a train and a test
+  # stream per worker group, every group at the bar
+  /usr/bin/python3 - "$ws/metrics.jsonl" "$ngroups" "$bar" <<'PY' || fail "metrics.jsonl"
+import json, sys
+path, ngroups, bar = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+train, test = {}, {}
+for n, line in enumerate(open(path), 1):
+    r = json.loads(line)
+    for k in ("time", "step", "group", "worker", "phase", "loss"):
+        assert k in r, (path, n, k, r)
+    (train if r["phase"] == "train" else test).setdefault(r["group"], []).append(r)
+for g in range(ngroups):
+    assert g in train, "no train lines of group %d" % g
+    assert g in test, "no test lines of group %d" % g
+    last = test[g][-1]
+    assert last["step"] == 600, last
+    assert last["accuracy"] >= bar, ("group %d below the bar" % g, last)
+    print("group %d: %d train lines, test accuracy %.4f" % (g, len(train[g]), last["accuracy"]))
+assert sorted(set(train) | set(test)) == list(range(ngroups)), (sorted(train), sorted(test))
+PY
+
+  # the resolved conf has the topology's cluster, the token is private
+  grep -q '^\[cluster\]' "$ws/job.conf" || fail "job.conf has no [cluster]"
+  grep -q '^nworker_groups' "$ws/job.conf" || fail "job.conf lacks the topology's keys"
+  grep -q '^train_steps=600' "$ws/job.conf" || fail "job.conf lacks the overrides"
+  [ "$(stat -c %a "$ws/token")" = 600 ] || fail "token mode $(stat -c %a "$ws/token")"
+  grep -qE '^[0-9a-f]{32}$' "$ws/token" || fail "token is not 32 hex characters"
+  echo "$scheme: ok"
+}
