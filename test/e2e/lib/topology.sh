@@ -77,3 +77,23 @@ PY
   grep -qE '^[0-9a-f]{32}$' "$ws/token" || fail "token is not 32 hex characters"
   echo "$scheme: ok"
 }
+
+# small_job_conf OUT TOPOLOGY: the MLP example with TOPOLOGY_ARGS' values
+# and the topology's [cluster] written into one conf, for `shoal proc`
+# started by something other than `shoal run` (it takes no overrides).
+small_job_conf() {
+  local out=$1 topology=$2
+  sed -e 's/^epochs = 3$/train_steps = 600/' \
+      -e 's/^test_freq = 938$/test_freq = 0\ntest_steps = 30/' \
+      -e 's/^disp_freq = 200$/disp_freq = 100/' \
+      -e 's/^num_output = 1024$/num_output = 256/' examples/fashion-mnist/mlp.conf >"$out"
+  [ "$(grep -c '^num_output = 256$' "$out")" -eq 2 ] && grep -q '^train_steps = 600$' "$out" \
+    && grep -q '^test_steps = 30$' "$out" \
+    || fail "examples/fashion-mnist/mlp.conf changed: update small_job_conf in $BASH_SOURCE"
+  cat "$topology" >>"$out"
+}
+
+# make_token FILE: a 32-hex-character job token, readable only by us.
+make_token() {
+  (umask 077 && od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$1")
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Multi-process launch through Open MPI's mpirun, as on a cluster: mpirun
+# starts one `shoal proc` per rank, each takes its rank from
+# OMPI_COMM_WORLD_RANK and the endpoints from the same hostfile (all
+# 127.0.0.1 here), and the Downpour layout (2 worker groups, a server
+# process) trains the MLP subset to the bar.  Skipped without mpirun
+# (Debian package openmpi-bin).  Usage: mpirun.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+source test/e2e/lib/topology.sh
+
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP: mpirun not found (install the Debian package openmpi-bin)"
+  exit 0
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+small_job_conf "$dir/job.conf" conf/downpour.conf
+make_token "$dir/token"
+printf '127.0.0.1\n127.0.0.1\n127.0.0.1\n' >"$dir/hosts"
+# three consecutive free ports for ranks 0-2 (only rank 2 serves)
+base=$(/usr/bin/python3 - <<'PY'
+import random, socket
+for _ in range(200):
+    base = random.randrange(20000, 60000)
+    socks = []
+    try:
+        for p in range(base, base + 3):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks: s.close()
+    print(base); break
+PY
+)
+
+rc=0
+timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/hosts" \
+  "$BUILD/shoal" proc "$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" \
+  --token-file "$dir/token" --workspace "$dir/ws" -q >"$dir/out" 2>"$dir/err" || rc=$?
+cat "$dir/out"
+tail -20 "$dir/err"
+[ "$rc" -eq 0 ] || fail "mpirun exited with $rc"
+grep -qx 'rank 2: servers done' "$dir/out" || fail "rank 2 (the servers) did not finish"
+for g in 0 1; do
+  line=$(grep -E "^rank $g: group $g worker 0: 600 steps at [0-9]+ samples/s, test accuracy " "$dir/out") \
+    || fail "no result line of rank $g"
+  acc=${line##* }
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "group $g: accuracy $acc below 0.80"
+  echo "group $g: $acc"
+  grep -q "\"group\":$g,\"worker\":0,\"phase\":\"test\"" "$dir/ws/metrics.jsonl" \
+    || fail "metrics.jsonl has no test line of group $g"
+done
+
+# never without a token: the same command without one is refused up front
+rc=0
+OMPI_COMM_WORLD_RANK=0 "$BUILD/shoal" proc "$dir/job.conf" --hostfile "$dir/hosts" \
+  >/dev/null 2>"$dir/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -qF "shoal proc (rank 0): no job token: give --token-file FILE or set SHOAL_TOKEN" "$dir/err" \
+  || fail "a rank without a token was not refused: exit $rc, $(cat "$dir/err")"
+echo "mpirun: ok"
