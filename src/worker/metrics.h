@@ -1,6 +1,7 @@
 /* metrics.jsonl: one JSON object per line, appended by every worker of
  * the process, so runs of different schemes can be compared and plotted.
- * Fields: time (s since the writer opened), step, group, worker, phase
+ * Fields: time (s since the job started: $SHOAL_JOB_START_US, set by the
+ * launcher for every process, else since the writer opened), step, group, worker, phase
  * ("train"/"test"), loss, accuracy, samples_per_sec (train only). */
 #ifndef SHOAL_METRICS_H
 #define SHOAL_METRICS_H

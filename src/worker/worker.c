@@ -2,6 +2,7 @@
 #include "worker/worker.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -82,9 +83,24 @@ run_test (ShoalWorker *w, gint64 step)
   shoal_metrics_write (w->metrics, &rec);
 }
 
+/* Test hook: SHOAL_INJECT_STEP_DELAY="GROUP:MS" makes every worker of
+ * GROUP sleep MS milliseconds per step, to show that other groups do not
+ * wait for a slow one in asynchronous schemes.  Returns microseconds. */
+static gint64
+injected_delay_us (int group)
+{
+  const char *spec = g_getenv ("SHOAL_INJECT_STEP_DELAY");
+  int g = -1, ms = 0;
+  if (spec == NULL || sscanf (spec, "%d:%d", &g, &ms) != 2 || g != group || ms <= 0)
+    return 0;
+  g_message ("[group %d] test hook: %d ms delay per step", group, ms);
+  return (gint64) ms * 1000;
+}
+
 gboolean
 shoal_worker_train (ShoalWorker *w)
 {
+  gint64 delay_us = injected_delay_us (w->group);
   const ShoalJob *job = w->job;
   const ShoalUpdaterConf *u = &job->updater;
   ShoalParamStore *store = shoal_net_params (w->net);
@@ -114,6 +130,8 @@ shoal_worker_train (ShoalWorker *w)
           window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
         }
 
+      if (delay_us > 0)
+        g_usleep ((gulong) delay_us);
       push.step = step;
       double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
       if (clip)

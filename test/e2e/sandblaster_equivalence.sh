@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Sandblaster with k workers of batch B/k gives the same params after N
+# steps as one worker of batch B: with shuffling off, worker w's shard
+# (records w, w+k, ...) makes its share of every batch, the k shares make
+# up the single worker's batch, and the server averages the k gradients.
+# Compared through the final test loss and accuracy on the whole test set.
+set -euo pipefail
+build=${1:-build}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+common=(-o job.epochs=0 -o job.train_steps=30 -o job.test_freq=0 -o job.disp_freq=10
+        -o 'layer data.shuffle=false' -o 'layer fc1.num_output=128' -o 'layer fc2.num_output=128' -q)
+
+run () {  # name batch workers_per_group workers_per_proc [more -o ...]
+  local name=$1 batch=$2 k=$3 per=$4
+  shift 4
+  "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o "layer data.batch_size=$batch" \
+    -o cluster.nworkers_per_group="$k" -o cluster.nworkers_per_procs="$per" "$@" \
+    --workspace "$dir/$name" >"$dir/$name.out" 2>&1 || { cat "$dir/$name.out"; exit 1; }
+  grep '"phase":"test"' "$dir/$name/metrics.jsonl" | grep '"group":0,"worker":0' | tail -1 \
+    | sed 's/.*"loss":\([^,}]*\).*"accuracy":\([^,}]*\).*/\1 \2/'
+}
+
+one=$(run one 64 1 1)
+two=$(run two 32 2 2)
+four=$(run four 16 4 4)
+echo "1 x 64: $one"
+echo "2 x 32: $two"
+echo "4 x 16: $four"
+for other in "$two" "$four"; do
+  awk -v a="$one" -v b="$other" 'BEGIN {
+    split(a, x, " "); split(b, y, " ");
+    rel = (x[1] - y[1]) / x[1]; if (rel < 0) rel = -rel;
+    if (rel > 1e-4 || x[2] != y[2]) { print "differ: " a " vs " b; exit 1 } }'
+done
