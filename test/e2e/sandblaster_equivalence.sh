@@ -25,10 +25,17 @@ run () {  # name batch workers_per_group workers_per_proc [more -o ...]
 one=$(run one 64 1 1)
 two=$(run two 32 2 2)
 four=$(run four 16 4 4)
+# over Thrift: the servers in a process of their own, and each worker in a
+# process of its own too
+remote=$(run remote 32 2 2 -o cluster.server_worker_separate=true -o cluster.nservers_per_group=2 \
+  -o cluster.nservers_per_procs=2)
+spread=$(run spread 32 2 1 -o cluster.server_worker_separate=true)
 echo "1 x 64: $one"
 echo "2 x 32: $two"
 echo "4 x 16: $four"
-for other in "$two" "$four"; do
+echo "2 x 32, separate server process: $remote"
+echo "2 x 32, a process per worker and one for the server: $spread"
+for other in "$two" "$four" "$remote" "$spread"; do
   awk -v a="$one" -v b="$other" 'BEGIN {
     split(a, x, " "); split(b, y, " ");
     rel = (x[1] - y[1]) / x[1]; if (rel < 0) rel = -rel;
