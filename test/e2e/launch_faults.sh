@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The launcher when things go wrong: a killed server process, a killed
+# worker group, and Ctrl-C.  Each run must end on its own, report which
+# rank failed and how, exit non-zero, and leave no process behind.
+# Usage: launch_faults.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+source test/e2e/lib/topology.sh
+
+dir=$(mktemp -d)
+launcher=
+cleanup() {
+  [ -n "$launcher" ] && kill "$launcher" 2>/dev/null
+  # anything of a run that failed its checks: only processes naming our directory
+  local pids
+  pids=$(pgrep -f -- "$dir/" || true)
+  [ -n "$pids" ] && kill $pids 2>/dev/null
+
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# start NAME STEPS: a Downpour run in the background (2 worker groups in
+# ranks 0-1, servers in rank 2)
+start() {
+  local ws="$dir/$1"
+  timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
+    "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$2" -o job.disp_freq=20 -q --workspace "$ws" \
+    >"$dir/$1.out" 2>"$dir/$1.err" &
+  launcher=$!
+  # wait for training to be under way
+  for _ in $(seq 300); do
+    [ -s "$ws/metrics.jsonl" ] && return 0
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$dir/$1.err"
+  fail "$1: training never started"
+}
+
+rank_pid() {  # NAME RANK
+  pgrep -f -- "proc $dir/$1/job.conf --rank $2 " | head -1
+}
+
+# finish NAME WANT_STATUS MAX_SECONDS: waits for the launcher
+finish() {
+  local start=$SECONDS rc=0
+  wait "$launcher" || rc=$?
+  launcher=
+  local took=$((SECONDS - start))
+  echo "--- $1: exit $rc after ${took} s"
+  cat "$dir/$1.out" "$dir/$1.err" | grep -v '^\*\*' || true
+  [ "$rc" -eq "$2" ] || fail "$1: exit $rc, expected $2"
+  [ "$took" -le "$3" ] || fail "$1: took $took s, more than $3"
+  if pgrep -f -- "$dir/$1/" >/dev/null; then
+    pgrep -fa -- "$dir/$1/"
+    fail "$1: processes left behind"
+  fi
+}
+
+# 1. the server process dies: both worker groups fail on their next call
+start server 100000
+kill -KILL "$(rank_pid server 2)"
+finish server 1 60
+grep -qF "shoal run: rank 2 (2 servers): killed by signal 9 (Killed)" "$dir/server.err" \
+  || fail "server: rank 2's death not reported"
+grep -qF "shoal run: 3 of 3 processes failed" "$dir/server.err" || fail "server: summary"
+
+# 2. one worker group dies: Downpour goes on with the other; then the
+# servers, still waiting for the dead rank to say it is done, are stopped
+start worker 600
+kill -KILL "$(rank_pid worker 1)"
+finish worker 1 60
+grep -qE "^rank 0 \(2 workers of group 0\): exit 0$" "$dir/worker.out" \
+  || fail "worker: group 0 did not finish its training"
+grep -qF "shoal run: rank 1 (2 workers of group 1): killed by signal 9 (Killed)" "$dir/worker.err" \
+  || fail "worker: rank 1's death not reported"
+grep -qF "the worker processes ended but server processes are still waiting; stopping 1 process" \
+  "$dir/worker.err" || fail "worker: the watchdog did not stop the servers"
+grep -qE "^group 0: test accuracy " "$dir/worker.out" || fail "worker: no result of group 0"
+
+# 3. Ctrl-C: forwarded once to every rank, exit 130
+start interrupt 100000
+kill -INT "$launcher"
+finish interrupt 130 30
+grep -qF "shoal run: Interrupt: stopping 3 processes" "$dir/interrupt.err" || fail "interrupt: not forwarded"
+grep -qF "shoal run: interrupted" "$dir/interrupt.err" || fail "interrupt: not reported"
+echo "launch faults: ok"
