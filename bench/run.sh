@@ -129,7 +129,7 @@ run_shoal () {  # model threads rep
   # shellcheck disable=SC2086  # SHOAL_OPTS holds several words
   if ! res=$(timed "$log" env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS \
       "$BUILD/shoal" run "examples/fashion-mnist/$model.conf" \
-      -o job.threads="$t" -o job.train_steps="$total" -o job.test_freq=0 \
+      -o job.threads="$t" -o job.epochs=0 -o job.train_steps="$total" -o job.test_freq=0 \
       -o job.disp_freq="$WINDOW" -o job.test_steps=20 $SHOAL_OPTS --workspace "$ws"); then
     echo "bench: shoal $model threads=$t failed; end of $log:" >&2
     tail -n 15 "$log" >&2
@@ -226,7 +226,7 @@ other_med () {
     cut -d' ' -f3 | grep -v -- '^-$' | stats | cut -d' ' -f1
 }
 # "median [min-max]", or "-" when nothing was measured.
-show () { if [ "$1" = - ]; then echo -; else echo "$1 [$2-$3]"; fi; }
+show () { if [ "$1" = - ]; then echo -; else printf '%.0f [%.0f-%.0f]' "$1" "$2" "$3"; fi; }
 mib () { if [ "$1" = - ]; then echo -; else printf '%.0f MiB' "$1"; fi; }
 # The torch setup with the highest median for model $1 at $2 threads.
 best_mode () {
@@ -284,5 +284,10 @@ if grep -qw mlp <<<"$MODELS"; then
   done
 fi
 echo
+busy=$(other_med "${!RES[@]}")
+if awk -v o="$busy" 'BEGIN { exit !(o != "-" && o > 0.3) }'; then
+  echo "bench: warning: other processes kept $busy CPUs busy (median over all runs);" \
+       "these numbers do not show an idle machine: re-run when it is quiet"
+fi
 echo "bench: done in $(( SECONDS - START )) s"
 exit $failed
