@@ -11,11 +11,15 @@ parses:
 
 samples_per_sec is the median over windows of --window steps, as shoal's
 metrics.jsonl gives one rate per disp_freq steps; mean_samples_per_sec is
-over the whole timed run.  Hyper-parameters (batch size, lr, momentum,
-weight decay, input scale/mean/std) are read from the shoal conf when it
-exists, so the two sides stay in sync; command-line flags override them.  The thread environment must be set before torch (and
-with it libgomp and OpenBLAS) is loaded: both read their settings once, at
-load time.  Run it with /usr/bin/python3 (Debian's python3-torch).
+over the whole timed run.
+
+Hyper-parameters (batch size, momentum, weight decay, the lr schedule,
+input scale/mean/std) are read from the shoal conf when it exists, so the
+two sides stay in sync; command-line flags override them.
+
+The thread environment is set before torch (and with it libgomp and
+OpenBLAS) is loaded: both read their settings once, at load time.  Run it
+with /usr/bin/python3 (Debian's python3-torch).
 """
 
 import argparse
@@ -56,7 +60,7 @@ def parse_args():
     p.add_argument("--conf", help="shoal conf to take hyper-parameters from "
                                   "(default examples/fashion-mnist/<model>.conf)")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--lr", type=float)
+    p.add_argument("--lr", type=float, help="base lr (a fixed_step schedule uses its lr_list)")
     p.add_argument("--momentum", type=float)
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--scale", type=float, help="input value = (byte * scale - mean) / std")
