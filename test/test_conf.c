@@ -628,21 +628,23 @@ test_job_fixed_step (void)
 static void
 test_job_cluster (void)
 {
-  const char *msg = "x.conf:3: [cluster] this build runs one worker with an in-process server: "
-                    "nworker_groups, nworkers_per_group, nserver_groups and nservers_per_group "
-                    "must be 1 and server_worker_separate false";
-  assert_message (job_error ("[job]\ntrain_steps = 10\n[cluster]\nnworkers_per_group = 2\n", NULL), msg);
-  assert_message (job_error ("[job]\ntrain_steps = 10\n[cluster]\nnworker_groups = 4\n", NULL), msg);
-  assert_message (job_error ("[job]\ntrain_steps = 10\n[cluster]\nnservers_per_group = 2\n", NULL), msg);
-  assert_message (job_error ("[job]\ntrain_steps = 10\n[cluster]\nserver_worker_separate = true\n", NULL), msg);
+  /* possible layouts load; impossible ones are refused by the layout (test_layout has them all) */
+  ShoalJob *job = shoal_job_load_data ("[job]\ntrain_steps = 10\n[cluster]\nnworkers_per_group = 2\n",
+                                       "x.conf", NULL, NULL);
+  g_assert_nonnull (job);
+  shoal_job_free (job);
+  char *msg = job_error ("[job]\ntrain_steps = 10\n[cluster]\nnworkers_per_group = 4\nnworkers_per_procs = 3\n", NULL);
+  g_assert_true (g_str_has_prefix (msg, "x.conf:"));
+  g_assert_nonnull (strstr (msg, "nworkers_per_procs"));
+  g_free (msg);
   assert_message (job_error ("[job]\ntrain_steps = 10\n[cluster]\nnworker_groups = 0\n", NULL),
                   "x.conf:4: [cluster] nworker_groups: 0 is out of range [1, 4096]");
-  /* the same layout from -o */
-  const char *const o[] = { "cluster.nworkers_per_group=2", NULL };
-  assert_message (job_error ("[job]\ntrain_steps = 10\n", o),
-                  "x.conf: [cluster] this build runs one worker with an in-process server: "
-                  "nworker_groups, nworkers_per_group, nserver_groups and nservers_per_group "
-                  "must be 1 and server_worker_separate false");
+  /* the same layout from -o names the override */
+  const char *const o[] = { "cluster.nworkers_per_group=4", "cluster.nworkers_per_procs=3", NULL };
+  msg = job_error ("[job]\ntrain_steps = 10\n", o);
+  g_assert_nonnull (msg);
+  g_assert_nonnull (strstr (msg, "-o cluster."));
+  g_free (msg);
 }
 
 static void

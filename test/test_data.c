@@ -994,15 +994,19 @@ test_input_test_phase (void)
   shoal_net_forward (fx.net, SHOAL_PHASE_TRAIN);
   g_assert_cmpint (shoal_tensor_rows (&in->out), ==, 10);
 
-  /* sharded test set: shard 1 of 2 holds records 1, 3, ..., 21 */
+  /* the test set is not sharded: shard 1 of 2 still tests on all 23
+   * records (records 0..9, 10..19, 20..22), while it trains on its half */
   ShoalNet *half = input_net (&fx, "batch_size = 10", 1, 2, 3, &error);
   g_assert_no_error (error);
   in = shoal_net_input (half);
-  g_assert_cmpint (in->ops->num_records (in, SHOAL_PHASE_TEST), ==, 11);
+  g_assert_cmpint (in->ops->num_records (in, SHOAL_PHASE_TEST), ==, 23);
+  g_assert_cmpint (in->ops->num_records (in, SHOAL_PHASE_TRAIN), ==, 20);
+  shoal_net_forward (half, SHOAL_PHASE_TEST);
+  g_assert_cmpfloat (in->label.data[1], ==, 1);
   shoal_net_forward (half, SHOAL_PHASE_TEST);
   shoal_net_forward (half, SHOAL_PHASE_TEST);
-  g_assert_cmpint (shoal_tensor_rows (&in->out), ==, 1);
-  g_assert_cmpfloat (in->label.data[0], ==, 21);
+  g_assert_cmpint (shoal_tensor_rows (&in->out), ==, 3);
+  g_assert_cmpfloat (in->label.data[2], ==, 22);
   shoal_net_free (half);
   input_fixture_free (&fx);
 }
@@ -1071,9 +1075,9 @@ test_input_errors (void)
     g_error ("unexpected: %s", error->message);
   g_clear_error (&error);
 
-  /* more shards than test records: an empty shard is an error */
-  rm_tree (fx.test);
-  make_pixel_dataset (fx.test, 2, H, W);
+  /* more shards than training records: an empty shard is an error */
+  rm_tree (fx.train);
+  make_pixel_dataset (fx.train, 2, H, W);
   net = input_net (&fx, "batch_size = 4", 2, 3, 0, &error);
   g_assert_null (net);
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
