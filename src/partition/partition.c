@@ -1,0 +1,1572 @@
+/* The partitioner: from a model conf and a group size k, the k sub-nets
+ * of a worker group, and the group net that runs them.
+ *
+ * Why sub-nets are confs: a worker's part of a layer is the same layer
+ * type with a share of the rows or units, so each sub-net is written as
+ * a conf (the original [layer] groups with adjusted options, plus the
+ * connection layers) and built by the ordinary net builder, which then
+ * does set-up, split insertion and memory as for any net.  The
+ * unpartitioned net is built first: it checks the user's conf with the
+ * user's file and lines, and gives the shapes and the param layout.
+ *
+ * Why the sub-nets' layers are written in one global order: every node
+ * (a worker's part or connection layer) is created after its sources, and
+ * each sub-net's groups are written in creation order, which the net
+ * builder keeps.  Every worker then steps through its layers in an order
+ * consistent with one topological order of the whole partitioned graph,
+ * forward and (reversed) backward, so workers that block on each other's
+ * bridges cannot deadlock. */
+#include "partition/partition.h"
+
+#include <string.h>
+
+#include "core/error.h"
+#include "layers/bridge.h"
+#include "layers/slice.h"
+#include "layers/split.h"
+
+const ShoalOption shoal_partition_options[] = {
+  { "partition_dim", SHOAL_OPT_INT, "0", -1, 1, NULL,
+    "default partition dim of the layers of a worker group's net: 0 batch, 1 feature, "
+    "-1 whole on the group's worker 0 (a layer's own partition_dim wins)" },
+  SHOAL_OPTION_END
+};
+
+/* ---- what the partitioner knows of layer types -------------------------- */
+
+/* Types whose split needs an option changed.  A feature-split type listed
+ * with units_key computes its block of output units from its whole input
+ * (the block is the option's share); a feature-split type not listed is
+ * element-wise or per channel: its block of dim 1 comes from the same
+ * block of its input.  An input type is batch-split by giving each
+ * worker its share of rows_key (a list: its first item). */
+typedef struct {
+  const char *type;
+  const char *units_key;
+  const char *rows_key;
+} TypeRule;
+
+static const TypeRule type_rules[] = {
+  { "conv", "num_filters", NULL },
+  { "dense", "num_output", NULL },
+  { "feed", NULL, "shape" },
+  { "lmdb_input", NULL, "batch_size" },
+};
+
+static const TypeRule *
+type_rule (const ShoalLayerOps *ops)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (type_rules); i++)
+    if (strcmp (type_rules[i].type, ops->type) == 0)
+      return &type_rules[i];
+  return NULL;
+}
+
+static const char *
+dim_name (int dim)
+{
+  return dim == 0 ? "batch" : dim == 1 ? "feature" : "whole";
+}
+
+/* ---- the plan ----------------------------------------------------------- */
+
+typedef enum {
+  NODE_PART,         /* a worker's part of an original layer */
+  NODE_CONCAT,
+  NODE_SLICE,
+  NODE_BRIDGE_SRC,
+  NODE_BRIDGE_DST
+} NodeRole;
+
+typedef struct {
+  char *name;
+  const char *type;        /* static string */
+  NodeRole role;
+  int orig;                /* the original layer it is (a part) or carries (connections) */
+  int worker;
+  int dim;                 /* partition_dim written into the sub-net's conf */
+  GPtrArray *srcs;         /* char *, owned */
+  GPtrArray *keys, *values;  /* options beyond the original group's, owned */
+} Node;
+
+/* An original layer: what the plan needs, and at run time its parts. */
+typedef struct {
+  char *name;
+  char *group;                       /* "layer NAME" */
+  const ShoalLayerOps *ops;
+  const TypeRule *rule;
+  int dim;
+  int srcs[SHOAL_LAYER_MAX_SRCS];    /* indices of original layers */
+  int nsrcs;
+  ShoalShape shape;                  /* out of the unpartitioned net */
+  gboolean label, needs_grad;
+  int units;                         /* dim 1 with a units_key: the whole count */
+  int batch_rows;                    /* rows of its batch (of srcs[0] for losses, metrics) */
+  /* plan caches, names borrowed from nodes; [k] or [k * k] */
+  const char **native, **whole, **rows, **features, **bridged;
+  ShoalLayer **parts;                /* run time: [k] the workers' parts, NULL where absent */
+  ShoalLayer *proxy;                 /* shoal_group_net_layer: a description, owned */
+  int param_layer;                   /* index into params layers, or -1 */
+} Orig;
+
+typedef struct {
+  int src_worker, dst_worker;
+  Node *src, *dst;
+} Pair;
+
+typedef struct {
+  ShoalConf *conf;
+  int k;
+  Orig *origs;
+  int norig;
+  GHashTable *orig_index;            /* name -> index + 1 */
+  GPtrArray **nodes;                 /* [k] of Node *, creation order */
+  GPtrArray *pairs;                  /* Pair *, owned */
+} Plan;
+
+static void
+node_free (Node *n)
+{
+  g_free (n->name);
+  g_ptr_array_free (n->srcs, TRUE);
+  g_ptr_array_free (n->keys, TRUE);
+  g_ptr_array_free (n->values, TRUE);
+  g_free (n);
+}
+
+static Node *
+node_new (Plan *pl, int worker, char *name_owned, const char *type, NodeRole role, int orig)
+{
+  Node *n = g_new0 (Node, 1);
+  n->name = name_owned;
+  n->type = type;
+  n->role = role;
+  n->orig = orig;
+  n->worker = worker;
+  n->dim = pl->origs[orig].dim;
+  n->srcs = g_ptr_array_new_with_free_func (g_free);
+  n->keys = g_ptr_array_new_with_free_func (g_free);
+  n->values = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (pl->nodes[worker], n);
+  return n;
+}
+
+static void
+node_set (Node *n, const char *key, char *value_owned)
+{
+  for (guint i = 0; i < n->keys->len; i++)
+    if (strcmp (g_ptr_array_index (n->keys, i), key) == 0)
+      {
+        g_free (g_ptr_array_index (n->values, i));
+        g_ptr_array_index (n->values, i) = value_owned;
+        return;
+      }
+  g_ptr_array_add (n->keys, g_strdup (key));
+  g_ptr_array_add (n->values, value_owned);
+}
+
+static void
+node_add_src (Node *n, const char *src)
+{
+  g_ptr_array_add (n->srcs, g_strdup (src));
+}
+
+static char *
+shape_list (const ShoalShape *s)
+{
+  GString *str = g_string_new (NULL);
+  for (int d = 0; d < s->ndim; d++)
+    g_string_append_printf (str, "%s%d", d ? ", " : "", s->dim[d]);
+  return g_string_free (str, FALSE);
+}
+
+/* Shape of worker i's part of o. */
+static ShoalShape
+part_shape (const Plan *pl, const Orig *o, int i)
+{
+  ShoalShape s = o->shape;
+  if (o->dim == 0 || o->dim == 1)
+    {
+      int lo, hi;
+      shoal_block_range (s.dim[o->dim], pl->k, i, &lo, &hi);
+      s.dim[o->dim] = hi - lo;
+    }
+  return s;
+}
+
+static gboolean
+has_part (const Orig *o, int worker)
+{
+  return o->dim >= 0 || worker == 0;
+}
+
+/* Moves the node just added to `nodes` (a bridge_src) right after its
+ * source and the bridge_srcs already there: the data leaves as soon as it
+ * exists, not when the worker reaches the layer that made the bridge
+ * (which would make the consumer wait for the producer's next layers).
+ * The order stays topological: a bridge_src reads its source only. */
+static void
+place_after_source (GPtrArray *nodes, const char *source)
+{
+  guint last = nodes->len - 1, at = 0;
+  Node *moved = g_ptr_array_index (nodes, last);
+  while (strcmp (((Node *) g_ptr_array_index (nodes, at))->name, source) != 0)
+    at++;
+  at++;
+  while (at < last && ((Node *) g_ptr_array_index (nodes, at))->role == NODE_BRIDGE_SRC
+         && ((Node *) g_ptr_array_index (nodes, at))->orig == moved->orig)
+    at++;
+  memmove (&nodes->pdata[at + 1], &nodes->pdata[at], (last - at) * sizeof (gpointer));
+  nodes->pdata[at] = moved;
+}
+
+/* On worker j: worker i's part of o (a bridge from i when i != j). */
+static const char *
+piece (Plan *pl, int s, int i, int j)
+{
+  Orig *o = &pl->origs[s];
+  if (i == j)
+    return o->native[j];
+  const char **slot = &o->bridged[i * pl->k + j];
+  if (*slot != NULL)
+    return *slot;
+  Node *src = node_new (pl, i, g_strdup_printf ("%s:to%d", o->name, j), "bridge_src",
+                        NODE_BRIDGE_SRC, s);
+  node_add_src (src, o->native[i]);
+  place_after_source (pl->nodes[i], o->native[i]);
+  Node *dst = node_new (pl, j, g_strdup_printf ("%s:from%d", o->name, i), "bridge_dst",
+                        NODE_BRIDGE_DST, s);
+  ShoalShape shape = part_shape (pl, o, i);
+  node_set (dst, "shape", shape_list (&shape));
+  node_set (dst, "labels", g_strdup (o->label ? "true" : "false"));
+  node_set (src, "peer", g_strdup_printf ("worker %d: %s", j, dst->name));
+  node_set (dst, "peer", g_strdup_printf ("worker %d: %s", i, src->name));
+  Pair *pair = g_new0 (Pair, 1);
+  *pair = (Pair) { i, j, src, dst };
+  g_ptr_array_add (pl->pairs, pair);
+  *slot = dst->name;
+  return *slot;
+}
+
+/* On worker j: the whole of o's output. */
+static const char *
+whole (Plan *pl, int s, int j)
+{
+  Orig *o = &pl->origs[s];
+  if (o->dim < 0)
+    return piece (pl, s, 0, j);
+  if (o->whole[j] != NULL)
+    return o->whole[j];
+  /* the pieces first: they are the concat's sources */
+  const char **names = g_new0 (const char *, pl->k);
+  for (int i = 0; i < pl->k; i++)
+    names[i] = piece (pl, s, i, j);
+  Node *n = node_new (pl, j, g_strconcat (o->name, ":whole", NULL), "concat", NODE_CONCAT, s);
+  for (int i = 0; i < pl->k; i++)
+    node_add_src (n, names[i]);
+  node_set (n, "axis", g_strdup_printf ("%d", o->dim));
+  g_free (names);
+  o->whole[j] = n->name;
+  return n->name;
+}
+
+/* On worker j: block j of o's output along `axis`. */
+static const char *
+block (Plan *pl, int s, int j, int axis)
+{
+  Orig *o = &pl->origs[s];
+  if (o->dim == axis)
+    return o->native[j];
+  const char **cache = axis == 0 ? o->rows : o->features;
+  if (cache[j] != NULL)
+    return cache[j];
+  const char *src = whole (pl, s, j);
+  Node *n = node_new (pl, j, g_strconcat (o->name, axis == 0 ? ":rows" : ":features", NULL),
+                      "slice", NODE_SLICE, s);
+  node_add_src (n, src);
+  node_set (n, "axis", g_strdup_printf ("%d", axis));
+  node_set (n, "parts", g_strdup_printf ("%d", pl->k));
+  node_set (n, "index", g_strdup_printf ("%d", j));
+  cache[j] = n->name;
+  return n->name;
+}
+
+/* Worker j's part of original layer l, after what it reads. */
+static void
+plan_part (Plan *pl, int l, int j)
+{
+  Orig *o = &pl->origs[l];
+  const char *srcs[SHOAL_LAYER_MAX_SRCS];
+  for (int i = 0; i < o->nsrcs; i++)
+    {
+      int s = o->srcs[i];
+      if (o->dim == 0)
+        srcs[i] = block (pl, s, j, 0);
+      else if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
+        srcs[i] = whole (pl, s, j);
+      else if (o->dim == 1)
+        srcs[i] = block (pl, s, j, 1);
+      else
+        srcs[i] = whole (pl, s, 0);
+    }
+  Node *n = node_new (pl, j, g_strdup (o->name), o->ops->type, NODE_PART, l);
+  for (int i = 0; i < o->nsrcs; i++)
+    node_add_src (n, srcs[i]);
+  int lo, hi;
+  if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
+    {
+      shoal_block_range (o->units, pl->k, j, &lo, &hi);
+      node_set (n, o->rule->units_key, g_strdup_printf ("%d", hi - lo));
+    }
+  if (o->dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT))
+    {
+      shoal_block_range (o->shape.dim[0], pl->k, j, &lo, &hi);
+      if (strcmp (o->rule->rows_key, "shape") == 0)
+        {
+          ShoalShape s = o->shape;
+          s.dim[0] = hi - lo;
+          node_set (n, "shape", shape_list (&s));
+        }
+      else
+        node_set (n, o->rule->rows_key, g_strdup_printf ("%d", hi - lo));
+    }
+  o->native[j] = n->name;
+}
+
+/* A bridge returns a gradient when the bridged layer learns from one and
+ * some consumer on the far side runs backward (metrics do not). */
+static void
+plan_bridge_grads (Plan *pl)
+{
+  for (guint p = 0; p < pl->pairs->len; p++)
+    {
+      Pair *pair = g_ptr_array_index (pl->pairs, p);
+      gboolean grad = FALSE;
+      if (pl->origs[pair->dst->orig].needs_grad)
+        {
+          GPtrArray *nodes = pl->nodes[pair->dst_worker];
+          for (guint i = 0; !grad && i < nodes->len; i++)
+            {
+              Node *n = g_ptr_array_index (nodes, i);
+              for (guint s = 0; s < n->srcs->len; s++)
+                if (strcmp (g_ptr_array_index (n->srcs, s), pair->dst->name) == 0
+                    && shoal_layer_lookup (n->type)->backward != NULL)
+                  grad = TRUE;
+            }
+        }
+      node_set (pair->src, "grad", g_strdup (grad ? "true" : "false"));
+      node_set (pair->dst, "grad", g_strdup (grad ? "true" : "false"));
+    }
+}
+
+/* Why a type cannot be split on dim in a group, or NULL. */
+static const char *
+refusal (const Plan *pl, const Orig *o, int dim)
+{
+  guint bit = dim == 0 ? SHOAL_SPLIT_BATCH : SHOAL_SPLIT_FEATURE;
+  if (dim < 0)
+    return NULL;
+  if (!(o->ops->split_dims & bit))
+    return "its type does not support it";
+  if (dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT)
+      && (o->rule == NULL || o->rule->rows_key == NULL))
+    return "the partitioner does not know which option holds its batch rows";
+  if (dim == 0 && strcmp (o->ops->type, "batchnorm") == 0)
+    return "each worker would normalise with its own rows' statistics and all would write "
+           "the running statistics";
+  if (strcmp (o->ops->type, "concat") == 0 && dim == 1
+      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 1)
+    return "a block of joined features is not the join of the sources' blocks";
+  if (strcmp (o->ops->type, "slice") == 0 && dim == 0
+      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 0)
+    return "a block of one worker's rows is not a block of the batch";
+  return NULL;
+}
+
+static const char *
+supported_dims (const Plan *pl, const Orig *o)
+{
+  gboolean b = refusal (pl, o, 0) == NULL, f = refusal (pl, o, 1) == NULL;
+  return b && f ? "batch (0), feature (1) or whole (-1)"
+         : b    ? "batch (0) or whole (-1)"
+         : f    ? "feature (1) or whole (-1)"
+                : "whole (-1) only";
+}
+
+/* The dim of every original layer, and the checks that its share exists. */
+static gboolean
+choose_dims (Plan *pl, int net_default, GError **error)
+{
+  GKeyFile *kf = shoal_conf_keyfile (pl->conf);
+  for (int l = 0; l < pl->norig; l++)
+    {
+      Orig *o = &pl->origs[l];
+      gboolean explicit = g_key_file_has_key (kf, o->group, "partition_dim", NULL);
+      const char *key = explicit ? "partition_dim" : NULL;
+      if (explicit)
+        {
+          o->dim = (int) shoal_conf_get_int (pl->conf, o->group, shoal_layer_common_options,
+                                             "partition_dim");
+          const char *why = refusal (pl, o, o->dim);
+          if (why != NULL)
+            {
+              shoal_conf_error (pl->conf, error, o->group, key,
+                                "a %s layer cannot be split by %s (partition_dim %d): %s; it can "
+                                "be split by %s", o->ops->type, dim_name (o->dim), o->dim, why,
+                                supported_dims (pl, o));
+              return FALSE;
+            }
+        }
+      else if (o->ops->flags & SHOAL_LAYER_INPUT)
+        o->dim = -1;
+      else
+        {
+          int order[4] = { net_default, 0, 1, -1 };
+          for (int i = 0; i < 4; i++)
+            if (refusal (pl, o, order[i]) == NULL)
+              {
+                o->dim = order[i];
+                break;
+              }
+        }
+
+      if (o->dim == 0 && o->batch_rows < pl->k)
+        {
+          shoal_conf_error (pl->conf, error, o->group, key,
+                            "its batch of %d rows cannot be split by batch among %d workers",
+                            o->batch_rows, pl->k);
+          return FALSE;
+        }
+      if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
+        {
+          o->units = (int) shoal_conf_get_int (pl->conf, o->group, o->ops->options,
+                                               o->rule->units_key);
+          if (o->units < pl->k)
+            {
+              shoal_conf_error (pl->conf, error, o->group, o->rule->units_key,
+                                "%d cannot be split by feature among %d workers", o->units, pl->k);
+              return FALSE;
+            }
+        }
+      else if (o->dim == 1 && (o->shape.ndim < 2 || o->shape.dim[1] < pl->k))
+        {
+          char *s = shoal_shape_to_string (&o->shape);
+          shoal_conf_error (pl->conf, error, o->group, key,
+                            "its output (%s) has fewer than %d features to split among %d workers",
+                            s, pl->k, pl->k);
+          g_free (s);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static void
+plan_clear (Plan *pl)
+{
+  for (int l = 0; l < pl->norig; l++)
+    {
+      Orig *o = &pl->origs[l];
+      g_free (o->native);
+      g_free (o->whole);
+      g_free (o->rows);
+      g_free (o->features);
+      g_free (o->bridged);
+      o->native = o->whole = o->rows = o->features = o->bridged = NULL;
+    }
+  for (int w = 0; pl->nodes != NULL && w < pl->k; w++)
+    g_ptr_array_free (pl->nodes[w], TRUE);
+  g_free (pl->nodes);
+  pl->nodes = NULL;
+  if (pl->pairs != NULL)
+    g_ptr_array_free (pl->pairs, TRUE);
+  pl->pairs = NULL;
+}
+
+static void
+plan_nodes (Plan *pl)
+{
+  int k = pl->k;
+  pl->nodes = g_new0 (GPtrArray *, k);
+  for (int w = 0; w < k; w++)
+    pl->nodes[w] = g_ptr_array_new_with_free_func ((GDestroyNotify) node_free);
+  pl->pairs = g_ptr_array_new_with_free_func (g_free);
+  for (int l = 0; l < pl->norig; l++)
+    {
+      Orig *o = &pl->origs[l];
+      o->native = g_new0 (const char *, k);
+      o->whole = g_new0 (const char *, k);
+      o->rows = g_new0 (const char *, k);
+      o->features = g_new0 (const char *, k);
+      o->bridged = g_new0 (const char *, (gsize) k * k);
+    }
+  for (int l = 0; l < pl->norig; l++)
+    for (int j = 0; j < k; j++)
+      if (has_part (&pl->origs[l], j))
+        plan_part (pl, l, j);
+  plan_bridge_grads (pl);
+}
+
+/* Worker w's sub-net as a conf.  Returns NULL with error set. */
+static ShoalConf *
+subnet_conf (Plan *pl, int w, GError **error)
+{
+  GKeyFile *src_kf = shoal_conf_keyfile (pl->conf);
+  GKeyFile *kf = g_key_file_new ();
+  GPtrArray *nodes = pl->nodes[w];
+
+  for (guint i = 0; i < nodes->len; i++)
+    {
+      Node *n = g_ptr_array_index (nodes, i);
+      char *group = g_strconcat ("layer ", n->name, NULL);
+      g_key_file_set_value (kf, group, "type", n->type);
+      if (n->role == NODE_PART)
+        {
+          const char *from = pl->origs[n->orig].group;
+          char **keys = g_key_file_get_keys (src_kf, from, NULL, NULL);
+          for (int i = 0; keys != NULL && keys[i] != NULL; i++)
+            {
+              if (strcmp (keys[i], "type") == 0 || strcmp (keys[i], "src") == 0
+                  || strcmp (keys[i], "partition_dim") == 0)
+                continue;
+              char *v = g_key_file_get_value (src_kf, from, keys[i], NULL);
+              g_key_file_set_value (kf, group, keys[i], v);
+              g_free (v);
+            }
+          g_strfreev (keys);
+          char *dim = g_strdup_printf ("%d", n->dim);
+          g_key_file_set_value (kf, group, "partition_dim", dim);
+          g_free (dim);
+        }
+      if (n->srcs->len > 0)
+        {
+          g_ptr_array_add (n->srcs, NULL);
+          char *list = g_strjoinv (", ", (char **) n->srcs->pdata);
+          g_ptr_array_set_size (n->srcs, n->srcs->len - 1);
+          g_key_file_set_value (kf, group, "src", list);
+          g_free (list);
+        }
+      for (guint i = 0; i < n->keys->len; i++)
+        g_key_file_set_value (kf, group, g_ptr_array_index (n->keys, i),
+                              g_ptr_array_index (n->values, i));
+      g_free (group);
+    }
+  char *text = g_key_file_to_data (kf, NULL, NULL);
+  g_key_file_free (kf);
+  char *origin = g_strdup_printf ("%s (worker %d of %d)", shoal_conf_origin (pl->conf), w, pl->k);
+  ShoalConf *conf = shoal_conf_load_data (text, origin, error);
+  g_free (origin);
+  g_free (text);
+  return conf;
+}
+
+/* ---- the group net ------------------------------------------------------ */
+
+/* Run-time state of an original layer with params. */
+typedef struct {
+  int orig;
+  int remaining;          /* workers still to finish its backward this step */
+  gboolean ready;         /* its gradients are complete in the group store */
+  GArray *sums;           /* ParamSum: batch-split params summed over workers */
+} ParamLayer;
+
+typedef struct {
+  size_t offset, count;   /* in the group store */
+  float **priv;           /* [k]: worker w's own gradient; priv[0] is NULL (adds in place) */
+} ParamSum;
+
+typedef struct {
+  ShoalParam *param;      /* a sub-net's param */
+  size_t offset;          /* its first value in the group store */
+  gboolean grad;          /* its gradient is in the group store too */
+} ParamView;
+
+typedef struct {
+  float *data;
+  size_t count;
+} PrivGrad;
+
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint64 data_sent, data_taken, grad_sent, grad_taken;
+} Inproc;
+
+typedef struct {
+  ShoalGroupNet *group;
+  int worker;
+  GArray *priv_grads;     /* PrivGrad: zeroed before this worker's backward */
+} WorkerCtx;
+
+typedef enum { CMD_FORWARD, CMD_BACKWARD, CMD_QUIT } Command;
+
+struct _ShoalGroupNet {
+  int k;
+  ShoalConf *conf;            /* borrowed */
+  ShoalConf **confs;          /* [k] generated, owned; NULL when k = 1 */
+  ShoalNet **nets;            /* [k] owned */
+  ShoalParamStore *store;     /* the group's params; owned unless k = 1 */
+  Plan plan;                  /* origs live on; nodes are freed after building */
+  int input;                  /* first input layer among origs, or -1 */
+
+  ParamLayer *players;
+  int nplayers;
+  GArray *views;              /* ParamView */
+  float *bound_values;
+  GPtrArray *links;           /* ShoalBridgeLink *, each with an Inproc */
+  WorkerCtx *wctx;            /* [k] */
+
+  GThread **threads;          /* [k]; [0] unused: worker 0 is the caller */
+  GMutex lock;
+  GCond wake, done;
+  Command cmd;
+  guint64 cmd_seq;
+  int pending;                /* helpers still running the command */
+  ShoalPhase phase;
+  int next_notify;            /* players index to hand to `ready` next; -1: all */
+  ShoalParamsReadyFunc ready;
+  gpointer ready_data;
+};
+
+/* in-process bridges: pointers handed over under the link's lock */
+
+static void
+inproc_attach (ShoalBridgeLink *link)
+{
+  ShoalLayer *src = link->src, *dst = link->dst;
+  ShoalShape shape = dst->out.shape;
+  /* the consumer's gradient is written straight where bridge_src's source reads it */
+  if (shoal_bridge_exchanges_grad (dst))
+    shoal_tensor_view (&dst->grad, src->src_grad[0]->data, &shape);
+  /* the data is the producer's: drop the buffers the net gave the dst */
+  shoal_tensor_view (&dst->out, src->out.data, &shape);
+  if (dst->label.data != NULL)
+    {
+      ShoalShape rows = dst->label.shape;
+      shoal_tensor_view (&dst->label, src->label.data, &rows);
+    }
+}
+
+static void
+inproc_send_data (ShoalBridgeLink *link, ShoalLayer *src)
+{
+  Inproc *in = link->data;
+  (void) src;
+  g_mutex_lock (&in->lock);
+  in->data_sent++;
+  g_cond_signal (&in->cond);
+  g_mutex_unlock (&in->lock);
+}
+
+static void
+inproc_recv_data (ShoalBridgeLink *link, ShoalLayer *dst)
+{
+  Inproc *in = link->data;
+  g_mutex_lock (&in->lock);
+  while (in->data_sent == in->data_taken)
+    g_cond_wait (&in->cond, &in->lock);
+  in->data_taken++;
+  g_mutex_unlock (&in->lock);
+  const ShoalLayer *src = link->src;
+  dst->out.data = src->out.data;
+  dst->out.shape = src->out.shape;
+  dst->out.capacity = src->out.capacity;
+  if (dst->label.data != NULL)
+    {
+      dst->label.data = src->label.data;
+      dst->label.shape = src->label.shape;
+      dst->label.capacity = src->label.capacity;
+    }
+}
+
+static void
+inproc_send_grad (ShoalBridgeLink *link, ShoalLayer *dst)
+{
+  Inproc *in = link->data;
+  (void) dst;
+  g_mutex_lock (&in->lock);
+  in->grad_sent++;
+  g_cond_signal (&in->cond);
+  g_mutex_unlock (&in->lock);
+}
+
+static void
+inproc_recv_grad (ShoalBridgeLink *link, ShoalLayer *src)
+{
+  Inproc *in = link->data;
+  (void) src;
+  g_mutex_lock (&in->lock);
+  while (in->grad_sent == in->grad_taken)
+    g_cond_wait (&in->cond, &in->lock);
+  in->grad_taken++;
+  g_mutex_unlock (&in->lock);
+}
+
+static const ShoalBridgeTransport inproc_transport = {
+  .attach = inproc_attach,
+  .send_data = inproc_send_data,
+  .recv_data = inproc_recv_data,
+  .send_grad = inproc_send_grad,
+  .recv_grad = inproc_recv_grad,
+};
+
+static void
+link_free (ShoalBridgeLink *link)
+{
+  Inproc *in = link->data;
+  g_mutex_clear (&in->lock);
+  g_cond_clear (&in->cond);
+  g_free (in);
+  g_free (link);
+}
+
+/* Sub-net params read their values in the group store. */
+static void
+bind_values (ShoalGroupNet *g)
+{
+  for (guint i = 0; i < g->views->len; i++)
+    {
+      ParamView *v = &g_array_index (g->views, ParamView, i);
+      ShoalShape shape = v->param->shape;
+      shoal_tensor_view (&v->param->value, g->store->values + v->offset, &shape);
+      if (v->grad)
+        shoal_tensor_view (&v->param->grad, g->store->grads + v->offset, &shape);
+    }
+  g->bound_values = g->store->values;
+}
+
+/* Adds the other workers' gradients of the layer's batch-split params. */
+static void
+sum_grads (ShoalGroupNet *g, ParamLayer *pl)
+{
+  for (guint i = 0; pl->sums != NULL && i < pl->sums->len; i++)
+    {
+      ParamSum *s = &g_array_index (pl->sums, ParamSum, i);
+      float *restrict dst = g->store->grads + s->offset;
+      for (int w = 1; w < g->k; w++)
+        {
+          const float *restrict src = s->priv[w];
+          for (size_t j = 0; j < s->count; j++)
+            dst[j] += src[j];
+        }
+    }
+}
+
+/* Backward hook of every worker: the last one to finish a layer completes
+ * its gradients; worker 0 (the caller's thread) hands ready layers on. */
+static void drain_ready (ShoalGroupNet *g);
+
+static void
+layer_done (ShoalLayer *layer, gpointer user_data)
+{
+  WorkerCtx *c = user_data;
+  ShoalGroupNet *g = c->group;
+  gpointer idx = g_hash_table_lookup (g->plan.orig_index, layer->name);
+  if (idx == NULL)
+    return;
+  Orig *o = &g->plan.origs[GPOINTER_TO_INT (idx) - 1];
+  if (o->param_layer >= 0)
+    {
+      ParamLayer *pl = &g->players[o->param_layer];
+      g_mutex_lock (&g->lock);
+      gboolean last = --pl->remaining == 0;
+      g_mutex_unlock (&g->lock);
+      if (last)
+        {
+          sum_grads (g, pl);
+          g_mutex_lock (&g->lock);
+          pl->ready = TRUE;
+          g_cond_broadcast (&g->done);
+          g_mutex_unlock (&g->lock);
+        }
+    }
+  if (c->worker == 0)
+    drain_ready (g);
+}
+
+/* Calls `ready` for the complete layers at the top of the order. */
+static void
+drain_ready (ShoalGroupNet *g)
+{
+  g_mutex_lock (&g->lock);
+  while (g->next_notify >= 0 && g->players[g->next_notify].ready)
+    {
+      ParamLayer *pl = &g->players[g->next_notify--];
+      if (g->ready != NULL)
+        {
+          g_mutex_unlock (&g->lock);
+          g->ready (g->plan.origs[pl->orig].proxy, g->ready_data);
+          g_mutex_lock (&g->lock);
+        }
+    }
+  g_mutex_unlock (&g->lock);
+}
+
+static void
+run_worker (ShoalGroupNet *g, int w, Command cmd)
+{
+  if (cmd == CMD_FORWARD)
+    {
+      shoal_net_forward (g->nets[w], g->phase);
+      return;
+    }
+  GArray *priv = g->wctx[w].priv_grads;
+  for (guint i = 0; i < priv->len; i++)
+    {
+      PrivGrad *p = &g_array_index (priv, PrivGrad, i);
+      memset (p->data, 0, p->count * sizeof (float));
+    }
+  shoal_net_backward_notify (g->nets[w], layer_done, &g->wctx[w]);
+}
+
+static gpointer
+helper_thread (gpointer data)
+{
+  WorkerCtx *c = data;
+  ShoalGroupNet *g = c->group;
+  guint64 seen = 0;
+
+  g_mutex_lock (&g->lock);
+  for (;;)
+    {
+      while (g->cmd_seq == seen)
+        g_cond_wait (&g->wake, &g->lock);
+      seen = g->cmd_seq;
+      Command cmd = g->cmd;
+      g_mutex_unlock (&g->lock);
+      if (cmd == CMD_QUIT)
+        return NULL;
+      run_worker (g, c->worker, cmd);
+      g_mutex_lock (&g->lock);
+      if (--g->pending == 0)
+        g_cond_broadcast (&g->done);
+    }
+}
+
+/* Starts `cmd` on the helpers, runs worker 0 here, waits for the helpers
+ * (handing ready layers on meanwhile). */
+static void
+run_command (ShoalGroupNet *g, Command cmd)
+{
+  g_mutex_lock (&g->lock);
+  g->cmd = cmd;
+  g->cmd_seq++;
+  g->pending = g->k - 1;
+  g_cond_broadcast (&g->wake);
+  g_mutex_unlock (&g->lock);
+
+  run_worker (g, 0, cmd);
+
+  g_mutex_lock (&g->lock);
+  for (;;)
+    {
+      if (cmd == CMD_BACKWARD && g->next_notify >= 0 && g->players[g->next_notify].ready)
+        {
+          g_mutex_unlock (&g->lock);
+          drain_ready (g);
+          g_mutex_lock (&g->lock);
+          continue;
+        }
+      if (g->pending == 0)
+        break;
+      g_cond_wait (&g->done, &g->lock);
+    }
+  g_mutex_unlock (&g->lock);
+
+  if (cmd == CMD_BACKWARD)
+    {
+      /* layers whose backward never ran (none in the built-in types) */
+      for (int i = 0; i < g->nplayers; i++)
+        if (!g->players[i].ready)
+          {
+            sum_grads (g, &g->players[i]);
+            g->players[i].ready = TRUE;
+          }
+      drain_ready (g);
+    }
+}
+
+static void
+stop_threads (ShoalGroupNet *g)
+{
+  if (g->threads == NULL)
+    return;
+  g_mutex_lock (&g->lock);
+  g->cmd = CMD_QUIT;
+  g->cmd_seq++;
+  g_cond_broadcast (&g->wake);
+  g_mutex_unlock (&g->lock);
+  for (int w = 1; w < g->k; w++)
+    if (g->threads[w] != NULL)
+      g_thread_join (g->threads[w]);
+  g_free (g->threads);
+  g->threads = NULL;
+}
+
+void
+shoal_group_net_free (ShoalGroupNet *g)
+{
+  if (g == NULL)
+    return;
+  stop_threads (g);
+  for (int w = 0; w < g->k; w++)
+    shoal_net_free (g->nets[w]);
+  g_free (g->nets);
+  for (int w = 0; g->confs != NULL && w < g->k; w++)
+    shoal_conf_free (g->confs[w]);
+  g_free (g->confs);
+  if (g->k > 1)
+    shoal_param_store_free (g->store);
+  if (g->links != NULL)
+    g_ptr_array_free (g->links, TRUE);
+  for (int i = 0; g->players != NULL && i < g->nplayers; i++)
+    {
+      ParamLayer *pl = &g->players[i];
+      for (guint s = 0; pl->sums != NULL && s < pl->sums->len; s++)
+        g_free (g_array_index (pl->sums, ParamSum, s).priv);
+      if (pl->sums != NULL)
+        g_array_free (pl->sums, TRUE);
+    }
+  g_free (g->players);
+  if (g->views != NULL)
+    g_array_free (g->views, TRUE);
+  for (int w = 0; g->wctx != NULL && w < g->k; w++)
+    if (g->wctx[w].priv_grads != NULL)
+      g_array_free (g->wctx[w].priv_grads, TRUE);
+  g_free (g->wctx);
+  plan_clear (&g->plan);
+  for (int l = 0; l < g->plan.norig; l++)
+    {
+      Orig *o = &g->plan.origs[l];
+      if (g->k > 1 && o->proxy != NULL)
+        {
+          g_free (o->proxy->name);
+          g_free (o->proxy->group);
+          g_free (o->proxy);
+        }
+      g_free (o->parts);
+      g_free (o->name);
+      g_free (o->group);
+    }
+  g_free (g->plan.origs);
+  if (g->plan.orig_index != NULL)
+    g_hash_table_destroy (g->plan.orig_index);
+  g_mutex_clear (&g->lock);
+  g_cond_clear (&g->wake);
+  g_cond_clear (&g->done);
+  g_free (g);
+}
+
+/* The original layers of `full` (splits left out, sources through them). */
+static void
+read_origs (ShoalGroupNet *g, ShoalNet *full)
+{
+  Plan *pl = &g->plan;
+  guint n = shoal_net_n_layers (full);
+  pl->origs = g_new0 (Orig, n);
+  pl->orig_index = g_hash_table_new (g_str_hash, g_str_equal);
+  g->input = -1;
+  for (guint i = 0; i < n; i++)
+    {
+      ShoalLayer *layer = shoal_net_layer (full, i);
+      if (layer->ops == &shoal_layer_split_ops)
+        continue;
+      int l = pl->norig++;
+      Orig *o = &pl->origs[l];
+      o->name = g_strdup (layer->name);
+      o->group = g_strdup (layer->group);
+      o->ops = layer->ops;
+      o->rule = type_rule (layer->ops);
+      o->dim = layer->partition_dim;
+      o->shape = layer->out.shape;
+      o->label = layer->label.data != NULL;
+      o->needs_grad = layer->needs_grad;
+      o->param_layer = -1;
+      o->parts = g_new0 (ShoalLayer *, g->k);
+      for (int s = 0; s < layer->nsrcs; s++)
+        {
+          ShoalLayer *src = layer->srcs[s];
+          if (src->ops == &shoal_layer_split_ops)
+            src = src->srcs[0];
+          o->srcs[o->nsrcs++] = GPOINTER_TO_INT (g_hash_table_lookup (pl->orig_index, src->name)) - 1;
+        }
+      o->batch_rows = shoal_tensor_rows (&layer->out);
+      if ((o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)) && layer->nsrcs > 0)
+        o->batch_rows = shoal_tensor_rows (&layer->srcs[0]->out);
+      if ((o->ops->flags & SHOAL_LAYER_INPUT) && g->input < 0)
+        g->input = l;
+      g_hash_table_insert (pl->orig_index, o->name, GINT_TO_POINTER (l + 1));
+    }
+}
+
+/* The group store: the unpartitioned net's layout, declared anew so that
+ * the full net can go. */
+static ShoalParamStore *
+copy_layout (ShoalParamStore *full)
+{
+  ShoalParamStore *store = shoal_param_store_new ();
+  for (guint i = 0; i < full->params->len; i++)
+    {
+      ShoalParam *p = g_ptr_array_index (full->params, i);
+      ShoalParam *q = shoal_param_store_declare (store, p->name, &p->shape, &p->init, p->fan_in,
+                                                 p->fan_out, p->lr_scale, p->wd_scale);
+      g_assert (q->offset == p->offset);
+    }
+  shoal_param_store_allocate (store);
+  return store;
+}
+
+/* Descriptions of the original layers with the group store's params. */
+static void
+make_proxies (ShoalGroupNet *g, ShoalNet *full)
+{
+  for (int l = 0; l < g->plan.norig; l++)
+    {
+      Orig *o = &g->plan.origs[l];
+      ShoalLayer *src = shoal_net_find (full, o->name);
+      ShoalLayer *p = g_new0 (ShoalLayer, 1);
+      p->name = g_strdup (o->name);
+      p->group = g_strdup (o->group);
+      p->ops = o->ops;
+      p->conf = g->conf;
+      p->partition_dim = o->dim;
+      p->out.shape = o->shape;
+      p->needs_grad = o->needs_grad;
+      p->loss_weight = src->loss_weight;
+      p->store = g->store;
+      for (int i = 0; i < src->nparams; i++)
+        p->params[p->nparams++] = shoal_param_store_find (g->store, src->params[i]->name);
+      o->proxy = p;
+    }
+}
+
+/* Points every sub-net param at its place in the group store and lists
+ * what backward must zero and sum. */
+static gboolean
+map_params (ShoalGroupNet *g, GError **error)
+{
+  int k = g->k;
+  g->views = g_array_new (FALSE, FALSE, sizeof (ParamView));
+  g->players = g_new0 (ParamLayer, g->plan.norig);
+  for (int l = 0; l < g->plan.norig; l++)
+    {
+      Orig *o = &g->plan.origs[l];
+      if (o->proxy->nparams == 0)
+        continue;
+      o->param_layer = g->nplayers;
+      ParamLayer *pl = &g->players[g->nplayers++];
+      pl->orig = l;
+      if (o->dim == 0 && k > 1)
+        pl->sums = g_array_new (FALSE, TRUE, sizeof (ParamSum));
+      for (int i = 0; i < o->proxy->nparams; i++)
+        {
+          ShoalParam *fp = o->proxy->params[i];
+          ParamSum sum = { fp->offset, fp->count, g_new0 (float *, k) };
+          for (int w = 0; w < k; w++)
+            {
+              ShoalLayer *part = o->parts[w];
+              if (part == NULL)
+                continue;
+              if (part->nparams != o->proxy->nparams)
+                {
+                  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                               "layer '%s': worker %d's part has %d params, the layer %d",
+                               o->name, w, part->nparams, o->proxy->nparams);
+                  g_free (sum.priv);
+                  return FALSE;
+                }
+              ShoalParam *sp = part->params[i];
+              ParamView v = { sp, fp->offset, TRUE };
+              ShoalShape expect = fp->shape;
+              if (o->dim == 1)
+                {
+                  int lo, hi;
+                  shoal_block_range (fp->shape.dim[0], k, w, &lo, &hi);
+                  expect.dim[0] = hi - lo;
+                  v.offset += (size_t) lo * shoal_shape_row_size (&fp->shape);
+                }
+              if (!shoal_shape_equal (&expect, &sp->shape))
+                {
+                  char *a = shoal_shape_to_string (&sp->shape), *b = shoal_shape_to_string (&fp->shape);
+                  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                               "layer '%s' (%s) split by %s: worker %d's param '%s' is %s, not its "
+                               "block of rows of %s", o->name, o->ops->type, dim_name (o->dim), w,
+                               sp->name, a, b);
+                  g_free (a);
+                  g_free (b);
+                  g_free (sum.priv);
+                  return FALSE;
+                }
+              if (o->dim == 0 && w > 0)
+                {
+                  /* replicated: this worker's gradient is its own, summed after backward */
+                  v.grad = FALSE;
+                  sum.priv[w] = sp->grad.data;
+                  PrivGrad pg = { sp->grad.data, sp->count };
+                  g_array_append_val (g->wctx[w].priv_grads, pg);
+                }
+              g_array_append_val (g->views, v);
+            }
+          if (pl->sums != NULL)
+            g_array_append_val (pl->sums, sum);
+          else
+            g_free (sum.priv);
+        }
+    }
+  bind_values (g);
+  /* the sub-nets' own value buffers are never read again */
+  for (int w = 0; w < k; w++)
+    {
+      ShoalParamStore *sub = shoal_net_params (g->nets[w]);
+      if (!sub->values_borrowed)
+        shoal_free_aligned (sub->values);
+      sub->values = NULL;
+    }
+  return TRUE;
+}
+
+static gboolean
+make_links (ShoalGroupNet *g, GError **error)
+{
+  g->links = g_ptr_array_new_with_free_func ((GDestroyNotify) link_free);
+  for (guint p = 0; p < g->plan.pairs->len; p++)
+    {
+      Pair *pair = g_ptr_array_index (g->plan.pairs, p);
+      ShoalBridgeLink *link = g_new0 (ShoalBridgeLink, 1);
+      Inproc *in = g_new0 (Inproc, 1);
+      g_mutex_init (&in->lock);
+      g_cond_init (&in->cond);
+      link->transport = &inproc_transport;
+      link->data = in;
+      link->src = shoal_net_find (g->nets[pair->src_worker], pair->src->name);
+      link->dst = shoal_net_find (g->nets[pair->dst_worker], pair->dst->name);
+      g_ptr_array_add (g->links, link);
+      if (link->src == NULL || link->dst == NULL)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "bridge %s -> %s: an end is missing",
+                       pair->src->name, pair->dst->name);
+          return FALSE;
+        }
+      if (!shoal_bridge_link_attach (link, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Net-wide default dim from [cluster] partition_dim, checked like any key. */
+static gboolean
+accept_other_keys (const char *key, gpointer user_data)
+{
+  (void) user_data;
+  return strcmp (key, "partition_dim") != 0;
+}
+
+static gboolean
+net_default_dim (ShoalConf *conf, int *dim, GError **error)
+{
+  *dim = 0;
+  if (!g_key_file_has_group (shoal_conf_keyfile (conf), "cluster"))
+    return TRUE;
+  const ShoalOption *const tables[] = { shoal_partition_options, NULL };
+  if (!shoal_conf_check_group (conf, "cluster", tables, accept_other_keys, NULL, error))
+    return FALSE;
+  *dim = (int) shoal_conf_get_int (conf, "cluster", shoal_partition_options, "partition_dim");
+  return TRUE;
+}
+
+static gboolean
+build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts, GError **error)
+{
+  Plan *pl = &g->plan;
+  int k = g->k;
+  int net_default = 0;
+  if (!net_default_dim (g->conf, &net_default, error) || !choose_dims (pl, net_default, error))
+    return FALSE;
+  for (int l = 0; l < pl->norig; l++)
+    if (strchr (pl->origs[l].name, ':') != NULL)
+      {
+        shoal_conf_error (g->conf, error, pl->origs[l].group, NULL,
+                          "layer names of a partitioned net cannot hold ':' (the partitioner's "
+                          "connection layers use it)");
+        return FALSE;
+      }
+
+  plan_nodes (pl);
+  /* batch-split inputs read a shard each; a whole input reads the group's */
+  gboolean split_input = FALSE;
+  for (int l = 0; l < pl->norig; l++)
+    split_input |= (pl->origs[l].ops->flags & SHOAL_LAYER_INPUT) && pl->origs[l].dim == 0;
+  g->confs = g_new0 (ShoalConf *, k);
+  for (int w = 0; w < k; w++)
+    {
+      ShoalNetOptions sub = { .shard_count = 1 };
+      if (opts != NULL)
+        sub = *opts;
+      sub.shard_count = MAX (sub.shard_count, 1);
+      if (split_input)
+        {
+          sub.shard_index = sub.shard_index * k + w;
+          sub.shard_count *= k;
+        }
+      sub.worker = w;
+      g->confs[w] = subnet_conf (pl, w, error);
+      if (g->confs[w] == NULL)
+        return FALSE;
+      g->nets[w] = shoal_net_new (g->confs[w], &sub, error);
+      if (g->nets[w] == NULL)
+        return FALSE;
+    }
+
+  for (int l = 0; l < pl->norig; l++)
+    {
+      Orig *o = &pl->origs[l];
+      for (int w = 0; w < k; w++)
+        o->parts[w] = has_part (o, w) ? shoal_net_find (g->nets[w], o->name) : NULL;
+      if ((o->ops->flags & SHOAL_LAYER_LOSS) && o->dim == 0)
+        for (int w = 0; w < k; w++)
+          o->parts[w]->loss_norm = o->batch_rows;  /* each part divides by the whole batch */
+    }
+
+  g->store = copy_layout (shoal_net_params (full));
+  make_proxies (g, full);
+  g->wctx = g_new0 (WorkerCtx, k);
+  for (int w = 0; w < k; w++)
+    g->wctx[w] = (WorkerCtx) { g, w, g_array_new (FALSE, FALSE, sizeof (PrivGrad)) };
+  if (!map_params (g, error) || !make_links (g, error))
+    return FALSE;
+
+  /* the plan's nodes are not needed once the sub-nets exist */
+  g_ptr_array_free (pl->pairs, TRUE);
+  pl->pairs = NULL;
+  for (int w = 0; w < k; w++)
+    g_ptr_array_free (pl->nodes[w], TRUE);
+  g_free (pl->nodes);
+  pl->nodes = NULL;
+
+  g->threads = g_new0 (GThread *, k);
+  for (int w = 1; w < k; w++)
+    {
+      char *name = g_strdup_printf ("group-%d-worker-%d", opts ? opts->group : 0, w);
+      g->threads[w] = g_thread_new (name, helper_thread, &g->wctx[w]);
+      g_free (name);
+    }
+  return TRUE;
+}
+
+ShoalGroupNet *
+shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError **error)
+{
+  if (k < 1)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: a group needs at least 1 worker, got %d",
+                   shoal_conf_origin (conf), k);
+      return NULL;
+    }
+  ShoalGroupNet *g = g_new0 (ShoalGroupNet, 1);
+  g->k = k;
+  g->conf = conf;
+  g->plan.conf = conf;
+  g->plan.k = k;
+  g->nets = g_new0 (ShoalNet *, k);
+  g->next_notify = -1;
+  g_mutex_init (&g->lock);
+  g_cond_init (&g->wake);
+  g_cond_init (&g->done);
+
+  ShoalNetOptions full_opts = { .shard_count = 1 };
+  if (opts != NULL)
+    full_opts = *opts;
+  full_opts.worker = 0;
+  ShoalNet *full = shoal_net_new (conf, &full_opts, error);
+  if (full == NULL)
+    {
+      shoal_group_net_free (g);
+      return NULL;
+    }
+  read_origs (g, full);
+  if (k == 1)
+    {
+      /* the plain net: no threads, no copies */
+      g->nets[0] = full;
+      g->store = shoal_net_params (full);
+      for (int l = 0; l < g->plan.norig; l++)
+        {
+          Orig *o = &g->plan.origs[l];
+          o->parts[0] = shoal_net_find (full, o->name);
+          o->proxy = o->parts[0];
+        }
+      return g;
+    }
+  gboolean ok = build_partitioned (g, full, opts, error);
+  shoal_net_free (full);
+  if (!ok)
+    {
+      shoal_group_net_free (g);
+      return NULL;
+    }
+  return g;
+}
+
+int
+shoal_group_net_size (ShoalGroupNet *g)
+{
+  return g->k;
+}
+
+static double combined_value (ShoalGroupNet *g, const Orig *o);
+
+double
+shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
+{
+  if (g->k == 1)
+    return shoal_net_forward (g->nets[0], phase);
+  if (g->store->values != g->bound_values)
+    bind_values (g);
+  g->phase = phase;
+  run_command (g, CMD_FORWARD);
+
+  double loss = 0;
+  for (int l = 0; l < g->plan.norig; l++)
+    {
+      const Orig *o = &g->plan.origs[l];
+      if (o->ops->flags & SHOAL_LAYER_LOSS)
+        loss += o->proxy->loss_weight * combined_value (g, o);
+    }
+  return loss;
+}
+
+void
+shoal_group_net_backward_notify (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  if (g->k == 1)
+    {
+      shoal_net_backward_notify (g->nets[0], ready, user_data);
+      return;
+    }
+  g_mutex_lock (&g->lock);
+  for (int i = 0; i < g->nplayers; i++)
+    {
+      Orig *o = &g->plan.origs[g->players[i].orig];
+      g->players[i].remaining = o->dim < 0 ? 1 : g->k;
+      g->players[i].ready = FALSE;
+    }
+  g->next_notify = g->nplayers - 1;
+  g->ready = ready;
+  g->ready_data = user_data;
+  g_mutex_unlock (&g->lock);
+  run_command (g, CMD_BACKWARD);
+  g->ready = NULL;
+  g->ready_data = NULL;
+}
+
+void
+shoal_group_net_backward (ShoalGroupNet *g)
+{
+  shoal_group_net_backward_notify (g, NULL, NULL);
+}
+
+ShoalParamStore *
+shoal_group_net_params (ShoalGroupNet *g)
+{
+  return g->store;
+}
+
+/* The group's value of loss or metric layer o after a forward. */
+static double
+combined_value (ShoalGroupNet *g, const Orig *o)
+{
+  if (o->dim < 0)
+    return o->parts[0]->out.data[0];
+  double sum = 0, weighted = 0;
+  int rows = 0;
+  for (int w = 0; w < g->k; w++)
+    {
+      ShoalLayer *part = o->parts[w];
+      int r = part->nsrcs > 0 ? shoal_tensor_rows (&part->srcs[0]->out) : 1;
+      sum += part->out.data[0];
+      weighted += part->out.data[0] * r;
+      rows += r;
+    }
+  if (rows == 0)
+    return 0;
+  /* each part's loss is its rows' sum over the full batch's rows */
+  if (o->ops->flags & SHOAL_LAYER_LOSS)
+    return sum * o->batch_rows / rows;
+  return weighted / rows;
+}
+
+guint
+shoal_group_net_metrics (ShoalGroupNet *g, ShoalMetric *out, guint n)
+{
+  if (g->k == 1)
+    return shoal_net_metrics (g->nets[0], out, n);
+  guint count = 0;
+  for (int l = 0; l < g->plan.norig && count < n; l++)
+    {
+      const Orig *o = &g->plan.origs[l];
+      if (!(o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
+        continue;
+      out[count].layer = o->name;
+      out[count].is_loss = (o->ops->flags & SHOAL_LAYER_LOSS) != 0;
+      out[count].value = combined_value (g, o);
+      count++;
+    }
+  return count;
+}
+
+int
+shoal_group_net_batch_rows (ShoalGroupNet *g)
+{
+  if (g->input < 0)
+    return 0;
+  const Orig *o = &g->plan.origs[g->input];
+  int rows = 0;
+  for (int w = 0; w < g->k; w++)
+    if (o->parts[w] != NULL)
+      rows += shoal_tensor_rows (&o->parts[w]->out);
+  return rows;
+}
+
+int
+shoal_group_net_batch_size (ShoalGroupNet *g)
+{
+  return g->input >= 0 ? g->plan.origs[g->input].shape.dim[0] : 0;
+}
+
+ShoalLayer *
+shoal_group_net_input (ShoalGroupNet *g)
+{
+  return g->input >= 0 ? g->plan.origs[g->input].parts[0] : NULL;
+}
+
+ShoalNet *
+shoal_group_net_worker (ShoalGroupNet *g, int worker)
+{
+  g_return_val_if_fail (worker >= 0 && worker < g->k, NULL);
+  return g->nets[worker];
+}
+
+ShoalLayer *
+shoal_group_net_find (ShoalGroupNet *g, int worker, const char *name)
+{
+  g_return_val_if_fail (worker >= 0 && worker < g->k, NULL);
+  return shoal_net_find (g->nets[worker], name);
+}
+
+guint
+shoal_group_net_n_layers (ShoalGroupNet *g)
+{
+  return (guint) g->plan.norig;
+}
+
+ShoalLayer *
+shoal_group_net_layer (ShoalGroupNet *g, guint i)
+{
+  g_return_val_if_fail (i < (guint) g->plan.norig, NULL);
+  return g->plan.origs[i].proxy;
+}
+
+/* ---- graph and summary -------------------------------------------------- */
+
+static void
+dot_escape (GString *s, const char *text)
+{
+  for (const char *c = text; *c; c++)
+    {
+      if (*c == '"' || *c == '\\')
+        g_string_append_c (s, '\\');
+      g_string_append_c (s, *c);
+    }
+}
+
+static gboolean
+is_connection (const ShoalLayer *layer)
+{
+  const char *t = layer->ops->type;
+  return layer->ops == &shoal_layer_split_ops || strcmp (t, "bridge_src") == 0
+         || strcmp (t, "bridge_dst") == 0
+         || (strchr (layer->name, ':') != NULL
+             && (strcmp (t, "concat") == 0 || strcmp (t, "slice") == 0));
+}
+
+char *
+shoal_group_net_to_dot (ShoalGroupNet *g)
+{
+  static const char *const dim_colour[] = { "#f4d6a0", "#cfe3f7", "#d9f2d0" };  /* -1, 0, 1 */
+  GString *s = g_string_new ("digraph shoal {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
+  g_string_append_printf (s, "  label=\"%d workers: batch blue, feature green, whole orange; "
+                          "dashed: bridges\";\n", g->k);
+  for (int w = 0; w < g->k; w++)
+    {
+      ShoalNet *net = g->nets[w];
+      g_string_append_printf (s, "  subgraph cluster_w%d {\n    label=\"worker %d\";\n    style=rounded;\n", w, w);
+      for (guint i = 0; i < shoal_net_n_layers (net); i++)
+        {
+          ShoalLayer *layer = shoal_net_layer (net, i);
+          char *shape = shoal_shape_to_string (&layer->out.shape);
+          g_string_append_printf (s, "    w%d_%u [label=\"", w, i);
+          dot_escape (s, layer->name);
+          g_string_append (s, "\\n");
+          dot_escape (s, layer->ops->type);
+          g_string_append_printf (s, " %s\"", shape);
+          if (is_connection (layer))
+            g_string_append (s, ", shape=ellipse, style=dashed");
+          else
+            g_string_append_printf (s, ", shape=box, style=filled, fillcolor=\"%s\"%s",
+                                    dim_colour[CLAMP (layer->partition_dim, -1, 1) + 1],
+                                    layer->nparams > 0 ? ", penwidth=2" : "");
+          g_string_append (s, "];\n");
+          g_free (shape);
+        }
+      for (guint i = 0; i < shoal_net_n_layers (net); i++)
+        {
+          ShoalLayer *layer = shoal_net_layer (net, i);
+          for (int t = 0; t < layer->nsrcs; t++)
+            for (guint j = 0; j < i; j++)
+              if (shoal_net_layer (net, j) == layer->srcs[t])
+                g_string_append_printf (s, "    w%d_%u -> w%d_%u;\n", w, j, w, i);
+        }
+      g_string_append (s, "  }\n");
+    }
+  for (guint p = 0; g->links != NULL && p < g->links->len; p++)
+    {
+      ShoalBridgeLink *link = g_ptr_array_index (g->links, p);
+      int ends[2][2] = { { -1, -1 }, { -1, -1 } };  /* worker, index of src and dst */
+      for (int w = 0; w < g->k; w++)
+        for (guint i = 0; i < shoal_net_n_layers (g->nets[w]); i++)
+          {
+            ShoalLayer *layer = shoal_net_layer (g->nets[w], i);
+            int e = layer == link->src ? 0 : layer == link->dst ? 1 : -1;
+            if (e >= 0)
+              {
+                ends[e][0] = w;
+                ends[e][1] = (int) i;
+              }
+          }
+      g_string_append_printf (s, "  w%d_%d -> w%d_%d [style=dashed, color=\"#1f5fbf\"%s];\n",
+                              ends[0][0], ends[0][1], ends[1][0], ends[1][1],
+                              shoal_bridge_exchanges_grad (link->dst) ? ", dir=both" : "");
+    }
+  g_string_append (s, "}\n");
+  return g_string_free (s, FALSE);
+}
+
+void
+shoal_group_net_log_summary (ShoalGroupNet *g)
+{
+  GString *dims = g_string_new (NULL);
+  for (int l = 0; l < g->plan.norig; l++)
+    g_string_append_printf (dims, "%s%s:%d", l ? " " : "", g->plan.origs[l].name,
+                            g->plan.origs[l].dim);
+  g_message ("group of %d worker%s; partition dims %s", g->k, g->k == 1 ? "" : "s", dims->str);
+  g_string_free (dims, TRUE);
+  for (int w = 0; g->k > 1 && w < g->k; w++)
+    {
+      int connections = 0;
+      ShoalNet *net = g->nets[w];
+      for (guint i = 0; i < shoal_net_n_layers (net); i++)
+        connections += is_connection (shoal_net_layer (net, i));
+      g_message ("  worker %d: %u layers, %d of them connection layers", w,
+                 shoal_net_n_layers (net), connections);
+    }
+}

@@ -1,0 +1,122 @@
+/* Partitioning a net among the k workers of a group (SINGA's model and
+ * hybrid parallelism inside a group).
+ *
+ * Each layer has a partition dim (the [layer NAME] key partition_dim):
+ *    0  batch:   worker i computes rows block i; params are replicated and
+ *                their gradients summed over the group;
+ *    1  feature: worker i computes block i of the output units (dense),
+ *                filters (conv) or features / channels (element-wise and
+ *                per-channel layers) for the whole batch, and owns block i
+ *                of the rows of each param;
+ *   -1  whole:   the layer runs on worker 0 only.
+ * A layer without the key takes the net-wide default, the [cluster] key
+ * partition_dim (default 0), or when its type cannot be split that way
+ * the first of batch, feature, whole that it can; input layers without
+ * the key stay whole (worker 0 reads the group's batch, every worker
+ * views its rows).  Asking a layer explicitly for a split its type does
+ * not support is an error naming the file, line, layer and dim.
+ *
+ * The partitioner makes one sub-net per worker, with the original layer
+ * names for the workers' parts, and inserts concat, slice and bridge
+ * layers where neighbours are cut differently (docs/PARTITIONING.md has
+ * the rule table).  Blocks are cut by shoal_block_range (layers/slice.h),
+ * so uneven splits work.
+ *
+ * Invariant (test/test_partition.c): the group computes the same loss and
+ * the same parameter gradients as the unpartitioned net on the same batch.
+ *
+ * Params live in ONE store in the layout of the unpartitioned net
+ * (shoal_group_net_params): the sub-nets read their values in place
+ * (a feature-split param's block of rows is a contiguous range), so a
+ * server update of that store is what the next forward uses; after
+ * backward its gradients hold the group's sum.
+ *
+ * Execution: shoal_group_net_forward / _backward run the k sub-nets in k
+ * threads, the caller's thread being worker 0 and k - 1 threads owned by
+ * the group net.  Workers meet where data crosses between them (a bridge
+ * waits on a condition variable, never spins) and at the end of every
+ * forward and backward.  With k = 1 the group net is the plain net, in
+ * the caller's thread, with no threads or copies. */
+#ifndef SHOAL_PARTITION_H
+#define SHOAL_PARTITION_H
+
+#include <glib.h>
+
+#include "core/conf.h"
+#include "partition/net.h"
+
+G_BEGIN_DECLS
+
+/* The [cluster] keys read by the partitioner (partition_dim), for the job's
+ * validation table. */
+extern const ShoalOption shoal_partition_options[];
+
+typedef struct _ShoalGroupNet ShoalGroupNet;
+
+/* Builds the k sub-nets of the [layer NAME] groups of `conf`.  conf must
+ * outlive the group net.  opts (may be NULL) are the group's: seed, its
+ * data shard (shard_index of shard_count: worker w's batch-split input
+ * reads shard shard_index * k + w of shard_count * k), group; opts->worker
+ * is ignored.  Params are NOT initialised (shoal_param_store_init_values
+ * on shoal_group_net_params).  Returns NULL with error set on a bad conf
+ * or an impossible partition. */
+ShoalGroupNet *shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts,
+                                    GError **error);
+/* Stops the group's threads and frees everything. */
+void shoal_group_net_free (ShoalGroupNet *group);
+
+int shoal_group_net_size (ShoalGroupNet *group);
+
+/* Runs every worker's sub-net forward; returns the group's loss (the sum
+ * of weighted losses, each a mean over the group's batch, as the
+ * unpartitioned net returns). */
+double shoal_group_net_forward (ShoalGroupNet *group, ShoalPhase phase);
+/* Runs every worker's sub-net backward (after a train forward) and ADDS
+ * the group's gradient into the grads of shoal_group_net_params. */
+void shoal_group_net_backward (ShoalGroupNet *group);
+/* Same, calling `ready` in the caller's thread for each layer whose
+ * params' gradients are complete in the group store, in the order of
+ * decreasing param offsets (as shoal_net_backward_notify does), while the
+ * workers go on with the layers below.  The layer passed is one of
+ * shoal_group_net_layers: its params are the group store's. */
+void shoal_group_net_backward_notify (ShoalGroupNet *group, ShoalParamsReadyFunc ready,
+                                      gpointer user_data);
+
+/* The params in the unpartitioned net's layout (same names, offsets and
+ * init streams).  Borrowed, valid while the group net lives.  Its values
+ * may be re-bound (shoal_param_store_borrow_values); the next forward
+ * follows them. */
+ShoalParamStore *shoal_group_net_params (ShoalGroupNet *group);
+
+/* Loss and metric values of the last forward for the whole group (losses
+ * over the group's batch, metrics weighted by each worker's rows), one
+ * per original layer in topological order; returns how many were written. */
+guint shoal_group_net_metrics (ShoalGroupNet *group, ShoalMetric *out, guint n);
+/* Rows of the group's last batch. */
+int shoal_group_net_batch_rows (ShoalGroupNet *group);
+/* Rows of a full batch of the group, as the unpartitioned net's input. */
+int shoal_group_net_batch_size (ShoalGroupNet *group);
+/* Worker 0's part of the first input layer (num_records for epochs: with
+ * a batch-split input it counts worker 0's shard). */
+ShoalLayer *shoal_group_net_input (ShoalGroupNet *group);
+
+/* Borrowed: worker w's sub-net. */
+ShoalNet *shoal_group_net_worker (ShoalGroupNet *group, int worker);
+/* Worker w's part of the original layer `name` (or a connection layer of
+ * its sub-net); NULL when the worker has none. */
+ShoalLayer *shoal_group_net_find (ShoalGroupNet *group, int worker, const char *name);
+/* The original layers, topological order, each with the partition dim it
+ * got (layer->partition_dim) and, for layers with params, the group
+ * store's params.  They are descriptions: never run them. */
+guint shoal_group_net_n_layers (ShoalGroupNet *group);
+ShoalLayer *shoal_group_net_layer (ShoalGroupNet *group, guint i);
+
+/* The partitioned net as Graphviz DOT: one cluster per worker, an edge
+ * per source, bridges as dashed edges between clusters.  Newly allocated. */
+char *shoal_group_net_to_dot (ShoalGroupNet *group);
+/* Logs each original layer's partition dim and each worker's layers. */
+void shoal_group_net_log_summary (ShoalGroupNet *group);
+
+G_END_DECLS
+
+#endif
