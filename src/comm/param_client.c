@@ -27,6 +27,8 @@ struct _ShoalParamClient {
   GPtrArray *connections;     /* Connection * */
   ShoalServer *shared;        /* new_shared: the one local server */
 
+  int n_push, n_fetch;        /* async knobs, >= 1 */
+
   /* the step in flight; written by the worker before queuing */
   gint64 step;
   size_t done_from;           /* gradients of offsets >= done_from are complete */
@@ -59,6 +61,7 @@ client_alloc (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
   c->connections = g_ptr_array_new ();
   c->unqueued = nslices;
   c->done_from = store->total;
+  c->n_push = c->n_fetch = 1;
   g_mutex_init (&c->lock);
   g_cond_init (&c->idle);
   return c;
@@ -115,6 +118,28 @@ shoal_param_client_route_remote (ShoalParamClient *c, int slice, const ShoalRpcC
   c->routes[slice].local = NULL;
 }
 
+void
+shoal_param_client_set_frequency (ShoalParamClient *c, int n_push, int n_fetch)
+{
+  g_return_if_fail (n_push >= 1 && n_fetch >= 1);
+  g_return_if_fail (c->mode == SHOAL_UPDATE_ASYNC || (n_push == 1 && n_fetch == 1));
+  c->n_push = n_push;
+  c->n_fetch = n_fetch;
+}
+
+/* Whether step's gradients go out now, and whether values come back. */
+static gboolean
+pushes_at (const ShoalParamClient *c, gint64 step)
+{
+  return (step + 1) % c->n_push == 0;
+}
+
+static gboolean
+fetches_at (const ShoalParamClient *c, gint64 step)
+{
+  return (step + 1) % c->n_fetch == 0;
+}
+
 /* Pushes the slice's gradient from sendbuf and pulls its values into the store. */
 static gboolean
 exchange (ShoalParamClient *c, int s, GError **error)
@@ -127,8 +152,11 @@ exchange (ShoalParamClient *c, int s, GError **error)
 
   if (r->local != NULL)
     return shoal_server_push (r->local, s, grad, n, c->step, error)
-           && shoal_server_pull (r->local, s, values, n, min_version, PULL_TIMEOUT_US, NULL, error);
+           && (!fetches_at (c, c->step)
+               || shoal_server_pull (r->local, s, values, n, min_version, PULL_TIMEOUT_US, NULL, error));
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
+  if (c->mode == SHOAL_UPDATE_ASYNC && !fetches_at (c, c->step))
+    return shoal_rpc_client_push (rpc, s, grad, n, c->step, error);
   if (c->mode == SHOAL_UPDATE_ASYNC)
     return shoal_rpc_client_push_pull (rpc, s, grad, values, n, c->step, NULL, error);
   return shoal_rpc_client_push (rpc, s, grad, n, c->step, error)
@@ -231,7 +259,15 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
         }
       else
         {
-          memcpy (c->sendbuf + b, grads + b, n * sizeof (float));
+          if (c->n_push == 1)
+            memcpy (c->sendbuf + b, grads + b, n * sizeof (float));
+          else
+            {
+              /* the mean of the summed steps, so lr means the same */
+              float inv = 1.0f / (float) c->n_push;
+              for (size_t i = 0; i < n; i++)
+                c->sendbuf[b + i] = grads[b + i] * inv;
+            }
           g_mutex_lock (&c->lock);
           c->outstanding++;
           g_mutex_unlock (&c->lock);
@@ -247,6 +283,8 @@ shoal_param_client_layer_done (ShoalParamClient *c, ShoalLayer *layer, gint64 st
 {
   size_t begin, end;
   c->step = step;
+  if (!pushes_at (c, step))
+    return;  /* gradients keep adding up in the store */
   if (!shoal_layer_param_range (layer, &begin, &end))
     return;
   c->done_from = MIN (c->done_from, begin);
@@ -262,7 +300,8 @@ void
 shoal_param_client_step_done (ShoalParamClient *c, gint64 step)
 {
   c->step = step;
-  queue_slices (c, 0, step);
+  if (pushes_at (c, step))
+    queue_slices (c, 0, step);
 }
 
 gboolean

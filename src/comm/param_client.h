@@ -39,6 +39,12 @@ void shoal_param_client_route_local (ShoalParamClient *client, int slice, ShoalS
 /* `endpoint` is copied; clients to the same host:port share a connection. */
 void shoal_param_client_route_remote (ShoalParamClient *client, int slice,
                                       const ShoalRpcClientOptions *endpoint);
+/* Asynchronous schemes (Downpour's knobs): push the summed gradients of
+ * every n_push steps (scaled to their mean), fetch fresh values every
+ * n_fetch steps; in between the worker keeps computing on the params it
+ * has.  Default 1 and 1. */
+void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int n_fetch);
+
 /* Connects to remote servers and starts the comm thread. */
 gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);
 

@@ -25,6 +25,8 @@ typedef struct {
   int nservers_per_procs;
   gboolean server_worker_separate;
   int sync_freq;
+  int n_push;               /* async: steps summed per push */
+  int n_fetch;              /* async: steps between fetches */
 } ShoalClusterConf;
 
 typedef struct {

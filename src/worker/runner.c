@@ -250,6 +250,8 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
       return TRUE;
     }
   slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
+  if (p->layout->mode == SHOAL_UPDATE_ASYNC)
+    shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
   int sg = shoal_layout_server_group_of (p->layout, group);
   for (int s = 0; s < p->nslices; s++)
     {
