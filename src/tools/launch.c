@@ -75,9 +75,20 @@ blank_cluster_section (const char *text, const char *topology_path)
 static char **
 topology_overrides (const char *path, GError **error)
 {
-  ShoalConf *topo = shoal_conf_load_file (path, error);
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  ShoalConf *topo = shoal_conf_load_data (text, path, error);
   if (topo == NULL)
-    return NULL;
+    {
+      g_free (text);
+      return NULL;
+    }
   GKeyFile *kf = shoal_conf_keyfile (topo);
   char **groups = g_key_file_get_groups (kf, NULL);
   gboolean ok = TRUE;
@@ -94,26 +105,16 @@ topology_overrides (const char *path, GError **error)
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no [cluster] section", path);
       ok = FALSE;
     }
-  const ShoalOption *const tables[] = { shoal_cluster_options, NULL };
-  if (ok)
-    ok = shoal_conf_check_group (topo, "cluster", tables, NULL, NULL, error);
   if (ok)
     {
-      const ShoalOption *t = shoal_cluster_options;
-      const char *g = "cluster";
-      ShoalClusterConf c = {
-        .nworker_groups = (int) shoal_conf_get_int (topo, g, t, "nworker_groups"),
-        .nworkers_per_group = (int) shoal_conf_get_int (topo, g, t, "nworkers_per_group"),
-        .nserver_groups = (int) shoal_conf_get_int (topo, g, t, "nserver_groups"),
-        .nservers_per_group = (int) shoal_conf_get_int (topo, g, t, "nservers_per_group"),
-        .nworkers_per_procs = (int) shoal_conf_get_int (topo, g, t, "nworkers_per_procs"),
-        .nservers_per_procs = (int) shoal_conf_get_int (topo, g, t, "nservers_per_procs"),
-        .server_worker_separate = shoal_conf_get_bool (topo, g, t, "server_worker_separate"),
-        .sync_freq = (int) shoal_conf_get_int (topo, g, t, "sync_freq"),
-      };
-      ShoalLayout *layout = shoal_layout_new (&c, topo, error);
-      ok = layout != NULL;
-      shoal_layout_free (layout);
+      /* The job loader checks the section with every key [cluster] has
+       * and the layout, naming this file's lines: a [job] after the last
+       * line makes the file a loadable job without moving any line. */
+      char *as_job = g_strconcat (text, "\n[job]\ntrain_steps = 1\n", NULL);
+      ShoalJob *job = shoal_job_load_data (as_job, path, NULL, error);
+      ok = job != NULL;
+      shoal_job_free (job);
+      g_free (as_job);
     }
   GPtrArray *out = NULL;
   if (ok)
@@ -130,6 +131,7 @@ topology_overrides (const char *path, GError **error)
       g_ptr_array_add (out, NULL);
     }
   shoal_conf_free (topo);
+  g_free (text);
   return out ? (char **) g_ptr_array_free (out, FALSE) : NULL;
 }
 
