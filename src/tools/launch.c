@@ -498,6 +498,10 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
   sigaddset (&set, SIGHUP);
   sigaddset (&set, SIGCHLD);
   sigprocmask (SIG_BLOCK, &set, &old);
+  /* one clock origin for every process's metrics.jsonl lines */
+  char *start_us = g_strdup_printf ("%" G_GINT64_FORMAT, g_get_real_time ());
+  g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
+  g_free (start_us);
   pid_t parent = getpid ();
   int started = 0;
   for (int r = 0; r < layout->nprocs; r++)
