@@ -527,6 +527,74 @@ test_errors (void)
                 "test.conf:4: [layer fc] missing required key 'num_output'");
 }
 
+/* The slice layer alone: gradient checks for uneven blocks on both axes,
+ * and the block rule. */
+static void
+test_slice (void)
+{
+  int lo, hi;
+  const int sizes[][2] = { { 10, 4 }, { 7, 3 }, { 4, 4 }, { 22, 3 } };
+  for (gsize i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      int n = sizes[i][0], parts = sizes[i][1], next = 0, largest = 0, smallest = n;
+      for (int b = 0; b < parts; b++)
+        {
+          shoal_block_range (n, parts, b, &lo, &hi);
+          g_assert_cmpint (lo, ==, next);
+          largest = MAX (largest, hi - lo);
+          smallest = MIN (smallest, hi - lo);
+          next = hi;
+        }
+      g_assert_cmpint (next, ==, n);
+      g_assert_cmpint (largest - smallest, <=, 1);
+    }
+  shoal_block_range (10, 4, 2, &lo, &hi);
+  g_assert_cmpint (lo, ==, 6);
+  g_assert_cmpint (hi, ==, 8);
+
+  const char *rows =
+    "[layer a]\ntype = feed\nshape = 7, 3\nneed_grad = true\n"
+    "[layer s]\ntype = slice\nsrc = a\naxis = 0\nparts = 3\nindex = 1\n";
+  g_assert_cmpint (shoal_gradcheck_conf (rows, "s", NULL, 41), >, 0);
+  const char *channels =
+    "[layer a]\ntype = feed\nshape = 2, 5, 2, 3\nneed_grad = true\n"
+    "[layer s]\ntype = slice\nsrc = a\naxis = 1\nparts = 2\nindex = 1\n";
+  g_assert_cmpint (shoal_gradcheck_conf (channels, "s", NULL, 42), >, 0);
+
+  /* the block's values, and labels following the rows */
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (
+    "[layer a]\ntype = feed\nshape = 7, 3\nnum_classes = 5\n"
+    "[layer r]\ntype = slice\nsrc = a\naxis = 0\nparts = 3\nindex = 2\n"
+    "[layer f]\ntype = slice\nsrc = a\naxis = 1\nparts = 2\nindex = 1\n", "test", &error);
+  g_assert_no_error (error);
+  ShoalNet *net = shoal_net_new (conf, NULL, &error);
+  g_assert_no_error (error);
+  shoal_net_forward (net, SHOAL_PHASE_TEST);
+  ShoalLayer *a = shoal_net_find (net, "a"), *r = shoal_net_find (net, "r"), *f = shoal_net_find (net, "f");
+  g_assert_cmpint (shoal_tensor_rows (&r->out), ==, 2);  /* 7 rows in 3: 3 2 2 */
+  g_assert_cmpfloat (r->out.data[0], ==, a->out.data[5 * 3]);
+  g_assert_cmpfloat (r->label.data[1], ==, a->label.data[6]);
+  g_assert_cmpint (f->out.shape.dim[1], ==, 1);  /* 3 features in 2: 2 1 */
+  g_assert_cmpfloat (f->out.data[4], ==, a->out.data[4 * 3 + 2]);
+  /* a short batch is cut by the rows it has */
+  shoal_tensor_set_rows (&a->out, 4);
+  shoal_tensor_set_rows (&a->label, 4);
+  shoal_net_forward (net, SHOAL_PHASE_TEST);
+  g_assert_cmpint (shoal_tensor_rows (&r->out), ==, 1);  /* 4 rows in 3: 2 1 1 */
+  g_assert_cmpfloat (r->out.data[0], ==, a->out.data[3 * 3]);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+
+  conf = shoal_conf_load_data ("[layer a]\ntype = feed\nshape = 2, 3\n"
+                               "[layer s]\ntype = slice\nsrc = a\naxis = 1\nparts = 4\n", "test", &error);
+  g_assert_no_error (error);
+  g_assert_null (shoal_net_new (conf, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "test:8: [layer s] parts: source 'a' (2x3) cannot be cut into 4 blocks along axis 1"));
+  g_clear_error (&error);
+  shoal_conf_free (conf);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -545,5 +613,6 @@ main (int argc, char **argv)
   g_test_add_func ("/partition/short-batch", test_short_batch);
   g_test_add_func ("/partition/graph", test_graph);
   g_test_add_func ("/partition/errors", test_errors);
+  g_test_add_func ("/partition/slice", test_slice);
   return g_test_run ();
 }

@@ -19,6 +19,7 @@
 #include "partition/partition.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "layers/bridge.h"
@@ -596,6 +597,7 @@ typedef struct {
   ShoalGroupNet *group;
   int worker;
   GArray *priv_grads;     /* PrivGrad: zeroed before this worker's backward */
+  double *fwd_s, *bwd_s;  /* [layers of the sub-net] when timing */
 } WorkerCtx;
 
 typedef enum { CMD_FORWARD, CMD_BACKWARD, CMD_QUIT } Command;
@@ -626,6 +628,7 @@ struct _ShoalGroupNet {
   int next_notify;            /* players index to hand to `ready` next; -1: all */
   ShoalParamsReadyFunc ready;
   gpointer ready_data;
+  gboolean timing;
 };
 
 /* in-process bridges: pointers handed over under the link's lock */
@@ -802,21 +805,73 @@ drain_ready (ShoalGroupNet *g)
   g_mutex_unlock (&g->lock);
 }
 
+static double
+now_s (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* shoal_net_forward's loop with a clock around each layer. */
+static void
+timed_forward (ShoalNet *net, ShoalPhase phase, double *seconds)
+{
+  for (guint i = 0; i < shoal_net_n_layers (net); i++)
+    {
+      ShoalLayer *layer = shoal_net_layer (net, i);
+      if (!(layer->ops->flags & SHOAL_LAYER_OWN_ROWS) && layer->nsrcs > 0)
+        {
+          int rows = shoal_tensor_rows (&layer->srcs[0]->out);
+          shoal_tensor_set_rows (&layer->out, rows);
+          if (layer->grad.data != NULL)
+            shoal_tensor_set_rows (&layer->grad, rows);
+        }
+      double t0 = now_s ();
+      layer->ops->forward (layer, phase);
+      seconds[i] += now_s () - t0;
+    }
+}
+
+/* shoal_net_backward_notify's loop with a clock around each layer. */
+static void
+timed_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer data, double *seconds)
+{
+  for (guint i = shoal_net_n_layers (net); i-- > 0;)
+    {
+      ShoalLayer *layer = shoal_net_layer (net, i);
+      if (!layer->needs_grad || layer->ops->backward == NULL)
+        continue;
+      double t0 = now_s ();
+      layer->ops->backward (layer);
+      seconds[i] += now_s () - t0;
+      if (ready != NULL && layer->nparams > 0)
+        ready (layer, data);
+    }
+}
+
 static void
 run_worker (ShoalGroupNet *g, int w, Command cmd)
 {
+  WorkerCtx *c = &g->wctx[w];
   if (cmd == CMD_FORWARD)
     {
-      shoal_net_forward (g->nets[w], g->phase);
+      if (g->timing)
+        timed_forward (g->nets[w], g->phase, c->fwd_s);
+      else
+        shoal_net_forward (g->nets[w], g->phase);
       return;
     }
-  GArray *priv = g->wctx[w].priv_grads;
+  GArray *priv = c->priv_grads;
   for (guint i = 0; i < priv->len; i++)
     {
       PrivGrad *p = &g_array_index (priv, PrivGrad, i);
       memset (p->data, 0, p->count * sizeof (float));
     }
-  shoal_net_backward_notify (g->nets[w], layer_done, &g->wctx[w]);
+  if (g->timing)
+    timed_backward (g->nets[w], layer_done, c, c->bwd_s);
+  else
+    shoal_net_backward_notify (g->nets[w], layer_done, c);
 }
 
 static gpointer
@@ -931,8 +986,12 @@ shoal_group_net_free (ShoalGroupNet *g)
   if (g->views != NULL)
     g_array_free (g->views, TRUE);
   for (int w = 0; g->wctx != NULL && w < g->k; w++)
-    if (g->wctx[w].priv_grads != NULL)
-      g_array_free (g->wctx[w].priv_grads, TRUE);
+    {
+      if (g->wctx[w].priv_grads != NULL)
+        g_array_free (g->wctx[w].priv_grads, TRUE);
+      g_free (g->wctx[w].fwd_s);
+      g_free (g->wctx[w].bwd_s);
+    }
   g_free (g->wctx);
   plan_clear (&g->plan);
   for (int l = 0; l < g->plan.norig; l++)
@@ -1231,7 +1290,7 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
   make_proxies (g, full);
   g->wctx = g_new0 (WorkerCtx, k);
   for (int w = 0; w < k; w++)
-    g->wctx[w] = (WorkerCtx) { g, w, g_array_new (FALSE, FALSE, sizeof (PrivGrad)) };
+    g->wctx[w] = (WorkerCtx) { g, w, g_array_new (FALSE, FALSE, sizeof (PrivGrad)), NULL, NULL };
   if (!map_params (g, error) || !make_links (g, error))
     return FALSE;
 
@@ -1289,6 +1348,8 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
       /* the plain net: no threads, no copies */
       g->nets[0] = full;
       g->store = shoal_net_params (full);
+      g->wctx = g_new0 (WorkerCtx, 1);
+      g->wctx[0] = (WorkerCtx) { g, 0, g_array_new (FALSE, FALSE, sizeof (PrivGrad)), NULL, NULL };
       for (int l = 0; l < g->plan.norig; l++)
         {
           Orig *o = &g->plan.origs[l];
@@ -1318,8 +1379,17 @@ static double combined_value (ShoalGroupNet *g, const Orig *o);
 double
 shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
 {
-  if (g->k == 1)
+  if (g->k == 1 && !g->timing)
     return shoal_net_forward (g->nets[0], phase);
+  if (g->k == 1)
+    {
+      timed_forward (g->nets[0], phase, g->wctx[0].fwd_s);
+      double loss = 0;
+      for (int l = 0; l < g->plan.norig; l++)
+        if (g->plan.origs[l].ops->flags & SHOAL_LAYER_LOSS)
+          loss += g->plan.origs[l].proxy->loss_weight * g->plan.origs[l].proxy->out.data[0];
+      return loss;
+    }
   if (g->store->values != g->bound_values)
     bind_values (g);
   g->phase = phase;
@@ -1340,7 +1410,10 @@ shoal_group_net_backward_notify (ShoalGroupNet *g, ShoalParamsReadyFunc ready, g
 {
   if (g->k == 1)
     {
-      shoal_net_backward_notify (g->nets[0], ready, user_data);
+      if (g->timing)
+        timed_backward (g->nets[0], ready, user_data, g->wctx[0].bwd_s);
+      else
+        shoal_net_backward_notify (g->nets[0], ready, user_data);
       return;
     }
   g_mutex_lock (&g->lock);
@@ -1466,7 +1539,39 @@ shoal_group_net_layer (ShoalGroupNet *g, guint i)
   return g->plan.origs[i].proxy;
 }
 
-/* ---- graph and summary -------------------------------------------------- */
+/* ---- graph, summary, timing -------------------------------------------- */
+
+static gboolean is_connection (const ShoalLayer *layer);
+
+void
+shoal_group_net_set_timing (ShoalGroupNet *g, gboolean on)
+{
+  for (int w = 0; w < g->k; w++)
+    {
+      guint n = shoal_net_n_layers (g->nets[w]);
+      g_free (g->wctx[w].fwd_s);
+      g_free (g->wctx[w].bwd_s);
+      g->wctx[w].fwd_s = on ? g_new0 (double, n) : NULL;
+      g->wctx[w].bwd_s = on ? g_new0 (double, n) : NULL;
+    }
+  g->timing = on;
+}
+
+guint
+shoal_group_net_timings (ShoalGroupNet *g, int worker, ShoalLayerTiming *out, guint n)
+{
+  g_return_val_if_fail (worker >= 0 && worker < g->k, 0);
+  const WorkerCtx *c = &g->wctx[worker];
+  ShoalNet *net = g->nets[worker];
+  guint count = 0;
+  for (guint i = 0; c->fwd_s != NULL && i < shoal_net_n_layers (net) && count < n; i++)
+    {
+      ShoalLayer *layer = shoal_net_layer (net, i);
+      out[count++] = (ShoalLayerTiming) { layer->name, layer->ops->type, is_connection (layer),
+                                          c->fwd_s[i], c->bwd_s[i] };
+    }
+  return count;
+}
 
 static void
 dot_escape (GString *s, const char *text)

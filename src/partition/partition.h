@@ -111,6 +111,22 @@ ShoalLayer *shoal_group_net_find (ShoalGroupNet *group, int worker, const char *
 guint shoal_group_net_n_layers (ShoalGroupNet *group);
 ShoalLayer *shoal_group_net_layer (ShoalGroupNet *group, guint i);
 
+/* Profiling (benchmarks, `shoal inspect`): with timing on, every worker
+ * times each layer's forward and backward, connection layers' waits for
+ * other workers included.  Switching it on zeroes the counts.  Timed
+ * phases step through the layers in the group net's own loop, the same
+ * as shoal_net_forward / shoal_net_backward_notify. */
+typedef struct {
+  const char *layer;         /* borrowed from the sub-net */
+  const char *type;
+  gboolean connection;       /* concat / slice / split / bridge made by the partitioner or the net */
+  double forward, backward;  /* seconds */
+} ShoalLayerTiming;
+
+void shoal_group_net_set_timing (ShoalGroupNet *group, gboolean on);
+/* Worker w's layers in order; returns how many were written (at most n). */
+guint shoal_group_net_timings (ShoalGroupNet *group, int worker, ShoalLayerTiming *out, guint n);
+
 /* The partitioned net as Graphviz DOT: one cluster per worker, an edge
  * per source, bridges as dashed edges between clusters.  Newly allocated. */
 char *shoal_group_net_to_dot (ShoalGroupNet *group);

@@ -18,6 +18,7 @@ static const Command commands[] = {
   { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
   { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
+  { "inspect", shoal_cmd_inspect, "how a job's net is split among a group's workers: shoal inspect JOB.conf [--graph out.dot [--png out.png]]" },
 };
 
 static void

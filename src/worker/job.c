@@ -7,6 +7,7 @@
 
 #include "cluster/layout.h"
 #include "core/error.h"
+#include "partition/partition.h"
 
 const ShoalOption shoal_job_options[] = {
   { "name", SHOAL_OPT_STRING, "job", SHOAL_UNBOUNDED, NULL, "name used in logs and the workspace" },
@@ -199,7 +200,7 @@ shoal_job_load_data (const char *text, const char *origin, const char *const *ov
   job->conf = conf;
   const ShoalOption *const job_tables[] = { shoal_job_options, NULL };
   const ShoalOption *const updater_tables[] = { shoal_updater_options, NULL };
-  const ShoalOption *const cluster_tables[] = { shoal_cluster_options, NULL };
+  const ShoalOption *const cluster_tables[] = { shoal_cluster_options, shoal_partition_options, NULL };
   if (!check_groups (conf, error)
       || !shoal_conf_check_group (conf, "job", job_tables, NULL, NULL, error)
       || !shoal_conf_check_group (conf, "updater", updater_tables, NULL, NULL, error)
