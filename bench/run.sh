@@ -80,7 +80,7 @@ HZ=$(getconf CLK_TCK)
 # ---- the OpenBLAS bound -------------------------------------------------
 SGEMM=$OUT/sgemm_bound
 # shellcheck disable=SC2046  # pkg-config prints several flags
-cc -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(pkg-config --cflags openblas) \
+"${CC:-cc}" -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE $(pkg-config --cflags openblas) \
   bench/sgemm_bound.c -o "$SGEMM" $(pkg-config --libs openblas) ||
   die "cannot build $SGEMM (libopenblas-dev, pkg-config)"
 
