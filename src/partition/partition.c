@@ -1,21 +1,10 @@
-/* The partitioner: from a model conf and a group size k, the k sub-nets
- * of a worker group, and the group net that runs them.
+/* The group net: the k sub-nets of a worker group (planned in plan.c),
+ * one param store in the unpartitioned layout that they all view, the
+ * in-process bridge transport, and the threads that run the sub-nets.
  *
- * Why sub-nets are confs: a worker's part of a layer is the same layer
- * type with a share of the rows or units, so each sub-net is written as
- * a conf (the original [layer] groups with adjusted options, plus the
- * connection layers) and built by the ordinary net builder, which then
- * does set-up, split insertion and memory as for any net.  The
- * unpartitioned net is built first: it checks the user's conf with the
- * user's file and lines, and gives the shapes and the param layout.
- *
- * Why the sub-nets' layers are written in one global order: every node
- * (a worker's part or connection layer) is created after its sources, and
- * each sub-net's groups are written in creation order, which the net
- * builder keeps.  Every worker then steps through its layers in an order
- * consistent with one topological order of the whole partitioned graph,
- * forward and (reversed) backward, so workers that block on each other's
- * bridges cannot deadlock. */
+ * The unpartitioned net is built first: it checks the user's conf with
+ * the user's file and lines, and gives the shapes and the param layout;
+ * it is freed once the sub-nets exist. */
 #include "partition/partition.h"
 
 #include <string.h>
@@ -25,6 +14,7 @@
 #include "layers/bridge.h"
 #include "layers/slice.h"
 #include "layers/split.h"
+#include "partition/plan.h"
 
 const ShoalOption shoal_partition_options[] = {
   { "partition_dim", SHOAL_OPT_INT, "0", -1, 1, NULL,
@@ -32,536 +22,6 @@ const ShoalOption shoal_partition_options[] = {
     "-1 whole on the group's worker 0 (a layer's own partition_dim wins)" },
   SHOAL_OPTION_END
 };
-
-/* ---- what the partitioner knows of layer types -------------------------- */
-
-/* Types whose split needs an option changed.  A feature-split type listed
- * with units_key computes its block of output units from its whole input
- * (the block is the option's share); a feature-split type not listed is
- * element-wise or per channel: its block of dim 1 comes from the same
- * block of its input.  An input type is batch-split by giving each
- * worker its share of rows_key (a list: its first item). */
-typedef struct {
-  const char *type;
-  const char *units_key;
-  const char *rows_key;
-} TypeRule;
-
-static const TypeRule type_rules[] = {
-  { "conv", "num_filters", NULL },
-  { "dense", "num_output", NULL },
-  { "feed", NULL, "shape" },
-  { "lmdb_input", NULL, "batch_size" },
-};
-
-static const TypeRule *
-type_rule (const ShoalLayerOps *ops)
-{
-  for (gsize i = 0; i < G_N_ELEMENTS (type_rules); i++)
-    if (strcmp (type_rules[i].type, ops->type) == 0)
-      return &type_rules[i];
-  return NULL;
-}
-
-static const char *
-dim_name (int dim)
-{
-  return dim == 0 ? "batch" : dim == 1 ? "feature" : "whole";
-}
-
-/* ---- the plan ----------------------------------------------------------- */
-
-typedef enum {
-  NODE_PART,         /* a worker's part of an original layer */
-  NODE_CONCAT,
-  NODE_SLICE,
-  NODE_BRIDGE_SRC,
-  NODE_BRIDGE_DST
-} NodeRole;
-
-typedef struct {
-  char *name;
-  const char *type;        /* static string */
-  NodeRole role;
-  int orig;                /* the original layer it is (a part) or carries (connections) */
-  int worker;
-  int dim;                 /* partition_dim written into the sub-net's conf */
-  GPtrArray *srcs;         /* char *, owned */
-  GPtrArray *keys, *values;  /* options beyond the original group's, owned */
-} Node;
-
-/* An original layer: what the plan needs, and at run time its parts. */
-typedef struct {
-  char *name;
-  char *group;                       /* "layer NAME" */
-  const ShoalLayerOps *ops;
-  const TypeRule *rule;
-  int dim;
-  int srcs[SHOAL_LAYER_MAX_SRCS];    /* indices of original layers */
-  int nsrcs;
-  ShoalShape shape;                  /* out of the unpartitioned net */
-  gboolean label, needs_grad;
-  int units;                         /* dim 1 with a units_key: the whole count */
-  int batch_rows;                    /* rows of its batch (of srcs[0] for losses, metrics) */
-  /* plan caches, names borrowed from nodes; [k] or [k * k] */
-  const char **native, **whole, **rows, **features, **bridged;
-  ShoalLayer **parts;                /* run time: [k] the workers' parts, NULL where absent */
-  ShoalLayer *proxy;                 /* shoal_group_net_layer: a description, owned */
-  int param_layer;                   /* index into params layers, or -1 */
-} Orig;
-
-typedef struct {
-  int src_worker, dst_worker;
-  Node *src, *dst;
-} Pair;
-
-typedef struct {
-  ShoalConf *conf;
-  int k;
-  Orig *origs;
-  int norig;
-  GHashTable *orig_index;            /* name -> index + 1 */
-  GPtrArray **nodes;                 /* [k] of Node *, creation order */
-  GPtrArray *pairs;                  /* Pair *, owned */
-} Plan;
-
-static void
-node_free (Node *n)
-{
-  g_free (n->name);
-  g_ptr_array_free (n->srcs, TRUE);
-  g_ptr_array_free (n->keys, TRUE);
-  g_ptr_array_free (n->values, TRUE);
-  g_free (n);
-}
-
-static Node *
-node_new (Plan *pl, int worker, char *name_owned, const char *type, NodeRole role, int orig)
-{
-  Node *n = g_new0 (Node, 1);
-  n->name = name_owned;
-  n->type = type;
-  n->role = role;
-  n->orig = orig;
-  n->worker = worker;
-  n->dim = pl->origs[orig].dim;
-  n->srcs = g_ptr_array_new_with_free_func (g_free);
-  n->keys = g_ptr_array_new_with_free_func (g_free);
-  n->values = g_ptr_array_new_with_free_func (g_free);
-  g_ptr_array_add (pl->nodes[worker], n);
-  return n;
-}
-
-static void
-node_set (Node *n, const char *key, char *value_owned)
-{
-  for (guint i = 0; i < n->keys->len; i++)
-    if (strcmp (g_ptr_array_index (n->keys, i), key) == 0)
-      {
-        g_free (g_ptr_array_index (n->values, i));
-        g_ptr_array_index (n->values, i) = value_owned;
-        return;
-      }
-  g_ptr_array_add (n->keys, g_strdup (key));
-  g_ptr_array_add (n->values, value_owned);
-}
-
-static void
-node_add_src (Node *n, const char *src)
-{
-  g_ptr_array_add (n->srcs, g_strdup (src));
-}
-
-static char *
-shape_list (const ShoalShape *s)
-{
-  GString *str = g_string_new (NULL);
-  for (int d = 0; d < s->ndim; d++)
-    g_string_append_printf (str, "%s%d", d ? ", " : "", s->dim[d]);
-  return g_string_free (str, FALSE);
-}
-
-/* Shape of worker i's part of o. */
-static ShoalShape
-part_shape (const Plan *pl, const Orig *o, int i)
-{
-  ShoalShape s = o->shape;
-  if (o->dim == 0 || o->dim == 1)
-    {
-      int lo, hi;
-      shoal_block_range (s.dim[o->dim], pl->k, i, &lo, &hi);
-      s.dim[o->dim] = hi - lo;
-    }
-  return s;
-}
-
-static gboolean
-has_part (const Orig *o, int worker)
-{
-  return o->dim >= 0 || worker == 0;
-}
-
-/* Moves the node just added to `nodes` (a bridge_src) right after its
- * source and the bridge_srcs already there: the data leaves as soon as it
- * exists, not when the worker reaches the layer that made the bridge
- * (which would make the consumer wait for the producer's next layers).
- * The order stays topological: a bridge_src reads its source only. */
-static void
-place_after_source (GPtrArray *nodes, const char *source)
-{
-  guint last = nodes->len - 1, at = 0;
-  Node *moved = g_ptr_array_index (nodes, last);
-  while (strcmp (((Node *) g_ptr_array_index (nodes, at))->name, source) != 0)
-    at++;
-  at++;
-  while (at < last && ((Node *) g_ptr_array_index (nodes, at))->role == NODE_BRIDGE_SRC
-         && ((Node *) g_ptr_array_index (nodes, at))->orig == moved->orig)
-    at++;
-  memmove (&nodes->pdata[at + 1], &nodes->pdata[at], (last - at) * sizeof (gpointer));
-  nodes->pdata[at] = moved;
-}
-
-/* On worker j: worker i's part of o (a bridge from i when i != j). */
-static const char *
-piece (Plan *pl, int s, int i, int j)
-{
-  Orig *o = &pl->origs[s];
-  if (i == j)
-    return o->native[j];
-  const char **slot = &o->bridged[i * pl->k + j];
-  if (*slot != NULL)
-    return *slot;
-  Node *src = node_new (pl, i, g_strdup_printf ("%s:to%d", o->name, j), "bridge_src",
-                        NODE_BRIDGE_SRC, s);
-  node_add_src (src, o->native[i]);
-  place_after_source (pl->nodes[i], o->native[i]);
-  Node *dst = node_new (pl, j, g_strdup_printf ("%s:from%d", o->name, i), "bridge_dst",
-                        NODE_BRIDGE_DST, s);
-  ShoalShape shape = part_shape (pl, o, i);
-  node_set (dst, "shape", shape_list (&shape));
-  node_set (dst, "labels", g_strdup (o->label ? "true" : "false"));
-  node_set (src, "peer", g_strdup_printf ("worker %d: %s", j, dst->name));
-  node_set (dst, "peer", g_strdup_printf ("worker %d: %s", i, src->name));
-  Pair *pair = g_new0 (Pair, 1);
-  *pair = (Pair) { i, j, src, dst };
-  g_ptr_array_add (pl->pairs, pair);
-  *slot = dst->name;
-  return *slot;
-}
-
-/* On worker j: the whole of o's output. */
-static const char *
-whole (Plan *pl, int s, int j)
-{
-  Orig *o = &pl->origs[s];
-  if (o->dim < 0)
-    return piece (pl, s, 0, j);
-  if (o->whole[j] != NULL)
-    return o->whole[j];
-  /* the pieces first: they are the concat's sources */
-  const char **names = g_new0 (const char *, pl->k);
-  for (int i = 0; i < pl->k; i++)
-    names[i] = piece (pl, s, i, j);
-  Node *n = node_new (pl, j, g_strconcat (o->name, ":whole", NULL), "concat", NODE_CONCAT, s);
-  for (int i = 0; i < pl->k; i++)
-    node_add_src (n, names[i]);
-  node_set (n, "axis", g_strdup_printf ("%d", o->dim));
-  g_free (names);
-  o->whole[j] = n->name;
-  return n->name;
-}
-
-/* On worker j: block j of o's output along `axis`. */
-static const char *
-block (Plan *pl, int s, int j, int axis)
-{
-  Orig *o = &pl->origs[s];
-  if (o->dim == axis)
-    return o->native[j];
-  const char **cache = axis == 0 ? o->rows : o->features;
-  if (cache[j] != NULL)
-    return cache[j];
-  const char *src = whole (pl, s, j);
-  Node *n = node_new (pl, j, g_strconcat (o->name, axis == 0 ? ":rows" : ":features", NULL),
-                      "slice", NODE_SLICE, s);
-  node_add_src (n, src);
-  node_set (n, "axis", g_strdup_printf ("%d", axis));
-  node_set (n, "parts", g_strdup_printf ("%d", pl->k));
-  node_set (n, "index", g_strdup_printf ("%d", j));
-  cache[j] = n->name;
-  return n->name;
-}
-
-/* Worker j's part of original layer l, after what it reads. */
-static void
-plan_part (Plan *pl, int l, int j)
-{
-  Orig *o = &pl->origs[l];
-  const char *srcs[SHOAL_LAYER_MAX_SRCS];
-  for (int i = 0; i < o->nsrcs; i++)
-    {
-      int s = o->srcs[i];
-      if (o->dim == 0)
-        srcs[i] = block (pl, s, j, 0);
-      else if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
-        srcs[i] = whole (pl, s, j);
-      else if (o->dim == 1)
-        srcs[i] = block (pl, s, j, 1);
-      else
-        srcs[i] = whole (pl, s, 0);
-    }
-  Node *n = node_new (pl, j, g_strdup (o->name), o->ops->type, NODE_PART, l);
-  for (int i = 0; i < o->nsrcs; i++)
-    node_add_src (n, srcs[i]);
-  int lo, hi;
-  if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
-    {
-      shoal_block_range (o->units, pl->k, j, &lo, &hi);
-      node_set (n, o->rule->units_key, g_strdup_printf ("%d", hi - lo));
-    }
-  if (o->dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT))
-    {
-      shoal_block_range (o->shape.dim[0], pl->k, j, &lo, &hi);
-      if (strcmp (o->rule->rows_key, "shape") == 0)
-        {
-          ShoalShape s = o->shape;
-          s.dim[0] = hi - lo;
-          node_set (n, "shape", shape_list (&s));
-        }
-      else
-        node_set (n, o->rule->rows_key, g_strdup_printf ("%d", hi - lo));
-    }
-  o->native[j] = n->name;
-}
-
-/* A bridge returns a gradient when the bridged layer learns from one and
- * some consumer on the far side runs backward (metrics do not). */
-static void
-plan_bridge_grads (Plan *pl)
-{
-  for (guint p = 0; p < pl->pairs->len; p++)
-    {
-      Pair *pair = g_ptr_array_index (pl->pairs, p);
-      gboolean grad = FALSE;
-      if (pl->origs[pair->dst->orig].needs_grad)
-        {
-          GPtrArray *nodes = pl->nodes[pair->dst_worker];
-          for (guint i = 0; !grad && i < nodes->len; i++)
-            {
-              Node *n = g_ptr_array_index (nodes, i);
-              for (guint s = 0; s < n->srcs->len; s++)
-                if (strcmp (g_ptr_array_index (n->srcs, s), pair->dst->name) == 0
-                    && shoal_layer_lookup (n->type)->backward != NULL)
-                  grad = TRUE;
-            }
-        }
-      node_set (pair->src, "grad", g_strdup (grad ? "true" : "false"));
-      node_set (pair->dst, "grad", g_strdup (grad ? "true" : "false"));
-    }
-}
-
-/* Why a type cannot be split on dim in a group, or NULL. */
-static const char *
-refusal (const Plan *pl, const Orig *o, int dim)
-{
-  guint bit = dim == 0 ? SHOAL_SPLIT_BATCH : SHOAL_SPLIT_FEATURE;
-  if (dim < 0)
-    return NULL;
-  if (!(o->ops->split_dims & bit))
-    return "its type does not support it";
-  if (dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT)
-      && (o->rule == NULL || o->rule->rows_key == NULL))
-    return "the partitioner does not know which option holds its batch rows";
-  if (dim == 0 && strcmp (o->ops->type, "batchnorm") == 0)
-    return "each worker would normalise with its own rows' statistics and all would write "
-           "the running statistics";
-  if (strcmp (o->ops->type, "concat") == 0 && dim == 1
-      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 1)
-    return "a block of joined features is not the join of the sources' blocks";
-  if (strcmp (o->ops->type, "slice") == 0 && dim == 0
-      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 0)
-    return "a block of one worker's rows is not a block of the batch";
-  return NULL;
-}
-
-static const char *
-supported_dims (const Plan *pl, const Orig *o)
-{
-  gboolean b = refusal (pl, o, 0) == NULL, f = refusal (pl, o, 1) == NULL;
-  return b && f ? "batch (0), feature (1) or whole (-1)"
-         : b    ? "batch (0) or whole (-1)"
-         : f    ? "feature (1) or whole (-1)"
-                : "whole (-1) only";
-}
-
-/* The dim of every original layer, and the checks that its share exists. */
-static gboolean
-choose_dims (Plan *pl, int net_default, GError **error)
-{
-  GKeyFile *kf = shoal_conf_keyfile (pl->conf);
-  for (int l = 0; l < pl->norig; l++)
-    {
-      Orig *o = &pl->origs[l];
-      gboolean explicit = g_key_file_has_key (kf, o->group, "partition_dim", NULL);
-      const char *key = explicit ? "partition_dim" : NULL;
-      if (explicit)
-        {
-          o->dim = (int) shoal_conf_get_int (pl->conf, o->group, shoal_layer_common_options,
-                                             "partition_dim");
-          const char *why = refusal (pl, o, o->dim);
-          if (why != NULL)
-            {
-              shoal_conf_error (pl->conf, error, o->group, key,
-                                "a %s layer cannot be split by %s (partition_dim %d): %s; it can "
-                                "be split by %s", o->ops->type, dim_name (o->dim), o->dim, why,
-                                supported_dims (pl, o));
-              return FALSE;
-            }
-        }
-      else if (o->ops->flags & SHOAL_LAYER_INPUT)
-        o->dim = -1;
-      else
-        {
-          int order[4] = { net_default, 0, 1, -1 };
-          for (int i = 0; i < 4; i++)
-            if (refusal (pl, o, order[i]) == NULL)
-              {
-                o->dim = order[i];
-                break;
-              }
-        }
-
-      if (o->dim == 0 && o->batch_rows < pl->k)
-        {
-          shoal_conf_error (pl->conf, error, o->group, key,
-                            "its batch of %d rows cannot be split by batch among %d workers",
-                            o->batch_rows, pl->k);
-          return FALSE;
-        }
-      if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
-        {
-          o->units = (int) shoal_conf_get_int (pl->conf, o->group, o->ops->options,
-                                               o->rule->units_key);
-          if (o->units < pl->k)
-            {
-              shoal_conf_error (pl->conf, error, o->group, o->rule->units_key,
-                                "%d cannot be split by feature among %d workers", o->units, pl->k);
-              return FALSE;
-            }
-        }
-      else if (o->dim == 1 && (o->shape.ndim < 2 || o->shape.dim[1] < pl->k))
-        {
-          char *s = shoal_shape_to_string (&o->shape);
-          shoal_conf_error (pl->conf, error, o->group, key,
-                            "its output (%s) has fewer than %d features to split among %d workers",
-                            s, pl->k, pl->k);
-          g_free (s);
-          return FALSE;
-        }
-    }
-  return TRUE;
-}
-
-static void
-plan_clear (Plan *pl)
-{
-  for (int l = 0; l < pl->norig; l++)
-    {
-      Orig *o = &pl->origs[l];
-      g_free (o->native);
-      g_free (o->whole);
-      g_free (o->rows);
-      g_free (o->features);
-      g_free (o->bridged);
-      o->native = o->whole = o->rows = o->features = o->bridged = NULL;
-    }
-  for (int w = 0; pl->nodes != NULL && w < pl->k; w++)
-    g_ptr_array_free (pl->nodes[w], TRUE);
-  g_free (pl->nodes);
-  pl->nodes = NULL;
-  if (pl->pairs != NULL)
-    g_ptr_array_free (pl->pairs, TRUE);
-  pl->pairs = NULL;
-}
-
-static void
-plan_nodes (Plan *pl)
-{
-  int k = pl->k;
-  pl->nodes = g_new0 (GPtrArray *, k);
-  for (int w = 0; w < k; w++)
-    pl->nodes[w] = g_ptr_array_new_with_free_func ((GDestroyNotify) node_free);
-  pl->pairs = g_ptr_array_new_with_free_func (g_free);
-  for (int l = 0; l < pl->norig; l++)
-    {
-      Orig *o = &pl->origs[l];
-      o->native = g_new0 (const char *, k);
-      o->whole = g_new0 (const char *, k);
-      o->rows = g_new0 (const char *, k);
-      o->features = g_new0 (const char *, k);
-      o->bridged = g_new0 (const char *, (gsize) k * k);
-    }
-  for (int l = 0; l < pl->norig; l++)
-    for (int j = 0; j < k; j++)
-      if (has_part (&pl->origs[l], j))
-        plan_part (pl, l, j);
-  plan_bridge_grads (pl);
-}
-
-/* Worker w's sub-net as a conf.  Returns NULL with error set. */
-static ShoalConf *
-subnet_conf (Plan *pl, int w, GError **error)
-{
-  GKeyFile *src_kf = shoal_conf_keyfile (pl->conf);
-  GKeyFile *kf = g_key_file_new ();
-  GPtrArray *nodes = pl->nodes[w];
-
-  for (guint i = 0; i < nodes->len; i++)
-    {
-      Node *n = g_ptr_array_index (nodes, i);
-      char *group = g_strconcat ("layer ", n->name, NULL);
-      g_key_file_set_value (kf, group, "type", n->type);
-      if (n->role == NODE_PART)
-        {
-          const char *from = pl->origs[n->orig].group;
-          char **keys = g_key_file_get_keys (src_kf, from, NULL, NULL);
-          for (int i = 0; keys != NULL && keys[i] != NULL; i++)
-            {
-              if (strcmp (keys[i], "type") == 0 || strcmp (keys[i], "src") == 0
-                  || strcmp (keys[i], "partition_dim") == 0)
-                continue;
-              char *v = g_key_file_get_value (src_kf, from, keys[i], NULL);
-              g_key_file_set_value (kf, group, keys[i], v);
-              g_free (v);
-            }
-          g_strfreev (keys);
-          char *dim = g_strdup_printf ("%d", n->dim);
-          g_key_file_set_value (kf, group, "partition_dim", dim);
-          g_free (dim);
-        }
-      if (n->srcs->len > 0)
-        {
-          g_ptr_array_add (n->srcs, NULL);
-          char *list = g_strjoinv (", ", (char **) n->srcs->pdata);
-          g_ptr_array_set_size (n->srcs, n->srcs->len - 1);
-          g_key_file_set_value (kf, group, "src", list);
-          g_free (list);
-        }
-      for (guint i = 0; i < n->keys->len; i++)
-        g_key_file_set_value (kf, group, g_ptr_array_index (n->keys, i),
-                              g_ptr_array_index (n->values, i));
-      g_free (group);
-    }
-  char *text = g_key_file_to_data (kf, NULL, NULL);
-  g_key_file_free (kf);
-  char *origin = g_strdup_printf ("%s (worker %d of %d)", shoal_conf_origin (pl->conf), w, pl->k);
-  ShoalConf *conf = shoal_conf_load_data (text, origin, error);
-  g_free (origin);
-  g_free (text);
-  return conf;
-}
-
-/* ---- the group net ------------------------------------------------------ */
 
 /* Run-time state of an original layer with params. */
 typedef struct {
@@ -609,7 +69,6 @@ struct _ShoalGroupNet {
   ShoalNet **nets;            /* [k] owned */
   ShoalParamStore *store;     /* the group's params; owned unless k = 1 */
   Plan plan;                  /* origs live on; nodes are freed after building */
-  int input;                  /* first input layer among origs, or -1 */
 
   ParamLayer *players;
   int nplayers;
@@ -767,7 +226,7 @@ layer_done (ShoalLayer *layer, gpointer user_data)
   gpointer idx = g_hash_table_lookup (g->plan.orig_index, layer->name);
   if (idx == NULL)
     return;
-  Orig *o = &g->plan.origs[GPOINTER_TO_INT (idx) - 1];
+  PlanLayer *o = &g->plan.origs[GPOINTER_TO_INT (idx) - 1];
   if (o->param_layer >= 0)
     {
       ParamLayer *pl = &g->players[o->param_layer];
@@ -993,69 +452,21 @@ shoal_group_net_free (ShoalGroupNet *g)
       g_free (g->wctx[w].bwd_s);
     }
   g_free (g->wctx);
-  plan_clear (&g->plan);
-  for (int l = 0; l < g->plan.norig; l++)
+  for (int l = 0; g->k > 1 && l < g->plan.norig; l++)
     {
-      Orig *o = &g->plan.origs[l];
-      if (g->k > 1 && o->proxy != NULL)
+      PlanLayer *o = &g->plan.origs[l];
+      if (o->proxy != NULL)
         {
           g_free (o->proxy->name);
           g_free (o->proxy->group);
           g_free (o->proxy);
         }
-      g_free (o->parts);
-      g_free (o->name);
-      g_free (o->group);
     }
-  g_free (g->plan.origs);
-  if (g->plan.orig_index != NULL)
-    g_hash_table_destroy (g->plan.orig_index);
+  shoal_plan_clear (&g->plan);
   g_mutex_clear (&g->lock);
   g_cond_clear (&g->wake);
   g_cond_clear (&g->done);
   g_free (g);
-}
-
-/* The original layers of `full` (splits left out, sources through them). */
-static void
-read_origs (ShoalGroupNet *g, ShoalNet *full)
-{
-  Plan *pl = &g->plan;
-  guint n = shoal_net_n_layers (full);
-  pl->origs = g_new0 (Orig, n);
-  pl->orig_index = g_hash_table_new (g_str_hash, g_str_equal);
-  g->input = -1;
-  for (guint i = 0; i < n; i++)
-    {
-      ShoalLayer *layer = shoal_net_layer (full, i);
-      if (layer->ops == &shoal_layer_split_ops)
-        continue;
-      int l = pl->norig++;
-      Orig *o = &pl->origs[l];
-      o->name = g_strdup (layer->name);
-      o->group = g_strdup (layer->group);
-      o->ops = layer->ops;
-      o->rule = type_rule (layer->ops);
-      o->dim = layer->partition_dim;
-      o->shape = layer->out.shape;
-      o->label = layer->label.data != NULL;
-      o->needs_grad = layer->needs_grad;
-      o->param_layer = -1;
-      o->parts = g_new0 (ShoalLayer *, g->k);
-      for (int s = 0; s < layer->nsrcs; s++)
-        {
-          ShoalLayer *src = layer->srcs[s];
-          if (src->ops == &shoal_layer_split_ops)
-            src = src->srcs[0];
-          o->srcs[o->nsrcs++] = GPOINTER_TO_INT (g_hash_table_lookup (pl->orig_index, src->name)) - 1;
-        }
-      o->batch_rows = shoal_tensor_rows (&layer->out);
-      if ((o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)) && layer->nsrcs > 0)
-        o->batch_rows = shoal_tensor_rows (&layer->srcs[0]->out);
-      if ((o->ops->flags & SHOAL_LAYER_INPUT) && g->input < 0)
-        g->input = l;
-      g_hash_table_insert (pl->orig_index, o->name, GINT_TO_POINTER (l + 1));
-    }
 }
 
 /* The group store: the unpartitioned net's layout, declared anew so that
@@ -1081,7 +492,7 @@ make_proxies (ShoalGroupNet *g, ShoalNet *full)
 {
   for (int l = 0; l < g->plan.norig; l++)
     {
-      Orig *o = &g->plan.origs[l];
+      PlanLayer *o = &g->plan.origs[l];
       ShoalLayer *src = shoal_net_find (full, o->name);
       ShoalLayer *p = g_new0 (ShoalLayer, 1);
       p->name = g_strdup (o->name);
@@ -1109,7 +520,7 @@ map_params (ShoalGroupNet *g, GError **error)
   g->players = g_new0 (ParamLayer, g->plan.norig);
   for (int l = 0; l < g->plan.norig; l++)
     {
-      Orig *o = &g->plan.origs[l];
+      PlanLayer *o = &g->plan.origs[l];
       if (o->proxy->nparams == 0)
         continue;
       o->param_layer = g->nplayers;
@@ -1149,7 +560,7 @@ map_params (ShoalGroupNet *g, GError **error)
                   char *a = shoal_shape_to_string (&sp->shape), *b = shoal_shape_to_string (&fp->shape);
                   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
                                "layer '%s' (%s) split by %s: worker %d's param '%s' is %s, not its "
-                               "block of rows of %s", o->name, o->ops->type, dim_name (o->dim), w,
+                               "block of rows of %s", o->name, o->ops->type, shoal_plan_dim_name (o->dim), w,
                                sp->name, a, b);
                   g_free (a);
                   g_free (b);
@@ -1190,7 +601,7 @@ make_links (ShoalGroupNet *g, GError **error)
   g->links = g_ptr_array_new_with_free_func ((GDestroyNotify) link_free);
   for (guint p = 0; p < g->plan.pairs->len; p++)
     {
-      Pair *pair = g_ptr_array_index (g->plan.pairs, p);
+      PlanPair *pair = g_ptr_array_index (g->plan.pairs, p);
       ShoalBridgeLink *link = g_new0 (ShoalBridgeLink, 1);
       Inproc *in = g_new0 (Inproc, 1);
       g_mutex_init (&in->lock);
@@ -1212,49 +623,15 @@ make_links (ShoalGroupNet *g, GError **error)
   return TRUE;
 }
 
-/* Net-wide default dim from [cluster] partition_dim, checked like any key. */
-static gboolean
-accept_other_keys (const char *key, gpointer user_data)
-{
-  (void) user_data;
-  return strcmp (key, "partition_dim") != 0;
-}
-
-static gboolean
-net_default_dim (ShoalConf *conf, int *dim, GError **error)
-{
-  *dim = 0;
-  if (!g_key_file_has_group (shoal_conf_keyfile (conf), "cluster"))
-    return TRUE;
-  const ShoalOption *const tables[] = { shoal_partition_options, NULL };
-  if (!shoal_conf_check_group (conf, "cluster", tables, accept_other_keys, NULL, error))
-    return FALSE;
-  *dim = (int) shoal_conf_get_int (conf, "cluster", shoal_partition_options, "partition_dim");
-  return TRUE;
-}
-
 static gboolean
 build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts, GError **error)
 {
   Plan *pl = &g->plan;
   int k = g->k;
-  int net_default = 0;
-  if (!net_default_dim (g->conf, &net_default, error) || !choose_dims (pl, net_default, error))
+  if (!shoal_plan_make (pl, error))
     return FALSE;
-  for (int l = 0; l < pl->norig; l++)
-    if (strchr (pl->origs[l].name, ':') != NULL)
-      {
-        shoal_conf_error (g->conf, error, pl->origs[l].group, NULL,
-                          "layer names of a partitioned net cannot hold ':' (the partitioner's "
-                          "connection layers use it)");
-        return FALSE;
-      }
-
-  plan_nodes (pl);
   /* batch-split inputs read a shard each; a whole input reads the group's */
-  gboolean split_input = FALSE;
-  for (int l = 0; l < pl->norig; l++)
-    split_input |= (pl->origs[l].ops->flags & SHOAL_LAYER_INPUT) && pl->origs[l].dim == 0;
+  gboolean split_input = shoal_plan_split_input (pl);
   g->confs = g_new0 (ShoalConf *, k);
   for (int w = 0; w < k; w++)
     {
@@ -1268,7 +645,7 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
           sub.shard_count *= k;
         }
       sub.worker = w;
-      g->confs[w] = subnet_conf (pl, w, error);
+      g->confs[w] = shoal_plan_subnet_conf (pl, w, error);
       if (g->confs[w] == NULL)
         return FALSE;
       g->nets[w] = shoal_net_new (g->confs[w], &sub, error);
@@ -1278,9 +655,9 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
 
   for (int l = 0; l < pl->norig; l++)
     {
-      Orig *o = &pl->origs[l];
+      PlanLayer *o = &pl->origs[l];
       for (int w = 0; w < k; w++)
-        o->parts[w] = has_part (o, w) ? shoal_net_find (g->nets[w], o->name) : NULL;
+        o->parts[w] = shoal_plan_has_part (o, w) ? shoal_net_find (g->nets[w], o->name) : NULL;
       if ((o->ops->flags & SHOAL_LAYER_LOSS) && o->dim == 0)
         for (int w = 0; w < k; w++)
           o->parts[w]->loss_norm = o->batch_rows;  /* each part divides by the whole batch */
@@ -1295,12 +672,7 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
     return FALSE;
 
   /* the plan's nodes are not needed once the sub-nets exist */
-  g_ptr_array_free (pl->pairs, TRUE);
-  pl->pairs = NULL;
-  for (int w = 0; w < k; w++)
-    g_ptr_array_free (pl->nodes[w], TRUE);
-  g_free (pl->nodes);
-  pl->nodes = NULL;
+  shoal_plan_drop_nodes (pl);
 
   g->threads = g_new0 (GThread *, k);
   for (int w = 1; w < k; w++)
@@ -1324,8 +696,6 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
   ShoalGroupNet *g = g_new0 (ShoalGroupNet, 1);
   g->k = k;
   g->conf = conf;
-  g->plan.conf = conf;
-  g->plan.k = k;
   g->nets = g_new0 (ShoalNet *, k);
   g->next_notify = -1;
   g_mutex_init (&g->lock);
@@ -1342,7 +712,7 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
       shoal_group_net_free (g);
       return NULL;
     }
-  read_origs (g, full);
+  shoal_plan_read (&g->plan, conf, k, full);
   if (k == 1)
     {
       /* the plain net: no threads, no copies */
@@ -1352,7 +722,7 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
       g->wctx[0] = (WorkerCtx) { g, 0, g_array_new (FALSE, FALSE, sizeof (PrivGrad)), NULL, NULL };
       for (int l = 0; l < g->plan.norig; l++)
         {
-          Orig *o = &g->plan.origs[l];
+          PlanLayer *o = &g->plan.origs[l];
           o->parts[0] = shoal_net_find (full, o->name);
           o->proxy = o->parts[0];
         }
@@ -1374,7 +744,7 @@ shoal_group_net_size (ShoalGroupNet *g)
   return g->k;
 }
 
-static double combined_value (ShoalGroupNet *g, const Orig *o);
+static double combined_value (ShoalGroupNet *g, const PlanLayer *o);
 
 double
 shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
@@ -1398,7 +768,7 @@ shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
   double loss = 0;
   for (int l = 0; l < g->plan.norig; l++)
     {
-      const Orig *o = &g->plan.origs[l];
+      const PlanLayer *o = &g->plan.origs[l];
       if (o->ops->flags & SHOAL_LAYER_LOSS)
         loss += o->proxy->loss_weight * combined_value (g, o);
     }
@@ -1419,7 +789,7 @@ shoal_group_net_backward_notify (ShoalGroupNet *g, ShoalParamsReadyFunc ready, g
   g_mutex_lock (&g->lock);
   for (int i = 0; i < g->nplayers; i++)
     {
-      Orig *o = &g->plan.origs[g->players[i].orig];
+      PlanLayer *o = &g->plan.origs[g->players[i].orig];
       g->players[i].remaining = o->dim < 0 ? 1 : g->k;
       g->players[i].ready = FALSE;
     }
@@ -1446,7 +816,7 @@ shoal_group_net_params (ShoalGroupNet *g)
 
 /* The group's value of loss or metric layer o after a forward. */
 static double
-combined_value (ShoalGroupNet *g, const Orig *o)
+combined_value (ShoalGroupNet *g, const PlanLayer *o)
 {
   if (o->dim < 0)
     return o->parts[0]->out.data[0];
@@ -1476,7 +846,7 @@ shoal_group_net_metrics (ShoalGroupNet *g, ShoalMetric *out, guint n)
   guint count = 0;
   for (int l = 0; l < g->plan.norig && count < n; l++)
     {
-      const Orig *o = &g->plan.origs[l];
+      const PlanLayer *o = &g->plan.origs[l];
       if (!(o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
         continue;
       out[count].layer = o->name;
@@ -1490,9 +860,9 @@ shoal_group_net_metrics (ShoalGroupNet *g, ShoalMetric *out, guint n)
 int
 shoal_group_net_batch_rows (ShoalGroupNet *g)
 {
-  if (g->input < 0)
+  if (g->plan.input < 0)
     return 0;
-  const Orig *o = &g->plan.origs[g->input];
+  const PlanLayer *o = &g->plan.origs[g->plan.input];
   int rows = 0;
   for (int w = 0; w < g->k; w++)
     if (o->parts[w] != NULL)
@@ -1503,13 +873,13 @@ shoal_group_net_batch_rows (ShoalGroupNet *g)
 int
 shoal_group_net_batch_size (ShoalGroupNet *g)
 {
-  return g->input >= 0 ? g->plan.origs[g->input].shape.dim[0] : 0;
+  return g->plan.input >= 0 ? g->plan.origs[g->plan.input].shape.dim[0] : 0;
 }
 
 ShoalLayer *
 shoal_group_net_input (ShoalGroupNet *g)
 {
-  return g->input >= 0 ? g->plan.origs[g->input].parts[0] : NULL;
+  return g->plan.input >= 0 ? g->plan.origs[g->plan.input].parts[0] : NULL;
 }
 
 ShoalNet *
