@@ -6,18 +6,26 @@ PKGS := glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib
 BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
-  thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
+  thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
+  valgrind clang libclang-rt-14-dev
 BENCH_PACKAGES := python3-torch python3-numpy
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror
 SHOAL_VERSION := 0.1.0
-CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
-  -Isrc -I$(BUILD)/gen
+# ---- sanitizers: `make SANITIZE=address,undefined test`.
+# A sanitizer build lives in its own directory (build-asan, build-tsan, ...)
+# so it never mixes objects with build/; BUILD=... on the command line wins.
+# Every finding is fatal (-fno-sanitize-recover): UBSan fails the test.
+comma := ,
 ifdef SANITIZE
-  CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+  BUILD := build-$(if $(findstring thread,$(SANITIZE)),tsan,$(if $(findstring address,$(SANITIZE)),asan,$(subst $(comma),-,$(SANITIZE))))
+  SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
+
+CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
+  $(SAN_FLAGS) -Isrc -I$(BUILD)/gen
 
 # pkg-config runs only once the packages exist (make deps may come first).
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -72,7 +80,7 @@ GEN_OBJ = $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_SRC))
 # Generated code is not ours to fix warnings in.
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(OPT) -g -w $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) -std=c11 $(OPT) -g -w $(SAN_FLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
@@ -117,7 +125,13 @@ $(DATA)/fashion-mnist/.done: $(BUILD)/shoal
 	  --labels $(FMNIST)/t10k-labels-idx1-ubyte.gz --out $(DATA)/fashion-mnist/test --force
 	touch $@
 
+ifdef SANITIZE
+# The example confs read build/data: the plain build imports it.
+data:
+	@$(MAKE) --no-print-directory SANITIZE= BUILD=build data
+else
 data: $(DATA)/fashion-mnist/.done
+endif
 
 # ---- the two commands ---------------------------------------------------
 demo: deps
@@ -125,7 +139,8 @@ demo: deps
 	$(BUILD)/shoal run examples/fashion-mnist/mlp.conf --workspace $(BUILD)/demo
 
 test: deps
-	@$(MAKE) --no-print-directory all data
+	@$(MAKE) --no-print-directory all data $(if $(SANITIZE),,fuzz-build)
+	@echo '$(SANITIZE)' > $(BUILD)/sanitize
 	@test/run-tests.sh $(BUILD)
 
 bench: deps
@@ -135,3 +150,26 @@ bench: deps
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- sanitizer and fuzzing targets ----------------------------------------
+# `make fuzz`: libFuzzer targets fuzz/fuzz_*.c built with clang, ASan and
+# UBSan into build-fuzz/, each run FUZZ_SECONDS from its seed corpus
+# fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, crashes to
+# build-fuzz/crashes/).  test/e2e/fuzz_smoke.sh runs each 10 s in `make test`.
+# -Werror is gcc's contract; clang only warns here (gcc pragmas).
+FUZZ_BUILD := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
+.PHONY: fuzz fuzz-build fuzz-bins
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT='-O1 -fno-trapping-math' WERROR= \
+	  SANITIZE=fuzzer-no-link,address,undefined fuzz-bins
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+fuzz-bins: $(FUZZ_BIN)
+$(BUILD)/fuzz/%: $(BUILD)/obj/fuzz/%.o $(BUILD)/libshoal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libshoal.a $(LIBS)
+-include $(FUZZ_SRC:fuzz/%.c=$(BUILD)/obj/fuzz/%.d)

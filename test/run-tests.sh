@@ -2,6 +2,8 @@
 # Runs every GTest binary in BUILD/test and every end-to-end script in
 # test/e2e, each under a time limit, and ends with "N passed, N failed".
 # A binary that crashes or times out counts its unfinished tests as failed.
+# Usage: run-tests.sh [BUILD [FILTER]]; FILTER is an extended regex matched
+# against "test_NAME" and "e2e_NAME".
 set -u
 build=${1:-build}
 filter=${2:-}
@@ -10,13 +12,25 @@ failed=0
 failed_names=()
 limit=${SHOAL_TEST_TIMEOUT:-300}
 log_dir="$build/test-logs"
+# A sanitizer build (its Makefile wrote BUILD/sanitize): every finding fails
+# its test, leaks included, with a stack.  GLib's slice allocator would
+# hide heap errors and leaks behind its magazines.
+sanitize=$(cat "$build/sanitize" 2>/dev/null || true)
+export SHOAL_SANITIZE=$sanitize
+if [ -n "$sanitize" ]; then
+  export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+  export LSAN_OPTIONS="print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  export G_SLICE=always-malloc G_DEBUG=gc-friendly
+fi
 elapsed() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%d' $((ms / 1000)) $(((ms % 1000) / 100)); }
 mkdir -p "$log_dir"
 
 for bin in "$build"/test/test_*; do
   [ -x "$bin" ] || continue
   name=$(basename "$bin")
-  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+  [ -n "$filter" ] && ! [[ "$name" =~ $filter ]] && continue
   log="$log_dir/$name.log"
   start=$(date +%s%N)
   timeout "$limit" "$bin" >"$log" 2>&1
@@ -45,7 +59,7 @@ done
 for script in test/e2e/*.sh; do
   [ -f "$script" ] || continue
   name=$(basename "$script" .sh)
-  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+  [ -n "$filter" ] && ! [[ "e2e_$name" =~ $filter ]] && continue
   log="$log_dir/e2e-$name.log"
   start=$(date +%s%N)
   timeout "$limit" bash "$script" "$build" >"$log" 2>&1

@@ -423,6 +423,27 @@ closest_key (const ShoalOption *const *tables, const char *key)
   return best;
 }
 
+/* shoal_conf_get_string unescapes through GKeyFile, which refuses text
+ * that is not UTF-8 (the getter returned NULL for it: found by
+ * fuzz/fuzz_conf.c, lmdb_input passed the NULL path to stat) and reports
+ * unknown escapes such as "\q" while still returning a string. */
+static gboolean
+check_string (ShoalConf *conf, const char *group, const char *key, GError **error)
+{
+  GError *local = NULL;
+  char *s = g_key_file_get_string (conf->keyfile, group, key, &local);
+  g_free (s);
+  if (local == NULL)
+    return TRUE;
+  if (g_error_matches (local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_UNKNOWN_ENCODING))
+    shoal_conf_error (conf, error, group, key, "the value is not valid UTF-8 text");
+  else
+    shoal_conf_error (conf, error, group, key,
+                      "the value holds an unknown escape sequence (known: \\s \\n \\t \\r \\\\)");
+  g_error_free (local);
+  return FALSE;
+}
+
 gboolean
 shoal_conf_check_group (ShoalConf *conf, const char *group, const ShoalOption *const *tables,
                         ShoalConfKeyFilter accept_extra, gpointer user_data, GError **error)
@@ -449,6 +470,8 @@ shoal_conf_check_group (ShoalConf *conf, const char *group, const ShoalOption *c
       char *raw = g_key_file_get_value (conf->keyfile, group, keys[i], NULL);
       ok = check_value (conf, group, opt, raw, error);
       g_free (raw);
+      if (ok && opt->type == SHOAL_OPT_STRING)
+        ok = check_string (conf, group, keys[i], error);
     }
   g_strfreev (keys);
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of a fuzz build for SECONDS each and prints
+# one line per target: executions, corpus size, and whether it crashed.
+# Usage: fuzz/run.sh FUZZ_BUILD SECONDS [TARGET...]
+# Seeds come from fuzz/corpus/TARGET (read only); inputs the fuzzer finds
+# go to FUZZ_BUILD/corpus/TARGET and crashes to FUZZ_BUILD/crashes/.
+# Exits non-zero when a target crashed, leaked, timed out or ran out of
+# memory; its log is FUZZ_BUILD/logs/TARGET.log.
+set -u
+build=${1:?usage: fuzz/run.sh FUZZ_BUILD SECONDS [TARGET...]}
+secs=${2:?usage: fuzz/run.sh FUZZ_BUILD SECONDS [TARGET...]}
+shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+  for bin in "$build"/fuzz/fuzz_*; do
+    [ -x "$bin" ] && targets+=("$(basename "$bin")")
+  done
+fi
+[ "${#targets[@]}" -gt 0 ] || { echo "no fuzz targets in $build/fuzz: run make fuzz-build"; exit 1; }
+mkdir -p "$build/logs" "$build/crashes"
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export G_SLICE=always-malloc
+failed=0
+for t in "${targets[@]}"; do
+  bin="$build/fuzz/$t"
+  [ -x "$bin" ] || { echo "FAIL $t: no $bin"; failed=1; continue; }
+  work="$build/corpus/$t"
+  seeds="$root/fuzz/corpus/$t"
+  mkdir -p "$work"
+  log="$build/logs/$t.log"
+  start=$(date +%s)
+  # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GiB is a leak or a blow-up
+  "$bin" "$work" $([ -d "$seeds" ] && echo "$seeds") -max_total_time="$secs" -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/crashes/$t-" >"$log" 2>&1
+  rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+  corpus=$(find "$work" -type f | wc -l)
+  if [ "$rc" -eq 0 ]; then
+    echo "ok   $t: ${runs:-?} runs in $(( $(date +%s) - start )) s, $cov, corpus $corpus"
+  else
+    failed=1
+    echo "FAIL $t (exit $rc): log $log"
+    grep -E 'ERROR|SUMMARY|runtime error|Test unit written|fatal log|ERROR:' "$log" | head -10 | sed 's/^/    /'
+  fi
+done
+exit "$failed"
