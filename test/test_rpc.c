@@ -1,0 +1,1220 @@
+/* The parameter service over Thrift on loopback: a ShoalServer behind
+ * shoal_rpc_server, driven by shoal_rpc_client and by hand-written bytes
+ * on raw sockets.  Values are small integers and the SGD rate 0.5, so
+ * every expected value is exact in float32 and compared bit for bit.
+ * Every wait is bounded; the stalls tested use timeouts of 0.3-0.5 s. */
+#include <errno.h>
+#include <stdlib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include "comm/rpc_client.h"
+#include "core/error.h"
+#include "server/rpc_server.h"
+#include "server/server.h"
+
+#define TOKEN "job-secret-42"
+#define LR 0.5f
+
+/* ---- fixture -------------------------------------------------------------- */
+
+typedef struct {
+  ShoalParamStore *layout;
+  ShoalServer *server;
+  ShoalRpcServer *rpc;
+  int port;
+  int nslices;
+} Env;
+
+typedef struct {
+  ShoalUpdateMode mode;
+  int contributors;
+  int nslices;
+  size_t floats;               /* two params of about floats / 2 each */
+  size_t max_message;          /* 0: derived */
+  gint64 io_timeout_ms;        /* 0: default */
+  int expected_shutdowns;
+  int port;                    /* 0: any */
+  gboolean host_some;          /* host only the even slices */
+} EnvConf;
+
+static void
+value_pattern (float *v, size_t n, int seed)
+{
+  for (size_t i = 0; i < n; i++)
+    v[i] = (float) ((int) ((i * 7 + (size_t) seed * 13) % 2001) - 1000);
+}
+
+static void
+env_start (Env *env, const EnvConf *conf)
+{
+  ShoalInitSpec init = { 0 };
+  ShoalUpdaterConf upd;
+  ShoalServerOptions sopts = { conf->mode, conf->contributors, conf->nslices, FALSE };
+  ShoalRpcServerOptions ropts = { 0 };
+  GError *error = NULL;
+
+  memset (env, 0, sizeof *env);
+  env->layout = shoal_param_store_new ();
+  /* whole 64-byte lines: no padding between the params, which no update touches */
+  int half = (int) ((conf->floats / 2 + 15) / 16 * 16);
+  ShoalShape s1 = shoal_shape_make (1, half);
+  ShoalShape s2 = shoal_shape_make (2, 1, half);
+  shoal_param_store_declare (env->layout, "fc/weight", &s1, &init, 1, 1, 1.0f, 1.0f);
+  shoal_param_store_declare (env->layout, "fc/bias", &s2, &init, 1, 1, 1.0f, 1.0f);
+  shoal_param_store_allocate (env->layout);
+  value_pattern (env->layout->values, env->layout->total, 0);
+
+  shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
+  upd.schedule.lr = LR;
+  env->server = shoal_server_new (env->layout, &upd, &sopts);
+  env->nslices = conf->nslices;
+  for (int i = 0; i < conf->nslices; i++)
+    if (!conf->host_some || i % 2 == 0)
+      shoal_server_host_slice (env->server, i);
+
+  ropts.bind_address = "127.0.0.1";
+  ropts.port = conf->port;
+  ropts.token = TOKEN;
+  ropts.max_message_bytes = conf->max_message;
+  ropts.io_timeout_ms = conf->io_timeout_ms;
+  ropts.expected_shutdowns = conf->expected_shutdowns;
+  env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (env->rpc);
+  env->port = shoal_rpc_server_port (env->rpc);
+  g_assert_cmpint (env->port, >, 0);
+}
+
+static void
+env_stop (Env *env)
+{
+  shoal_rpc_server_stop (env->rpc);
+  shoal_server_free (env->server);
+  shoal_param_store_free (env->layout);
+}
+
+static size_t
+slice_len (Env *env, int slice, size_t *begin)
+{
+  size_t b, e;
+  shoal_server_slice_range (env->server, slice, &b, &e);
+  if (begin != NULL)
+    *begin = b;
+  return e - b;
+}
+
+static ShoalRpcClient *
+client_new (Env *env, const char *token, gint64 timeout_ms)
+{
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, token, 0, timeout_ms, 0 };
+  GError *error = NULL;
+  ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (c);
+  return c;
+}
+
+static void
+assert_floats_equal (const float *a, const float *b, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (memcmp (&a[i], &b[i], sizeof (float)) != 0)
+      g_error ("value %zu: %g, expected %g", i, (double) a[i], (double) b[i]);
+}
+
+static void
+assert_error_has (GError *error, const char *part)
+{
+  g_assert_nonnull (error);
+  g_assert_true (g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_RPC));
+  if (strstr (error->message, part) == NULL)
+    g_error ("error \"%s\" does not say \"%s\"", error->message, part);
+}
+
+/* Waits (at most 5 s) until the server counted that many pushes and
+ * pulls (< 0: any), so that a test knows a call arrived. */
+static void
+wait_for_stat (Env *env, gint64 pushes, gint64 pulls)
+{
+  ShoalServerStats st;
+  for (int i = 0; i < 500; i++)
+    {
+      shoal_server_stats (env->server, &st);
+      if ((pushes < 0 || st.pushes >= pushes) && (pulls < 0 || st.pulls >= pulls))
+        return;
+      g_usleep (10 * 1000);
+    }
+  g_error ("the server saw %" G_GINT64_FORMAT " pushes and %" G_GINT64_FORMAT " pulls in 5 s",
+           st.pushes, st.pulls);
+}
+
+/* A good client still gets exact values after whatever the test did. */
+static void
+assert_serves (Env *env, int slice)
+{
+  ShoalRpcClient *c = client_new (env, TOKEN, 2000);
+  size_t n = slice_len (env, slice, NULL);
+  float *got = g_new (float, n);
+  float *want = g_new (float, n);
+  gint64 version = -1;
+  GError *error = NULL;
+
+  g_assert_true (shoal_rpc_client_pull (c, slice, got, n, 0, &version, &error));
+  g_assert_no_error (error);
+  g_assert_true (shoal_server_pull (env->server, slice, want, n, 0, 0, NULL, &error));
+  assert_floats_equal (got, want, n);
+  g_assert_cmpint (version, ==, shoal_server_slice_version (env->server, slice));
+  g_free (got);
+  g_free (want);
+  shoal_rpc_client_free (c);
+}
+
+/* Warnings the server logs on purpose (wrong tokens, garbage on the
+ * port) are counted, not fatal; any other warning or critical still
+ * aborts the test. */
+static gint expected_warnings;
+
+static void
+log_handler (const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
+{
+  if ((level & G_LOG_LEVEL_WARNING) && message != NULL
+      && (g_str_has_prefix (message, "rpc: ") || strstr (message, "reading start of message") != NULL))
+    {
+      g_atomic_int_inc (&expected_warnings);
+      return;
+    }
+  g_log_default_handler (domain, level, message, data);
+  if (level & (G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_ERROR))
+    abort ();
+}
+
+/* ---- round trips ---------------------------------------------------------- */
+
+static void
+test_round_trip (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 3, .floats = 5000 };
+  Env env;
+  GError *error = NULL;
+  gint64 version = -1;
+
+  env_start (&env, &conf);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 5000);
+  size_t n = slice_len (&env, 1, NULL);
+  float *vals = g_new (float, n), *got = g_new (float, n), *grad = g_new (float, n);
+  float *want = g_new (float, n);
+
+  /* put then pull: the same bits and version */
+  value_pattern (vals, n, 5);
+  vals[0] = -0.0f;
+  vals[1] = 1e-38f;            /* subnormal-adjacent values survive too */
+  vals[2] = 3.4e38f;
+  g_assert_true (shoal_rpc_client_put (c, 1, vals, n, 7, &error));
+  g_assert_no_error (error);
+  g_assert_true (shoal_rpc_client_pull (c, 1, got, n, 7, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 7);
+  assert_floats_equal (got, vals, n);
+
+  /* push: w - lr * g, version + 1 */
+  value_pattern (vals, n, 9);
+  g_assert_true (shoal_rpc_client_put (c, 1, vals, n, 0, &error));
+  for (size_t i = 0; i < n; i++)
+    {
+      grad[i] = (float) ((int) (i % 5) - 2) * 2.0f;
+      want[i] = vals[i] - LR * grad[i];
+    }
+  g_assert_true (shoal_rpc_client_push (c, 1, grad, n, 0, &error));
+  g_assert_no_error (error);
+  g_assert_true (shoal_rpc_client_pull (c, 1, got, n, 1, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 1);
+  assert_floats_equal (got, want, n);
+
+  /* push_pull returns the values with this push in them; dst may alias grad */
+  for (size_t i = 0; i < n; i++)
+    want[i] -= LR * grad[i];
+  memcpy (got, grad, n * sizeof (float));
+  g_assert_true (shoal_rpc_client_push_pull (c, 1, got, got, n, 1, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 2);
+  assert_floats_equal (got, want, n);
+
+  /* other slices are untouched */
+  size_t b0, n0 = slice_len (&env, 0, &b0);
+  float *s0 = g_new (float, n0);
+  g_assert_true (shoal_rpc_client_pull (c, 0, s0, n0, 0, &version, &error));
+  assert_floats_equal (s0, env.layout->values + b0, n0);
+  g_assert_cmpint (version, ==, 0);
+
+  g_free (s0);
+  g_free (vals);
+  g_free (got);
+  g_free (grad);
+  g_free (want);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+}
+
+/* A 4 MiB slice both ways, through the zero-copy paths. */
+static void
+test_large_slice (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 2,
+                   .floats = 2 * 1024 * 1024 };
+  Env env;
+  GError *error = NULL;
+  gint64 version;
+
+  env_start (&env, &conf);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 5000);
+  size_t n = slice_len (&env, 1, NULL);
+  g_assert_cmpuint (n, ==, 1024 * 1024);
+  float *vals = g_new (float, n), *got = g_new (float, n), *grad = g_new (float, n);
+
+  value_pattern (vals, n, 3);
+  g_assert_true (shoal_rpc_client_put (c, 1, vals, n, 0, &error));
+  g_assert_no_error (error);
+  for (size_t i = 0; i < n; i++)
+    {
+      grad[i] = (float) (i % 3);
+      vals[i] -= LR * grad[i];
+    }
+  g_assert_true (shoal_rpc_client_push_pull (c, 1, grad, got, n, 0, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 1);
+  assert_floats_equal (got, vals, n);
+  memset (got, 0, n * sizeof (float));
+  g_assert_true (shoal_rpc_client_pull (c, 1, got, n, 1, &version, &error));
+  assert_floats_equal (got, vals, n);
+
+  g_free (vals);
+  g_free (got);
+  g_free (grad);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+}
+
+/* ---- SYNC and ASYNC ------------------------------------------------------- */
+
+typedef struct {
+  Env *env;
+  int slice;
+  float gval;
+  gboolean use_push_pull;
+  gint64 step;
+  float *got;
+  gint64 version;
+  gint64 pushed_at, pulled_at;   /* monotonic us: before the push was sent, after the pull */
+  gboolean ok;
+  char *error;
+} SyncWorker;
+
+static gpointer
+sync_worker (gpointer data)
+{
+  SyncWorker *w = data;
+  ShoalRpcClient *c = client_new (w->env, TOKEN, 5000);
+  size_t n = slice_len (w->env, w->slice, NULL);
+  float *grad = g_new (float, n);
+  GError *error = NULL;
+
+  for (size_t i = 0; i < n; i++)
+    grad[i] = w->gval;
+  if (w->use_push_pull)
+    {
+      w->pushed_at = g_get_monotonic_time ();
+      w->ok = shoal_rpc_client_push_pull (c, w->slice, grad, w->got, n, w->step, &w->version,
+                                          &error);
+    }
+  else
+    {
+      w->pushed_at = g_get_monotonic_time ();
+      w->ok = shoal_rpc_client_push (c, w->slice, grad, n, w->step, &error);
+      w->ok = w->ok && shoal_rpc_client_pull (c, w->slice, w->got, n, w->step + 1, &w->version,
+                                              &error);
+    }
+  w->pulled_at = g_get_monotonic_time ();
+  if (error != NULL)
+    w->error = g_strdup (error->message);
+  g_clear_error (&error);
+  g_free (grad);
+  shoal_rpc_client_free (c);
+  return NULL;
+}
+
+static void
+test_sync_two_workers (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_SYNC, .contributors = 2, .nslices = 2, .floats = 3000 };
+  Env env;
+  size_t b, n;
+
+  env_start (&env, &conf);
+  n = slice_len (&env, 1, &b);
+  float *want = g_new (float, n);
+
+  for (int round = 0; round < 2; round++)
+    {
+      /* A pushes at once and must wait in its pull until B pushed 200 ms later.
+       * Round 0 pushes then pulls, round 1 uses push_pull. */
+      SyncWorker a = { &env, 1, 2.0f, round == 1, round, g_new0 (float, n), -1, 0, 0, FALSE, NULL };
+      SyncWorker bw = { &env, 1, 6.0f, round == 1, round, g_new0 (float, n), -1, 0, 0, FALSE, NULL };
+      g_assert_true (shoal_server_pull (env.server, 1, NULL, n, 0, 0, NULL, NULL));
+      memcpy (want, shoal_server_values (env.server) + b, n * sizeof (float));
+
+      GThread *ta = g_thread_new ("a", sync_worker, &a);
+      wait_for_stat (&env, 2 * round + 1, -1);   /* A's push arrived */
+      g_usleep (100 * 1000);
+      GThread *tb = g_thread_new ("b", sync_worker, &bw);
+      g_thread_join (ta);
+      g_thread_join (tb);
+      if (a.error != NULL || bw.error != NULL)
+        g_error ("round %d: %s / %s", round, a.error, bw.error);
+      g_assert_true (a.ok && bw.ok);
+      g_assert_cmpint (a.version, ==, round + 1);
+      g_assert_cmpint (bw.version, ==, round + 1);
+      /* A's pull came back only after B pushed */
+      g_assert_cmpint (a.pulled_at, >=, bw.pushed_at);
+      g_assert_cmpint (a.pulled_at - a.pushed_at, >=, 100 * 1000);
+      /* one update with the average gradient (2 + 6) / 2 */
+      for (size_t i = 0; i < n; i++)
+        want[i] -= LR * 4.0f;
+      assert_floats_equal (a.got, want, n);
+      assert_floats_equal (bw.got, want, n);
+      g_free (a.got);
+      g_free (bw.got);
+    }
+
+  /* a push for a step out of turn is refused with the server's reason */
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+  float *grad = g_new0 (float, n);
+  GError *error = NULL;
+  g_assert_false (shoal_rpc_client_push (c, 1, grad, n, 5, &error));
+  assert_error_has (error, "aggregating step 2");
+  g_clear_error (&error);
+  /* a pull waiting for a version nobody makes ends as an error reply
+   * before the client's own timeout, and the connection stays usable */
+  ShoalRpcClient *quick = client_new (&env, TOKEN, 2000);
+  gint64 t0 = g_get_monotonic_time ();
+  g_assert_false (shoal_rpc_client_pull (quick, 1, grad, n, 9, NULL, &error));
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  assert_error_has (error, "did not reach version 9");
+  g_clear_error (&error);
+  g_assert_true (shoal_rpc_client_pull (quick, 1, grad, n, 2, NULL, &error));
+  g_assert_no_error (error);
+  shoal_rpc_client_free (quick);
+  g_free (grad);
+  shoal_rpc_client_free (c);
+  g_free (want);
+  env_stop (&env);
+}
+
+static void
+test_async_each_push (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = 1000 };
+  Env env;
+  GError *error = NULL;
+  gint64 version;
+
+  env_start (&env, &conf);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+  size_t n = slice_len (&env, 0, NULL);
+  float *grad = g_new (float, n), *got = g_new (float, n), *want = g_new (float, n);
+  memcpy (want, env.layout->values, n * sizeof (float));
+  for (int k = 0; k < 3; k++)
+    {
+      for (size_t i = 0; i < n; i++)
+        {
+          grad[i] = (float) (k + 1);
+          want[i] -= LR * grad[i];
+        }
+      /* steps need not follow the version in ASYNC mode */
+      g_assert_true (shoal_rpc_client_push (c, 0, grad, n, 10 - k, &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (shoal_rpc_client_pull (c, 0, got, n, 0, &version, &error));
+  g_assert_cmpint (version, ==, 3);
+  assert_floats_equal (got, want, n);
+  g_free (grad);
+  g_free (got);
+  g_free (want);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+}
+
+static void
+test_apply_delta_and_stats (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 2, .floats = 2000 };
+  Env env;
+  GError *error = NULL;
+  ShoalServerStats st;
+
+  env_start (&env, &conf);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+  size_t b, n = slice_len (&env, 0, &b);
+  float *delta = g_new (float, n), *got = g_new (float, n), *want = g_new (float, n);
+
+  for (size_t i = 0; i < n; i++)
+    {
+      delta[i] = (float) (i % 4);
+      want[i] = env.layout->values[b + i] + delta[i];
+    }
+  g_assert_true (shoal_rpc_client_apply_delta (c, 0, delta, got, n, &error));
+  g_assert_no_error (error);
+  assert_floats_equal (got, want, n);
+  /* values_out may be the delta itself */
+  for (size_t i = 0; i < n; i++)
+    want[i] += delta[i];
+  g_assert_true (shoal_rpc_client_apply_delta (c, 0, delta, delta, n, &error));
+  assert_floats_equal (delta, want, n);
+
+  /* 2 deltas; now 1 push, 2 pulls that do not wait, 1 push_pull */
+  g_assert_true (shoal_rpc_client_push (c, 0, got, n, 0, &error));
+  g_assert_true (shoal_rpc_client_pull (c, 0, got, n, 0, NULL, &error));
+  size_t n1 = slice_len (&env, 1, NULL);
+  float *g1 = g_new0 (float, n1);
+  g_assert_true (shoal_rpc_client_pull (c, 1, g1, n1, 0, NULL, &error));
+  g_assert_true (shoal_rpc_client_push_pull (c, 1, g1, g1, n1, 0, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (shoal_rpc_client_stats (c, &st, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (st.deltas, ==, 2);
+  g_assert_cmpint (st.pushes, ==, 2);
+  g_assert_cmpint (st.updates, ==, 2);
+  g_assert_cmpint (st.pulls, ==, 3);
+  g_assert_cmpint (st.bytes_in, ==, (gint64) ((n + n1) * sizeof (float)));
+  g_assert_cmpint (st.bytes_out, ==, (gint64) ((n + 2 * n1) * sizeof (float)));
+  ShoalServerStats direct;
+  shoal_server_stats (env.server, &direct);
+  g_assert_cmpmem (&st, sizeof st, &direct, sizeof direct);
+
+  g_free (g1);
+  g_free (delta);
+  g_free (got);
+  g_free (want);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+}
+
+/* ---- refusals ------------------------------------------------------------- */
+
+static void
+test_refusals (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 4, .floats = 4000,
+                   .host_some = TRUE };
+  Env env;
+  GError *error = NULL;
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  float *buf = g_new0 (float, n + 1);
+
+  /* wrong token: refused, logged, and never echoed back */
+  int before = g_atomic_int_get (&expected_warnings);
+  ShoalRpcClient *bad = client_new (&env, "guess", 2000);
+  g_assert_false (shoal_rpc_client_push (bad, 0, buf, n, 0, &error));
+  assert_error_has (error, "push refused: wrong job token");
+  g_assert_null (strstr (error->message, TOKEN));
+  g_assert_cmpint (g_atomic_int_get (&expected_warnings), ==, before + 1);
+  g_clear_error (&error);
+  g_assert_false (shoal_rpc_client_stats (bad, &(ShoalServerStats) { 0 }, &error));
+  assert_error_has (error, "stats refused: wrong job token");
+  g_clear_error (&error);
+  shoal_rpc_client_free (bad);
+  ShoalRpcClient *none = client_new (&env, NULL, 2000);
+  g_assert_false (shoal_rpc_client_pull (none, 0, buf, n, 0, NULL, &error));
+  assert_error_has (error, "pull refused: wrong job token");
+  g_clear_error (&error);
+  shoal_rpc_client_free (none);
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 0);
+
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+  /* unknown and not hosted slices */
+  g_assert_false (shoal_rpc_client_pull (c, 99, buf, n, 0, NULL, &error));
+  assert_error_has (error, "127.0.0.1:");
+  assert_error_has (error, "pull: unknown slice 99 (the job has 4)");
+  g_clear_error (&error);
+  g_assert_false (shoal_rpc_client_push (c, -1, buf, n, 0, &error));
+  assert_error_has (error, "push: unknown slice -1");
+  g_clear_error (&error);
+  g_assert_false (shoal_rpc_client_put (c, 1, buf, slice_len (&env, 1, NULL), 0, &error));
+  assert_error_has (error, "put: slice 1 is not served here");
+  g_clear_error (&error);
+  /* wrong lengths, both ways */
+  char *msg = g_strdup_printf ("push: slice 0 holds %zu floats (%zu bytes), got %zu bytes", n,
+                               4 * n, 4 * n - 4);
+  g_assert_false (shoal_rpc_client_push (c, 0, buf, n - 1, 0, &error));
+  assert_error_has (error, msg);
+  g_free (msg);
+  g_clear_error (&error);
+  g_assert_false (shoal_rpc_client_apply_delta (c, 2, buf, buf, n + 1, &error));
+  assert_error_has (error, "apply_delta: slice 2 holds");
+  g_clear_error (&error);
+  msg = g_strdup_printf ("pull slice 0: the reply holds %zu bytes, %zu expected", 4 * n, 4 * n - 4);
+  g_assert_false (shoal_rpc_client_pull (c, 0, buf, n - 1, 0, NULL, &error));
+  assert_error_has (error, msg);
+  g_free (msg);
+  g_clear_error (&error);
+  /* the same client goes on after every refusal */
+  g_assert_true (shoal_rpc_client_pull (c, 0, buf, n, 0, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 0);
+  shoal_rpc_client_free (c);
+  g_free (buf);
+  env_stop (&env);
+}
+
+static void
+test_message_limit (void)
+{
+  /* messages up to 16 KiB; slice 0 holds 1008 floats (4 KiB) */
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 4, .floats = 4000,
+                   .max_message = 16 * 1024 };
+  Env env;
+  GError *error = NULL;
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  size_t big = 1 << 20;
+  float *buf = g_new0 (float, big);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+
+  /* 4 MiB where 16 KiB are allowed: the server drops the connection */
+  gint64 t0 = g_get_monotonic_time ();
+  g_assert_false (shoal_rpc_client_push (c, 0, buf, big, 0, &error));
+  assert_error_has (error, "push slice 0: ");
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_clear_error (&error);
+  /* the client reconnects and the server serves on */
+  g_assert_true (shoal_rpc_client_push (c, 0, buf, n, 0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 1);
+  assert_serves (&env, 0);
+
+  /* the client's own limit on replies */
+  ShoalRpcClientOptions o = { "127.0.0.1", env.port, TOKEN, 1024, 2000, 0 };
+  ShoalRpcClient *small = shoal_rpc_client_connect (&o, &error);
+  g_assert_no_error (error);
+  g_assert_false (shoal_rpc_client_pull (small, 0, buf, n, 0, NULL, &error));
+  assert_error_has (error, "pull slice 0: message longer than the limit of 1024 bytes");
+  g_clear_error (&error);
+  shoal_rpc_client_free (small);
+
+  shoal_rpc_client_free (c);
+  g_free (buf);
+  env_stop (&env);
+}
+
+/* ---- bytes by hand -------------------------------------------------------- */
+
+static int
+raw_connect (int port)
+{
+  struct sockaddr_in a = { 0 };
+  struct timeval tv = { 5, 0 };
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  a.sin_family = AF_INET;
+  a.sin_port = htons ((uint16_t) port);
+  a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+static void
+raw_send (int fd, const void *bytes, size_t len)
+{
+  const guint8 *p = bytes;
+  while (len > 0)
+    {
+      ssize_t r = send (fd, p, len, MSG_NOSIGNAL);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return;   /* the server may have hung up already: that is the point */
+      p += r;
+      len -= (size_t) r;
+    }
+}
+
+/* Reads until the server closes (0 or a reset); fails on a 5 s timeout.
+ * Returns the bytes read before the close. */
+static size_t
+raw_until_closed (int fd)
+{
+  guint8 buf[4096];
+  size_t total = 0;
+  for (;;)
+    {
+      ssize_t r = recv (fd, buf, sizeof buf, 0);
+      if (r > 0)
+        {
+          total += (size_t) r;
+          continue;
+        }
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        g_error ("the server kept a connection with bad bytes open for 5 s");
+      return total;
+    }
+}
+
+static void put_u8 (GByteArray *b, guint8 v) { g_byte_array_append (b, &v, 1); }
+static void put_i16 (GByteArray *b, gint16 v) { guint16 x = GUINT16_TO_BE ((guint16) v); g_byte_array_append (b, (guint8 *) &x, 2); }
+static void put_i32 (GByteArray *b, gint32 v) { guint32 x = GUINT32_TO_BE ((guint32) v); g_byte_array_append (b, (guint8 *) &x, 4); }
+static void put_i64 (GByteArray *b, gint64 v) { guint64 x = GUINT64_TO_BE ((guint64) v); g_byte_array_append (b, (guint8 *) &x, 8); }
+static void put_str (GByteArray *b, const char *s) { put_i32 (b, (gint32) strlen (s)); g_byte_array_append (b, (const guint8 *) s, (guint) strlen (s)); }
+static void put_field (GByteArray *b, guint8 type, gint16 id) { put_u8 (b, type); put_i16 (b, id); }
+
+enum { TT_STOP = 0, TT_I32 = 8, TT_I64 = 10, TT_STRING = 11, TT_STRUCT = 12 };
+
+/* A push call as the binary protocol writes it, up to the grad's bytes. */
+static GByteArray *
+push_head (int slice, gint32 grad_len)
+{
+  GByteArray *b = g_byte_array_new ();
+  put_i32 (b, (gint32) 0x80010001);   /* strict version 1, T_CALL */
+  put_str (b, "push");
+  put_i32 (b, 1);
+  put_field (b, TT_STRING, 1);
+  put_str (b, TOKEN);
+  put_field (b, TT_I32, 2);
+  put_i32 (b, slice);
+  put_field (b, TT_I64, 3);
+  put_i64 (b, 0);
+  put_field (b, TT_STRING, 4);
+  put_i32 (b, grad_len);
+  return b;
+}
+
+typedef struct {
+  const char *what;
+  GByteArray *bytes;
+  gboolean hang_up;      /* close our end after sending */
+} BadCase;
+
+static void
+test_bad_bytes (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 2, .floats = 2000 };
+  Env env;
+  int fd;
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  gint32 nbytes = (gint32) (n * sizeof (float));
+
+  /* the hand-made push is right: a whole one is answered with a T_REPLY */
+  {
+    GByteArray *m = push_head (0, nbytes);
+    float *zeros = g_new0 (float, n);
+    g_byte_array_append (m, (guint8 *) zeros, (guint) nbytes);
+    put_u8 (m, TT_STOP);
+    fd = raw_connect (env.port);
+    raw_send (fd, m->data, m->len);
+    guint8 reply[8];
+    g_assert_cmpint (recv (fd, reply, 4, MSG_WAITALL), ==, 4);
+    g_assert_cmpint (reply[0], ==, 0x80);
+    g_assert_cmpint (reply[3], ==, 2);   /* T_REPLY */
+    close (fd);
+    g_byte_array_unref (m);
+    g_free (zeros);
+  }
+
+  BadCase cases[16];
+  int ncases = 0;
+  GByteArray *m;
+
+  /* random bytes */
+  m = g_byte_array_new ();
+  GRand *rand = g_rand_new_with_seed (7);
+  for (int i = 0; i < 4096; i++)
+    put_u8 (m, (guint8) g_rand_int (rand));
+  g_rand_free (rand);
+  cases[ncases++] = (BadCase) { "random bytes", m, FALSE };
+  /* text */
+  m = g_byte_array_new ();
+  g_byte_array_append (m, (const guint8 *) "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+  cases[ncases++] = (BadCase) { "http", m, FALSE };
+  /* a non-strict header (old protocol): a name length first */
+  m = g_byte_array_new ();
+  put_str (m, "push");
+  put_u8 (m, 1);
+  put_i32 (m, 0);
+  cases[ncases++] = (BadCase) { "non-strict header", m, FALSE };
+  /* a method name of 2 GB */
+  m = g_byte_array_new ();
+  put_i32 (m, (gint32) 0x80010001);
+  put_i32 (m, 0x7ffffff0);
+  cases[ncases++] = (BadCase) { "huge name", m, FALSE };
+  /* a token of 2 GB */
+  m = g_byte_array_new ();
+  put_i32 (m, (gint32) 0x80010001);
+  put_str (m, "push");
+  put_i32 (m, 1);
+  put_field (m, TT_STRING, 1);
+  put_i32 (m, 0x7fffffff);
+  cases[ncases++] = (BadCase) { "huge token", m, FALSE };
+  /* a gradient declared above the message limit, and a negative one */
+  cases[ncases++] = (BadCase) { "huge grad", push_head (0, 0x7ffffff0), FALSE };
+  cases[ncases++] = (BadCase) { "negative grad", push_head (0, -8), FALSE };
+  /* the gradient twice */
+  m = push_head (0, 4);
+  put_i32 (m, 0);
+  put_field (m, TT_STRING, 4);
+  put_i32 (m, 4);
+  put_i32 (m, 0);
+  put_u8 (m, TT_STOP);
+  cases[ncases++] = (BadCase) { "repeated field", m, FALSE };
+  /* structs nested 1000 deep in an unknown field */
+  m = push_head (0, 0);
+  for (int i = 0; i < 1000; i++)
+    put_field (m, TT_STRUCT, 9);
+  cases[ncases++] = (BadCase) { "deep nesting", m, FALSE };
+  /* an unknown field type */
+  m = push_head (0, 0);
+  put_field (m, 99, 5);
+  cases[ncases++] = (BadCase) { "unknown type", m, FALSE };
+  /* a message cut short, the sender gone */
+  m = push_head (0, nbytes);
+  g_byte_array_set_size (m, m->len + 100);
+  cases[ncases++] = (BadCase) { "truncated, hung up", m, TRUE };
+
+  for (int i = 0; i < ncases; i++)
+    {
+      fd = raw_connect (env.port);
+      raw_send (fd, cases[i].bytes->data, cases[i].bytes->len);
+      if (cases[i].hang_up)
+        shutdown (fd, SHUT_WR);
+      g_test_message ("%s", cases[i].what);
+      size_t got = raw_until_closed (fd);
+      (void) got;
+      close (fd);
+      g_byte_array_unref (cases[i].bytes);
+      assert_serves (&env, 0);
+    }
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 1);   /* the good push only */
+  env_stop (&env);
+}
+
+/* A message that stops in the middle while its sender stays connected is
+ * dropped after the server's I/O timeout; other connections go on. */
+static void
+test_stalled_sender (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 2, .floats = 2000,
+                   .io_timeout_ms = 300 };
+  Env env;
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  GByteArray *m = push_head (0, (gint32) (n * sizeof (float)));
+  int fd = raw_connect (env.port);
+  raw_send (fd, m->data, m->len + 0);
+  assert_serves (&env, 0);   /* while the stalled one waits */
+  gint64 t0 = g_get_monotonic_time ();
+  raw_until_closed (fd);
+  gint64 waited = g_get_monotonic_time () - t0;
+  g_assert_cmpint (waited, <, 3000 * 1000);
+  close (fd);
+  g_byte_array_unref (m);
+  assert_serves (&env, 1);
+  env_stop (&env);
+}
+
+/* ---- failures of the peer ------------------------------------------------- */
+
+static void
+test_dead_servers (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = 1000 };
+  Env env;
+  GError *error = NULL;
+  float buf[1024];
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  g_assert_cmpuint (n, <=, G_N_ELEMENTS (buf));
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+  g_assert_true (shoal_rpc_client_pull (c, 0, buf, n, 0, NULL, &error));
+
+  /* the server stops: the next call fails at once, naming peer and call */
+  int port = env.port;
+  env_stop (&env);
+  gint64 t0 = g_get_monotonic_time ();
+  g_assert_false (shoal_rpc_client_pull (c, 0, buf, n, 0, NULL, &error));
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  char *where = g_strdup_printf ("127.0.0.1:%d", port);
+  assert_error_has (error, where);
+  assert_error_has (error, "pull slice 0");
+  g_free (where);
+  g_clear_error (&error);
+
+  /* the server comes back on the same port: the same client reconnects */
+  conf.port = port;
+  env_start (&env, &conf);
+  gboolean ok = shoal_rpc_client_pull (c, 0, buf, n, 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  env_stop (&env);
+  shoal_rpc_client_free (c);
+
+  /* a peer that accepts but never answers: the call times out (0.3 s) */
+  int lfd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = { 0 };
+  socklen_t alen = sizeof a;
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (bind (lfd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  g_assert_cmpint (listen (lfd, 4), ==, 0);
+  g_assert_cmpint (getsockname (lfd, (struct sockaddr *) &a, &alen), ==, 0);
+  ShoalRpcClientOptions o = { "127.0.0.1", ntohs (a.sin_port), TOKEN, 0, 300, 0 };
+  ShoalRpcClient *mute = shoal_rpc_client_connect (&o, &error);
+  g_assert_no_error (error);
+  t0 = g_get_monotonic_time ();
+  g_assert_false (shoal_rpc_client_stats (mute, &(ShoalServerStats) { 0 }, &error));
+  gint64 took = g_get_monotonic_time () - t0;
+  g_assert_cmpint (took, >=, 250 * 1000);
+  g_assert_cmpint (took, <, 3000 * 1000);
+  assert_error_has (error, "stats: receive: timed out after 0.3 s");
+  g_clear_error (&error);
+  shoal_rpc_client_free (mute);
+  close (lfd);
+
+  /* nobody listens: connect retries, then says how long it tried */
+  o.port = port;
+  o.connect_retries = 3;
+  t0 = g_get_monotonic_time ();
+  g_assert_null (shoal_rpc_client_connect (&o, &error));
+  assert_error_has (error, "cannot connect: Connection refused (3 attempts in");
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_clear_error (&error);
+}
+
+typedef struct {
+  EnvConf conf;
+  Env env;
+} LateStart;
+
+static gpointer
+late_start (gpointer data)
+{
+  LateStart *l = data;
+  g_usleep (300 * 1000);
+  env_start (&l->env, &l->conf);
+  return NULL;
+}
+
+/* connect retries while the server is still starting */
+static void
+test_connect_retries (void)
+{
+  LateStart l = { { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = 100 },
+                  { 0 } };
+  GError *error = NULL;
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = { 0 };
+  socklen_t alen = sizeof a;
+
+  /* a port that was free a moment ago */
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &a, &alen), ==, 0);
+  close (fd);
+  l.conf.port = ntohs (a.sin_port);
+
+  GThread *t = g_thread_new ("late", late_start, &l);
+  ShoalRpcClientOptions o = { "127.0.0.1", l.conf.port, TOKEN, 0, 2000, 30 };
+  ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
+  g_assert_no_error (error);
+  g_thread_join (t);
+  ShoalServerStats st;
+  g_assert_true (shoal_rpc_client_stats (c, &st, &error));
+  g_assert_no_error (error);
+  shoal_rpc_client_free (c);
+  env_stop (&l.env);
+}
+
+/* The bind address is honoured: a server on 127.0.0.1 is not reachable
+ * on 127.0.0.2 (the c_glib server socket binds every address). */
+static void
+test_bind_address (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = 100 };
+  Env env;
+  GError *error = NULL;
+
+  env_start (&env, &conf);
+  ShoalRpcClientOptions o = { "127.0.0.2", env.port, TOKEN, 0, 500, 1 };
+  g_assert_null (shoal_rpc_client_connect (&o, &error));
+  assert_error_has (error, "127.0.0.2:");
+  g_clear_error (&error);
+  env_stop (&env);
+
+  /* an address of no interface here (TEST-NET-1) */
+  ShoalRpcServerOptions ro = { "192.0.2.1", 0, TOKEN, 0, 0, 0 };
+  ShoalParamStore *layout = shoal_param_store_new ();
+  ShoalShape s = shoal_shape_make (1, 16);
+  ShoalInitSpec init = { 0 };
+  ShoalUpdaterConf upd;
+  ShoalServerOptions so = { SHOAL_UPDATE_ASYNC, 1, 1, FALSE };
+  shoal_param_store_declare (layout, "w", &s, &init, 1, 1, 1, 1);
+  shoal_param_store_allocate (layout);
+  shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
+  ShoalServer *server = shoal_server_new (layout, &upd, &so);
+  g_assert_null (shoal_rpc_server_start (server, &ro, &error));
+  assert_error_has (error, "rpc server: cannot listen on 192.0.2.1:0: ");
+  g_clear_error (&error);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
+/* ---- shutdown and stop ---------------------------------------------------- */
+
+typedef struct {
+  ShoalRpcServer *rpc;
+  GMutex lock;
+  GCond cond;
+  gboolean returned;
+} Waiter;
+
+static gpointer
+waiter (gpointer data)
+{
+  Waiter *w = data;
+  shoal_rpc_server_wait (w->rpc);
+  g_mutex_lock (&w->lock);
+  w->returned = TRUE;
+  g_cond_signal (&w->cond);
+  g_mutex_unlock (&w->lock);
+  return NULL;
+}
+
+static gboolean
+waiter_returned (Waiter *w, gint64 within_us)
+{
+  gint64 deadline = g_get_monotonic_time () + within_us;
+  g_mutex_lock (&w->lock);
+  while (!w->returned)
+    if (!g_cond_wait_until (&w->cond, &w->lock, deadline))
+      break;
+  gboolean r = w->returned;
+  g_mutex_unlock (&w->lock);
+  return r;
+}
+
+static void
+test_shutdown_calls (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = 100,
+                   .expected_shutdowns = 2 };
+  Env env;
+  GError *error = NULL;
+  Waiter w = { 0 };
+
+  env_start (&env, &conf);
+  w.rpc = env.rpc;
+  g_mutex_init (&w.lock);
+  g_cond_init (&w.cond);
+  GThread *t = g_thread_new ("wait", waiter, &w);
+  ShoalRpcClient *c1 = client_new (&env, TOKEN, 2000), *c2 = client_new (&env, TOKEN, 2000);
+  ShoalRpcClient *bad = client_new (&env, "nope", 2000);
+
+  g_assert_true (shoal_rpc_client_shutdown (c1, 1, &error));
+  g_assert_no_error (error);
+  g_assert_false (shoal_rpc_client_shutdown (bad, 3, &error));   /* does not count */
+  assert_error_has (error, "shutdown refused: wrong job token");
+  g_clear_error (&error);
+  g_assert_false (waiter_returned (&w, 200 * 1000));
+  g_assert_true (shoal_rpc_client_shutdown (c2, 2, &error));
+  g_assert_true (waiter_returned (&w, 3000 * 1000));
+  g_thread_join (t);
+
+  /* stop with a client still connected */
+  shoal_rpc_client_free (c1);
+  shoal_rpc_client_free (bad);
+  gint64 t0 = g_get_monotonic_time ();
+  env_stop (&env);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  shoal_rpc_client_free (c2);
+  g_mutex_clear (&w.lock);
+  g_cond_clear (&w.cond);
+}
+
+typedef struct {
+  Env *env;
+  int slice;
+  gint64 pulled_at;
+  char *error;
+} Puller;
+
+static gpointer
+blocked_pull (gpointer data)
+{
+  Puller *p = data;
+  ShoalRpcClient *c = client_new (p->env, TOKEN, 10000);
+  size_t n = slice_len (p->env, p->slice, NULL);
+  float *buf = g_new (float, n);
+  GError *error = NULL;
+  if (shoal_rpc_client_pull (c, p->slice, buf, n, 100, NULL, &error))
+    p->error = g_strdup ("the pull of a version nobody makes returned");
+  else
+    p->error = g_strdup (error->message);
+  p->pulled_at = g_get_monotonic_time ();
+  g_clear_error (&error);
+  g_free (buf);
+  shoal_rpc_client_free (c);
+  return NULL;
+}
+
+/* stop with a pull waiting for a version (10 s client timeout) and an idle
+ * client: no thread is left waiting and the pull fails at once */
+static void
+test_stop_wakes_waiting (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_SYNC, .contributors = 2, .nslices = 1, .floats = 100,
+                   .expected_shutdowns = 5 };
+  Env env;
+  Waiter w = { 0 };
+
+  env_start (&env, &conf);
+  w.rpc = env.rpc;
+  g_mutex_init (&w.lock);
+  g_cond_init (&w.cond);
+  GThread *wt = g_thread_new ("wait", waiter, &w);
+  Puller p = { &env, 0, 0, NULL };
+  GThread *pt = g_thread_new ("pull", blocked_pull, &p);
+  ShoalRpcClient *idle = client_new (&env, TOKEN, 2000);
+  wait_for_stat (&env, -1, 1);   /* the pull is waiting */
+  g_usleep (100 * 1000);
+  gint64 t0 = g_get_monotonic_time ();
+  shoal_rpc_server_stop (env.rpc);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_thread_join (pt);
+  g_assert_cmpint (p.pulled_at - t0, <, 3000 * 1000);
+  g_assert_nonnull (p.error);
+  g_test_message ("waiting pull after stop: %s", p.error);
+  g_free (p.error);
+  g_assert_true (waiter_returned (&w, 3000 * 1000));
+  g_thread_join (wt);
+  shoal_rpc_client_free (idle);
+  shoal_server_free (env.server);
+  shoal_param_store_free (env.layout);
+  g_mutex_clear (&w.lock);
+  g_cond_clear (&w.cond);
+}
+
+/* ---- many clients at once ------------------------------------------------- */
+
+typedef struct {
+  Env *env;
+  int slice;
+  int calls;
+  int errors;
+  int wrong;
+} Hammer;
+
+static gpointer
+hammer (gpointer data)
+{
+  Hammer *h = data;
+  ShoalRpcClient *c = client_new (h->env, TOKEN, 5000);
+  size_t b, n = slice_len (h->env, h->slice, &b);
+  float *grad = g_new (float, n), *got = g_new (float, n), *want = g_new (float, n);
+  GError *error = NULL;
+  gint64 version;
+
+  memcpy (want, h->env->layout->values + b, n * sizeof (float));
+  for (int k = 0; k < h->calls / 2; k++)
+    {
+      for (size_t i = 0; i < n; i++)
+        {
+          grad[i] = (float) ((k + (int) i) % 3);
+          want[i] -= LR * grad[i];
+        }
+      gboolean ok;
+      if (k % 3 == 2)
+        ok = shoal_rpc_client_push_pull (c, h->slice, grad, got, n, k, &version, &error)
+             && shoal_rpc_client_stats (c, &(ShoalServerStats) { 0 }, &error);
+      else
+        ok = shoal_rpc_client_push (c, h->slice, grad, n, k, &error)
+             && shoal_rpc_client_pull (c, h->slice, got, n, k + 1, &version, &error);
+      if (!ok)
+        {
+          h->errors++;
+          g_printerr ("slice %d call %d: %s\n", h->slice, k, error->message);
+          g_clear_error (&error);
+          continue;
+        }
+      if (version != k + 1 || memcmp (got, want, n * sizeof (float)) != 0)
+        h->wrong++;
+    }
+  g_free (grad);
+  g_free (got);
+  g_free (want);
+  shoal_rpc_client_free (c);
+  return NULL;
+}
+
+static void
+test_parallel_clients (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 4, .floats = 8000 };
+  Env env;
+  Hammer h[4];
+  GThread *t[4];
+
+  env_start (&env, &conf);
+  for (int i = 0; i < 4; i++)
+    {
+      h[i] = (Hammer) { &env, i, 500, 0, 0 };
+      t[i] = g_thread_new ("hammer", hammer, &h[i]);
+    }
+  for (int i = 0; i < 4; i++)
+    {
+      g_thread_join (t[i]);
+      g_assert_cmpint (h[i].errors, ==, 0);
+      g_assert_cmpint (h[i].wrong, ==, 0);
+      g_assert_cmpint (shoal_server_slice_version (env.server, i), ==, 250);
+    }
+  env_stop (&env);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+  g_log_set_default_handler (log_handler, NULL);
+  g_test_add_func ("/rpc/round-trip", test_round_trip);
+  g_test_add_func ("/rpc/large-slice", test_large_slice);
+  g_test_add_func ("/rpc/sync-two-workers", test_sync_two_workers);
+  g_test_add_func ("/rpc/async-each-push", test_async_each_push);
+  g_test_add_func ("/rpc/apply-delta-and-stats", test_apply_delta_and_stats);
+  g_test_add_func ("/rpc/refusals", test_refusals);
+  g_test_add_func ("/rpc/message-limit", test_message_limit);
+  g_test_add_func ("/rpc/bad-bytes", test_bad_bytes);
+  g_test_add_func ("/rpc/stalled-sender", test_stalled_sender);
+  g_test_add_func ("/rpc/dead-servers", test_dead_servers);
+  g_test_add_func ("/rpc/connect-retries", test_connect_retries);
+  g_test_add_func ("/rpc/bind-address", test_bind_address);
+  g_test_add_func ("/rpc/shutdown-calls", test_shutdown_calls);
+  g_test_add_func ("/rpc/stop-wakes-waiting", test_stop_wakes_waiting);
+  g_test_add_func ("/rpc/parallel-clients", test_parallel_clients);
+  return g_test_run ();
+}

@@ -1,0 +1,82 @@
+/* The parameter service: workers (and other server groups) talk to the
+ * ShoalServer of a server process through these calls.
+ *
+ * Floats travel as `binary` holding little-endian float32 values (a
+ * memcpy on every machine shoal runs on), never as list<double>: one
+ * virtual call per element made that ~100x slower.  Every call carries
+ * the job token as its first argument; a call with a wrong token gets
+ * ParamError BAD_TOKEN.  A slice's data must always be the whole slice.
+ *
+ * Reserved for bridge data between worker processes (another issue): the
+ * call names send_bridge and recv_bridge, struct names starting Bridge,
+ * and ParamFault values 100..199.  New calls keep argument 1 the token.
+ * Names avoid clashes with shoal's C types: ErrorCode and ServerStats
+ * would generate ShoalErrorCode and ShoalServerStats. */
+namespace c_glib Shoal
+
+enum ParamFault {
+  BAD_TOKEN = 1,       /* the job token did not match */
+  UNKNOWN_SLICE = 2,   /* slice id out of range or not hosted by this process */
+  BAD_LENGTH = 3,      /* data is not exactly the slice's length in float32 */
+  REFUSED = 4,         /* the server refused the call: SYNC step out of turn, server stopping */
+  TIMEOUT = 5,         /* a pull waited longer than its wait_ms for min_version */
+  /* next free: 6; 100..199 reserved for bridge data */
+}
+
+/* Next free field id: 3 */
+exception ParamError {
+  1: ParamFault code,
+  2: string message,
+}
+
+/* A slice's values and the version they belong to.
+ * Next free field id: 3 */
+struct SliceValues {
+  1: i64 version,
+  2: binary values,
+}
+
+/* Counters since the server started (ShoalServerStats).
+ * Next free field id: 7 */
+struct StatsReply {
+  1: i64 pushes,
+  2: i64 pulls,
+  3: i64 updates,
+  4: i64 deltas,
+  5: i64 bytes_in,
+  6: i64 bytes_out,
+}
+
+service ParamService {
+  /* A gradient of the whole slice for 0-based step (shoal_server_push). */
+  void push (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad)
+    throws (1: ParamError err),
+
+  /* Waits until the slice's version >= min_version, at most wait_ms
+   * (then TIMEOUT), and returns the values. */
+  SliceValues pull (1: string token, 2: i32 slice, 3: i64 min_version, 4: i64 wait_ms)
+    throws (1: ParamError err),
+
+  /* push, then pull the first version that includes this gradient: the
+   * next version in SYNC mode, the current one in ASYNC mode. */
+  SliceValues push_pull (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
+                         5: i64 wait_ms)
+    throws (1: ParamError err),
+
+  /* Replaces values and version (initial values, restored checkpoints). */
+  void put (1: string token, 2: i32 slice, 3: i64 version, 4: binary values)
+    throws (1: ParamError err),
+
+  /* Hogwild, master side: values += delta; returns the new values. */
+  binary apply_delta (1: string token, 2: i32 slice, 3: binary delta)
+    throws (1: ParamError err),
+
+  StatsReply stats (1: string token)
+    throws (1: ParamError err),
+
+  /* Worker process `rank` is done (shoal_rpc_server_wait counts these). */
+  void shutdown (1: string token, 2: i32 rank)
+    throws (1: ParamError err),
+
+  /* send_bridge, recv_bridge: reserved (see the top of this file). */
+}
