@@ -12,6 +12,7 @@
 
 #include "cluster/layout.h"
 #include "comm/param_client.h"
+#include "partition/partition.h"
 #include "comm/rpc_client.h"
 #include "core/error.h"
 #include "server/rpc_server.h"
@@ -40,7 +41,10 @@ typedef struct {
   ShoalLayout *layout;
   ShoalProcess *proc;
   int nslices;
-  ShoalNet *layout_net;          /* the param layout; also worker 0's net when there is one */
+  gboolean whole_groups;         /* each group's workers all live in one process */
+  GArray *units;                 /* ShoalMember: (group, first worker) of each local group net */
+  int unit_size;                 /* workers per group net: k for whole groups, else 1 */
+  ShoalGroupNet *layout_net;     /* the param layout; also the first unit's net when there is one */
   ShoalServer *server;           /* this process's server group, or NULL */
   int server_group;
   ShoalRpcServer *rpc;
@@ -130,11 +134,13 @@ start_servers (Process *p, GError **error)
                      proc->rank);
         return FALSE;
       }
+  /* a group in one process sends one summed gradient; a group spread
+   * over processes sends one per worker */
   ShoalServerOptions sopts = { .mode = p->layout->mode,
-                               .sync_contributors = p->layout->sync_contributors,
+                               .sync_contributors = p->whole_groups ? 1 : p->layout->sync_contributors,
                                .nslices = p->nslices,
                                .keep_baseline = p->layout->group_sync };
-  p->server = shoal_server_new (shoal_net_params (p->layout_net), &p->job->updater, &sopts);
+  p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts);
   for (int s = 0; s < p->nslices; s++)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
@@ -211,7 +217,7 @@ sync_thread (gpointer data)
 
 typedef struct {
   ShoalWorker worker;
-  ShoalNet *net;          /* owned unless it is the layout net */
+  ShoalGroupNet *net;     /* owned unless it is the layout net */
   ShoalParamClient *client;
   GThread *thread;
   gboolean ok;
@@ -225,26 +231,87 @@ worker_thread (gpointer data)
   return NULL;
 }
 
-static ShoalNet *
-build_net (Process *p, int group, int worker, GError **error)
+/* The net of one unit: the whole group partitioned among its k workers
+ * (threads), or, where a group is spread over processes, one worker. */
+static ShoalGroupNet *
+build_net (Process *p, ShoalMember unit, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
-  ShoalNetOptions nopts = { .seed = p->job->seed,
-                            .shard_index = group * c->nworkers_per_group + worker,
-                            .shard_count = c->nworker_groups * c->nworkers_per_group,
-                            .worker = worker,
-                            .group = group };
-  ShoalNet *net = shoal_net_new (p->job->conf, &nopts, error);
+  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group };
+  if (p->whole_groups)
+    {
+      /* worker w of the group reads shard group * k + w of groups * k */
+      nopts.shard_index = unit.group;
+      nopts.shard_count = c->nworker_groups;
+    }
+  else
+    {
+      nopts.shard_index = unit.group * c->nworkers_per_group + unit.index;
+      nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
+      nopts.worker = unit.index;
+    }
+  ShoalGroupNet *net = shoal_group_net_new (p->job->conf, p->unit_size, &nopts, error);
   if (net != NULL)
-    shoal_param_store_init_values (shoal_net_params (net), p->job->seed);
+    shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
   return net;
+}
+
+/* A group spread over processes: each worker reads its share of the
+ * group's batch (batch_size is the group's). */
+static gboolean
+share_batch (Process *p, GError **error)
+{
+  int k = p->layout->conf.nworkers_per_group;
+  GKeyFile *kf = shoal_conf_keyfile (p->job->conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && groups[i] != NULL; i++)
+    {
+      if (!g_str_has_prefix (groups[i], "layer ") || !g_key_file_has_key (kf, groups[i], "batch_size", NULL))
+        continue;
+      gint64 batch = 0;
+      char *raw = g_key_file_get_value (kf, groups[i], "batch_size", NULL);
+      g_ascii_string_to_signed (g_strstrip (raw), 10, 1, G_MAXINT, &batch, NULL);
+      g_free (raw);
+      if (batch % k != 0)
+        {
+          shoal_conf_error (p->job->conf, error, groups[i], "batch_size",
+                            "%" G_GINT64_FORMAT " rows cannot be shared evenly by the %d workers of a group "
+                            "spread over processes", batch, k);
+          ok = FALSE;
+          break;
+        }
+      char *o = g_strdup_printf ("%s.batch_size=%" G_GINT64_FORMAT, groups[i], batch / k);
+      ok = shoal_conf_override (p->job->conf, o, error);
+      g_free (o);
+    }
+  g_strfreev (groups);
+  return ok;
+}
+
+/* The units of this process: one per group whose workers all live here,
+ * else one per worker. */
+static void
+plan_units (Process *p)
+{
+  const ShoalClusterConf *c = &p->layout->conf;
+  p->whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
+  p->unit_size = p->whole_groups ? c->nworkers_per_group : 1;
+  p->units = g_array_new (FALSE, FALSE, sizeof (ShoalMember));
+  for (guint i = 0; i < p->proc->workers->len; i++)
+    {
+      ShoalMember m = g_array_index (p->proc->workers, ShoalMember, i);
+      if (p->whole_groups && m.index != 0)
+        continue;  /* the group's net runs all its workers */
+      g_array_append_val (p->units, m);
+    }
 }
 
 static gboolean
 connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
 {
-  ShoalParamStore *store = shoal_net_params (slot->net);
-  if (p->layout->nprocs == 1 && p->proc->workers->len == 1)
+  ShoalParamStore *store = shoal_group_net_params (slot->net);
+  if (p->layout->nprocs == 1 && p->units->len == 1)
     {
       slot->client = shoal_param_client_new_shared (store, p->server);
       return TRUE;
@@ -303,15 +370,14 @@ say_done (Process *p)
 static gboolean
 run_workers (Process *p, ShoalRunResult *result, GError **error)
 {
-  ShoalProcess *proc = p->proc;
-  guint n = proc->workers->len;
+  guint n = p->units->len;
   WorkerSlot *slots = g_new0 (WorkerSlot, n);
   gboolean ok = TRUE;
 
   for (guint i = 0; ok && i < n; i++)
     {
-      ShoalMember m = g_array_index (proc->workers, ShoalMember, i);
-      slots[i].net = i == 0 ? p->layout_net : build_net (p, m.group, m.index, error);
+      ShoalMember m = g_array_index (p->units, ShoalMember, i);
+      slots[i].net = i == 0 ? p->layout_net : build_net (p, m, error);
       ok = slots[i].net != NULL && connect_client (p, &slots[i], m.group, error);
       if (!ok)
         break;
@@ -348,7 +414,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
     {
       shoal_param_client_free (slots[i].client);
       if (slots[i].net != p->layout_net)
-        shoal_net_free (slots[i].net);
+        shoal_group_net_free (slots[i].net);
     }
   g_free (slots);
   return ok;
@@ -384,13 +450,16 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     goto out;
   shoal_set_blas_threads (job->threads, MAX ((int) p.proc->workers->len, 1));
 
+  plan_units (&p);
+  if (!p.whole_groups && !share_batch (&p, error))
+    goto out;
   ShoalMember first = { 0, 0 };
-  if (p.proc->workers->len > 0)
-    first = g_array_index (p.proc->workers, ShoalMember, 0);
-  p.layout_net = build_net (&p, first.group, first.index, error);
+  if (p.units->len > 0)
+    first = g_array_index (p.units, ShoalMember, 0);
+  p.layout_net = build_net (&p, first, error);
   if (p.layout_net == NULL)
     goto out;
-  ShoalLayer *input = shoal_net_input (p.layout_net);
+  ShoalLayer *input = shoal_group_net_input (p.layout_net);
   if (input == NULL || input->ops->num_records == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
@@ -399,13 +468,13 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
   int batch = shoal_tensor_rows (&input->out);
   shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
-  p.nslices = slice_count (p.layout, shoal_net_params (p.layout_net)->total);
+  p.nslices = slice_count (p.layout, shoal_group_net_params (p.layout_net)->total);
   if (!opts->quiet && rank == 0)
     {
       g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d per worker, updater %s, lr %g, %d slices",
                  job->name, job->train_steps, batch, shoal_updater_kind_name (job->updater.kind),
                  job->updater.schedule.lr, p.nslices);
-      shoal_net_log_summary (p.layout_net);
+      shoal_group_net_log_summary (p.layout_net);
       shoal_layout_log (p.layout);
     }
 
@@ -459,7 +528,9 @@ out:
     shoal_rpc_server_stop (p.rpc);
   shoal_metrics_close (p.metrics);
   /* worker 0's store may borrow the server's values: free the nets first */
-  shoal_net_free (p.layout_net);
+  shoal_group_net_free (p.layout_net);
+  if (p.units != NULL)
+    g_array_free (p.units, TRUE);
   shoal_server_free (p.server);
   shoal_layout_free (p.layout);
   return ok;

@@ -32,11 +32,11 @@ accuracy_of (const ShoalMetric *m, guint n)
 }
 
 ShoalEvalResult
-shoal_worker_evaluate (ShoalNet *net, int batches)
+shoal_worker_evaluate (ShoalGroupNet *net, int batches)
 {
   ShoalEvalResult r = { 0, 0, 0 };
-  ShoalLayer *input = shoal_net_input (net);
-  int batch = input ? (int) (input->out.capacity / MAX (shoal_tensor_row_size (&input->out), 1)) : 1;
+  ShoalLayer *input = shoal_group_net_input (net);
+  int batch = shoal_group_net_batch_size (net);
   if (batches <= 0)
     {
       gint64 n = (input && input->ops->num_records) ? input->ops->num_records (input, SHOAL_PHASE_TEST) : 0;
@@ -46,10 +46,10 @@ shoal_worker_evaluate (ShoalNet *net, int batches)
   gboolean has_acc = FALSE;
   for (int b = 0; b < batches; b++)
     {
-      double loss = shoal_net_forward (net, SHOAL_PHASE_TEST);
-      int rows = shoal_net_batch_rows (net);
+      double loss = shoal_group_net_forward (net, SHOAL_PHASE_TEST);
+      int rows = shoal_group_net_batch_rows (net);
       ShoalMetric m[16];
-      guint nm = shoal_net_metrics (net, m, G_N_ELEMENTS (m));
+      guint nm = shoal_group_net_metrics (net, m, G_N_ELEMENTS (m));
       double acc = accuracy_of (m, nm);
       loss_sum += loss * rows;
       if (acc >= 0)
@@ -103,7 +103,7 @@ shoal_worker_train (ShoalWorker *w)
   gint64 delay_us = injected_delay_us (w->group);
   const ShoalJob *job = w->job;
   const ShoalUpdaterConf *u = &job->updater;
-  ShoalParamStore *store = shoal_net_params (w->net);
+  ShoalParamStore *store = shoal_group_net_params (w->net);
   gboolean clip = u->clip_value > 0 || u->clip_norm > 0;
   PushContext push = { .client = w->client };
   gboolean ok = TRUE;
@@ -133,15 +133,15 @@ shoal_worker_train (ShoalWorker *w)
       if (delay_us > 0)
         g_usleep ((gulong) delay_us);
       push.step = step;
-      double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
+      double loss = shoal_group_net_forward (w->net, SHOAL_PHASE_TRAIN);
       if (clip)
         {
           /* clipping needs the whole gradient before anything is sent */
-          shoal_net_backward (w->net);
+          shoal_group_net_backward (w->net);
           shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
         }
       else
-        shoal_net_backward_notify (w->net, push_layer, &push);
+        shoal_group_net_backward_notify (w->net, push_layer, &push);
       shoal_param_client_step_done (w->client, step);
 
       if (!isfinite (loss))
@@ -154,8 +154,8 @@ shoal_worker_train (ShoalWorker *w)
         }
 
       ShoalMetric m[16];
-      guint nm = shoal_net_metrics (w->net, m, G_N_ELEMENTS (m));
-      int rows = shoal_net_batch_rows (w->net);
+      guint nm = shoal_group_net_metrics (w->net, m, G_N_ELEMENTS (m));
+      int rows = shoal_group_net_batch_rows (w->net);
       window_loss += loss;
       double acc = accuracy_of (m, nm);
       window_acc += acc;

@@ -1,4 +1,8 @@
-/* A worker: one thread running the BP training loop on its net.
+/* A worker: one thread running the BP training loop on its net.  When
+ * the k workers of a group share a process, the net is the group's
+ * partitioned net (src/partition/partition.h) whose other k - 1 workers
+ * are threads of the group net; to the servers the group is then one
+ * worker that sends the group's summed gradient.
  *
  * Each step: wait until the last step's params came back, forward,
  * backward; as soon as a layer's param gradients are complete the param
@@ -12,7 +16,7 @@
 #include <glib.h>
 
 #include "comm/param_client.h"
-#include "partition/net.h"
+#include "partition/partition.h"
 #include "worker/job.h"
 #include "worker/metrics.h"
 
@@ -20,7 +24,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   const ShoalJob *job;             /* borrowed */
-  ShoalNet *net;                   /* borrowed */
+  ShoalGroupNet *net;              /* borrowed: the worker's (partitioned) net; k = 1 is a plain net */
   ShoalParamClient *client;        /* borrowed */
   ShoalMetricsWriter *metrics;     /* borrowed, may be NULL */
   int group, worker;
@@ -45,7 +49,7 @@ typedef struct {
 gboolean shoal_worker_train (ShoalWorker *worker);
 /* Evaluates the net on the test phase: `batches` batches, or the whole
  * test set when 0. */
-ShoalEvalResult shoal_worker_evaluate (ShoalNet *net, int batches);
+ShoalEvalResult shoal_worker_evaluate (ShoalGroupNet *net, int batches);
 
 G_END_DECLS
 

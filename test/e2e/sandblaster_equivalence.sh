@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Sandblaster with k workers of batch B/k gives the same params after N
-# steps as one worker of batch B: with shuffling off, worker w's shard
-# (records w, w+k, ...) makes its share of every batch, the k shares make
-# up the single worker's batch, and the server averages the k gradients.
-# Compared through the final test loss and accuracy on the whole test set.
+# Sandblaster with k workers and batch B gives the same params after N
+# steps as one worker with batch B (batch_size is the group's batch).  With
+# shuffling off, worker w's shard (records w, w+k, ...) makes its share of
+# every batch and the k shares make up the single worker's batch.  A group
+# in one process sums its workers' gradients (a partitioned net, batch
+# split) and pushes once; a group spread over processes pushes per worker
+# and the server averages.  Compared through the final test loss and
+# accuracy on the whole test set.
 set -euo pipefail
 build=${1:-build}
 dir=$(mktemp -d)
@@ -23,19 +26,21 @@ run () {  # name batch workers_per_group workers_per_proc [more -o ...]
 }
 
 one=$(run one 64 1 1)
-two=$(run two 32 2 2)
-four=$(run four 16 4 4)
+two=$(run two 64 2 2)
+three=$(run three 64 3 3)
+four=$(run four 64 4 4)
 # over Thrift: the servers in a process of their own, and each worker in a
 # process of its own too
-remote=$(run remote 32 2 2 -o cluster.server_worker_separate=true -o cluster.nservers_per_group=2 \
+remote=$(run remote 64 2 2 -o cluster.server_worker_separate=true -o cluster.nservers_per_group=2 \
   -o cluster.nservers_per_procs=2)
-spread=$(run spread 32 2 1 -o cluster.server_worker_separate=true)
-echo "1 x 64: $one"
-echo "2 x 32: $two"
-echo "4 x 16: $four"
-echo "2 x 32, separate server process: $remote"
-echo "2 x 32, a process per worker and one for the server: $spread"
-for other in "$two" "$four" "$remote" "$spread"; do
+spread=$(run spread 64 2 1 -o cluster.server_worker_separate=true)
+echo "1 worker: $one"
+echo "2 workers: $two"
+echo "3 workers (uneven rows): $three"
+echo "4 workers: $four"
+echo "2 workers, separate server process: $remote"
+echo "2 workers, a process per worker and one for the server: $spread"
+for other in "$two" "$three" "$four" "$remote" "$spread"; do
   awk -v a="$one" -v b="$other" 'BEGIN {
     split(a, x, " "); split(b, y, " ");
     rel = (x[1] - y[1]) / x[1]; if (rel < 0) rel = -rel;
