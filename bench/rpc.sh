@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The parameter service against a plain TCP socket on loopback
+# (bench/rpc_throughput.c): push+pull MiB/s of 1, 4 and 16 MiB slices
+# through ShoalRpcClient and through a raw socket moving the same bytes,
+# and their ratio.  Runs the program BENCH_RPC_RUNS times and prints the
+# median of each figure over the runs, then the last run's breakdown of
+# where a 16 MiB push+pull spends its time.
+#
+# Usage: bench/rpc.sh [BUILD_DIR]          (default: build; needs BUILD_DIR/libshoal.a)
+# Knobs: BENCH_RPC_RUNS=3  BENCH_RPC_SIZES=1,4,16  BENCH_RPC_SECONDS=0.6 (per kind and size)
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+BUILD=${1:-build}
+RUNS=${BENCH_RPC_RUNS:-3}
+SIZES=${BENCH_RPC_SIZES:-1,4,16}
+SECONDS_PER=${BENCH_RPC_SECONDS:-0.6}
+OUT=$BUILD/bench
+LOGS=$OUT/logs
+PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
+
+die () { echo "bench/rpc: $*" >&2; exit 1; }
+
+[ -f "$BUILD/libshoal.a" ] || die "$BUILD/libshoal.a missing: run make first"
+mkdir -p "$OUT" "$LOGS" || die "cannot create $OUT"
+BIN=$OUT/rpc_throughput
+# shellcheck disable=SC2046  # pkg-config prints several flags
+"${CC:-cc}" -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Isrc -I"$BUILD/gen" \
+  $(pkg-config --cflags $PKGS) bench/rpc_throughput.c -o "$BIN" \
+  "$BUILD/libshoal.a" $(pkg-config --libs $PKGS) -lm -lpthread ||
+  die "cannot build $BIN"
+
+LOG=$LOGS/rpc_throughput.log
+: >"$LOG"
+for r in $(seq 1 "$RUNS"); do
+  G_MESSAGES_DEBUG= "$BIN" --sizes "$SIZES" --seconds "$SECONDS_PER" >>"$LOG" 2>&1 ||
+    die "run $r failed, see $LOG"
+done
+
+echo "Parameter service vs raw TCP on loopback (bench/rpc_throughput.c; median of $RUNS runs," \
+     "each a median over operations; MiB/s of slice bytes both ways):"
+printf '%8s %14s %14s %14s %14s %8s %8s %8s\n' "slice" "rpc push+pull" "rpc put+pull" \
+  "rpc push_pull" "raw push+pull" "ratio" "put" "1 call"
+awk '
+  function med(list,   n, v, i, j, t) {
+    n = split(list, v, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
+  /^rpc_throughput / {
+    size = ""
+    for (i = 2; i <= NF; i++) {
+      split($i, kv, "=")
+      if (kv[1] == "size_mib") { size = kv[2]; if (!(size in seen)) { seen[size] = 1; order[++ns] = size } }
+      else vals[size, kv[1]] = vals[size, kv[1]] " " kv[2]
+    }
+  }
+  END {
+    for (s = 1; s <= ns; s++) {
+      z = order[s]
+      printf "%6s MiB %14.0f %14.0f %14.0f %14.0f %8.2f %8.2f %8.2f\n", z,
+        med(vals[z, "rpc_push_pull"]), med(vals[z, "rpc_put_pull"]), med(vals[z, "rpc_pushpull_call"]),
+        med(vals[z, "raw_push_pull"]), med(vals[z, "ratio_push_pull"]),
+        med(vals[z, "ratio_put_pull"]), med(vals[z, "ratio_pushpull_call"])
+    }
+  }' "$LOG"
+echo "stock c_glib client (ThriftSocket + ThriftBufferedTransport) pulling the same slices, MiB/s:" \
+     "$(awk '/^rpc_throughput / { for (i = 2; i <= NF; i++) { split($i, kv, "=");
+               if (kv[1] == "size_mib") { z = kv[2]; if (!(z in s)) o[++n] = z }
+               if (kv[1] == "stock_pull") s[z] = s[z] " " kv[2] } }
+             END { for (i = 1; i <= n; i++) printf "%s MiB:%s; ", o[i], s[o[i]] }' "$LOG")"
+echo "Where one push+pull of the largest slice goes (ms, medians; last run):"
+grep '^rpc_breakdown' "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/_ms=/ /p' | \
+  awk '{ printf "  %-16s %8s\n", $1, $2 }'

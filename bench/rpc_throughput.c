@@ -1,0 +1,552 @@
+/* Throughput of the parameter service on loopback against a plain TCP
+ * socket moving the same bytes.
+ *
+ * For each slice size it times, in one process (server threads and the
+ * client share the machine exactly like the raw pair does):
+ *   rpc push+pull   shoal_rpc_client_push then _pull of one slice
+ *                   (the server applies SGD to every push)
+ *   rpc put+pull    the same bytes without the update: transport only
+ *   rpc push_pull   one round trip carrying the slice both ways
+ *   raw push+pull   a plain socket: the client sends a 16-byte header and
+ *                   the slice (one sendmsg), the server receives it into a
+ *                   buffer and answers 8 bytes; then the client asks with
+ *                   a header and receives a length and the slice back
+ *                   (TCP_NODELAY both ends, MSG_WAITALL receives)
+ *   stock pull      the stock c_glib client (ThriftSocket +
+ *                   ThriftBufferedTransport, 64 KiB buffers) pulling the
+ *                   same slice from the same server
+ * MiB/s counts the slice bytes moved in both directions (one direction
+ * for stock pull) divided by the median time of one operation.  The kinds
+ * take turns operation by operation, so that load from other processes
+ * (the machine may be shared) hits all alike, for about --seconds each;
+ * medians make the figures robust to bursts of such load.  Then, for the
+ * largest size, where a push+pull's time goes, also as medians.
+ *
+ * Usage: rpc_throughput [--sizes 1,4,16] [--seconds 1] [--kinds K,...] [--no-breakdown]
+ * Output: one "rpc_throughput ..." line per size (key=value), then
+ * "rpc_breakdown ..." lines. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/thrift_configuration.h>
+#include <thrift/c_glib/transport/thrift_buffered_transport.h>
+#include <thrift/c_glib/transport/thrift_socket.h>
+
+#include "comm/rpc_client.h"
+#include "server/rpc_server.h"
+#include "server/rpc_types.h"
+#include "server/server.h"
+
+#define MIB (1024.0 * 1024.0)
+
+static void
+die (const char *what, GError *error)
+{
+  fprintf (stderr, "rpc_throughput: %s: %s\n", what, error != NULL ? error->message : g_strerror (errno));
+  exit (1);
+}
+
+/* ---- the raw pair ---------------------------------------------------------- */
+
+typedef struct {
+  int listen_fd, port;
+  size_t max;
+  GThread *thread;
+} RawServer;
+
+static void
+nodelay (int fd)
+{
+  int one = 1;
+  setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static void
+send_all (int fd, const void *buf, size_t len)
+{
+  const char *p = buf;
+  while (len > 0)
+    {
+      ssize_t r = send (fd, p, len, MSG_NOSIGNAL);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        die ("raw send", NULL);
+      p += r;
+      len -= (size_t) r;
+    }
+}
+
+/* A small head and a payload in one sendmsg, as the RPC transport does. */
+static void
+send_two (int fd, const void *head, size_t hlen, const void *buf, size_t len)
+{
+  struct iovec iov[2] = { { (void *) head, hlen }, { (void *) buf, len } };
+  struct iovec *v = iov;
+  int cnt = 2;
+  while (cnt > 0)
+    {
+      struct msghdr msg = { .msg_iov = v, .msg_iovlen = (size_t) cnt };
+      ssize_t r = sendmsg (fd, &msg, MSG_NOSIGNAL);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        die ("raw sendmsg", NULL);
+      while (cnt > 0 && (size_t) r >= v->iov_len)
+        {
+          r -= (ssize_t) v->iov_len;
+          v++;
+          cnt--;
+        }
+      if (cnt > 0)
+        {
+          v->iov_base = (char *) v->iov_base + r;
+          v->iov_len -= (size_t) r;
+        }
+    }
+}
+
+static gboolean
+recv_all (int fd, void *buf, size_t len)
+{
+  char *p = buf;
+  while (len > 0)
+    {
+      ssize_t r = recv (fd, p, len, MSG_WAITALL);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        return FALSE;
+      p += r;
+      len -= (size_t) r;
+    }
+  return TRUE;
+}
+
+/* header: op (1 push, 2 pull), length */
+typedef struct {
+  guint32 op, pad;
+  guint64 len;
+} RawHeader;
+
+static gpointer
+raw_server_main (gpointer data)
+{
+  RawServer *s = data;
+  int fd = accept (s->listen_fd, NULL, NULL);
+  guint8 *buf = g_malloc (s->max);
+  RawHeader h;
+  guint64 ack = 0;
+
+  if (fd < 0)
+    die ("raw accept", NULL);
+  nodelay (fd);
+  memset (buf, 0, s->max);
+  while (recv_all (fd, &h, sizeof h))
+    {
+      if (h.len > s->max)
+        die ("raw header", NULL);
+      if (h.op == 1)
+        {
+          if (!recv_all (fd, buf, h.len))
+            break;
+          send_all (fd, &ack, sizeof ack);
+        }
+      else
+        send_two (fd, &h.len, sizeof h.len, buf, h.len);
+    }
+  close (fd);
+  g_free (buf);
+  return NULL;
+}
+
+static int
+raw_start (RawServer *s, size_t max)
+{
+  struct sockaddr_in a = { 0 };
+  socklen_t alen = sizeof a;
+  int fd;
+
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  s->listen_fd = socket (AF_INET, SOCK_STREAM, 0);
+  if (s->listen_fd < 0 || bind (s->listen_fd, (struct sockaddr *) &a, sizeof a) < 0
+      || listen (s->listen_fd, 1) < 0 || getsockname (s->listen_fd, (struct sockaddr *) &a, &alen) < 0)
+    die ("raw listen", NULL);
+  s->port = ntohs (a.sin_port);
+  s->max = max;
+  s->thread = g_thread_new ("raw-server", raw_server_main, s);
+  fd = socket (AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || connect (fd, (struct sockaddr *) &a, sizeof a) < 0)
+    die ("raw connect", NULL);
+  nodelay (fd);
+  return fd;
+}
+
+static void
+raw_push (int fd, const void *buf, size_t len)
+{
+  RawHeader h = { 1, 0, len };
+  guint64 ack;
+  send_two (fd, &h, sizeof h, buf, len);
+  if (!recv_all (fd, &ack, sizeof ack))
+    die ("raw ack", NULL);
+}
+
+static void
+raw_pull (int fd, void *buf, size_t len)
+{
+  RawHeader h = { 2, 0, len };
+  guint64 n;
+  send_all (fd, &h, sizeof h);
+  if (!recv_all (fd, &n, sizeof n) || n != len || !recv_all (fd, buf, len))
+    die ("raw pull", NULL);
+}
+
+/* ---- the stock c_glib client ----------------------------------------------- */
+
+typedef struct {
+  ThriftConfiguration *conf;
+  ThriftSocket *socket;
+  ThriftTransport *transport;
+  ThriftProtocol *protocol;
+  ShoalParamServiceIf *client;
+} Stock;
+
+static void
+stock_open (Stock *s, int port)
+{
+  GError *error = NULL;
+  glong big = G_MAXINT32;
+
+  s->conf = g_object_new (THRIFT_TYPE_CONFIGURATION, "max_message_size", G_MAXINT32,
+                          "max_frame_size", G_MAXINT32, NULL);
+  s->socket = g_object_new (THRIFT_TYPE_SOCKET, "hostname", "127.0.0.1", "port", (guint) port,
+                            "configuration", s->conf, "remainingmessagesize", big,
+                            "knowmessagesize", big, NULL);
+  s->transport = g_object_new (THRIFT_TYPE_BUFFERED_TRANSPORT, "transport", s->socket,
+                               "r_buf_size", 65536u, "w_buf_size", 65536u,
+                               "configuration", s->conf, "remainingmessagesize", big,
+                               "knowmessagesize", big, NULL);
+  s->protocol = g_object_new (THRIFT_TYPE_BINARY_PROTOCOL, "transport", s->transport, NULL);
+  if (!thrift_transport_open (s->transport, &error))
+    die ("stock open", error);
+  nodelay (s->socket->sd);
+  s->client = g_object_new (SHOAL_TYPE_PARAM_SERVICE_CLIENT, "input_protocol", s->protocol,
+                            "output_protocol", s->protocol, NULL);
+}
+
+static void
+stock_pull (Stock *s, const char *token, float *dst, size_t n)
+{
+  ShoalSliceValues *ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
+  ShoalParamError *perr = NULL;
+  GError *error = NULL;
+
+  if (!shoal_param_service_if_pull (s->client, &ret, token, 0, 0, 10000, &perr, &error)
+      || ret->values == NULL || ret->values->len != n * sizeof (float))
+    die ("stock pull", error);
+  memcpy (dst, ret->values->data, n * sizeof (float));
+  g_object_unref (ret);
+}
+
+static void
+stock_close (Stock *s)
+{
+  thrift_transport_close (s->transport, NULL);
+  g_object_unref (s->client);
+  g_object_unref (s->protocol);
+  g_object_unref (s->transport);
+  g_object_unref (s->socket);
+  g_object_unref (s->conf);
+}
+
+/* ---- timing ---------------------------------------------------------------- */
+
+typedef enum {
+  K_PUSH_PULL, K_PUT_PULL, K_PUSH_PULL_ONE, K_RAW, K_STOCK_PULL, K_COUNT
+} Kind;
+
+static const char *const kind_key[K_COUNT] = { "rpc_push_pull", "rpc_put_pull", "rpc_pushpull_call",
+                                                "raw_push_pull", "stock_pull" };
+
+typedef struct {
+  ShoalRpcClient *rpc;
+  int raw_fd;
+  Stock stock;
+  float *grad, *dst;
+  size_t n;
+  gint64 version;
+} Ctx;
+
+static void
+one (Ctx *c, Kind k)
+{
+  GError *error = NULL;
+  size_t bytes = c->n * sizeof (float);
+
+  switch (k)
+    {
+    case K_PUSH_PULL:
+      if (!shoal_rpc_client_push (c->rpc, 0, c->grad, c->n, 0, &error)
+          || !shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, 0, NULL, &error))
+        die ("push+pull", error);
+      break;
+    case K_PUT_PULL:
+      if (!shoal_rpc_client_put (c->rpc, 0, c->grad, c->n, ++c->version, &error)
+          || !shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, 0, NULL, &error))
+        die ("put+pull", error);
+      break;
+    case K_PUSH_PULL_ONE:
+      if (!shoal_rpc_client_push_pull (c->rpc, 0, c->grad, c->dst, c->n, 0, NULL, &error))
+        die ("push_pull", error);
+      break;
+    case K_RAW:
+      raw_push (c->raw_fd, c->grad, bytes);
+      raw_pull (c->raw_fd, c->dst, bytes);
+      break;
+    case K_STOCK_PULL:
+      stock_pull (&c->stock, "bench", c->dst, c->n);
+      break;
+    default:
+      break;
+    }
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+static double
+median (double *v, int n)
+{
+  qsort (v, (size_t) n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The pieces of one push+pull of the largest slice, timed alone. */
+typedef enum {
+  B_RPC_PUSH, B_RAW_PUSH, B_SERVER_UPDATE, B_RPC_PULL, B_RAW_PULL, B_STOCK_PULL, B_SERVER_COPY,
+  B_MALLOC_TOUCH, B_COUNT
+} Piece;
+
+static const char *const piece_key[B_COUNT] = {
+  "rpc_push_ms", "raw_push_ms", "server_update_ms", "rpc_pull_ms", "raw_pull_ms",
+  "stock_pull_ms", "server_copy_ms", "malloc_touch_ms"
+};
+
+static void
+piece (Ctx *c, ShoalServer *server, Piece p)
+{
+  size_t bytes = c->n * sizeof (float);
+  GError *error = NULL;
+  gboolean ok = TRUE;
+
+  switch (p)
+    {
+    case B_RPC_PUSH:
+      ok = shoal_rpc_client_push (c->rpc, 0, c->grad, c->n, 0, &error);
+      break;
+    case B_RAW_PUSH:
+      raw_push (c->raw_fd, c->grad, bytes);
+      break;
+    case B_SERVER_UPDATE:
+      ok = shoal_server_push (server, 0, c->grad, c->n, 0, &error);
+      break;
+    case B_RPC_PULL:
+      ok = shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, 0, NULL, &error);
+      break;
+    case B_RAW_PULL:
+      raw_pull (c->raw_fd, c->dst, bytes);
+      break;
+    case B_STOCK_PULL:
+      stock_pull (&c->stock, "bench", c->dst, c->n);
+      break;
+    case B_SERVER_COPY:
+      ok = shoal_server_pull (server, 0, c->dst, c->n, 0, 0, NULL, &error);
+      break;
+    case B_MALLOC_TOUCH:
+      {
+        /* what a fresh receive buffer costs when the allocator maps new pages */
+        guint8 *fresh = g_malloc (bytes);
+        memset (fresh, 1, bytes);
+        g_free (fresh);
+      }
+      break;
+    default:
+      break;
+    }
+  if (!ok)
+    die (piece_key[p], error);
+}
+
+static double
+piece_ms (Ctx *c, ShoalServer *server, Piece p, int reps)
+{
+  double t[64];
+  reps = CLAMP (reps, 1, 64);
+  piece (c, server, p);   /* warm */
+  for (int i = 0; i < reps; i++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      piece (c, server, p);
+      t[i] = (double) (g_get_monotonic_time () - t0) / 1e3;
+    }
+  return median (t, reps);
+}
+
+int
+main (int argc, char **argv)
+{
+  char *sizes_arg = NULL, *kinds_arg = NULL;
+  gboolean breakdown = TRUE, no_breakdown = FALSE;
+  double seconds = 1.0;
+  GError *error = NULL;
+  GOptionEntry entries[] = {
+    { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes_arg, "slice sizes in MiB (1,4,16)", "LIST" },
+    { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds per kind and size (1)", "S" },
+    { "kinds", 0, 0, G_OPTION_ARG_STRING, &kinds_arg, "kinds to time (all), e.g. rpc_push_pull,raw_push_pull", "LIST" },
+    { "no-breakdown", 0, 0, G_OPTION_ARG_NONE, &no_breakdown, "skip the breakdown", NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  GOptionContext *octx = g_option_context_new ("- parameter service throughput vs raw TCP");
+  g_option_context_add_main_entries (octx, entries, NULL);
+  if (!g_option_context_parse (octx, &argc, &argv, &error))
+    die ("options", error);
+  g_option_context_free (octx);
+  breakdown = !no_breakdown;
+  gboolean want[K_COUNT];
+  for (int k = 0; k < K_COUNT; k++)
+    {
+      want[k] = kinds_arg == NULL;
+      if (kinds_arg != NULL)
+        {
+          char **names = g_strsplit (kinds_arg, ",", -1);
+          for (char **nm = names; *nm != NULL; nm++)
+            want[k] = want[k] || strcmp (*nm, kind_key[k]) == 0;
+          g_strfreev (names);
+        }
+    }
+
+  char **sizes = g_strsplit (sizes_arg != NULL ? sizes_arg : "1,4,16", ",", -1);
+  size_t max_floats = 0;
+  for (char **s = sizes; *s != NULL; s++)
+    max_floats = MAX (max_floats, (size_t) (g_ascii_strtod (*s, NULL) * MIB) / sizeof (float));
+
+  shoal_rpc_types_init ();
+  for (char **s = sizes; *s != NULL; s++)
+    {
+      double mb = g_ascii_strtod (*s, NULL);
+      size_t n = ((size_t) (mb * MIB) / sizeof (float)) / 16 * 16;
+      if (n == 0)
+        continue;
+
+      /* one param, one slice of n floats, SGD applied on every push */
+      ShoalParamStore *layout = shoal_param_store_new ();
+      ShoalShape shape = shoal_shape_make (1, (int) n);
+      ShoalInitSpec init = { 0 };
+      ShoalUpdaterConf upd;
+      ShoalServerOptions so = { SHOAL_UPDATE_ASYNC, 1, 1, FALSE };
+      shoal_param_store_declare (layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
+      shoal_param_store_allocate (layout);
+      shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
+      upd.schedule.lr = 1e-6f;
+      ShoalServer *server = shoal_server_new (layout, &upd, &so);
+      shoal_server_host_all (server);
+      ShoalRpcServerOptions ro = { "127.0.0.1", 0, "bench", 0, 0, 0 };
+      ShoalRpcServer *rpc = shoal_rpc_server_start (server, &ro, &error);
+      if (rpc == NULL)
+        die ("server", error);
+      ShoalRpcClientOptions co = { "127.0.0.1", shoal_rpc_server_port (rpc), "bench", 0, 0, 0 };
+
+      Ctx c = { 0 };
+      RawServer raw;
+      c.n = n;
+      c.grad = g_new (float, n);
+      c.dst = g_new (float, n);
+      for (size_t i = 0; i < n; i++)
+        c.grad[i] = (float) (i % 7) * 0.25f;
+      memset (c.dst, 0, n * sizeof (float));
+      if ((c.rpc = shoal_rpc_client_connect (&co, &error)) == NULL)
+        die ("client", error);
+      c.raw_fd = raw_start (&raw, n * sizeof (float));
+      stock_open (&c.stock, shoal_rpc_server_port (rpc));
+
+      for (int k = 0; k < K_COUNT; k++)
+        for (int w = 0; w < 2 && want[k]; w++)
+          one (&c, (Kind) k);   /* warm up: connections, page faults, arenas */
+      enum { MAX_ROUNDS = 20000 };
+      double *t = g_new (double, (size_t) K_COUNT * MAX_ROUNDS);
+      gint64 start = g_get_monotonic_time ();
+      int rounds = 0;
+      while (rounds < MAX_ROUNDS
+             && (rounds < 9 || (double) (g_get_monotonic_time () - start) < seconds * K_COUNT * 1e6))
+        {
+          for (int k = 0; k < K_COUNT; k++)
+            {
+              if (!want[k])
+                continue;
+              gint64 t0 = g_get_monotonic_time ();
+              one (&c, (Kind) k);
+              t[(size_t) k * MAX_ROUNDS + (size_t) rounds] = (double) (g_get_monotonic_time () - t0) / 1e6;
+            }
+          rounds++;
+        }
+      double med[K_COUNT];
+      for (int k = 0; k < K_COUNT; k++)
+        {
+          med[k] = 0;
+          if (!want[k])
+            continue;
+          double moved = (k == K_STOCK_PULL ? 1.0 : 2.0) * (double) (n * sizeof (float));
+          med[k] = moved / MIB / median (t + (size_t) k * MAX_ROUNDS, rounds);
+        }
+      g_free (t);
+
+      printf ("rpc_throughput size_mib=%g", mb);
+      for (int k = 0; k < K_COUNT; k++)
+        if (want[k])
+          printf (" %s=%.0f", kind_key[k], med[k]);
+      for (int k = K_PUSH_PULL; k <= K_PUSH_PULL_ONE && want[K_RAW]; k++)
+        if (want[k])
+          printf (" ratio_%s=%.2f", kind_key[k] + 4, med[k] / med[K_RAW]);
+      printf (" rounds=%d\n", rounds);
+
+      if (s[1] == NULL && breakdown)
+        {
+          /* where the time of one push+pull of the largest slice goes */
+          printf ("rpc_breakdown size_mib=%g", mb);
+          for (int p = 0; p < B_COUNT; p++)
+            printf (" %s=%.2f", piece_key[p], piece_ms (&c, server, (Piece) p, 31));
+          printf ("\n");
+        }
+
+      stock_close (&c.stock);
+      close (c.raw_fd);
+      g_thread_join (raw.thread);
+      close (raw.listen_fd);
+      shoal_rpc_client_free (c.rpc);
+      shoal_rpc_server_stop (rpc);
+      shoal_server_free (server);
+      shoal_param_store_free (layout);
+      g_free (c.grad);
+      g_free (c.dst);
+      fflush (stdout);
+    }
+  g_strfreev (sizes);
+  g_free (sizes_arg);
+  g_free (kinds_arg);
+  return 0;
+}
