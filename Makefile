@@ -13,7 +13,7 @@ BENCH_PACKAGES := python3-torch python3-numpy
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror
 SHOAL_VERSION := 0.1.0
-# ---- sanitizers: `make SANITIZE=address,undefined test`.
+# ---- sanitizers: `make SANITIZE=address,undefined test`, `make SANITIZE=thread test-threads`.
 # A sanitizer build lives in its own directory (build-asan, build-tsan, ...)
 # so it never mixes objects with build/; BUILD=... on the command line wins.
 # Every finding is fatal (-fno-sanitize-recover): UBSan fails the test.
@@ -152,6 +152,23 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- sanitizer and fuzzing targets ----------------------------------------
+# `make SANITIZE=thread test-threads`: the tests that start threads, under
+# TSan.  GLib's GMutex/GCond are futexes TSan cannot see;
+# test/sanitizers/tsan_glib.c tells TSan about every lock, unlock, wait and
+# queue hand-over made from shoal's code (no suppressions needed).
+THREAD_TESTS ?= test_data|test_server|test_runner|test_worker|test_param|test_rpc|e2e_tsan_
+ifneq ($(findstring thread,$(SANITIZE)),)
+SAN_OBJ := $(BUILD)/obj/test/sanitizers/tsan_glib.o
+LIBS += $(SAN_OBJ)
+$(TEST_BIN) $(BUILD)/shoal $(EXAMPLE_BIN): $(SAN_OBJ)
+endif
+.PHONY: test-threads
+test-threads: deps
+	@test -n "$(findstring thread,$(SANITIZE))" || { echo "usage: make SANITIZE=thread test-threads"; exit 2; }
+	@$(MAKE) --no-print-directory all data
+	@echo '$(SANITIZE)' > $(BUILD)/sanitize
+	@test/run-tests.sh $(BUILD) '$(THREAD_TESTS)'
+
 # `make fuzz`: libFuzzer targets fuzz/fuzz_*.c built with clang, ASan and
 # UBSan into build-fuzz/, each run FUZZ_SECONDS from its seed corpus
 # fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, crashes to

@@ -278,11 +278,22 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
   c->unqueued = MIN (c->unqueued, from);
 }
 
+/* The comm thread reads c->step while it sends this step's slices; a
+ * step's first call writes it (nothing is in flight after the wait), its
+ * later calls must not rewrite it, even with the same value: that was a
+ * data race (TSan, make SANITIZE=thread test-threads). */
+static void
+set_step (ShoalParamClient *c, gint64 step)
+{
+  if (c->step != step)
+    c->step = step;
+}
+
 void
 shoal_param_client_layer_done (ShoalParamClient *c, ShoalLayer *layer, gint64 step)
 {
   size_t begin, end;
-  c->step = step;
+  set_step (c, step);
   if (!pushes_at (c, step))
     return;  /* gradients keep adding up in the store */
   if (!shoal_layer_param_range (layer, &begin, &end))
@@ -299,7 +310,7 @@ shoal_param_client_layer_done (ShoalParamClient *c, ShoalLayer *layer, gint64 st
 void
 shoal_param_client_step_done (ShoalParamClient *c, gint64 step)
 {
-  c->step = step;
+  set_step (c, step);
   if (pushes_at (c, step))
     queue_slices (c, 0, step);
 }

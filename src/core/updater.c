@@ -169,7 +169,10 @@ shoal_updater_state_per_value (ShoalUpdaterKind kind)
  * largest multiple of VEC_SPLIT values, then over the few left. */
 
 #define VEC_SPLIT 16
-#if defined(__x86_64__) && defined(__has_attribute)
+/* Not under TSan: the clones' ifunc resolver runs while the dynamic
+ * linker relocates, before TSan's runtime is up, and the instrumented
+ * resolver crashes every program at start. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define HOT_LOOP __attribute__ ((target_clones ("avx2", "default")))
 #endif
