@@ -80,7 +80,7 @@ static void
 socket_error (ShoalThriftSocket *s, int code, int err, const char *doing, GError **error)
 {
   if (err == EAGAIN || err == EWOULDBLOCK)
-    g_set_error (error, THRIFT_TRANSPORT_ERROR, code, "%s: timed out after %g s", doing,
+    g_set_error (error, THRIFT_TRANSPORT_ERROR, code, "timed out after %g s",
                  (double) s->timeout_ms / 1000.0);
   else
     g_set_error (error, THRIFT_TRANSPORT_ERROR, code, "%s: %s", doing, g_strerror (err));
