@@ -456,13 +456,13 @@ shoal_plan_subnet_conf (Plan *pl, int w, GError **error)
         {
           const char *from = pl->origs[n->orig].group;
           char **keys = g_key_file_get_keys (src_kf, from, NULL, NULL);
-          for (int i = 0; keys != NULL && keys[i] != NULL; i++)
+          for (char **key = keys; key != NULL && *key != NULL; key++)
             {
-              if (strcmp (keys[i], "type") == 0 || strcmp (keys[i], "src") == 0
-                  || strcmp (keys[i], "partition_dim") == 0)
+              if (strcmp (*key, "type") == 0 || strcmp (*key, "src") == 0
+                  || strcmp (*key, "partition_dim") == 0)
                 continue;
-              char *v = g_key_file_get_value (src_kf, from, keys[i], NULL);
-              g_key_file_set_value (kf, group, keys[i], v);
+              char *v = g_key_file_get_value (src_kf, from, *key, NULL);
+              g_key_file_set_value (kf, group, *key, v);
               g_free (v);
             }
           g_strfreev (keys);
@@ -478,9 +478,9 @@ shoal_plan_subnet_conf (Plan *pl, int w, GError **error)
           g_key_file_set_value (kf, group, "src", list);
           g_free (list);
         }
-      for (guint i = 0; i < n->keys->len; i++)
-        g_key_file_set_value (kf, group, g_ptr_array_index (n->keys, i),
-                              g_ptr_array_index (n->values, i));
+      for (guint o = 0; o < n->keys->len; o++)
+        g_key_file_set_value (kf, group, g_ptr_array_index (n->keys, o),
+                              g_ptr_array_index (n->values, o));
       g_free (group);
     }
   char *text = g_key_file_to_data (kf, NULL, NULL);
