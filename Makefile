@@ -7,8 +7,8 @@ BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
-  valgrind clang libclang-rt-14-dev
-BENCH_PACKAGES := python3-torch python3-numpy
+  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2
+BENCH_PACKAGES := python3-torch python3-numpy time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror

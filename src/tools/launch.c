@@ -224,6 +224,15 @@ choose_endpoints (const ShoalLayout *layout, GError **error)
   char **endpoints = g_new0 (char *, layout->nprocs + 1);
   int *fds = g_new (int, layout->nprocs);
   gboolean ok = TRUE;
+  /* Ports below the kernel's ephemeral range: between this probe and the
+   * child's bind, no outgoing connection can take them as its source port
+   * (a port from bind(0) could, and the child then fails to listen). */
+  int low = 32768, high = 60999;
+  char *range = NULL;
+  if (g_file_get_contents ("/proc/sys/net/ipv4/ip_local_port_range", &range, NULL, NULL))
+    sscanf (range, "%d %d", &low, &high);
+  g_free (range);
+  int first = 10000, span = MAX (low - first, 1000);
   for (int r = 0; r < layout->nprocs; r++)
     {
       fds[r] = -1;
@@ -232,20 +241,34 @@ choose_endpoints (const ShoalLayout *layout, GError **error)
           endpoints[r] = g_strdup ("");
           continue;
         }
-      struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
-      addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-      socklen_t len = sizeof addr;
-      fds[r] = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fds[r] < 0 || bind (fds[r], (struct sockaddr *) &addr, sizeof addr) != 0
-          || getsockname (fds[r], (struct sockaddr *) &addr, &len) != 0)
+      int port = 0;
+      for (int attempt = 0; attempt < 200 && port == 0; attempt++)
         {
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "cannot find a free port on 127.0.0.1: %s",
+          int candidate = first + g_random_int_range (0, span);
+          struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons ((guint16) candidate) };
+          addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+          int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          int one = 1;
+          if (fd >= 0)
+            setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+          if (fd >= 0 && bind (fd, (struct sockaddr *) &addr, sizeof addr) == 0)
+            {
+              fds[r] = fd;  /* held until every rank has its own port */
+              port = candidate;
+            }
+          else if (fd >= 0)
+            close (fd);
+        }
+      if (port == 0)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO,
+                       "cannot find a free port on 127.0.0.1 in %d..%d: %s", first, first + span - 1,
                        g_strerror (errno));
           ok = FALSE;
           endpoints[r] = g_strdup ("");
           continue;
         }
-      endpoints[r] = g_strdup_printf ("127.0.0.1:%d", ntohs (addr.sin_port));
+      endpoints[r] = g_strdup_printf ("127.0.0.1:%d", port);
     }
   for (int r = 0; r < layout->nprocs; r++)
     if (fds[r] >= 0)
