@@ -309,6 +309,7 @@ shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 
   Slice *s = checked_slice (server, "pull", slice, n, error);
   if (s == NULL)
     return FALSE;
+  stat_add (&server->stats.pulls, 1);  /* calls received, waiting ones included */
   gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
 
   g_mutex_lock (&s->lock);
@@ -323,7 +324,6 @@ shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 
                  g_atomic_int_get (&server->stopping) ? ": server stopping" : " in time");
   else
     {
-      stat_add (&server->stats.pulls, 1);  /* served pulls, not waits that timed out */
       if (dst != NULL)
         {
           memcpy (dst, server->values + s->begin, n * sizeof (float));
