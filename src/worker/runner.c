@@ -22,7 +22,7 @@
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
-#define TARGET_SLICE_BYTES (2u << 20)
+#define TARGET_SLICE_BYTES (512u << 10)
 
 int
 shoal_set_blas_threads (int requested, int local_workers)
