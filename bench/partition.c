@@ -8,7 +8,8 @@
  *          >= 1.6x target is about.
  * Each runs as a group of k = 1 and k = 2 workers; one BLAS thread per
  * worker (openblas_set_num_threads (1)), and k = 1 also with 2 BLAS
- * threads for reference.  A step is forward + backward (no update).
+ * threads for reference.  A step is shoal_group_net_train_step: forward
+ * and backward in one wake-up of the workers (no update).
  * Reported: samples/s over the measured steps; per layer kind the seconds
  * per step of the slowest worker; the connection layers' (concat, slice,
  * split, bridges, waits included) share of the workers' step time.
@@ -78,15 +79,13 @@ run (const char *text, int k, int blas_threads, int steps, Result *r)
   shoal_param_store_zero_grads (store);
   for (int i = 0; i < 5; i++)
     {
-      shoal_group_net_forward (g, SHOAL_PHASE_TRAIN);
-      shoal_group_net_backward (g);
+      shoal_group_net_train_step (g, NULL, NULL);
     }
   /* wall time without the clocks around layers, then a timed pass */
   gint64 t0 = g_get_monotonic_time ();
   for (int i = 0; i < steps; i++)
     {
-      shoal_group_net_forward (g, SHOAL_PHASE_TRAIN);
-      shoal_group_net_backward (g);
+      shoal_group_net_train_step (g, NULL, NULL);
     }
   double secs = (double) (g_get_monotonic_time () - t0) / 1e6;
   r->samples_per_s = steps * shoal_group_net_batch_size (g) / secs;
@@ -94,8 +93,7 @@ run (const char *text, int k, int blas_threads, int steps, Result *r)
   shoal_group_net_set_timing (g, TRUE);
   for (int i = 0; i < steps; i++)
     {
-      shoal_group_net_forward (g, SHOAL_PHASE_TRAIN);
-      shoal_group_net_backward (g);
+      shoal_group_net_train_step (g, NULL, NULL);
     }
   double all = 0, conn_all = 0;
   r->dense_s = r->conv_s = r->connection_s = 0;

@@ -200,15 +200,17 @@ assert_same_values (Pair *p, const char *what)
       }
 }
 
-/* One forward and backward of both on the same batch. */
+/* One forward and backward of both on the same batch; `fused`: the group
+ * does them as one train step. */
 static void
-check_step (Pair *p, ShoalRng *rng, const char *what)
+check_step (Pair *p, ShoalRng *rng, const char *what, gboolean fused)
 {
   feed_inputs (p, rng, ROWS);
   shoal_param_store_zero_grads (shoal_net_params (p->ref));
   shoal_param_store_zero_grads (shoal_group_net_params (p->group));
   double lr = shoal_net_forward (p->ref, SHOAL_PHASE_TRAIN);
-  double lg = shoal_group_net_forward (p->group, SHOAL_PHASE_TRAIN);
+  double lg = fused ? shoal_group_net_train_step (p->group, NULL, NULL)
+                    : shoal_group_net_forward (p->group, SHOAL_PHASE_TRAIN);
   if (!close_to (lg, lr, 1e-5))
     {
       g_test_message ("%s, k=%d: loss %.9g, net %.9g", what, p->k, lg, lr);
@@ -224,7 +226,8 @@ check_step (Pair *p, ShoalRng *rng, const char *what)
     }
   g_assert_cmpint (shoal_group_net_batch_rows (p->group), ==, ROWS);
   shoal_net_backward (p->ref);
-  shoal_group_net_backward (p->group);
+  if (!fused)
+    shoal_group_net_backward (p->group);
   assert_same_grads (p, what);
   assert_same_values (p, what);
 }
@@ -240,9 +243,9 @@ check_equivalent (const char *base, const char *dims, const char *cluster_defaul
       pair_init (&p, text, k, 100 + k);
       ShoalRng rng;
       shoal_rng_seed (&rng, 7, (guint64) k);
-      check_step (&p, &rng, what);
-      /* a second step: nothing stale survives from the first */
-      check_step (&p, &rng, what);
+      check_step (&p, &rng, what, FALSE);
+      /* a second step, as one train step: nothing stale survives from the first */
+      check_step (&p, &rng, what, TRUE);
       pair_clear (&p);
     }
   g_free (text);
@@ -353,7 +356,8 @@ test_one_worker_is_the_net (void)
   pair_init (&p, mlp_text, 1, 3);
   ShoalRng rng;
   shoal_rng_seed (&rng, 3, 3);
-  check_step (&p, &rng, "k=1");
+  check_step (&p, &rng, "k=1", FALSE);
+  check_step (&p, &rng, "k=1", TRUE);
   g_assert_true (shoal_net_params (shoal_group_net_worker (p.group, 0)) == shoal_group_net_params (p.group));
   pair_clear (&p);
 }
@@ -451,6 +455,16 @@ test_backward_notify (void)
   shoal_group_net_backward_notify (p.group, on_ready, &c);
   g_assert_cmpint (c.calls, ==, 4);  /* conv1, conv2, fc1, fc2 */
   g_assert_true (c.complete);
+  /* the same through a train step, on the next batch */
+  feed_inputs (&p, &rng, ROWS);
+  shoal_param_store_zero_grads (shoal_net_params (p.ref));
+  shoal_param_store_zero_grads (shoal_group_net_params (p.group));
+  shoal_net_forward (p.ref, SHOAL_PHASE_TRAIN);
+  shoal_net_backward (p.ref);
+  c = (NotifyCheck) { &p, G_MAXSIZE, 0, TRUE, g_thread_self () };
+  shoal_group_net_train_step (p.group, on_ready, &c);
+  g_assert_cmpint (c.calls, ==, 4);
+  g_assert_true (c.complete);
   pair_clear (&p);
   g_free (text);
 }
@@ -472,7 +486,7 @@ test_borrowed_values (void)
   shoal_param_store_borrow_values (store, server);
   ShoalRng rng;
   shoal_rng_seed (&rng, 9, 9);
-  check_step (&p, &rng, "borrowed values");
+  check_step (&p, &rng, "borrowed values", TRUE);
   pair_clear (&p);
   shoal_free_aligned (server);
   g_free (text);
@@ -496,7 +510,7 @@ test_short_batch (void)
       g_assert_cmpint (shoal_group_net_batch_rows (p.group), ==, 9);
       g_assert_cmpint (shoal_group_net_batch_size (p.group), ==, ROWS);
       /* and a full batch again */
-      check_step (&p, &rng, "after a short batch");
+      check_step (&p, &rng, "after a short batch", FALSE);
       pair_clear (&p);
     }
   g_free (text);

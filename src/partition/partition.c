@@ -60,7 +60,8 @@ typedef struct {
   double *fwd_s, *bwd_s;  /* [layers of the sub-net] when timing */
 } WorkerCtx;
 
-typedef enum { CMD_FORWARD, CMD_BACKWARD, CMD_QUIT } Command;
+/* CMD_STEP: a train forward and backward in one wake-up */
+typedef enum { CMD_FORWARD, CMD_BACKWARD, CMD_STEP, CMD_QUIT } Command;
 
 struct _ShoalGroupNet {
   int k;
@@ -313,13 +314,14 @@ static void
 run_worker (ShoalGroupNet *g, int w, Command cmd)
 {
   WorkerCtx *c = &g->wctx[w];
-  if (cmd == CMD_FORWARD)
+  if (cmd == CMD_FORWARD || cmd == CMD_STEP)
     {
       if (g->timing)
         timed_forward (g->nets[w], g->phase, c->fwd_s);
       else
         shoal_net_forward (g->nets[w], g->phase);
-      return;
+      if (cmd == CMD_FORWARD)
+        return;
     }
   GArray *priv = c->priv_grads;
   for (guint i = 0; i < priv->len; i++)
@@ -374,7 +376,7 @@ run_command (ShoalGroupNet *g, Command cmd)
   g_mutex_lock (&g->lock);
   for (;;)
     {
-      if (cmd == CMD_BACKWARD && g->next_notify >= 0 && g->players[g->next_notify].ready)
+      if (cmd != CMD_FORWARD && g->next_notify >= 0 && g->players[g->next_notify].ready)
         {
           g_mutex_unlock (&g->lock);
           drain_ready (g);
@@ -387,7 +389,7 @@ run_command (ShoalGroupNet *g, Command cmd)
     }
   g_mutex_unlock (&g->lock);
 
-  if (cmd == CMD_BACKWARD)
+  if (cmd != CMD_FORWARD)
     {
       /* layers whose backward never ran (none in the built-in types) */
       for (int i = 0; i < g->nplayers; i++)
@@ -746,6 +748,19 @@ shoal_group_net_size (ShoalGroupNet *g)
 
 static double combined_value (ShoalGroupNet *g, const PlanLayer *o);
 
+static double
+group_loss (ShoalGroupNet *g)
+{
+  double loss = 0;
+  for (int l = 0; l < g->plan.norig; l++)
+    {
+      const PlanLayer *o = &g->plan.origs[l];
+      if (o->ops->flags & SHOAL_LAYER_LOSS)
+        loss += o->proxy->loss_weight * combined_value (g, o);
+    }
+  return loss;
+}
+
 double
 shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
 {
@@ -764,15 +779,24 @@ shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
     bind_values (g);
   g->phase = phase;
   run_command (g, CMD_FORWARD);
+  return group_loss (g);
+}
 
-  double loss = 0;
-  for (int l = 0; l < g->plan.norig; l++)
+/* Before a backward: every layer's count of workers, nothing handed on yet. */
+static void
+arm_backward (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  g_mutex_lock (&g->lock);
+  for (int i = 0; i < g->nplayers; i++)
     {
-      const PlanLayer *o = &g->plan.origs[l];
-      if (o->ops->flags & SHOAL_LAYER_LOSS)
-        loss += o->proxy->loss_weight * combined_value (g, o);
+      PlanLayer *o = &g->plan.origs[g->players[i].orig];
+      g->players[i].remaining = o->dim < 0 ? 1 : g->k;
+      g->players[i].ready = FALSE;
     }
-  return loss;
+  g->next_notify = g->nplayers - 1;
+  g->ready = ready;
+  g->ready_data = user_data;
+  g_mutex_unlock (&g->lock);
 }
 
 void
@@ -786,20 +810,29 @@ shoal_group_net_backward_notify (ShoalGroupNet *g, ShoalParamsReadyFunc ready, g
         shoal_net_backward_notify (g->nets[0], ready, user_data);
       return;
     }
-  g_mutex_lock (&g->lock);
-  for (int i = 0; i < g->nplayers; i++)
-    {
-      PlanLayer *o = &g->plan.origs[g->players[i].orig];
-      g->players[i].remaining = o->dim < 0 ? 1 : g->k;
-      g->players[i].ready = FALSE;
-    }
-  g->next_notify = g->nplayers - 1;
-  g->ready = ready;
-  g->ready_data = user_data;
-  g_mutex_unlock (&g->lock);
+  arm_backward (g, ready, user_data);
   run_command (g, CMD_BACKWARD);
   g->ready = NULL;
   g->ready_data = NULL;
+}
+
+double
+shoal_group_net_train_step (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  if (g->k == 1)
+    {
+      double loss = shoal_group_net_forward (g, SHOAL_PHASE_TRAIN);
+      shoal_group_net_backward_notify (g, ready, user_data);
+      return loss;
+    }
+  if (g->store->values != g->bound_values)
+    bind_values (g);
+  g->phase = SHOAL_PHASE_TRAIN;
+  arm_backward (g, ready, user_data);
+  run_command (g, CMD_STEP);
+  g->ready = NULL;
+  g->ready_data = NULL;
+  return group_loss (g);
 }
 
 void

@@ -82,6 +82,13 @@ void shoal_group_net_backward (ShoalGroupNet *group);
 void shoal_group_net_backward_notify (ShoalGroupNet *group, ShoalParamsReadyFunc ready,
                                       gpointer user_data);
 
+/* shoal_group_net_forward (train) then shoal_group_net_backward_notify,
+ * with one wake-up and one barrier of the workers instead of two (each
+ * worker goes on into backward as soon as its forward is done).  Returns
+ * the forward's loss. */
+double shoal_group_net_train_step (ShoalGroupNet *group, ShoalParamsReadyFunc ready,
+                                   gpointer user_data);
+
 /* The params in the unpartitioned net's layout (same names, offsets and
  * init streams).  Borrowed, valid while the group net lives.  Its values
  * may be re-bound (shoal_param_store_borrow_values); the next forward
