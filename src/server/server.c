@@ -38,6 +38,8 @@ struct _ShoalServer {
   int nsegments;
   Segment *segments;        /* params in offset order */
   gint stopping;            /* atomic */
+  GMutex checkpoint_lock;
+  gint64 last_checkpoint;   /* step of the last save; -1 none */
   GMutex sync_lock;         /* Hogwild: wakes the sync thread after updates */
   GCond sync_due;
   ShoalServerStats stats;   /* atomics */
@@ -78,6 +80,8 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
 
   g_mutex_init (&server->sync_lock);
   g_cond_init (&server->sync_due);
+  g_mutex_init (&server->checkpoint_lock);
+  server->last_checkpoint = -1;
   server->slices = g_new0 (Slice, opts->nslices);
   for (int i = 0; i < opts->nslices; i++)
     {
@@ -104,6 +108,7 @@ shoal_server_free (ShoalServer *server)
     }
   g_mutex_clear (&server->sync_lock);
   g_cond_clear (&server->sync_due);
+  g_mutex_clear (&server->checkpoint_lock);
   g_free (server->slices);
   g_free (server->segments);
   shoal_free_aligned (server->values);
@@ -343,6 +348,15 @@ shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
   Slice *s = checked_slice (server, "put", slice, n, error);
   if (s == NULL)
     return FALSE;
+  /* a peer's put of G_MAXINT64 made the next update overflow the version
+   * (found by fuzz/fuzz_param_handler.c) */
+  if (version < 0 || version > SHOAL_SERVER_MAX_VERSION)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "put: slice %d: version %" G_GINT64_FORMAT " is outside 0 .. 2^62", slice,
+                   version);
+      return FALSE;
+    }
   g_mutex_lock (&s->lock);
   memcpy (server->values + s->begin, values, n * sizeof (float));
   s->version = version;
@@ -464,6 +478,157 @@ shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
   stats->deltas = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.deltas);
   stats->bytes_in = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_in);
   stats->bytes_out = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_out);
+}
+
+/* ---- checkpoints --------------------------------------------------------- */
+
+#define STATE_MAGIC 0x56534853u  /* "SHSV" */
+
+typedef struct {
+  guint32 magic, format;
+  guint64 total;
+  gint32 nslices, state_per_value, nsegments, nhosted;
+} StateHeader;
+
+gboolean
+shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, GError **error)
+{
+  g_mutex_lock (&server->checkpoint_lock);
+  if (step <= server->last_checkpoint)
+    {
+      g_mutex_unlock (&server->checkpoint_lock);
+      return TRUE;
+    }
+  StateHeader h = { STATE_MAGIC, 1, server->total, server->opts.nslices, server->state_per_value,
+                    server->nsegments, 0 };
+  for (int i = 0; i < server->opts.nslices; i++)
+    h.nhosted += server->slices[i].hosted;
+  GByteArray *b = g_byte_array_new ();
+  g_byte_array_append (b, (guint8 *) &h, sizeof h);
+  for (int i = 0; i < server->nsegments; i++)
+    {
+      gint32 u = g_atomic_int_get (&server->segments[i].updates);
+      g_byte_array_append (b, (guint8 *) &u, sizeof u);
+    }
+  for (int i = 0; i < server->opts.nslices; i++)
+    {
+      Slice *sl = &server->slices[i];
+      if (!sl->hosted)
+        continue;
+      size_t n = sl->end - sl->begin;
+      gint32 id = i;
+      g_mutex_lock (&sl->lock);
+      gint64 version = sl->version;
+      g_byte_array_append (b, (guint8 *) &id, sizeof id);
+      g_byte_array_append (b, (guint8 *) &version, sizeof version);
+      g_byte_array_append (b, (guint8 *) (server->values + sl->begin), (guint) (n * sizeof (float)));
+      for (int k = 0; k < server->state_per_value; k++)
+        g_byte_array_append (b, (guint8 *) (server->state + (size_t) k * server->total + sl->begin),
+                             (guint) (n * sizeof (float)));
+      g_mutex_unlock (&sl->lock);
+    }
+  GBytes *blob = g_byte_array_free_to_bytes (b);
+  const char *names[] = { "server", NULL };
+  GBytes *blobs[] = { blob, NULL };
+  gboolean ok = shoal_checkpoint_save (ckpt, step, names, blobs, error);
+  g_bytes_unref (blob);
+  if (ok)
+    server->last_checkpoint = step;
+  g_mutex_unlock (&server->checkpoint_lock);
+  return ok;
+}
+
+gboolean
+shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, GError **error)
+{
+  GBytes *blob = shoal_checkpoint_load (ckpt, "server", step, error);
+  if (blob == NULL)
+    return FALSE;
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (blob, &len), *end = p + len;
+  StateHeader h;
+  gboolean ok = len >= sizeof h;
+  if (ok)
+    memcpy (&h, p, sizeof h);
+  if (!ok || h.magic != STATE_MAGIC || h.format != 1)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is damaged", step);
+      g_bytes_unref (blob);
+      return FALSE;
+    }
+  if (h.total != server->total || h.nslices != server->opts.nslices
+      || h.state_per_value != server->state_per_value || h.nsegments != server->nsegments)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "the checkpoint at step %" G_GINT64_FORMAT " is of another model, layout or updater "
+                   "(%" G_GUINT64_FORMAT " values in %d slices, %d state floats per value; this job: %zu in %d, %d)",
+                   step, (guint64) h.total, h.nslices, h.state_per_value, server->total,
+                   server->opts.nslices, server->state_per_value);
+      g_bytes_unref (blob);
+      return FALSE;
+    }
+  p += sizeof h;
+  for (int i = 0; ok && i < server->nsegments; i++, p += sizeof (gint32))
+    {
+      gint32 u;
+      ok = p + sizeof u <= end;
+      if (ok)
+        {
+          memcpy (&u, p, sizeof u);
+          g_atomic_int_set (&server->segments[i].updates, u);
+        }
+    }
+  int restored = 0;
+  while (ok && p < end)
+    {
+      gint32 id;
+      gint64 version;
+      ok = p + sizeof id + sizeof version <= end;
+      if (!ok)
+        break;
+      memcpy (&id, p, sizeof id);
+      memcpy (&version, p + sizeof id, sizeof version);
+      p += sizeof id + sizeof version;
+      ok = id >= 0 && id < server->opts.nslices;
+      if (!ok)
+        break;
+      Slice *sl = &server->slices[id];
+      size_t n = sl->end - sl->begin, bytes = n * sizeof (float);
+      ok = p + bytes * (size_t) (1 + server->state_per_value) <= end;
+      if (!ok)
+        break;
+      if (sl->hosted)
+        {
+          g_mutex_lock (&sl->lock);
+          memcpy (server->values + sl->begin, p, bytes);
+          for (int k = 0; k < server->state_per_value; k++)
+            memcpy (server->state + (size_t) k * server->total + sl->begin, p + bytes * (size_t) (k + 1), bytes);
+          sl->version = version;
+          sl->contributions = 0;
+          if (sl->baseline != NULL)
+            memcpy (sl->baseline, p, bytes);
+          g_cond_broadcast (&sl->changed);
+          g_mutex_unlock (&sl->lock);
+          restored++;
+        }
+      p += bytes * (size_t) (1 + server->state_per_value);
+    }
+  int hosted = 0;
+  for (int i = 0; i < server->opts.nslices; i++)
+    hosted += server->slices[i].hosted;
+  if (ok && restored != hosted)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "the checkpoint at step %" G_GINT64_FORMAT " holds %d of the %d slices this server serves",
+                   step, restored, hosted);
+      ok = FALSE;
+    }
+  else if (!ok)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is truncated", step);
+  if (ok)
+    server->last_checkpoint = step;
+  g_bytes_unref (blob);
+  return ok;
 }
 
 void

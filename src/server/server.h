@@ -21,6 +21,7 @@
 
 #include <glib.h>
 
+#include "core/checkpoint.h"
 #include "core/param.h"
 #include "core/updater.h"
 
@@ -85,8 +86,13 @@ gboolean shoal_server_push (ShoalServer *server, int slice, const float *grad, s
 gboolean shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n,
                             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error);
 
+/* Versions a put may set: 0 .. 2^62, so that counting updates on from
+ * any of them never overflows. */
+#define SHOAL_SERVER_MAX_VERSION (G_GINT64_CONSTANT (1) << 62)
+
 /* Replaces a slice's values and version (initial values from a worker, a
- * restored checkpoint) and wakes waiting pulls. */
+ * restored checkpoint) and wakes waiting pulls.  Fails for a version
+ * outside 0 .. SHOAL_SERVER_MAX_VERSION. */
 gboolean shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
                            gint64 version, GError **error);
 
@@ -112,6 +118,19 @@ gint64 shoal_server_updates_since_sync (ShoalServer *server, int slice);
 int shoal_server_wait_sync_due (ShoalServer *server, gint64 sync_freq, gint64 timeout_us);
 
 void shoal_server_stats (ShoalServer *server, ShoalServerStats *stats);
+
+/* Checkpoints: the hosted slices (values, optimiser state, versions) and
+ * the per-param update counts.  In SYNC mode call it while the slices are
+ * at version `step` - e.g. from a worker that waits for version step and
+ * has not pushed step's gradient yet: no slice can move on without it.
+ * Saves once per step (later calls for the same or an older step do
+ * nothing); thread-safe. */
+gboolean shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step,
+                                  GError **error);
+/* Restores what shoal_server_checkpoint saved at `step`; fails with a
+ * message when the checkpoint was made for another model or layout. */
+gboolean shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step,
+                               GError **error);
 
 /* Wakes every waiting pull with an error ("server stopping"); later calls fail too. */
 void shoal_server_stop (ShoalServer *server);

@@ -267,6 +267,23 @@ share_batch (Process *p, GError **error)
   gboolean ok = TRUE;
   for (int i = 0; ok && groups[i] != NULL; i++)
     {
+      /* feature or whole-layer splits need bridges between the processes */
+      if ((g_str_has_prefix (groups[i], "layer ") || strcmp (groups[i], "cluster") == 0)
+          && g_key_file_has_key (kf, groups[i], "partition_dim", NULL))
+        {
+          char *dim = g_key_file_get_value (kf, groups[i], "partition_dim", NULL);
+          gboolean batch = strcmp (g_strstrip (dim), "0") == 0;
+          g_free (dim);
+          if (!batch)
+            {
+              shoal_conf_error (p->job->conf, error, groups[i], "partition_dim",
+                                "a worker group spread over processes (nworkers_per_procs < "
+                                "nworkers_per_group) splits by batch only: bridges between "
+                                "processes are not built yet");
+              ok = FALSE;
+              break;
+            }
+        }
       if (!g_str_has_prefix (groups[i], "layer ") || !g_key_file_has_key (kf, groups[i], "batch_size", NULL))
         continue;
       gint64 batch = 0;
