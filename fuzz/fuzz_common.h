@@ -6,6 +6,8 @@
 
 #include <glib.h>
 
+static gboolean fuzz_verbose;
+
 static void
 fuzz_quiet_log (const char *domain, GLogLevelFlags level, const char *message, gpointer data)
 {
@@ -13,10 +15,12 @@ fuzz_quiet_log (const char *domain, GLogLevelFlags level, const char *message, g
   (void) data;
   if (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_FLAG_FATAL))
     g_printerr ("fuzz: fatal log: %s\n", message);
+  else if (fuzz_verbose)
+    g_printerr ("fuzz: log: %s\n", message);
 }
 
-/* SHOAL_FUZZ_VERBOSE=1 prints why each input was refused (checking seeds). */
-static gboolean fuzz_verbose;
+/* SHOAL_FUZZ_VERBOSE=1 prints why each input was refused and every log
+ * line (checking seeds). */
 
 G_GNUC_UNUSED static void
 fuzz_note_error (const char *stage, const GError *error)
