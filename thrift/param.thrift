@@ -78,5 +78,10 @@ service ParamService {
   void shutdown (1: string token, 2: i32 rank)
     throws (1: ParamError err),
 
+  /* Saves the served slices as they are at `step` into this process's
+   * checkpoint store (shoal_server_checkpoint; once per step). */
+  void checkpoint (1: string token, 2: i64 step)
+    throws (1: ParamError err),
+
   /* send_bridge, recv_bridge: reserved (see the top of this file). */
 }

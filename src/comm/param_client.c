@@ -335,6 +335,29 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
 }
 
 gboolean
+shoal_param_client_checkpoint (ShoalParamClient *c, ShoalCheckpoint *local_store, gint64 step,
+                               GError **error)
+{
+  ShoalServer *done = NULL;  /* clients use at most one local server (their group's) */
+  for (int s = 0; s < c->nslices; s++)
+    {
+      ShoalServer *local = c->routes[s].local;
+      if (local == NULL || local == done)
+        continue;
+      if (!shoal_server_checkpoint (local, local_store, step, error))
+        return FALSE;
+      done = local;
+    }
+  for (guint i = 0; i < c->connections->len; i++)
+    {
+      Connection *conn = g_ptr_array_index (c->connections, i);
+      if (conn->rpc != NULL && !shoal_rpc_client_checkpoint (conn->rpc, step, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
 shoal_param_client_shutdown_servers (ShoalParamClient *c, int rank, GError **error)
 {
   for (guint i = 0; i < c->connections->len; i++)

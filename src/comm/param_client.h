@@ -65,6 +65,12 @@ void shoal_param_client_step_done (ShoalParamClient *client, gint64 step);
  * FALSE with error when a call failed (the error names server and slice). */
 gboolean shoal_param_client_wait (ShoalParamClient *client, GError **error);
 
+/* Between steps (after shoal_param_client_wait): asks every server this
+ * client uses to checkpoint its slices as of `step` - local servers into
+ * `local_store`, remote ones into their own.  Servers save once per step. */
+gboolean shoal_param_client_checkpoint (ShoalParamClient *client, ShoalCheckpoint *local_store,
+                                        gint64 step, GError **error);
+
 /* Tells every remote server process that worker process `rank` is done
  * (call once per process, from one client). */
 gboolean shoal_param_client_shutdown_servers (ShoalParamClient *client, int rank, GError **error);

@@ -463,3 +463,16 @@ shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error)
   ok = shoal_param_service_if_shutdown (c->client, c->token, rank, &perr, &terr);
   return call_end (c, ok, "shutdown", -1, perr, terr, error);
 }
+
+gboolean
+shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "checkpoint", -1, 0, error))
+    return FALSE;
+  ok = shoal_param_service_if_checkpoint (c->client, c->token, step, &perr, &terr);
+  return call_end (c, ok, "checkpoint", -1, perr, terr, error);
+}

@@ -45,6 +45,8 @@ gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values
 gboolean shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float *delta,
                                        float *values_out, size_t n, GError **error);
 gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error);
+/* Asks the server process to checkpoint its slices as of `step`. */
+gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);
 /* Tells the server process that worker process `rank` is done. */
 gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error);
 

@@ -2,6 +2,8 @@
  * cache lines, and views so that params can live in one buffer. */
 #include "core/tensor.h"
 
+#include "core/device.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,11 +107,52 @@ shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape)
   t->device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
 }
 
+gboolean
+shoal_tensor_alloc_on (ShoalTensor *t, const ShoalShape *shape, ShoalDevice device, GError **error)
+{
+  if (device.kind == SHOAL_DEVICE_CPU)
+    {
+      shoal_tensor_alloc (t, shape);
+      return TRUE;
+    }
+  ShoalShape copy = *shape;  /* shape may point into t */
+  size_t count = shoal_shape_count (&copy);
+  float *data = shoal_device_alloc (device, MAX (count, (size_t) 1) * sizeof (float), error);
+  if (data == NULL)
+    return FALSE;
+  shoal_tensor_clear (t);
+  t->shape = copy;
+  t->capacity = count;
+  t->data = data;
+  t->owns_data = TRUE;
+  t->device = device;
+  return TRUE;
+}
+
+void
+shoal_tensor_view_on (ShoalTensor *t, float *data, const ShoalShape *shape, ShoalDevice device)
+{
+  shoal_tensor_view (t, data, shape);
+  t->device = device;
+}
+
+gboolean
+shoal_tensor_upload (ShoalTensor *t, const float *host, GError **error)
+{
+  return shoal_device_copy (t->data, host, shoal_tensor_count (t) * sizeof (float), error);
+}
+
+gboolean
+shoal_tensor_download (const ShoalTensor *t, float *host, GError **error)
+{
+  return shoal_device_copy (host, t->data, shoal_tensor_count (t) * sizeof (float), error);
+}
+
 void
 shoal_tensor_clear (ShoalTensor *t)
 {
   if (t->owns_data)
-    shoal_free_aligned (t->data);
+    shoal_device_free (t->device, t->data);
   memset (t, 0, sizeof *t);
 }
 

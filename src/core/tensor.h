@@ -51,6 +51,18 @@ char *shoal_shape_to_string (const ShoalShape *shape);
 void shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape);  /* zero-filled, 64-byte aligned */
 void shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape);
 void shoal_tensor_clear (ShoalTensor *t);                           /* frees owned memory */
+
+/* Device tensors (core/device.h).  shoal_tensor_alloc_on allocates
+ * zero-filled memory on `device` (the CPU included); FALSE with error
+ * when out of device memory.  shoal_tensor_view_on views memory that
+ * lives on `device`.  shoal_tensor_clear frees owned memory wherever it
+ * is.  Device data is never read by the CPU: upload and download copy
+ * the tensor's current count of floats, synchronously, in either case. */
+gboolean shoal_tensor_alloc_on (ShoalTensor *t, const ShoalShape *shape, ShoalDevice device,
+                                GError **error);
+void shoal_tensor_view_on (ShoalTensor *t, float *data, const ShoalShape *shape, ShoalDevice device);
+gboolean shoal_tensor_upload (ShoalTensor *t, const float *host, GError **error);
+gboolean shoal_tensor_download (const ShoalTensor *t, float *host, GError **error);
 /* Sets shape[0] to rows; rows * row_size must fit the capacity. */
 void shoal_tensor_set_rows (ShoalTensor *t, int rows);
 
@@ -58,6 +70,7 @@ static inline size_t shoal_tensor_count (const ShoalTensor *t) { return shoal_sh
 static inline int shoal_tensor_rows (const ShoalTensor *t) { return t->shape.ndim > 0 ? t->shape.dim[0] : 1; }
 static inline size_t shoal_tensor_row_size (const ShoalTensor *t) { return shoal_shape_row_size (&t->shape); }
 
+/* CPU tensors only. */
 void shoal_tensor_fill (ShoalTensor *t, float value);
 void shoal_tensor_copy (ShoalTensor *dst, const ShoalTensor *src); /* counts must match */
 

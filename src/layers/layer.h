@@ -86,6 +86,12 @@ typedef struct {
   void (*finalize) (ShoalLayer *layer);           /* frees what setup allocated; may be NULL */
   /* Input layers: records available to this shard in a phase; else NULL. */
   gint64 (*num_records) (ShoalLayer *layer, ShoalPhase phase);
+  /* State that is no param but must survive a checkpoint so that a resumed
+   * run continues exactly (a data cursor).  save_state returns a new
+   * GBytes; load_state runs before the first forward of a resumed run.
+   * Layers without them get their random stream (layer->rng) saved. */
+  GBytes *(*save_state) (ShoalLayer *layer);
+  gboolean (*load_state) (ShoalLayer *layer, GBytes *state, GError **error);
 } ShoalLayerOps;
 
 struct _ShoalLayer {

@@ -55,6 +55,10 @@ typedef struct {
   Source train, test;
   guint32 *order;            /* train shard's record indices, reshuffled per epoch */
   guint64 order_pos;         /* next entry of order; n: start a new epoch */
+  guint64 epochs;            /* epochs started (order was reshuffled that often) */
+  ShoalRng rng0;             /* layer->rng at set-up: replaying `epochs` shuffles from it rebuilds order */
+  guint64 end_epochs[2], end_pos[2];  /* cursor after the batch in buf[b] */
+  guint64 next_epochs, next_pos;      /* cursor after the last batch forward consumed */
   gboolean shuffle;
   guint64 test_pos;
 
@@ -209,11 +213,15 @@ fill_train (ShoalLayer *layer, float *out, float *lab)
       if (p->order_pos == p->train.n)
         {
           p->order_pos = 0;
+          p->epochs++;
           if (p->shuffle)
             shoal_rng_shuffle_u32 (&layer->rng, p->order, p->train.n);
         }
       decode_into (p, &p->train, p->order[p->order_pos++], out + (size_t) r * p->row, lab + r);
     }
+  int b = out == p->buf[0] ? 0 : 1;
+  p->end_epochs[b] = p->epochs;
+  p->end_pos[b] = p->order_pos;
 }
 
 static gpointer
@@ -319,6 +327,10 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
   for (guint64 i = 0; i < p->train.n; i++)
     p->order[i] = (guint32) shard_record (&p->train, i);
   p->order_pos = p->train.n;   /* the first batch starts (and shuffles) an epoch */
+  p->epochs = 0;
+  p->next_epochs = 0;
+  p->next_pos = p->order_pos;
+  p->rng0 = layer->rng;
 
   for (int b = 0; b < 2; b++)
     {
@@ -360,6 +372,8 @@ forward_train (ShoalLayer *layer)
   if (!p->prefetch)
     {
       fill_train (layer, p->buf[p->front], p->lab[p->front]);
+      p->next_epochs = p->end_epochs[p->front];
+      p->next_pos = p->end_pos[p->front];
       bind_front (layer, p->batch);
       return;
     }
@@ -369,6 +383,8 @@ forward_train (ShoalLayer *layer)
     g_cond_wait (&p->cond, &p->lock);
   p->ready = FALSE;
   p->front = 1 - p->front;
+  p->next_epochs = p->end_epochs[p->front];
+  p->next_pos = p->end_pos[p->front];
   p->want = TRUE;          /* refill the buffer the last step used */
   g_cond_broadcast (&p->cond);
   g_mutex_unlock (&p->lock);
@@ -426,6 +442,84 @@ source_close (Source *src)
   memset (src, 0, sizeof *src);
 }
 
+/* The training cursor as of the next batch forward will consume: how many
+ * epochs were started and the position in the current one. */
+typedef struct {
+  guint32 magic;
+  guint32 format;
+  guint64 epochs, pos, n;
+} CursorState;
+
+#define CURSOR_MAGIC 0x52554349u  /* "ICUR" */
+
+static GBytes *
+lmdb_input_save_state (ShoalLayer *layer)
+{
+  LmdbInputPriv *p = layer->priv;
+  CursorState st = { CURSOR_MAGIC, 1, p->next_epochs, p->next_pos, p->train.n };
+  return g_bytes_new (&st, sizeof st);
+}
+
+static void
+stop_prefetch (LmdbInputPriv *p)
+{
+  if (p->thread == NULL)
+    return;
+  g_mutex_lock (&p->lock);
+  p->stop = TRUE;
+  g_cond_broadcast (&p->cond);
+  g_mutex_unlock (&p->lock);
+  g_thread_join (p->thread);
+  p->thread = NULL;
+}
+
+static gboolean
+lmdb_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
+{
+  LmdbInputPriv *p = layer->priv;
+  CursorState st;
+  gsize len = 0;
+  const void *data = g_bytes_get_data (state, &len);
+  if (len != sizeof st || (memcpy (&st, data, sizeof st), st.magic != CURSOR_MAGIC) || st.format != 1)
+    {
+      shoal_layer_error (layer, error, NULL, "the checkpointed data cursor is damaged");
+      return FALSE;
+    }
+  if (st.n != p->train.n || st.pos > p->train.n)
+    {
+      shoal_layer_error (layer, error, "train",
+                         "the checkpoint was made with %" G_GUINT64_FORMAT " training records in this shard, "
+                         "the dataset now gives %" G_GUINT64_FORMAT, st.n, p->train.n);
+      return FALSE;
+    }
+  stop_prefetch (p);
+  /* rebuild the order of the current epoch by replaying its shuffles */
+  layer->rng = p->rng0;
+  for (guint64 i = 0; i < p->train.n; i++)
+    p->order[i] = (guint32) shard_record (&p->train, i);
+  if (p->shuffle)
+    for (guint64 e = 0; e < st.epochs; e++)
+      shoal_rng_shuffle_u32 (&layer->rng, p->order, p->train.n);
+  p->epochs = p->next_epochs = st.epochs;
+  p->order_pos = p->next_pos = st.pos;
+  if (p->prefetch)
+    {
+      GError *local = NULL;
+      p->stop = FALSE;
+      p->ready = FALSE;
+      p->want = TRUE;
+      p->thread = g_thread_try_new ("shoal-prefetch", prefetch_main, layer, &local);
+      if (p->thread == NULL)
+        {
+          shoal_layer_error (layer, error, "prefetch", "cannot start the prefetch thread: %s",
+                             local->message);
+          g_error_free (local);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 static void
 lmdb_input_finalize (ShoalLayer *layer)
 {
@@ -435,12 +529,7 @@ lmdb_input_finalize (ShoalLayer *layer)
     return;
   if (p->thread != NULL)
     {
-      g_mutex_lock (&p->lock);
-      p->stop = TRUE;
-      g_cond_broadcast (&p->cond);
-      g_mutex_unlock (&p->lock);
-      g_thread_join (p->thread);
-      p->thread = NULL;
+      stop_prefetch (p);
       if (p->waits > 0)
         g_debug ("lmdb_input %s: forward waited %.3f ms per batch for the prefetch thread",
                  layer->name, p->wait_us / 1e3 / (double) p->waits);
@@ -479,4 +568,6 @@ const ShoalLayerOps shoal_layer_lmdb_input_ops = {
   .forward = lmdb_input_forward,
   .finalize = lmdb_input_finalize,
   .num_records = lmdb_input_num_records,
+  .save_state = lmdb_input_save_state,
+  .load_state = lmdb_input_load_state,
 };

@@ -547,6 +547,84 @@ shoal_net_batch_rows (ShoalNet *net)
   return net->input ? shoal_tensor_rows (&net->input->out) : 0;
 }
 
+/* Records: u32 name length, name, u32 blob length, blob (the layer's own
+ * state, or its 16-byte rng). */
+GBytes *
+shoal_net_save_state (ShoalNet *net)
+{
+  GByteArray *b = g_byte_array_new ();
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      GBytes *own = layer->ops->save_state ? layer->ops->save_state (layer)
+                                           : g_bytes_new (&layer->rng, sizeof layer->rng);
+      gsize len = 0;
+      gconstpointer data = g_bytes_get_data (own, &len);
+      guint32 nlen = (guint32) strlen (layer->name), blen = (guint32) len;
+      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
+      g_byte_array_append (b, (guint8 *) layer->name, nlen);
+      g_byte_array_append (b, (guint8 *) &blen, sizeof blen);
+      g_byte_array_append (b, data, blen);
+      g_bytes_unref (own);
+    }
+  return g_byte_array_free_to_bytes (b);
+}
+
+gboolean
+shoal_net_load_state (ShoalNet *net, GBytes *state, GError **error)
+{
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (state, &len), *end = p + len;
+  guint found = 0;
+  while (p < end)
+    {
+      guint32 nlen, blen;
+      if ((gsize) (end - p) < sizeof nlen)
+        break;
+      memcpy (&nlen, p, sizeof nlen);
+      p += sizeof nlen;
+      if ((gsize) (end - p) < (gsize) nlen + sizeof blen)
+        break;
+      char *name = g_strndup ((const char *) p, nlen);
+      p += nlen;
+      memcpy (&blen, p, sizeof blen);
+      p += sizeof blen;
+      if ((gsize) (end - p) < blen)
+        {
+          g_free (name);
+          break;
+        }
+      ShoalLayer *layer = find_layer (net->layers, name);
+      g_free (name);
+      if (layer == NULL)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                       "the checkpointed state names a layer this net does not have");
+          return FALSE;
+        }
+      if (layer->ops->load_state != NULL)
+        {
+          GBytes *own = g_bytes_new (p, blen);
+          gboolean ok = layer->ops->load_state (layer, own, error);
+          g_bytes_unref (own);
+          if (!ok)
+            return FALSE;
+        }
+      else if (blen == sizeof layer->rng)
+        memcpy (&layer->rng, p, sizeof layer->rng);
+      p += blen;
+      found++;
+    }
+  if (p != end || found != net->layers->len)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "the checkpointed layer state is damaged or of another net (%u of %u layers)", found,
+                   net->layers->len);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 void
 shoal_net_log_summary (ShoalNet *net)
 {

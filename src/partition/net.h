@@ -62,6 +62,14 @@ guint shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n);
 /* Rows of the last forward's batch (from the first input layer). */
 int shoal_net_batch_rows (ShoalNet *net);
 
+/* The state a checkpoint needs beside the params: every layer's random
+ * stream, or its own state (ops->save_state, e.g. a data cursor).
+ * Returns a new GBytes. */
+GBytes *shoal_net_save_state (ShoalNet *net);
+/* Restores it, before the first forward; fails with a message when the
+ * state is of another net. */
+gboolean shoal_net_load_state (ShoalNet *net, GBytes *state, GError **error);
+
 /* Logs one line per layer: name, type, out shape, params. */
 void shoal_net_log_summary (ShoalNet *net);
 

@@ -1078,3 +1078,51 @@ shoal_group_net_log_summary (ShoalGroupNet *g)
                  shoal_net_n_layers (net), connections);
     }
 }
+
+/* Records: u32 length, one worker's net state; k of them. */
+GBytes *
+shoal_group_net_save_state (ShoalGroupNet *g)
+{
+  GByteArray *b = g_byte_array_new ();
+  for (int w = 0; w < g->k; w++)
+    {
+      GBytes *one = shoal_net_save_state (g->nets[w]);
+      gsize len = 0;
+      gconstpointer data = g_bytes_get_data (one, &len);
+      guint32 n = (guint32) len;
+      g_byte_array_append (b, (guint8 *) &n, sizeof n);
+      g_byte_array_append (b, data, n);
+      g_bytes_unref (one);
+    }
+  return g_byte_array_free_to_bytes (b);
+}
+
+gboolean
+shoal_group_net_load_state (ShoalGroupNet *g, GBytes *state, GError **error)
+{
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (state, &len), *end = p + len;
+  for (int w = 0; w < g->k; w++)
+    {
+      guint32 n;
+      if ((gsize) (end - p) < sizeof n || (memcpy (&n, p, sizeof n), (gsize) (end - p) - sizeof n < n))
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                       "the checkpointed state is of a group of another size or damaged");
+          return FALSE;
+        }
+      GBytes *one = g_bytes_new (p + sizeof n, n);
+      gboolean ok = shoal_net_load_state (g->nets[w], one, error);
+      g_bytes_unref (one);
+      if (!ok)
+        return FALSE;
+      p += sizeof n + n;
+    }
+  if (p != end)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "the checkpointed state is of a group of another size");
+      return FALSE;
+    }
+  return TRUE;
+}

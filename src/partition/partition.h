@@ -118,6 +118,11 @@ ShoalLayer *shoal_group_net_find (ShoalGroupNet *group, int worker, const char *
 guint shoal_group_net_n_layers (ShoalGroupNet *group);
 ShoalLayer *shoal_group_net_layer (ShoalGroupNet *group, guint i);
 
+/* Every worker's shoal_net_save_state, for checkpoints (new GBytes), and
+ * its restore (before the first forward of a resumed run). */
+GBytes *shoal_group_net_save_state (ShoalGroupNet *group);
+gboolean shoal_group_net_load_state (ShoalGroupNet *group, GBytes *state, GError **error);
+
 /* Profiling (benchmarks, `shoal inspect`): with timing on, every worker
  * times each layer's forward and backward, connection layers' waits for
  * other workers included.  Switching it on zeroes the counts.  Timed

@@ -56,6 +56,7 @@ struct _ShoalRpcServer {
   size_t max_message;
   gint64 io_timeout_ms;
   int expected_shutdowns;
+  ShoalCheckpoint *checkpoint;  /* borrowed, may be NULL */
   int listen_fd;
   int port;
   char *address;
@@ -387,6 +388,26 @@ handler_shutdown (ShoalParamServiceIf *iface, const gchar *token, const gint32 r
   return TRUE;
 }
 
+static gboolean
+handler_checkpoint (ShoalParamServiceIf *iface, const gchar *token, const gint64 step,
+                    ShoalParamError **err, GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  GError *e = NULL;
+
+  (void) error;
+  if (!token_ok (rpc, "checkpoint", token, err))
+    return FALSE;
+  if (rpc->checkpoint == NULL)
+    {
+      g_set_error (&e, SHOAL_ERROR, SHOAL_ERROR_RPC, "checkpoint: this server keeps no checkpoints");
+      return server_fault (err, e);
+    }
+  if (!shoal_server_checkpoint (rpc->server, rpc->checkpoint, step, &e))
+    return server_fault (err, e);
+  return TRUE;
+}
+
 static void
 shoal_rpc_handler_init (ShoalRpcHandler *self)
 {
@@ -405,6 +426,7 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->apply_delta = handler_apply_delta;
   h->stats = handler_stats;
   h->shutdown = handler_shutdown;
+  h->checkpoint = handler_checkpoint;
 }
 
 /* ---- connections ---------------------------------------------------------- */
@@ -667,6 +689,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
                                                  : slice_bytes + HEADROOM;
   rpc->io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000;
   rpc->expected_shutdowns = opts->expected_shutdowns;
+  rpc->checkpoint = opts->checkpoint;
   rpc->listen_fd = fd;
   rpc->port = port;
   rpc->address = g_strdup (address);

@@ -27,6 +27,7 @@ typedef struct {
   size_t max_message_bytes;   /* largest accepted message; 0: derived from the largest slice */
   gint64 io_timeout_ms;       /* per-socket send/receive timeout; 0: 60 s */
   int expected_shutdowns;     /* shoal_rpc_server_wait returns after this many shutdown calls */
+  ShoalCheckpoint *checkpoint;  /* where checkpoint calls save; NULL: they are refused */
 } ShoalRpcServerOptions;
 
 /* Starts listening and serving `server` (borrowed; must outlive the RPC

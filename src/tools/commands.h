@@ -24,6 +24,11 @@ ShoalJob *shoal_load_job_topology (const char *job_path, const char *topology_pa
  * after a child failed, how long the others may go without writing
  * metrics before they are stopped.  Returns the exit status. */
 int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
-                  int grace_s);
+                  int grace_s,
+                  gboolean resume);
+
+/* SIGINT and SIGTERM ask the workers of this process to stop at their next
+ * step with a checkpoint (worker.h); a second signal ends the process. */
+void shoal_install_stop_handlers (void);
 
 #endif

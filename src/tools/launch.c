@@ -486,7 +486,7 @@ read_results (const char *path, int ngroups)
 
 int
 shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
-              int grace_s)
+              int grace_s, gboolean resume)
 {
   GError *error = NULL;
   char *conf_path = g_build_filename (workspace, "job.conf", NULL);
@@ -504,10 +504,29 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
                    g_strerror (errno));
       goto out;
     }
+  /* a resumed run continues from the newest step every rank checkpointed */
+  char resume_arg[32] = "";
+  if (resume)
+    {
+      GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
+      for (int r = 0; r < layout->nprocs; r++)
+        g_ptr_array_add (dirs, shoal_checkpoint_dir (workspace, r));
+      g_ptr_array_add (dirs, NULL);
+      gint64 step = shoal_checkpoint_common_step ((const char *const *) dirs->pdata, &error);
+      g_ptr_array_free (dirs, TRUE);
+      if (step < 0)
+        {
+          g_prefix_error (&error, "%s: cannot resume: ", workspace);
+          goto out;
+        }
+      g_snprintf (resume_arg, sizeof resume_arg, "%" G_GINT64_FORMAT, step);
+      if (!quiet)
+        printf ("shoal run: resuming at step %s\n", resume_arg);
+    }
   /* the children read this conf: topology and overrides already applied */
   if (!g_key_file_save_to_file (shoal_conf_keyfile (job->conf), conf_path, &error)
       || !make_token (token, &error) || !write_token (token_path, token, &error)
-      || !g_file_set_contents (metrics_path, "", 0, &error))
+      || (!resume && !g_file_set_contents (metrics_path, "", 0, &error)))
     goto out;
   endpoints = choose_endpoints (layout, &error);
   if (endpoints == NULL)
@@ -531,9 +550,17 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
     {
       char rank[16];
       g_snprintf (rank, sizeof rank, "%d", r);
-      const char *argv[] = { "shoal", "proc", conf_path, "--rank", rank, "--endpoints", endpoint_list,
-                             "--token-file", token_path, "--workspace", workspace,
-                             quiet ? "--quiet" : NULL, NULL };
+      const char *argv[16] = { "shoal", "proc", conf_path, "--rank", rank, "--endpoints", endpoint_list,
+                               "--token-file", token_path, "--workspace", workspace };
+      int argc = 11;
+      if (resume)
+        {
+          argv[argc++] = "--resume-step";
+          argv[argc++] = resume_arg;
+        }
+      if (quiet)
+        argv[argc++] = "--quiet";
+      argv[argc] = NULL;
       fflush (NULL);
       pid_t pid = fork ();
       if (pid == 0)
@@ -770,7 +797,10 @@ shoal_cmd_proc (int argc, char **argv)
   int rank = -1, base_port = DEFAULT_BASE_PORT;
   char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
   gboolean quiet = FALSE;
+  gint64 resume_step = -1;
   GOptionEntry entries[] = {
+    { "resume-step", 0, 0, G_OPTION_ARG_INT64, &resume_step,
+      "resume from the checkpoint of this step (the launcher passes it)", "STEP" },
     { "rank", 'r', 0, G_OPTION_ARG_INT, &rank,
       "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)", "R" },
     { "endpoints", 'e', 0, G_OPTION_ARG_STRING, &endpoints_arg,
@@ -862,7 +892,9 @@ shoal_cmd_proc (int argc, char **argv)
 
   ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
-                           .token = token, .append_metrics = TRUE };
+                           .token = token, .append_metrics = TRUE, .resume = resume_step >= 0,
+                           .resume_step = resume_step };
+  shoal_install_stop_handlers ();
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;
@@ -878,7 +910,7 @@ shoal_cmd_proc (int argc, char **argv)
             rank, result.group, result.worker, result.steps, result.samples_per_sec);
   else
     printf ("rank %d: servers done\n", rank);
-  status = 0;
+  status = result.stopped ? 130 : 0;
 
 out:
   if (error != NULL)

@@ -2,11 +2,40 @@
  * process when the cluster layout has one process, else through the
  * launcher (launch.c), one child per rank on loopback. */
 #include <glib.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/commands.h"
 #include "worker/job.h"
 #include "worker/runner.h"
+#include "worker/worker.h"
+
+static volatile sig_atomic_t stop_signals;
+
+static void
+on_stop_signal (int sig)
+{
+  if (stop_signals++ > 0)
+    {
+      /* a second signal: stop now, as the user asks */
+      signal (sig, SIG_DFL);
+      raise (sig);
+      return;
+    }
+  shoal_worker_request_stop ();
+}
+
+void
+shoal_install_stop_handlers (void)
+{
+  struct sigaction sa;
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset (&sa.sa_mask);
+  sigaction (SIGINT, &sa, NULL);
+  sigaction (SIGTERM, &sa, NULL);
+}
 
 int
 shoal_cmd_run (int argc, char **argv)
@@ -15,8 +44,10 @@ shoal_cmd_run (int argc, char **argv)
   char *workspace = NULL;
   char *topology = NULL;
   int grace = 60;
-  gboolean quiet = FALSE;
+  gboolean quiet = FALSE, resume = FALSE;
   GOptionEntry entries[] = {
+    { "resume", 'r', 0, G_OPTION_ARG_NONE, &resume,
+      "continue from the workspace's checkpoint (the newest step every process has)", NULL },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides,
       "set a conf key, e.g. -o updater.lr=0.05 or -o 'layer fc1.num_output=512'", "SECTION.KEY=VALUE" },
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
@@ -67,19 +98,26 @@ shoal_cmd_run (int argc, char **argv)
   ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, NULL);
   if (layout->nprocs > 1)
     {
-      status = shoal_launch (job, layout, ws, quiet, grace);
+      status = shoal_launch (job, layout, ws, quiet, grace, resume);
       shoal_layout_free (layout);
       g_free (ws);
       shoal_job_free (job);
       goto out;
     }
   shoal_layout_free (layout);
-  ShoalRunOptions opts = { .workspace = ws, .quiet = quiet };
+  ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .resume = resume, .resume_step = -1 };
   ShoalRunResult result = { 0 };
+  shoal_install_stop_handlers ();
   if (!shoal_run_job (job, &opts, &result, &error))
     {
       fprintf (stderr, "shoal run: %s\n", error->message);
       status = 1;
+    }
+  else if (result.stopped)
+    {
+      printf ("stopped at step %" G_GINT64_FORMAT " with a checkpoint; continue with --resume\n",
+              result.steps);
+      status = 130;
     }
   else
     {

@@ -19,6 +19,10 @@ const ShoalOption shoal_job_options[] = {
   { "seed", SHOAL_OPT_INT, "1", 0, 9.2e18, NULL, "seed of every random stream of the job" },
   { "threads", SHOAL_OPT_INT, "0", 0, 1024, NULL,
     "BLAS threads per process; 0 = cores divided by the workers of the process" },
+  { "checkpoint_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL,
+    "steps between checkpoints in WORKSPACE/checkpoint; 0 = only at the end (and on Ctrl-C)" },
+  { "init_from", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
+    "a workspace whose checkpointed params initialise the params of the same name (pre-training)" },
   SHOAL_OPTION_END
 };
 
@@ -219,6 +223,8 @@ shoal_job_load_data (const char *text, const char *origin, const char *const *ov
   job->disp_freq = (int) shoal_conf_get_int (conf, "job", t, "disp_freq");
   job->seed = (guint64) shoal_conf_get_int (conf, "job", t, "seed");
   job->threads = (int) shoal_conf_get_int (conf, "job", t, "threads");
+  job->checkpoint_freq = shoal_conf_get_int (conf, "job", t, "checkpoint_freq");
+  job->init_from = shoal_conf_get_string (conf, "job", t, "init_from");
 
   gboolean ok = TRUE;
   if (job->train_steps > 0 && job->epochs > 0)
@@ -264,6 +270,7 @@ shoal_job_free (ShoalJob *job)
     return;
   shoal_conf_free (job->conf);
   g_free (job->name);
+  g_free (job->init_from);
   g_free (job);
 }
 

@@ -52,7 +52,127 @@ typedef struct {
   GThread *sync_thread;
   gint sync_stop;
   GError *sync_error;
+  ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
+  gint64 resume_step;            /* -1: a fresh run */
+  gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
 } Process;
+
+char *
+shoal_checkpoint_dir (const char *workspace, int rank)
+{
+  char *leaf = g_strdup_printf ("rank-%d", rank);
+  char *dir = g_build_filename (workspace, "checkpoint", leaf, NULL);
+  g_free (leaf);
+  return dir;
+}
+
+/* ---- params by name: init_from and the "params" checkpoint blob ---------- */
+
+static GBytes *
+params_blob (ShoalParamStore *store)
+{
+  GByteArray *b = g_byte_array_new ();
+  for (guint i = 0; i < store->params->len; i++)
+    {
+      ShoalParam *prm = g_ptr_array_index (store->params, i);
+      guint32 nlen = (guint32) strlen (prm->name), ndim = (guint32) prm->shape.ndim;
+      guint64 count = prm->count;
+      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
+      g_byte_array_append (b, (guint8 *) prm->name, nlen);
+      g_byte_array_append (b, (guint8 *) &ndim, sizeof ndim);
+      for (int d = 0; d < prm->shape.ndim; d++)
+        {
+          gint32 dim = prm->shape.dim[d];
+          g_byte_array_append (b, (guint8 *) &dim, sizeof dim);
+        }
+      g_byte_array_append (b, (guint8 *) &count, sizeof count);
+      g_byte_array_append (b, (guint8 *) prm->value.data, (guint) (count * sizeof (float)));
+    }
+  return g_byte_array_free_to_bytes (b);
+}
+
+/* Copies every param of the init_from workspace's newest checkpoint into
+ * the param of the same name; a name with another shape is an error. */
+static gboolean
+init_from_workspace (Process *p, ShoalParamStore *store, GError **error)
+{
+  const char *ws = p->job->init_from;
+  char *dir = shoal_checkpoint_dir (ws, 0);
+  ShoalCheckpoint *c = shoal_checkpoint_open (dir, FALSE, error);
+  g_free (dir);
+  if (c == NULL)
+    return FALSE;
+  gint64 steps[2];
+  GBytes *blob = NULL;
+  if (shoal_checkpoint_steps (c, "params", steps) == 0)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: [job] init_from: no params in its checkpoint", ws);
+  else
+    blob = shoal_checkpoint_load (c, "params", steps[0], error);
+  shoal_checkpoint_close (c);
+  if (blob == NULL)
+    return FALSE;
+
+  gsize len = 0;
+  const guint8 *q = g_bytes_get_data (blob, &len), *end = q + len;
+  int copied = 0;
+  gboolean ok = TRUE;
+  while (ok && q < end)
+    {
+      guint32 nlen, ndim;
+      guint64 count;
+      ShoalShape shape = { 0 };
+      ok = (gsize) (end - q) >= sizeof nlen;
+      if (!ok)
+        break;
+      memcpy (&nlen, q, sizeof nlen);
+      q += sizeof nlen;
+      ok = (gsize) (end - q) >= (gsize) nlen + sizeof ndim;
+      if (!ok)
+        break;
+      char *name = g_strndup ((const char *) q, nlen);
+      q += nlen;
+      memcpy (&ndim, q, sizeof ndim);
+      q += sizeof ndim;
+      ok = ndim <= SHOAL_MAX_DIMS && (gsize) (end - q) >= ndim * sizeof (gint32) + sizeof count;
+      if (ok)
+        {
+          shape.ndim = (int) ndim;
+          for (guint32 d = 0; d < ndim; d++, q += sizeof (gint32))
+            memcpy (&shape.dim[d], q, sizeof (gint32));
+          memcpy (&count, q, sizeof count);
+          q += sizeof count;
+          ok = (gsize) (end - q) >= count * sizeof (float);
+        }
+      ShoalParam *prm = ok ? shoal_param_store_find (store, name) : NULL;
+      if (prm != NULL && !shoal_shape_equal (&prm->shape, &shape))
+        {
+          char *a = shoal_shape_to_string (&shape), *b = shoal_shape_to_string (&prm->shape);
+          shoal_conf_error (p->job->conf, error, "job", "init_from",
+                            "param %s is %s in %s but %s here", name, a, ws, b);
+          g_free (a);
+          g_free (b);
+          ok = FALSE;
+        }
+      else if (prm != NULL)
+        {
+          memcpy (prm->value.data, q, count * sizeof (float));
+          copied++;
+        }
+      g_free (name);
+      q += ok ? count * sizeof (float) : 0;
+    }
+  g_bytes_unref (blob);
+  if (ok && copied == 0)
+    {
+      shoal_conf_error (p->job->conf, error, "job", "init_from", "%s has no param named like one of this net's", ws);
+      ok = FALSE;
+    }
+  else if (!ok && (error == NULL || *error == NULL))
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: the checkpointed params are damaged", ws);
+  if (ok)
+    g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
+  return ok;
+}
 
 static gboolean
 prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
@@ -145,6 +265,9 @@ start_servers (Process *p, GError **error)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
         shoal_server_host_slice (p->server, s);
+  /* before any worker can pull */
+  if (p->resume_step >= 0 && !shoal_server_restore (p->server, p->ckpt, p->resume_step, error))
+    return FALSE;
 
   if (p->opts->endpoints == NULL)
     return TRUE;
@@ -154,6 +277,7 @@ start_servers (Process *p, GError **error)
     return FALSE;
   ropts.bind_address = host;
   ropts.token = p->opts->token;
+  ropts.checkpoint = p->ckpt;
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
@@ -223,6 +347,33 @@ typedef struct {
   gboolean ok;
 } WorkerSlot;
 
+static char *
+unit_name (const ShoalWorker *w)
+{
+  return g_strdup_printf ("unit-%d-%d", w->group, w->worker);
+}
+
+/* The servers' slices, this unit's cursors and streams, and (group 0's
+ * first unit) the params by name, all as of `step`. */
+static gboolean
+worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
+{
+  Process *p = w->checkpoint_data;
+  if (!shoal_param_client_checkpoint (w->client, p->ckpt, step, error))
+    return FALSE;
+  char *name = unit_name (w);
+  GBytes *state = shoal_group_net_save_state (w->net);
+  GBytes *params = w->group == 0 && w->worker == 0 ? params_blob (shoal_group_net_params (w->net)) : NULL;
+  const char *names[] = { name, params ? "params" : NULL, NULL };
+  GBytes *blobs[] = { state, params, NULL };
+  gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
+  g_bytes_unref (state);
+  if (params)
+    g_bytes_unref (params);
+  g_free (name);
+  return ok;
+}
+
 static gpointer
 worker_thread (gpointer data)
 {
@@ -251,8 +402,15 @@ build_net (Process *p, ShoalMember unit, GError **error)
       nopts.worker = unit.index;
     }
   ShoalGroupNet *net = shoal_group_net_new (p->job->conf, p->unit_size, &nopts, error);
-  if (net != NULL)
-    shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
+  if (net == NULL)
+    return NULL;
+  shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
+  if (p->job->init_from != NULL && *p->job->init_from
+      && !init_from_workspace (p, shoal_group_net_params (net), error))
+    {
+      shoal_group_net_free (net);
+      return NULL;
+    }
   return net;
 }
 
@@ -372,8 +530,13 @@ say_done (Process *p)
           o.connect_retries = 5;
           c = shoal_rpc_client_connect (&o, &error);
         }
-      if (c != NULL)
-        shoal_rpc_client_shutdown (c, p->proc->rank, &error);
+      if (c != NULL && !shoal_rpc_client_shutdown (c, p->proc->rank, &error)
+          && strstr (error->message, "closed by the peer") != NULL)
+        {
+          /* the last shutdown lets the server stop before its reply is out */
+          g_debug ("rank %d: rank %d closed after the shutdown call", p->proc->rank, r);
+          g_clear_error (&error);
+        }
       if (error != NULL)
         {
           g_warning ("rank %d: could not tell rank %d it is done: %s", p->proc->rank, r, error->message);
@@ -401,7 +564,20 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
       slots[i].worker = (ShoalWorker) { .job = p->job, .net = slots[i].net, .client = slots[i].client,
                                         .metrics = p->metrics, .group = m.group, .worker = m.index,
                                         .log_progress = !p->opts->quiet, .tester = m.index == 0,
-                                        .test_accuracy = -1 };
+                                        .test_accuracy = -1, .checkpoint = worker_checkpoint,
+                                        .checkpoint_data = p, .stop_step = &p->stop_step,
+                                        .start_step = MAX (p->resume_step, 0) };
+      if (p->resume_step >= 0)
+        {
+          char *name = unit_name (&slots[i].worker);
+          GBytes *state = shoal_checkpoint_load (p->ckpt, name, p->resume_step, error);
+          g_free (name);
+          ok = state != NULL && shoal_group_net_load_state (slots[i].net, state, error);
+          if (state != NULL)
+            g_bytes_unref (state);
+          if (!ok)
+            break;
+        }
     }
   for (guint i = 0; ok && i < n; i++)
     {
@@ -426,7 +602,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .steps = slots[0].worker.steps_done,
                                  .test_loss = slots[0].worker.test_loss,
                                  .test_accuracy = slots[0].worker.test_accuracy,
-                                 .samples_per_sec = slots[0].worker.train_samples_per_sec };
+                                 .samples_per_sec = slots[0].worker.train_samples_per_sec,
+                                 .stopped = slots[0].worker.stopped };
   for (guint i = 0; i < n; i++)
     {
       shoal_param_client_free (slots[i].client);
@@ -440,7 +617,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
 gboolean
 shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
 {
-  Process p = { .job = job, .opts = opts, .server_group = -1 };
+  Process p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
+                .stop_step = G_MAXINT64 };
   gboolean ok = FALSE;
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
@@ -464,6 +642,27 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
   p.proc = &p.layout->procs[rank];
   if (!prepare_workspace (job, opts, error))
+    goto out;
+  char *ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
+  if (opts->resume)
+    {
+      p.resume_step = opts->resume_step;
+      if (p.resume_step < 0)
+        {
+          const char *dirs[] = { ckpt_dir, NULL };
+          p.resume_step = shoal_checkpoint_common_step (dirs, error);
+        }
+      if (p.resume_step < 0)
+        {
+          g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
+          g_free (ckpt_dir);
+          goto out;
+        }
+      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
+    }
+  p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
+  g_free (ckpt_dir);
+  if (p.ckpt == NULL)
     goto out;
   shoal_set_blas_threads (job->threads, MAX ((int) p.proc->workers->len, 1));
 
@@ -503,7 +702,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (p.proc->workers->len > 0)
     {
       char *path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
-      p.metrics = shoal_metrics_open (path, opts->append_metrics, error);
+      p.metrics = shoal_metrics_open (path, opts->append_metrics || opts->resume, error);
       g_free (path);
       if (p.metrics == NULL)
         goto out;
@@ -549,6 +748,7 @@ out:
   if (p.units != NULL)
     g_array_free (p.units, TRUE);
   shoal_server_free (p.server);
+  shoal_checkpoint_close (p.ckpt);
   shoal_layout_free (p.layout);
   return ok;
 }

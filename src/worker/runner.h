@@ -23,6 +23,10 @@ typedef struct {
   char **endpoints;        /* nprocs entries; borrowed */
   const char *token;       /* job token carried by every call; borrowed */
   gboolean append_metrics; /* several processes append to one metrics.jsonl */
+  /* Resume from WORKSPACE/checkpoint: at resume_step, or (resume_step < 0)
+   * at the newest step this process's checkpoint has. */
+  gboolean resume;
+  gint64 resume_step;
 } ShoalRunOptions;
 
 typedef struct {
@@ -31,7 +35,11 @@ typedef struct {
   double test_loss;
   double test_accuracy;    /* < 0 when the net has no accuracy layer */
   double samples_per_sec;  /* training throughput of the run */
+  gboolean stopped;        /* stopped early on request (SIGINT/SIGTERM), checkpoint saved */
 } ShoalRunResult;
+
+/* The checkpoint directory of rank `rank` in a workspace (g_free). */
+char *shoal_checkpoint_dir (const char *workspace, int rank);
 
 /* Runs this process's part of the job: with opts->endpoints NULL the
  * whole layout must fit in one process; otherwise the part of rank

@@ -83,6 +83,35 @@ run_test (ShoalWorker *w, gint64 step)
   shoal_metrics_write (w->metrics, &rec);
 }
 
+static volatile gint stop_requested;
+
+void
+shoal_worker_request_stop (void)
+{
+  g_atomic_int_set (&stop_requested, 1);
+}
+
+gboolean
+shoal_worker_stop_requested (void)
+{
+  return g_atomic_int_get (&stop_requested) != 0;
+}
+
+/* Whether this worker stops at `step`.  The first worker of the process to
+ * see a stop request picks step + 1 for all of them, so that a worker one
+ * step behind still finishes the step the others need from it. */
+static gboolean
+stops_at (ShoalWorker *w, gint64 step)
+{
+  if (w->stop_step == NULL || !shoal_worker_stop_requested ())
+    return FALSE;
+  gint64 want = step + 1, cur = (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+  while (want < cur
+         && !g_atomic_pointer_compare_and_exchange ((gssize *) w->stop_step, (gssize) cur, (gssize) want))
+    cur = (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+  return step >= (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+}
+
 /* Test hook: SHOAL_INJECT_STEP_DELAY="GROUP:MS" makes every worker of
  * GROUP sleep MS milliseconds per step, to show that other groups do not
  * wait for a slow one in asynchronous schemes.  Returns microseconds. */
@@ -116,14 +145,26 @@ shoal_worker_train (ShoalWorker *w)
   shoal_param_store_zero_grads (store);
   if (!shoal_param_client_fetch (w->client, &w->error))
     return FALSE;
-  for (gint64 step = 0; step < job->train_steps && ok; step++)
+  w->steps_done = w->start_step;
+  for (gint64 step = w->start_step; step < job->train_steps && ok; step++)
     {
-      if (step > 0 && !shoal_param_client_wait (w->client, &w->error))
+      if (step > w->start_step && !shoal_param_client_wait (w->client, &w->error))
         {
           ok = FALSE;
           break;
         }
-      if (w->tester && job->test_freq > 0 && step > 0 && step % job->test_freq == 0)
+      if (step > w->start_step && stops_at (w, step))
+        {
+          w->stopped = TRUE;
+          break;
+        }
+      if (step > w->start_step && job->checkpoint_freq > 0 && step % job->checkpoint_freq == 0
+          && w->checkpoint != NULL && !w->checkpoint (w, step, &w->error))
+        {
+          ok = FALSE;
+          break;
+        }
+      if (w->tester && job->test_freq > 0 && step > w->start_step && step % job->test_freq == 0)
         {
           gint64 t0 = g_get_monotonic_time ();
           run_test (w, step);
@@ -184,8 +225,8 @@ shoal_worker_train (ShoalWorker *w)
           window_start = g_get_monotonic_time ();
         }
     }
-  /* the last step's updates must be in before the final test */
-  if (ok && w->steps_done > 0)
+  /* the last step's updates must be in before the final checkpoint and test */
+  if (ok && w->steps_done > w->start_step && !w->stopped)
     ok = shoal_param_client_wait (w->client, &w->error);
   else if (!ok)
     {
@@ -194,8 +235,16 @@ shoal_worker_train (ShoalWorker *w)
       g_clear_error (&ignored);
     }
   w->train_samples_per_sec = train_seconds > 0 ? (double) total_samples / train_seconds : 0;
+  if (ok && w->checkpoint != NULL)
+    ok = w->checkpoint (w, w->steps_done, &w->error);
   if (!ok)
     return FALSE;
+  if (w->stopped)
+    {
+      g_message ("[group %d worker %d] stopped at step %" G_GINT64_FORMAT " on request; checkpoint saved",
+                 w->group, w->worker, w->steps_done);
+      return TRUE;
+    }
   if (w->tester)
     run_test (w, w->steps_done);
   return TRUE;

@@ -22,7 +22,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct {
+typedef struct _ShoalWorker {
   const ShoalJob *job;             /* borrowed */
   ShoalGroupNet *net;              /* borrowed: the worker's (partitioned) net; k = 1 is a plain net */
   ShoalParamClient *client;        /* borrowed */
@@ -30,6 +30,13 @@ typedef struct {
   int group, worker;
   gboolean log_progress;           /* g_message progress lines */
   gboolean tester;                 /* runs the test phase (worker 0 of each group) */
+  gint64 start_step;               /* 0, or the step a resumed run continues from */
+  /* Called at step boundaries with every slice at that step's version:
+   * every checkpoint_freq steps, at the end, and when a stop was asked. */
+  gboolean (*checkpoint) (struct _ShoalWorker *worker, gint64 step, GError **error);
+  gpointer checkpoint_data;
+  gint64 *stop_step;               /* shared by the process's workers: stop at this step (atomic); may be NULL */
+  gboolean stopped;                /* result: stopped early on request */
 
   /* results */
   gint64 steps_done;
@@ -43,6 +50,11 @@ typedef struct {
   double accuracy;   /* < 0 when the net has no accuracy layer */
   gint64 samples;
 } ShoalEvalResult;
+
+/* Asks every worker of the process to stop at its next step boundary,
+ * with a checkpoint (async-signal-safe: SIGINT / SIGTERM handlers). */
+void shoal_worker_request_stop (void);
+gboolean shoal_worker_stop_requested (void);
 
 /* Runs the whole training loop in the calling thread; FALSE with
  * worker->error on failure. */

@@ -1,0 +1,124 @@
+/* Where tensors live and how data moves between devices.
+ *
+ * One small interface with two backends: the CPU backend is always built
+ * (plain aligned memory, no streams); the CUDA backend (src/gpu/, built
+ * with `make CUDA=1`) adds GPU memory, pinned host memory, streams and
+ * events.  Code outside src/gpu uses only this header, so the CPU build
+ * needs no CUDA header and the same code runs either way: without the
+ * CUDA backend, or without a CUDA device, shoal_device_count is 0 and
+ * asking for a GPU fails with an error that says why.
+ *
+ * Device memory is never touched by the CPU: move it with
+ * shoal_device_copy (synchronous) or a stream's copy (asynchronous).
+ * With CUDA every pointer is in one address space (UVA), so copies need
+ * no direction. */
+#ifndef SHOAL_DEVICE_H
+#define SHOAL_DEVICE_H
+
+#include <glib.h>
+#include <stddef.h>
+
+#include "core/tensor.h"
+
+G_BEGIN_DECLS
+
+/* CUDA devices this process can use; 0 without the CUDA backend, without
+ * a driver or without a device (the reason goes to g_debug once). */
+int shoal_device_count (void);
+/* TRUE when this build has the CUDA backend (make CUDA=1). */
+gboolean shoal_device_cuda_built (void);
+/* FALSE with an error naming the device and the reason when `device`
+ * cannot be used here (not built with CUDA, no such GPU, driver errors). */
+gboolean shoal_device_check (ShoalDevice device, GError **error);
+/* "cpu" or "cuda:N"; newly allocated. */
+char *shoal_device_to_string (ShoalDevice device);
+/* "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)", "cpu"; newly allocated. */
+char *shoal_device_describe (ShoalDevice device);
+
+static inline gboolean
+shoal_device_is_cpu (ShoalDevice device)
+{
+  return device.kind == SHOAL_DEVICE_CPU;
+}
+
+static inline ShoalDevice
+shoal_device_cuda (int index)
+{
+  return (ShoalDevice) { SHOAL_DEVICE_CUDA, index };
+}
+
+/* Makes `device` the calling thread's current GPU (CUDA keeps one per
+ * thread); nothing on the CPU.  Every entry point that launches work on
+ * a net's device calls it first, so nets may move between threads. */
+void shoal_device_activate (ShoalDevice device);
+
+/* Zero-filled memory of `bytes` on `device` (64-byte aligned on the CPU,
+ * 256 on a GPU); NULL with error when out of memory.  Free with
+ * shoal_device_free on the same device. */
+void *shoal_device_alloc (ShoalDevice device, size_t bytes, GError **error);
+void shoal_device_free (ShoalDevice device, void *p);
+/* Synchronous copy of `bytes` between any two places (host or device):
+ * returns when the data is at dst.  FALSE with error on a device error. */
+gboolean shoal_device_copy (void *dst, const void *src, size_t bytes, GError **error);
+/* Synchronous fill with zero bytes of memory on `device`. */
+gboolean shoal_device_zero (ShoalDevice device, void *p, size_t bytes, GError **error);
+
+/* Host memory that `device` can copy to and from asynchronously: pinned
+ * (page-locked) for a GPU, plain aligned memory for the CPU.  Zero-filled;
+ * NULL with error when it cannot be had.  Free with shoal_device_host_free
+ * and the same device. */
+void *shoal_device_host_alloc (ShoalDevice device, size_t bytes, GError **error);
+void shoal_device_host_free (ShoalDevice device, void *p);
+/* Pins host memory someone else allocated (for asynchronous copies);
+ * returns FALSE when it was not pinned by this call (then do not
+ * unregister it: copies still work, only slower and synchronously). */
+gboolean shoal_device_host_register (ShoalDevice device, void *p, size_t bytes);
+void shoal_device_host_unregister (ShoalDevice device, void *p);
+
+/* Streams and events (GPU only; the CPU needs none).  A stream runs its
+ * work in order; an event marks a point in a stream that other streams
+ * or the host can wait for.  Errors of asynchronous work surface at the
+ * next synchronisation (shoal_stream_sync, shoal_event_sync). */
+typedef struct _ShoalStream ShoalStream;
+typedef struct _ShoalEvent ShoalEvent;
+
+ShoalStream *shoal_stream_new (ShoalDevice device, GError **error);
+void shoal_stream_free (ShoalStream *stream);
+gboolean shoal_stream_sync (ShoalStream *stream, GError **error);
+/* Enqueues a copy of `bytes` (any direction; asynchronous only when the
+ * host side is pinned) or a zero fill. */
+void shoal_stream_copy (ShoalStream *stream, void *dst, const void *src, size_t bytes);
+void shoal_stream_zero (ShoalStream *stream, void *p, size_t bytes);
+/* Work enqueued on `stream` after this call starts once `event` happened. */
+void shoal_stream_wait (ShoalStream *stream, ShoalEvent *event);
+
+ShoalEvent *shoal_event_new (ShoalDevice device, GError **error);
+void shoal_event_free (ShoalEvent *event);
+void shoal_event_record (ShoalEvent *event, ShoalStream *stream);
+/* TRUE once the work before the record is done (never blocks). */
+gboolean shoal_event_done (ShoalEvent *event);
+gboolean shoal_event_sync (ShoalEvent *event, GError **error);
+
+/* What a net on a GPU shares among its layers: the compute stream the
+ * layers run on, a copy stream for param traffic, the math libraries'
+ * handles (cuBLAS, cuDNN) bound to the compute stream, and one scratch
+ * workspace (the layers run one after another on one stream, so one
+ * buffer serves all).  The GPU layers (src/gpu) see its full definition;
+ * everyone else only these calls. */
+typedef struct _ShoalDeviceContext ShoalDeviceContext;
+
+ShoalDeviceContext *shoal_device_context_new (ShoalDevice device, GError **error);
+void shoal_device_context_free (ShoalDeviceContext *ctx);
+ShoalDevice shoal_device_context_device (const ShoalDeviceContext *ctx);
+ShoalStream *shoal_device_context_compute (ShoalDeviceContext *ctx);  /* borrowed */
+ShoalStream *shoal_device_context_copy (ShoalDeviceContext *ctx);     /* borrowed */
+/* After every layer's GPU set-up: allocates the workspace the layers
+ * asked for.  FALSE with error when out of memory. */
+gboolean shoal_device_context_ready (ShoalDeviceContext *ctx, GError **error);
+/* Waits for the compute stream and reports the first error any layer's
+ * GPU work met (which layer, which call) since the last check. */
+gboolean shoal_device_context_sync (ShoalDeviceContext *ctx, GError **error);
+
+G_END_DECLS
+
+#endif

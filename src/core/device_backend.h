@@ -1,0 +1,55 @@
+/* The table a GPU backend fills in for core/device.c (internal to
+ * shoal: src/core and src/gpu).  core/device.c handles the CPU itself and
+ * forwards everything about GPUs here; a build without CUDA has no such
+ * table, and every GPU request fails with a message saying so.
+ * Devices are given by index (the GPU ordinal). */
+#ifndef SHOAL_DEVICE_BACKEND_H
+#define SHOAL_DEVICE_BACKEND_H
+
+#include "core/device.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *name;                                   /* "cuda" */
+  int (*count) (void);
+  gboolean (*check) (int index, GError **error);
+  char *(*describe) (int index);
+  void (*activate) (int index);
+
+  void *(*alloc) (int index, size_t bytes, GError **error);
+  void (*free) (int index, void *p);
+  gboolean (*copy) (void *dst, const void *src, size_t bytes, GError **error);
+  gboolean (*zero) (int index, void *p, size_t bytes, GError **error);
+  void *(*host_alloc) (int index, size_t bytes, GError **error);
+  void (*host_free) (int index, void *p);
+  gboolean (*host_register) (int index, void *p, size_t bytes);
+  void (*host_unregister) (int index, void *p);
+
+  ShoalStream *(*stream_new) (int index, GError **error);
+  void (*stream_free) (ShoalStream *stream);
+  gboolean (*stream_sync) (ShoalStream *stream, GError **error);
+  void (*stream_copy) (ShoalStream *stream, void *dst, const void *src, size_t bytes);
+  void (*stream_zero) (ShoalStream *stream, void *p, size_t bytes);
+  void (*stream_wait) (ShoalStream *stream, ShoalEvent *event);
+  ShoalEvent *(*event_new) (int index, GError **error);
+  void (*event_free) (ShoalEvent *event);
+  void (*event_record) (ShoalEvent *event, ShoalStream *stream);
+  gboolean (*event_done) (ShoalEvent *event);
+  gboolean (*event_sync) (ShoalEvent *event, GError **error);
+
+  ShoalDeviceContext *(*context_new) (int index, GError **error);
+  void (*context_free) (ShoalDeviceContext *ctx);
+  ShoalDevice (*context_device) (const ShoalDeviceContext *ctx);
+  ShoalStream *(*context_compute) (ShoalDeviceContext *ctx);
+  ShoalStream *(*context_copy) (ShoalDeviceContext *ctx);
+  gboolean (*context_ready) (ShoalDeviceContext *ctx, GError **error);
+  gboolean (*context_sync) (ShoalDeviceContext *ctx, GError **error);
+} ShoalDeviceBackend;
+
+/* Defined by src/gpu/device_cuda.c in a `make CUDA=1` build. */
+extern const ShoalDeviceBackend shoal_cuda_backend;
+
+G_END_DECLS
+
+#endif
