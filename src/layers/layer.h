@@ -28,13 +28,30 @@
  * scaled by loss_weight / loss_norm.  Metric layers (SHOAL_LAYER_METRIC,
  * e.g. accuracy) have a 1-element out reported with the loss.
  * Per-row labels travel in `label` (shape: rows), made by input layers and
- * passed through by layers that keep rows (split, slice, bridge). */
+ * passed through by layers that keep rows (split, slice, bridge).
+ *
+ * GPU path (ops->gpu, NULL = none).  On a net built for a GPU
+ * (ShoalNetOptions.device) the net runs ops->setup as on the CPU (shapes,
+ * params), allocates out and grad in device memory - except the
+ * 1-element out of loss and metric layers, which stays on the host - and
+ * then gpu->setup, which makes the layer's device state in gpu_priv and
+ * moves to the device whatever ops->setup left on the host (labels, input
+ * data; views of device memory get the device in their tag).
+ * gpu->forward and gpu->backward keep the contract above with every
+ * tensor in device memory: srcs' out, grad, src_grad, label, and the
+ * params' value and grad views (the param store's host buffers are the
+ * net's business, see partition/net.h).  They enqueue work on the net's
+ * compute stream (layer->ctx->gpu) and do not wait for it; a loss or
+ * metric layer enqueues the copy of its value into its host out.  A
+ * layer type without a GPU path on a GPU net fails the net's set-up,
+ * naming the layer: there is no silent CPU fallback. */
 #ifndef SHOAL_LAYER_H
 #define SHOAL_LAYER_H
 
 #include <glib.h>
 
 #include "core/conf.h"
+#include "core/device.h"
 #include "core/param.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -69,7 +86,17 @@ typedef struct {
   int shard_count;
   int worker;            /* worker id inside the group, group id */
   int group;
+  ShoalDevice device;    /* where the net computes; CPU unless built for a GPU */
+  ShoalDeviceContext *gpu; /* GPU nets: streams and library handles; NULL on the CPU */
 } ShoalLayerContext;
+
+/* A layer type's GPU path; see the contract at the top. */
+typedef struct {
+  gboolean (*setup) (ShoalLayer *layer, GError **error);  /* may be NULL */
+  void (*forward) (ShoalLayer *layer, ShoalPhase phase);
+  void (*backward) (ShoalLayer *layer);                   /* NULL when ops->backward is */
+  void (*finalize) (ShoalLayer *layer);                   /* may be NULL; runs before ops->finalize */
+} ShoalLayerGpuOps;
 
 typedef struct {
   const char *type;                 /* name in confs: "dense" */
@@ -92,7 +119,19 @@ typedef struct {
    * Layers without them get their random stream (layer->rng) saved. */
   GBytes *(*save_state) (ShoalLayer *layer);
   gboolean (*load_state) (ShoalLayer *layer, GBytes *state, GError **error);
+  const ShoalLayerGpuOps *gpu;      /* GPU path, or NULL: built-ins write SHOAL_LAYER_GPU (type) */
 } ShoalLayerOps;
+
+/* The GPU path of built-in type `type` (shoal_layer_<type>_gpu, defined
+ * in src/gpu) in a CUDA build (make CUDA=1), NULL otherwise. */
+#ifdef SHOAL_CUDA
+#define SHOAL_LAYER_GPU(type) (&shoal_layer_##type##_gpu)
+#else
+#define SHOAL_LAYER_GPU(type) NULL
+#endif
+#define SHOAL_LAYER(type) extern const ShoalLayerGpuOps shoal_layer_##type##_gpu;
+#include "layers/layer_list.h"
+#undef SHOAL_LAYER
 
 struct _ShoalLayer {
   char *name;                       /* owned */
@@ -119,6 +158,7 @@ struct _ShoalLayer {
   float loss_weight;                /* loss layers; default 1 */
   int loss_norm;                    /* rows the loss is averaged over; 0 = this batch's rows */
   void *priv;                       /* ops->priv_size zeroed bytes, owned by the net */
+  void *gpu_priv;                   /* GPU nets: state of ops->gpu, made by its setup, freed by its finalize */
 };
 
 /* Option getters for this layer's own table (ops->options); defaults apply.
