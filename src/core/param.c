@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "core/device.h"
+
 #define PARAM_ALIGN_FLOATS 16  /* 64 bytes */
 
 ShoalParamStore *
@@ -29,9 +31,22 @@ shoal_param_store_free (ShoalParamStore *store)
   for (guint i = 0; i < store->params->len; i++)
     param_free (g_ptr_array_index (store->params, i));
   g_ptr_array_free (store->params, TRUE);
-  if (!store->values_borrowed)
-    shoal_free_aligned (store->values);
-  shoal_free_aligned (store->grads);
+  if (store->borrowed_pinned)
+    shoal_device_host_unregister (store->device, store->values);
+  if (store->host_pinned)
+    {
+      if (!store->values_borrowed)
+        shoal_device_host_free (store->device, store->values);
+      shoal_device_host_free (store->device, store->grads);
+    }
+  else
+    {
+      if (!store->values_borrowed)
+        shoal_free_aligned (store->values);
+      shoal_free_aligned (store->grads);
+    }
+  shoal_device_free (store->device, store->dev_values);
+  shoal_device_free (store->device, store->dev_grads);
   shoal_free_aligned (store->state);
   g_free (store);
 }
@@ -74,11 +89,14 @@ shoal_param_store_find (ShoalParamStore *store, const char *name)
 static void
 bind_views (ShoalParamStore *store)
 {
+  gboolean dev = store->dev_values != NULL;
+  float *values = dev ? store->dev_values : store->values;
+  float *grads = dev ? store->dev_grads : store->grads;
   for (guint i = 0; i < store->params->len; i++)
     {
       ShoalParam *p = g_ptr_array_index (store->params, i);
-      shoal_tensor_view (&p->value, store->values + p->offset, &p->shape);
-      shoal_tensor_view (&p->grad, store->grads + p->offset, &p->shape);
+      shoal_tensor_view_on (&p->value, values + p->offset, &p->shape, store->device);
+      shoal_tensor_view_on (&p->grad, grads + p->offset, &p->shape, store->device);
     }
 }
 
@@ -92,14 +110,57 @@ shoal_param_store_allocate (ShoalParamStore *store)
   bind_views (store);
 }
 
+gboolean
+shoal_param_store_allocate_device (ShoalParamStore *store, ShoalDevice device, GError **error)
+{
+  g_return_val_if_fail (store->allocated && store->dev_values == NULL && !store->values_borrowed, FALSE);
+  if (shoal_device_is_cpu (device))
+    return TRUE;
+  size_t bytes = MAX (store->total, (size_t) 1) * sizeof (float);
+  float *dv = shoal_device_alloc (device, bytes, error);
+  float *dg = dv != NULL ? shoal_device_alloc (device, bytes, error) : NULL;
+  float *hv = dg != NULL ? shoal_device_host_alloc (device, bytes, error) : NULL;
+  float *hg = hv != NULL ? shoal_device_host_alloc (device, bytes, error) : NULL;
+  if (hg == NULL)
+    {
+      shoal_device_host_free (device, hv);
+      shoal_device_free (device, dg);
+      shoal_device_free (device, dv);
+      return FALSE;
+    }
+  /* nothing was written yet: values are initialised after allocation */
+  shoal_free_aligned (store->values);
+  shoal_free_aligned (store->grads);
+  store->values = hv;
+  store->grads = hg;
+  store->host_pinned = TRUE;
+  store->dev_values = dv;
+  store->dev_grads = dg;
+  store->device = device;
+  bind_views (store);
+  return TRUE;
+}
+
 void
 shoal_param_store_borrow_values (ShoalParamStore *store, float *values)
 {
   g_return_if_fail (store->allocated);
+  if (store->borrowed_pinned)
+    shoal_device_host_unregister (store->device, store->values);
+  store->borrowed_pinned = FALSE;
   if (!store->values_borrowed)
-    shoal_free_aligned (store->values);
+    {
+      if (store->host_pinned)
+        shoal_device_host_free (store->device, store->values);
+      else
+        shoal_free_aligned (store->values);
+    }
   store->values = values;
   store->values_borrowed = TRUE;
+  /* a GPU store uploads from these: pinned, the copies run asynchronously */
+  if (store->dev_values != NULL)
+    store->borrowed_pinned = shoal_device_host_register (store->device, values,
+                                                         store->total * sizeof (float));
   bind_views (store);
 }
 
@@ -129,7 +190,7 @@ shoal_param_store_init_values (ShoalParamStore *store, guint64 seed)
       ShoalParam *p = g_ptr_array_index (store->params, i);
       ShoalRng rng;
       shoal_rng_seed (&rng, seed, name_hash (p->name));
-      shoal_init_fill (&p->init, p->fan_in, p->fan_out, &rng, p->value.data, p->count);
+      shoal_init_fill (&p->init, p->fan_in, p->fan_out, &rng, store->values + p->offset, p->count);
     }
 }
 
@@ -137,4 +198,13 @@ void
 shoal_param_store_zero_grads (ShoalParamStore *store)
 {
   memset (store->grads, 0, store->total * sizeof (float));
+  if (store->dev_grads != NULL)
+    {
+      GError *error = NULL;
+      if (!shoal_device_zero (store->device, store->dev_grads, store->total * sizeof (float), &error))
+        {
+          g_critical ("zeroing the device gradients: %s", error->message);
+          g_error_free (error);
+        }
+    }
 }

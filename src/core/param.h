@@ -37,6 +37,14 @@ typedef struct {
   int state_per_value;
   gboolean allocated;
   gboolean values_borrowed;
+  /* GPU nets (shoal_param_store_allocate_device): every param's value and
+   * grad views point at these device copies, while values and grads above
+   * stay on the host (pinned) as what servers and param clients use. */
+  ShoalDevice device;    /* where the views point; CPU: values and grads */
+  float *dev_values;     /* device, total floats, owned; NULL on the CPU */
+  float *dev_grads;
+  gboolean host_pinned;  /* values (unless borrowed) and grads are pinned host memory */
+  gboolean borrowed_pinned;  /* this store pinned the borrowed values */
 } ShoalParamStore;
 
 ShoalParamStore *shoal_param_store_new (void);
@@ -56,13 +64,21 @@ void shoal_param_store_allocate (ShoalParamStore *store);
  * in-process server); `values` must hold store->total floats and outlive
  * the binding. */
 void shoal_param_store_borrow_values (ShoalParamStore *store, float *values);
+/* After allocation, for a net on a GPU: makes zeroed device copies of
+ * values and grads, moves the host buffers to pinned memory (so copies
+ * run asynchronously) and points every param's views at the device
+ * copies.  FALSE with error when device or pinned memory is short. */
+gboolean shoal_param_store_allocate_device (ShoalParamStore *store, ShoalDevice device,
+                                            GError **error);
 /* Allocates (zeroed) optimiser state of per_value floats per value. */
 void shoal_param_store_allocate_state (ShoalParamStore *store, int per_value);
 
 /* Initialises every param from its spec.  Each param draws from its own
  * stream derived from (seed, param name), so values do not depend on the
- * order of declaration or on how the net is partitioned. */
+ * order of declaration or on how the net is partitioned.  Writes the
+ * host values (a GPU net uploads them before its forward). */
 void shoal_param_store_init_values (ShoalParamStore *store, guint64 seed);
+/* Zeroes the host grads and, on a GPU store, the device grads. */
 void shoal_param_store_zero_grads (ShoalParamStore *store);
 
 G_END_DECLS

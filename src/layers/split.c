@@ -27,7 +27,13 @@ shoal_split_branch_grad (ShoalLayer *split, int branch)
   if (!split->needs_grad)
     return NULL;
   if (priv->branch_grad[branch].data == NULL)
-    shoal_tensor_alloc (&priv->branch_grad[branch], &split->out.shape);
+    {
+      GError *error = NULL;
+      /* on the net's device: the consumer's GPU backward writes it */
+      if (!shoal_tensor_alloc_on (&priv->branch_grad[branch], &split->out.shape, split->ctx->device,
+                                  &error))
+        g_error ("layer '%s': %s", split->name, error->message);
+    }
   priv->writes[branch] = TRUE;
   return &priv->branch_grad[branch];
 }

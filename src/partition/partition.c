@@ -695,6 +695,18 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
                    shoal_conf_origin (conf), k);
       return NULL;
     }
+  if (k > 1 && opts != NULL && !shoal_device_is_cpu (opts->device))
+    {
+      /* sub-nets would trade activations through host bridges and sum
+       * gradients on the host: a GPU group is one worker */
+      char *dev = shoal_device_to_string (opts->device);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "%s: group %d of %d workers in one process cannot run on %s: a partitioned group "
+                   "runs on the CPU; give GPU groups nworkers_per_group = 1",
+                   shoal_conf_origin (conf), opts->group, k, dev);
+      g_free (dev);
+      return NULL;
+    }
   ShoalGroupNet *g = g_new0 (ShoalGroupNet, 1);
   g->k = k;
   g->conf = conf;
@@ -949,6 +961,12 @@ static gboolean is_connection (const ShoalLayer *layer);
 void
 shoal_group_net_set_timing (ShoalGroupNet *g, gboolean on)
 {
+  if (on && !shoal_device_is_cpu (shoal_net_device (g->nets[0])))
+    {
+      /* the layers only enqueue work there: host clocks would time nothing */
+      g_warning ("per-layer timing is not available on a GPU net");
+      on = FALSE;
+    }
   for (int w = 0; w < g->k; w++)
     {
       guint n = shoal_net_n_layers (g->nets[w]);
