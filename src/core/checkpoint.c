@@ -11,6 +11,11 @@
 
 #include "core/error.h"
 
+/* Grown on MDB_MAP_FULL; a large first map would only cost address space,
+ * but some environments (valgrind, ulimit -v) refuse huge ones. */
+#define INITIAL_MAP_SIZE ((size_t) 256 << 20)
+#define MAX_MAP_SIZE ((size_t) 1 << 40)
+
 struct _ShoalCheckpoint {
   MDB_env *env;
   MDB_dbi dbi;
@@ -42,7 +47,7 @@ shoal_checkpoint_open (const char *dir, gboolean create, GError **error)
   c->dir = g_strdup (dir);
   int rc = mdb_env_create (&c->env);
   if (rc == 0)
-    rc = mdb_env_set_mapsize (c->env, (size_t) 1 << 40);  /* address space only; the file grows */
+    rc = mdb_env_set_mapsize (c->env, INITIAL_MAP_SIZE);
   if (rc == 0)
     rc = mdb_env_open (c->env, dir, create ? 0 : MDB_RDONLY, 0644);
   MDB_txn *txn = NULL;
@@ -89,9 +94,27 @@ read_steps (MDB_txn *txn, MDB_dbi dbi, const char *name, gint64 steps[2])
     memcpy (steps, v.mv_data, 2 * sizeof (gint64));
 }
 
+static int save_once (ShoalCheckpoint *c, gint64 step, const char *const *names, GBytes *const *blobs);
+
 gboolean
 shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names,
                        GBytes *const *blobs, GError **error)
+{
+  for (;;)
+    {
+      int rc = save_once (c, step, names, blobs);
+      if (rc == 0)
+        return TRUE;
+      MDB_envinfo info;
+      if (rc != MDB_MAP_FULL || mdb_env_info (c->env, &info) != 0 || info.me_mapsize >= MAX_MAP_SIZE
+          || mdb_env_set_mapsize (c->env, info.me_mapsize * 2) != 0)
+        return lmdb_fail (error, c->dir, "write", rc);
+    }
+}
+
+/* One attempt; returns an LMDB code (MDB_MAP_FULL: grow and retry). */
+static int
+save_once (ShoalCheckpoint *c, gint64 step, const char *const *names, GBytes *const *blobs)
 {
   MDB_txn *txn = NULL;
   int rc = mdb_txn_begin (c->env, NULL, 0, &txn);
@@ -126,10 +149,10 @@ shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names
         rc = mdb_put (txn, c->dbi, &sk, &sv, 0);
     }
   if (rc == 0)
-    return (rc = mdb_txn_commit (txn)) == 0 || lmdb_fail (error, c->dir, "commit", rc);
+    return mdb_txn_commit (txn);
   if (txn != NULL)
     mdb_txn_abort (txn);
-  return lmdb_fail (error, c->dir, "write", rc);
+  return rc;
 }
 
 GBytes *

@@ -1,0 +1,143 @@
+/* The checkpoint store: the last two steps per name, one transaction per
+ * save, the newest common step of several stores. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+
+static void
+save (ShoalCheckpoint *c, gint64 step, const char *name, const char *text)
+{
+  GError *error = NULL;
+  GBytes *b = g_bytes_new (text, strlen (text));
+  const char *names[] = { name, NULL };
+  GBytes *blobs[] = { b, NULL };
+  g_assert_true (shoal_checkpoint_save (c, step, names, blobs, &error));
+  g_assert_no_error (error);
+  g_bytes_unref (b);
+}
+
+static char *
+load (ShoalCheckpoint *c, const char *name, gint64 step)
+{
+  GBytes *b = shoal_checkpoint_load (c, name, step, NULL);
+  if (b == NULL)
+    return NULL;
+  gsize n;
+  const char *d = g_bytes_get_data (b, &n);
+  char *s = g_strndup (d, n);
+  g_bytes_unref (b);
+  return s;
+}
+
+static void
+rm_rf (const char *dir)
+{
+  char *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (cmd);
+}
+
+static void
+test_keeps_two_steps (void)
+{
+  char *dir = g_dir_make_tmp ("ckpt-XXXXXX", NULL);
+  char *sub = g_build_filename (dir, "rank-0", NULL);
+  GError *error = NULL;
+  ShoalCheckpoint *c = shoal_checkpoint_open (sub, TRUE, &error);
+  g_assert_no_error (error);
+  save (c, 10, "server", "ten");
+  save (c, 20, "server", "twenty");
+  save (c, 20, "server", "twenty again");   /* the same step replaces */
+  save (c, 30, "server", "thirty");
+  gint64 steps[2];
+  g_assert_cmpint (shoal_checkpoint_steps (c, "server", steps), ==, 2);
+  g_assert_cmpint (steps[0], ==, 30);
+  g_assert_cmpint (steps[1], ==, 20);
+  char *s = load (c, "server", 20);
+  g_assert_cmpstr (s, ==, "twenty again");
+  g_free (s);
+  g_assert_null (load (c, "server", 10));
+  GBytes *missing = shoal_checkpoint_load (c, "nobody", 30, &error);
+  g_assert_null (missing);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_clear_error (&error);
+
+  save (c, 20, "unit-0-0", "cursor 20");
+  save (c, 30, "unit-0-0", "cursor 30");
+  char **names = shoal_checkpoint_names (c);
+  g_assert_cmpint (g_strv_length (names), ==, 2);
+  g_strfreev (names);
+  shoal_checkpoint_close (c);
+
+  /* a second store that has only reached 20: the common step is 20 */
+  char *other = g_build_filename (dir, "rank-1", NULL);
+  c = shoal_checkpoint_open (other, TRUE, &error);
+  save (c, 10, "unit-0-1", "a");
+  save (c, 20, "unit-0-1", "b");
+  shoal_checkpoint_close (c);
+  const char *both[] = { sub, other, NULL };
+  g_assert_cmpint (shoal_checkpoint_common_step (both, &error), ==, 20);
+  g_assert_no_error (error);
+
+  /* one that has only 10 (which rank-0 dropped): nothing in common */
+  c = shoal_checkpoint_open (other, TRUE, &error);
+  shoal_checkpoint_close (c);
+  char *third = g_build_filename (dir, "rank-2", NULL);
+  c = shoal_checkpoint_open (third, TRUE, &error);
+  save (c, 10, "unit-1-0", "old");
+  shoal_checkpoint_close (c);
+  const char *all[] = { sub, other, third, NULL };
+  g_assert_cmpint (shoal_checkpoint_common_step (all, &error), ==, -1);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_clear_error (&error);
+
+  /* no store at all */
+  char *none = g_build_filename (dir, "none", NULL);
+  g_assert_null (shoal_checkpoint_open (none, FALSE, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_IO);
+  g_clear_error (&error);
+
+  rm_rf (dir);
+  g_free (none);
+  g_free (third);
+  g_free (other);
+  g_free (sub);
+  g_free (dir);
+}
+
+/* Blobs bigger than the first map: the store grows it. */
+static void
+test_grows (void)
+{
+  char *dir = g_dir_make_tmp ("ckpt-XXXXXX", NULL);
+  GError *error = NULL;
+  ShoalCheckpoint *c = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+  gsize n = (gsize) 300 << 20;
+  guint8 *big = g_malloc (n);
+  memset (big, 7, n);
+  GBytes *b = g_bytes_new_take (big, n);
+  const char *names[] = { "server", NULL };
+  GBytes *blobs[] = { b, NULL };
+  g_assert_true (shoal_checkpoint_save (c, 1, names, blobs, &error));
+  g_assert_no_error (error);
+  GBytes *back = shoal_checkpoint_load (c, "server", 1, &error);
+  g_assert_true (g_bytes_equal (back, b));
+  g_bytes_unref (back);
+  g_bytes_unref (b);
+  shoal_checkpoint_close (c);
+  rm_rf (dir);
+  g_free (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/checkpoint/keeps-two-steps", test_keeps_two_steps);
+  g_test_add_func ("/checkpoint/grows", test_grows);
+  return g_test_run ();
+}
