@@ -57,6 +57,7 @@ struct _ShoalRpcServer {
   gint64 io_timeout_ms;
   int expected_shutdowns;
   ShoalCheckpoint *checkpoint;  /* borrowed, may be NULL */
+  gboolean (*give_up) (void);   /* may be NULL */
   int listen_fd;
   int port;
   char *address;
@@ -690,6 +691,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
   rpc->io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000;
   rpc->expected_shutdowns = opts->expected_shutdowns;
   rpc->checkpoint = opts->checkpoint;
+  rpc->give_up = opts->give_up;
   rpc->listen_fd = fd;
   rpc->port = port;
   rpc->address = g_strdup (address);
@@ -739,7 +741,13 @@ shoal_rpc_server_wait (ShoalRpcServer *rpc)
 {
   g_mutex_lock (&rpc->lock);
   while (!g_atomic_int_get (&rpc->stopping) && rpc->shutdowns < rpc->expected_shutdowns)
-    g_cond_wait (&rpc->cond, &rpc->lock);
+    {
+      if (rpc->give_up == NULL)
+        g_cond_wait (&rpc->cond, &rpc->lock);
+      else if (!g_cond_wait_until (&rpc->cond, &rpc->lock, g_get_monotonic_time () + G_USEC_PER_SEC / 5)
+               && rpc->give_up ())
+        break;  /* a signal handler cannot signal the condition: look every 200 ms */
+    }
   g_mutex_unlock (&rpc->lock);
 }
 

@@ -28,6 +28,8 @@ typedef struct {
   gint64 io_timeout_ms;       /* per-socket send/receive timeout; 0: 60 s */
   int expected_shutdowns;     /* shoal_rpc_server_wait returns after this many shutdown calls */
   ShoalCheckpoint *checkpoint;  /* where checkpoint calls save; NULL: they are refused */
+  gboolean (*give_up) (void);   /* shoal_rpc_server_wait also returns once this says TRUE (a stop
+                                 * signal); NULL: only shutdowns end the wait */
 } ShoalRpcServerOptions;
 
 /* Starts listening and serving `server` (borrowed; must outlive the RPC
@@ -36,7 +38,8 @@ ShoalRpcServer *shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServe
                                         GError **error);
 int shoal_rpc_server_port (ShoalRpcServer *rpc);
 /* Blocks until `expected_shutdowns` shutdown calls arrived (every worker
- * process said it is done), or shoal_rpc_server_stop was called. */
+ * process said it is done), shoal_rpc_server_stop was called, or give_up
+ * says so (checked every 200 ms). */
 void shoal_rpc_server_wait (ShoalRpcServer *rpc);
 /* Stops accepting, closes connections, joins threads, frees. */
 void shoal_rpc_server_stop (ShoalRpcServer *rpc);

@@ -25,7 +25,7 @@ ShoalJob *shoal_load_job_topology (const char *job_path, const char *topology_pa
  * metrics before they are stopped.  Returns the exit status. */
 int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
                   int grace_s,
-                  gboolean resume);
+                  gboolean resume, int max_restarts);
 
 /* SIGINT and SIGTERM ask the workers of this process to stop at their next
  * step with a checkpoint (worker.h); a second signal ends the process. */

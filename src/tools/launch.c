@@ -486,8 +486,9 @@ read_results (const char *path, int ngroups)
 
 int
 shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
-              int grace_s, gboolean resume)
+              int grace_s, gboolean resume, int max_restarts)
 {
+  int restarts = 0;
   GError *error = NULL;
   char *conf_path = g_build_filename (workspace, "job.conf", NULL);
   char *token_path = g_build_filename (workspace, "token", NULL);
@@ -504,6 +505,7 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
                    g_strerror (errno));
       goto out;
     }
+again:;
   /* a resumed run continues from the newest step every rank checkpointed */
   char resume_arg[32] = "";
   if (resume)
@@ -528,10 +530,13 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
       || !make_token (token, &error) || !write_token (token_path, token, &error)
       || (!resume && !g_file_set_contents (metrics_path, "", 0, &error)))
     goto out;
+  g_strfreev (endpoints);
+  g_free (endpoint_list);
   endpoints = choose_endpoints (layout, &error);
   if (endpoints == NULL)
     goto out;
   endpoint_list = g_strjoinv (",", endpoints);
+  memset (children, 0, sizeof (Child) * (gsize) layout->nprocs);
 
   sigset_t set, old;
   sigemptyset (&set);
@@ -600,18 +605,59 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
   gboolean interrupted = supervise (layout, children, &set, metrics_path, grace_s);
   sigprocmask (SIG_SETMASK, &old, NULL);
 
-  int nfailed = 0;
+  int nfailed = 0, lost_groups = 0, server_deaths = 0;
+  gboolean tolerate = layout->mode == SHOAL_UPDATE_ASYNC && !layout->conf.all_groups_required;
   for (int r = 0; r < layout->nprocs; r++)
     {
       char *who = describe_rank (layout, r);
       char *how = describe_status (children[r].status);
       gboolean ok = WIFEXITED (children[r].status) && WEXITSTATUS (children[r].status) == 0;
-      if (!ok)
-        nfailed++;
-      fprintf (ok ? stdout : stderr, "%s%s: %s%s\n", ok ? "" : "shoal run: ", who, how,
-               !ok && children[r].stopped ? " (stopped by shoal run)" : "");
+      gboolean servers = layout->procs[r].servers->len > 0;
+      /* a process killed from outside (not stopped by this launcher) */
+      gboolean died = WIFSIGNALED (children[r].status) && !children[r].stopped;
+      if (!ok && died && servers)
+        server_deaths++;
+      if (!ok && !servers && tolerate && !interrupted)
+        {
+          /* an asynchronous scheme goes on without this group */
+          lost_groups++;
+          fprintf (stderr, "shoal run: %s: %s: the group is lost; the others go on\n", who, how);
+        }
+      else
+        {
+          if (!ok)
+            nfailed++;
+          fprintf (ok ? stdout : stderr, "%s%s: %s%s\n", ok ? "" : "shoal run: ", who, how,
+                   !ok && children[r].stopped ? " (stopped by shoal run)" : "");
+        }
       g_free (how);
       g_free (who);
+    }
+  if (server_deaths > 0 && !interrupted)
+    {
+      if (restarts < max_restarts)
+        {
+          restarts++;
+          fprintf (stderr, "shoal run: a server process died; restarting from the last checkpoint "
+                           "(restart %d of %d)\n", restarts, max_restarts);
+          resume = TRUE;
+          GError *probe = NULL;
+          GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
+          for (int r = 0; r < layout->nprocs; r++)
+            g_ptr_array_add (dirs, shoal_checkpoint_dir (workspace, r));
+          g_ptr_array_add (dirs, NULL);
+          if (shoal_checkpoint_common_step ((const char *const *) dirs->pdata, &probe) < 0)
+            {
+              fprintf (stderr, "shoal run: no checkpoint yet (%s); starting over\n", probe->message);
+              resume = FALSE;
+            }
+          g_clear_error (&probe);
+          g_ptr_array_free (dirs, TRUE);
+          goto again;
+        }
+      fprintf (stderr, "shoal run: a server process died%s; the job stops here. Its workspace keeps the "
+                       "last checkpoint: continue with `shoal run ... --resume`\n",
+               max_restarts == 0 ? " and --no-restart was given" : " too often");
     }
 
   int ngroups = layout->conf.nworker_groups;
@@ -635,18 +681,28 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, g
       fprintf (stderr, "shoal run: %d of %d processes failed\n", nfailed, layout->nprocs);
       status = 1;
     }
-  else if (!res[0].seen)
-    {
-      fprintf (stderr, "shoal run: %s has no test result of group 0\n", metrics_path);
-      status = 1;
-    }
   else
     {
-      if (res[0].accuracy >= 0)
-        printf ("final test accuracy: %.4f\n", res[0].accuracy);
+      /* the first group with a result speaks for the job (group 0 unless it was lost) */
+      int g0 = 0;
+      while (g0 < ngroups && !res[g0].seen)
+        g0++;
+      if (g0 == ngroups)
+        {
+          fprintf (stderr, "shoal run: %s has no test result of any group\n", metrics_path);
+          status = 1;
+        }
       else
-        printf ("final test loss: %.6f\n", res[0].loss);
-      status = 0;
+        {
+          if (lost_groups > 0)
+            printf ("%d worker group%s lost; the job finished without %s\n", lost_groups,
+                    lost_groups == 1 ? "" : "s", lost_groups == 1 ? "it" : "them");
+          if (res[g0].accuracy >= 0)
+            printf ("final test accuracy: %.4f\n", res[g0].accuracy);
+          else
+            printf ("final test loss: %.6f\n", res[g0].loss);
+          status = 0;
+        }
     }
   g_free (res);
 
@@ -899,7 +955,10 @@ shoal_cmd_proc (int argc, char **argv)
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;
   /* worker 0 of each group runs the tests; the others have no test numbers */
-  if (result.group >= 0 && result.worker == 0 && result.test_accuracy >= 0)
+  if (result.stopped)
+    printf ("rank %d: group %d worker %d: stopped at step %" G_GINT64_FORMAT " with a checkpoint\n",
+            rank, result.group, result.worker, result.steps);
+  else if (result.group >= 0 && result.worker == 0 && result.test_accuracy >= 0)
     printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test accuracy %.4f\n",
             rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_accuracy);
   else if (result.group >= 0 && result.worker == 0)

@@ -44,8 +44,10 @@ shoal_cmd_run (int argc, char **argv)
   char *workspace = NULL;
   char *topology = NULL;
   int grace = 60;
-  gboolean quiet = FALSE, resume = FALSE;
+  gboolean quiet = FALSE, resume = FALSE, no_restart = FALSE;
   GOptionEntry entries[] = {
+    { "no-restart", 0, 0, G_OPTION_ARG_NONE, &no_restart,
+      "when a server process dies, stop (keeping the checkpoint) instead of restarting from it", NULL },
     { "resume", 'r', 0, G_OPTION_ARG_NONE, &resume,
       "continue from the workspace's checkpoint (the newest step every process has)", NULL },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides,
@@ -98,7 +100,7 @@ shoal_cmd_run (int argc, char **argv)
   ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, NULL);
   if (layout->nprocs > 1)
     {
-      status = shoal_launch (job, layout, ws, quiet, grace, resume);
+      status = shoal_launch (job, layout, ws, quiet, grace, resume, no_restart ? 0 : 3);
       shoal_layout_free (layout);
       g_free (ws);
       shoal_job_free (job);

@@ -59,6 +59,8 @@ const ShoalOption shoal_cluster_options[] = {
   { "server_worker_separate", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
     "servers in processes of their own" },
   { "sync_freq", SHOAL_OPT_INT, "1", 1, 1e9, NULL, "updates between server-group syncs (Hogwild)" },
+  { "all_groups_required", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
+    "asynchronous schemes: a lost worker group fails the job (false: the others finish it)" },
   { "n_push", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
     "asynchronous schemes: steps whose gradients a worker sums before pushing (Downpour's n_push)" },
   { "n_fetch", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
@@ -168,6 +170,7 @@ read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   c->nservers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nservers_per_procs");
   c->server_worker_separate = shoal_conf_get_bool (conf, g, t, "server_worker_separate");
   c->sync_freq = (int) shoal_conf_get_int (conf, g, t, "sync_freq");
+  c->all_groups_required = shoal_conf_get_bool (conf, g, t, "all_groups_required");
   c->n_push = (int) shoal_conf_get_int (conf, g, t, "n_push");
   c->n_fetch = (int) shoal_conf_get_int (conf, g, t, "n_fetch");
   if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))

@@ -25,6 +25,7 @@ typedef struct {
   int nservers_per_procs;
   gboolean server_worker_separate;
   int sync_freq;
+  gboolean all_groups_required;  /* async: a lost group fails the job */
   int n_push;               /* async: steps summed per push */
   int n_fetch;              /* async: steps between fetches */
 } ShoalClusterConf;

@@ -239,6 +239,21 @@ slice_count (const ShoalLayout *layout, size_t total_floats)
   return (int) MIN ((size_t) layout->nslices * factor, MAX (total_floats / 16, (size_t) 1));
 }
 
+/* On SIGINT/SIGTERM the workers everywhere stop at their next step, save a
+ * checkpoint through these servers and say they are done; servers go on
+ * serving for that.  Only when done never comes (a worker process died)
+ * does a stop request end the wait, 5 s after it came. */
+static gboolean
+servers_give_up (void)
+{
+  static gint64 asked_at;  /* read by the one thread that waits */
+  if (!shoal_worker_stop_requested ())
+    return FALSE;
+  if (asked_at == 0)
+    asked_at = g_get_monotonic_time ();
+  return g_get_monotonic_time () - asked_at > 5 * G_USEC_PER_SEC;
+}
+
 static gboolean
 start_servers (Process *p, GError **error)
 {
@@ -278,6 +293,7 @@ start_servers (Process *p, GError **error)
   ropts.bind_address = host;
   ropts.token = p->opts->token;
   ropts.checkpoint = p->ckpt;
+  ropts.give_up = servers_give_up;
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);

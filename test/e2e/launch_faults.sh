@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The launcher when things go wrong: a killed server process, a killed
-# worker group, and Ctrl-C.  Each run must end on its own, report which
-# rank failed and how, exit non-zero, and leave no process behind.
+# worker group (required, or not), and Ctrl-C.  Each run must end on its
+# own, report which rank failed and how, exit as the conf says, and leave
+# no process behind.  (test/e2e/server_restart.sh: the restart from a
+# checkpoint after a server dies.)
 # Usage: launch_faults.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -21,13 +23,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start NAME STEPS: a Downpour run in the background (2 worker groups in
-# ranks 0-1, servers in rank 2)
+# start NAME STEPS [ARGS...]: a Downpour run in the background (2 worker
+# groups in ranks 0-1, servers in rank 2)
 start() {
-  local ws="$dir/$1"
+  local ws="$dir/$1" steps=$2
+  shift 2
   timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
-    "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$2" -o job.disp_freq=20 -q --workspace "$ws" \
-    >"$dir/$1.out" 2>"$dir/$1.err" &
+    "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$steps" -o job.disp_freq=20 -q --workspace "$ws" "$@" \
+    >"$dir/${ws##*/}.out" 2>"$dir/${ws##*/}.err" &
   launcher=$!
   # wait for training to be under way
   for _ in $(seq 300); do
@@ -59,13 +62,16 @@ finish() {
   fi
 }
 
-# 1. the server process dies: both worker groups fail on their next call
-start server 100000
+# 1. the server process dies, and --no-restart: both worker groups fail
+# on their next call, and the job stops with the checkpoint kept
+start server 100000 --no-restart
 kill -KILL "$(rank_pid server 2)"
 finish server 1 60
 grep -qF "shoal run: rank 2 (2 servers): killed by signal 9 (Killed)" "$dir/server.err" \
   || fail "server: rank 2's death not reported"
 grep -qF "shoal run: 3 of 3 processes failed" "$dir/server.err" || fail "server: summary"
+grep -qF "a server process died and --no-restart was given; the job stops here" "$dir/server.err" \
+  || fail "server: --no-restart not reported"
 
 # 2. one worker group dies: Downpour goes on with the other; then the
 # servers, still waiting for the dead rank to say it is done, are stopped
@@ -79,6 +85,16 @@ grep -qF "shoal run: rank 1 (2 workers of group 1): killed by signal 9 (Killed)"
 grep -qF "the worker processes ended but server processes are still waiting; stopping 1 process" \
   "$dir/worker.err" || fail "worker: the watchdog did not stop the servers"
 grep -qE "^group 0: test accuracy " "$dir/worker.out" || fail "worker: no result of group 0"
+
+# 2b. the same when the conf does not require every group: the job
+# finishes without the lost group and exits 0
+start lost 600 -o cluster.all_groups_required=false
+kill -KILL "$(rank_pid lost 1)"
+finish lost 0 60
+grep -qF "rank 1 (2 workers of group 1): killed by signal 9 (Killed): the group is lost; the others go on" \
+  "$dir/lost.err" || fail "lost: the lost group not reported"
+grep -qF "1 worker group lost; the job finished without it" "$dir/lost.out" || fail "lost: summary"
+grep -qE "^final test accuracy: " "$dir/lost.out" || fail "lost: no final accuracy"
 
 # 3. Ctrl-C: forwarded once to every rank, exit 130
 start interrupt 100000
