@@ -146,7 +146,10 @@ test: deps
 bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
-	@bench/run.sh $(BUILD)
+	@status=0; \
+	for b in run.sh rpc.sh sandblaster.sh partition.sh; do \
+	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
+	done; exit $$status
 
 clean:
 	rm -rf $(BUILD)
