@@ -174,15 +174,11 @@ shoal_worker_train (ShoalWorker *w)
       if (delay_us > 0)
         g_usleep ((gulong) delay_us);
       push.step = step;
-      double loss = shoal_group_net_forward (w->net, SHOAL_PHASE_TRAIN);
+      /* forward and backward in one wake-up of the group's workers; with
+       * clipping the whole gradient must exist before anything is sent */
+      double loss = shoal_group_net_train_step (w->net, clip ? NULL : push_layer, &push);
       if (clip)
-        {
-          /* clipping needs the whole gradient before anything is sent */
-          shoal_group_net_backward (w->net);
-          shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
-        }
-      else
-        shoal_group_net_backward_notify (w->net, push_layer, &push);
+        shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
       shoal_param_client_step_done (w->client, step);
 
       if (!isfinite (loss))
