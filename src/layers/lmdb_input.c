@@ -249,6 +249,23 @@ prefetch_main (gpointer data)
   return NULL;
 }
 
+/* Starts the thread that fills the back buffer, asking it for a batch. */
+static gboolean
+start_prefetch (ShoalLayer *layer, GError **error)
+{
+  LmdbInputPriv *p = layer->priv;
+  GError *local = NULL;
+  p->want = TRUE;
+  p->thread = g_thread_try_new ("shoal-prefetch", prefetch_main, layer, &local);
+  if (p->thread == NULL)
+    {
+      shoal_layer_error (layer, error, "prefetch", "cannot start the prefetch thread: %s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static void
 bind_front (ShoalLayer *layer, int rows)
 {
@@ -351,15 +368,7 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
       g_mutex_init (&p->lock);
       g_cond_init (&p->cond);
       p->sync_init = TRUE;
-      p->want = TRUE;
-      p->thread = g_thread_try_new ("shoal-prefetch", prefetch_main, layer, &local);
-      if (p->thread == NULL)
-        {
-          shoal_layer_error (layer, error, "prefetch", "cannot start the prefetch thread: %s",
-                             local->message);
-          g_error_free (local);
-          return FALSE;
-        }
+      return start_prefetch (layer, error);
     }
   return TRUE;
 }
@@ -504,18 +513,9 @@ lmdb_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
   p->order_pos = p->next_pos = st.pos;
   if (p->prefetch)
     {
-      GError *local = NULL;
       p->stop = FALSE;
       p->ready = FALSE;
-      p->want = TRUE;
-      p->thread = g_thread_try_new ("shoal-prefetch", prefetch_main, layer, &local);
-      if (p->thread == NULL)
-        {
-          shoal_layer_error (layer, error, "prefetch", "cannot start the prefetch thread: %s",
-                             local->message);
-          g_error_free (local);
-          return FALSE;
-        }
+      return start_prefetch (layer, error);
     }
   return TRUE;
 }

@@ -189,11 +189,10 @@ read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   return TRUE;
 }
 
-ShoalJob *
-shoal_job_load_data (const char *text, const char *origin, const char *const *overrides,
-                     GError **error)
+/* Applies the overrides to conf (taken) and validates the job. */
+static ShoalJob *
+job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
 {
-  ShoalConf *conf = shoal_conf_load_data (text, origin, error);
   if (conf == NULL)
     return NULL;
   for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
@@ -251,19 +250,16 @@ shoal_job_load_data (const char *text, const char *origin, const char *const *ov
 }
 
 ShoalJob *
+shoal_job_load_data (const char *text, const char *origin, const char *const *overrides,
+                     GError **error)
+{
+  return job_from_conf (shoal_conf_load_data (text, origin, error), overrides, error);
+}
+
+ShoalJob *
 shoal_job_load (const char *path, const char *const *overrides, GError **error)
 {
-  char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  ShoalJob *job = shoal_job_load_data (text, path, overrides, error);
-  g_free (text);
-  return job;
+  return job_from_conf (shoal_conf_load_file (path, error), overrides, error);
 }
 
 void
