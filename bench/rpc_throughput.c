@@ -458,7 +458,7 @@ main (int argc, char **argv)
       ShoalShape shape = shoal_shape_make (1, (int) n);
       ShoalInitSpec init = { 0 };
       ShoalUpdaterConf upd;
-      ShoalServerOptions so = { SHOAL_UPDATE_ASYNC, 1, 1, FALSE };
+      ShoalServerOptions so = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
       shoal_param_store_declare (layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
       shoal_param_store_allocate (layout);
       shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);

@@ -45,7 +45,7 @@ static void
 target_start (Target *t, ShoalUpdateMode mode, int contributors, int nslices, gboolean host_even)
 {
   ShoalUpdaterConf upd;
-  ShoalServerOptions sopts = { mode, contributors, nslices, FALSE };
+  ShoalServerOptions sopts = { .mode = mode, .sync_contributors = contributors, .nslices = nslices };
   ShoalRpcServerOptions ropts = { 0 };
   GError *error = NULL;
 

@@ -55,7 +55,7 @@ env_start (Env *env, const EnvConf *conf)
 {
   ShoalInitSpec init = { 0 };
   ShoalUpdaterConf upd;
-  ShoalServerOptions sopts = { conf->mode, conf->contributors, conf->nslices, FALSE };
+  ShoalServerOptions sopts = { .mode = conf->mode, .sync_contributors = conf->contributors, .nslices = conf->nslices };
   ShoalRpcServerOptions ropts = { 0 };
   GError *error = NULL;
 
@@ -974,7 +974,7 @@ test_bind_address (void)
   ShoalShape s = shoal_shape_make (1, 16);
   ShoalInitSpec init = { 0 };
   ShoalUpdaterConf upd;
-  ShoalServerOptions so = { SHOAL_UPDATE_ASYNC, 1, 1, FALSE };
+  ShoalServerOptions so = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
   shoal_param_store_declare (layout, "w", &s, &init, 1, 1, 1, 1);
   shoal_param_store_allocate (layout);
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);

@@ -63,6 +63,10 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   server->opts = *opts;
   if (server->opts.sync_contributors < 1)
     server->opts.sync_contributors = 1;
+  if (server->opts.lr_scale <= 0)
+    server->opts.lr_scale = 1;
+  if (server->opts.delta_scale <= 0)
+    server->opts.delta_scale = 1;
   server->total = layout->total;
   server->values = shoal_alloc_floats (layout->total);
   memcpy (server->values, layout->values, layout->total * sizeof (float));
@@ -225,7 +229,8 @@ apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, g
                                 : g_atomic_int_get (&seg->updates);
       float *state_a = server->state_per_value > 0 ? server->state + a : NULL;
       float *state_b = server->state_per_value > 1 ? server->state + server->total + a : NULL;
-      shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1), seg->lr_scale,
+      shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
+                           seg->lr_scale * server->opts.lr_scale,
                            seg->wd_scale, server->values + a, grad + (a - begin), state_a, state_b,
                            b - a);
     }
@@ -378,8 +383,9 @@ shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta, fl
   stat_add (&server->stats.deltas, 1);
   g_mutex_lock (&s->lock);
   float *restrict v = server->values + s->begin;
+  const float scale = server->opts.delta_scale;
   for (size_t i = 0; i < n; i++)
-    v[i] += delta[i];
+    v[i] += scale * delta[i];
   memcpy (values_out, v, n * sizeof (float));
   s->version++;
   g_cond_broadcast (&s->changed);

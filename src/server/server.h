@@ -37,6 +37,8 @@ typedef struct {
   int sync_contributors;  /* SYNC: gradients per slice and step (workers of the group); >= 1 */
   int nslices;            /* how the buffer is cut; the same in every process of the job */
   gboolean keep_baseline; /* Hogwild groups: remember values at the last sync (take_delta) */
+  float lr_scale;         /* multiplies every update's learning rate; 0 means 1 */
+  float delta_scale;      /* multiplies the deltas apply_delta adds; 0 means 1 */
 } ShoalServerOptions;
 
 typedef struct {

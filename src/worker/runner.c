@@ -275,6 +275,20 @@ start_servers (Process *p, GError **error)
                                .sync_contributors = p->whole_groups ? 1 : p->layout->sync_contributors,
                                .nslices = p->nslices,
                                .keep_baseline = p->layout->group_sync };
+  /* Asynchronous schemes compared on equal terms with synchronous ones:
+   * the g groups (or g*k spread workers) pushing to one server group each
+   * move it by lr/g, so one round of their pushes goes as far as one
+   * synchronous step with the job's lr; likewise a Hogwild master adds
+   * each group's delta weighted 1/g (model averaging). */
+  const ShoalClusterConf *c = &p->layout->conf;
+  if (p->layout->mode == SHOAL_UPDATE_ASYNC)
+    {
+      int groups_here = c->nworker_groups / c->nserver_groups;
+      int pushers = p->whole_groups ? groups_here : groups_here * c->nworkers_per_group;
+      sopts.lr_scale = 1.0f / (float) MAX (pushers, 1);
+      if (p->layout->group_sync)
+        sopts.delta_scale = 1.0f / (float) c->nserver_groups;
+    }
   p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts);
   for (int s = 0; s < p->nslices; s++)
     for (guint i = 0; i < proc->servers->len; i++)

@@ -8,7 +8,4 @@ set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
 source test/e2e/lib/topology.sh
-# 4 workers update asynchronously (and, in Hogwild, the groups add their
-# deltas): a quarter of the synchronous schemes' rate keeps the run stable
-TOPOLOGY_ARGS+=(-o updater.lr_list=0.005,0.002)
 run_topology hogwild 0.80 2 2
