@@ -24,20 +24,38 @@ ifdef SANITIZE
   LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
+# ---- GPU: `make CUDA=1 ...` adds the CUDA backend (src/gpu: cuBLAS, cuDNN 9,
+# kernels built by nvcc for sm_90 and sm_80) from CUDA_HOME.  Its objects
+# differ (-DSHOAL_CUDA), so it builds in BUILD-cuda (build-cuda); BUILD=...
+# on the command line wins.  Without CUDA=1 no CUDA file or header is used.
+ifeq ($(CUDA),1)
+  BUILD := $(BUILD)-cuda
+  CUDA_HOME ?= /usr/local/cuda
+  NVCC ?= $(CUDA_HOME)/bin/nvcc
+  CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+  CUDA_CFLAGS := -DSHOAL_CUDA -I$(CUDA_HOME)/include
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+endif
+
 CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
-  $(SAN_FLAGS) -Isrc -I$(BUILD)/gen
+  $(SAN_FLAGS) $(CUDA_CFLAGS) -Isrc -I$(BUILD)/gen
 
 # pkg-config runs only once the packages exist (make deps may come first).
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_ALL = $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS)
-LIBS = $(PKG_LIBS) -lm -lpthread
+LIBS = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 
 THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
 
 LIB_SRC := $(wildcard src/core/*.c src/layers/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
   src/server/*.c src/worker/*.c src/data/*.c)
+ifeq ($(CUDA),1)
+LIB_SRC += $(wildcard src/gpu/*.c)
+GPU_CU_SRC := $(wildcard src/gpu/*.cu)
+GPU_CU_OBJ := $(GPU_CU_SRC:%.cu=$(BUILD)/obj/%.o)
+endif
 TOOL_SRC := $(wildcard src/tools/*.c)
 TEST_SUPPORT_SRC := $(wildcard test/support/*.c)
 TEST_SRC := $(wildcard test/test_*.c)
@@ -88,12 +106,20 @@ $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
 
+# CUDA kernels: nvcc, host side as strict as the C code.
+NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Isrc -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
+  $(if $(WERROR),-Werror all-warnings)
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+-include $(GPU_CU_OBJ:.o=.d)
+
 # GEN_OBJ is only known once the generator ran: a second make pass, and a
 # shell glob (make caches directory listings from before the generator).
-$(BUILD)/libshoal.a: $(LIB_OBJ) $(GEN_STAMP)
+$(BUILD)/libshoal.a: $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_STAMP)
 	@$(MAKE) --no-print-directory gen-objs
 	rm -f $@
-	ar rcs $@ $(LIB_OBJ) $(BUILD)/obj/gen/*.o
+	ar rcs $@ $(LIB_OBJ) $(GPU_CU_OBJ) $(BUILD)/obj/gen/*.o
 
 .PHONY: gen-objs
 gen-objs: $(GEN_OBJ)
@@ -183,7 +209,7 @@ FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 .PHONY: fuzz fuzz-build fuzz-bins
 fuzz-build:
-	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang OPT='-O1 -fno-trapping-math' WERROR= \
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CUDA= CC=clang OPT='-O1 -fno-trapping-math' WERROR= \
 	  CFLAGS=-Wno-unknown-pragmas SANITIZE=fuzzer-no-link,address,undefined fuzz-bins
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build

@@ -111,4 +111,5 @@ const ShoalLayerOps shoal_layer_dense_ops = {
   .setup = dense_setup,
   .forward = dense_forward,
   .backward = dense_backward,
+  .gpu = SHOAL_LAYER_GPU (dense),
 };

@@ -38,6 +38,21 @@ shoal_split_branch_grad (ShoalLayer *split, int branch)
   return &priv->branch_grad[branch];
 }
 
+int
+shoal_split_n_branches (ShoalLayer *split)
+{
+  SplitPriv *priv = split->priv;
+  return priv->nbranches;
+}
+
+ShoalTensor *
+shoal_split_written_branch (ShoalLayer *split, int branch)
+{
+  SplitPriv *priv = split->priv;
+  g_return_val_if_fail (branch >= 0 && branch < priv->nbranches, NULL);
+  return priv->writes[branch] ? &priv->branch_grad[branch] : NULL;
+}
+
 static gboolean
 split_setup (ShoalLayer *layer, GError **error)
 {
@@ -125,4 +140,5 @@ const ShoalLayerOps shoal_layer_split_ops = {
   .forward = split_forward,
   .backward = split_backward,
   .finalize = split_finalize,
+  .gpu = SHOAL_LAYER_GPU (split),
 };

@@ -10,6 +10,7 @@
 G_BEGIN_DECLS
 
 extern const ShoalLayerOps shoal_layer_split_ops;
+extern const ShoalLayerGpuOps shoal_layer_split_gpu;   /* CUDA builds (src/gpu) */
 
 /* Before setup: how many consumers the split feeds. */
 void shoal_split_set_branches (ShoalLayer *split, int nbranches);
@@ -17,6 +18,10 @@ void shoal_split_set_branches (ShoalLayer *split, int nbranches);
  * branch as one that writes (branches never asked for are not summed).
  * Borrowed, valid while the layer lives; NULL when the split needs no grad. */
 ShoalTensor *shoal_split_branch_grad (ShoalLayer *split, int branch);
+/* For a GPU path of backward: how many branches, and branch's gradient
+ * buffer when a consumer writes it (NULL otherwise); borrowed. */
+int shoal_split_n_branches (ShoalLayer *split);
+ShoalTensor *shoal_split_written_branch (ShoalLayer *split, int branch);
 
 G_END_DECLS
 
