@@ -65,6 +65,9 @@ const ShoalOption shoal_cluster_options[] = {
     "asynchronous schemes: steps whose gradients a worker sums before pushing (Downpour's n_push)" },
   { "n_fetch", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
     "asynchronous schemes: steps between fetches of fresh params (Downpour's n_fetch)" },
+  { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
+    "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
+    "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
   SHOAL_OPTION_END
 };
 
@@ -180,6 +183,30 @@ read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
                         "one worker group trains synchronously");
       return FALSE;
     }
+  gsize ngpus = 0;
+  gint *gpus = shoal_conf_get_int_list (conf, g, t, "gpus", &ngpus);
+  gboolean any_gpu = FALSE;
+  for (gsize i = 0; i < ngpus && i < SHOAL_MAX_GPU_LIST; i++)
+    {
+      c->gpus[i] = gpus[i];
+      any_gpu |= gpus[i] >= 0;
+    }
+  g_free (gpus);
+  c->ngpus = (int) MIN (ngpus, (gsize) SHOAL_MAX_GPU_LIST);
+  if (ngpus > SHOAL_MAX_GPU_LIST)
+    {
+      shoal_conf_error (conf, error, g, "gpus", "at most %d entries, got %zu", SHOAL_MAX_GPU_LIST, ngpus);
+      return FALSE;
+    }
+  if (any_gpu && c->nworkers_per_group > 1 && c->nworkers_per_procs >= c->nworkers_per_group)
+    {
+      /* such a group is one partitioned net with host bridges */
+      shoal_conf_error (conf, error, g, "gpus",
+                        "a group of %d workers in one process runs partitioned on the CPU; GPU workers "
+                        "need nworkers_per_group = 1 or groups spread over processes",
+                        c->nworkers_per_group);
+      return FALSE;
+    }
 
   /* the layout's checks name the field and say why a layout is impossible */
   ShoalLayout *layout = shoal_layout_new (c, conf, error);
@@ -187,6 +214,18 @@ read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
     return FALSE;
   shoal_layout_free (layout);
   return TRUE;
+}
+
+ShoalDevice
+shoal_cluster_device (const ShoalClusterConf *c, int group, int worker)
+{
+  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
+  if (c->ngpus == 0)
+    return cpu;
+  gboolean whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
+  int unit = whole_groups ? group : group * c->nworkers_per_group + worker;
+  int gpu = c->gpus[unit % c->ngpus];
+  return gpu < 0 ? cpu : (ShoalDevice) { SHOAL_DEVICE_CUDA, gpu };
 }
 
 /* Applies the overrides to conf (taken) and validates the job. */
