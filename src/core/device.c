@@ -105,7 +105,9 @@ shoal_device_copy (void *dst, const void *src, size_t bytes, GError **error)
 {
   if (bytes == 0)
     return TRUE;
-  if (gpu_backend == NULL)
+  /* without a device every pointer is host memory (and CUDA calls would
+   * fail for want of a driver) */
+  if (gpu_backend == NULL || gpu_backend->count () == 0)
     {
       memmove (dst, src, bytes);
       return TRUE;

@@ -553,7 +553,7 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
     }
   if (!shoal_device_is_cpu (net->ctx.device))
     {
-      shoal_device_activate (net->ctx.device);
+      /* checks the device first, then makes it current */
       net->ctx.gpu = shoal_device_context_new (net->ctx.device, error);
       if (net->ctx.gpu == NULL)
         {

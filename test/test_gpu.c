@@ -1,0 +1,947 @@
+/* The GPU paths against their CPU references.
+ *
+ * Every GPU test builds the same conf twice, on the CPU and on cuda:0,
+ * with the same seed (so feed data, labels and params are equal), runs
+ * forward and backward on both, and compares every layer's output and
+ * gradient and every param gradient; gradient checks run on the GPU path
+ * alone (finite differences of the GPU loss); end-to-end tests train a
+ * few SGD steps in lockstep and through lmdb_input.
+ *
+ * On a machine without a CUDA device (or a build without make CUDA=1)
+ * these tests skip with "no CUDA device"; what runs everywhere are the
+ * checks that a GPU request fails with a clear message and that the
+ * device interface works for the CPU. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "partition/net.h"
+#include "partition/partition.h"
+
+#define SEED 11
+
+#ifdef SHOAL_TEST_GPU_DRY_RUN
+/* A check of this file itself on a machine without a GPU: built with
+ * -DSHOAL_TEST_GPU_DRY_RUN the "GPU" net is a second CPU net, so every
+ * conf, comparison, gradient check and training run is exercised (the
+ * tests that need a real device skip). */
+#define GPU0 ((ShoalDevice) { SHOAL_DEVICE_CPU, 0 })
+#define DRY_RUN TRUE
+static gboolean
+have_gpu (void)
+{
+  return TRUE;
+}
+#else
+#define GPU0 shoal_device_cuda (0)
+#define DRY_RUN FALSE
+static gboolean
+have_gpu (void)
+{
+  if (shoal_device_count () > 0)
+    return TRUE;
+  g_test_skip (shoal_device_cuda_built () ? "no CUDA device" : "no CUDA device (built without make CUDA=1)");
+  return FALSE;
+}
+#endif
+
+/* Tests of what only a real device does (uploads, device errors). */
+static gboolean
+have_real_gpu (void)
+{
+  if (DRY_RUN)
+    {
+      g_test_skip ("dry run on the CPU");
+      return FALSE;
+    }
+  return have_gpu ();
+}
+
+typedef struct {
+  ShoalConf *conf;
+  ShoalNet *cpu, *gpu;
+} Pair;
+
+static Pair
+pair_new_on (const char *text, ShoalDevice device)
+{
+  GError *error = NULL;
+  Pair p;
+  p.conf = shoal_conf_load_data (text, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions copts = { .seed = SEED, .shard_count = 1 };
+  ShoalNetOptions gopts = { .seed = SEED, .shard_count = 1, .device = device };
+  p.cpu = shoal_net_new (p.conf, &copts, &error);
+  g_assert_no_error (error);
+  p.gpu = shoal_net_new (p.conf, &gopts, &error);
+  g_assert_no_error (error);
+  shoal_param_store_init_values (shoal_net_params (p.cpu), SEED);
+  shoal_param_store_init_values (shoal_net_params (p.gpu), SEED);
+  return p;
+}
+
+static Pair
+pair_new (const char *text)
+{
+  return pair_new_on (text, GPU0);
+}
+
+static void
+pair_free (Pair *p)
+{
+  shoal_net_free (p->gpu);
+  shoal_net_free (p->cpu);
+  shoal_conf_free (p->conf);
+}
+
+/* A device tensor's current contents, newly allocated. */
+static float *
+download (const ShoalTensor *t)
+{
+  size_t n = shoal_tensor_count (t);
+  float *host = g_new (float, MAX (n, (size_t) 1));
+  if (t->device.kind == SHOAL_DEVICE_CPU)
+    memcpy (host, t->data, n * sizeof (float));
+  else
+    {
+      GError *error = NULL;
+      g_assert_true (shoal_tensor_download (t, host, &error));
+      g_assert_no_error (error);
+    }
+  return host;
+}
+
+/* |gpu - cpu| <= atol + rtol * max |cpu| over the tensor; reports the worst. */
+static void
+assert_close (const char *what, const float *cpu, const float *gpu, size_t n, double rtol, double atol)
+{
+  double scale = 0, worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++)
+    scale = MAX (scale, fabs (cpu[i]));
+  for (size_t i = 0; i < n; i++)
+    {
+      double d = fabs ((double) gpu[i] - cpu[i]);
+      if (!(d <= worst))
+        {
+          worst = d;
+          at = i;
+        }
+    }
+  if (!(worst <= atol + rtol * scale))
+    {
+      g_test_message ("%s: element %zu differs: cpu %.8g gpu %.8g (|diff| %.3g, max |cpu| %.3g)", what, at,
+                      cpu[at], gpu[at], worst, scale);
+      g_test_fail ();
+    }
+}
+
+static void
+compare_tensors (const char *what, const ShoalTensor *c, const ShoalTensor *g, double rtol)
+{
+  if (c->data == NULL || g->data == NULL)
+    {
+      g_assert_true (c->data == NULL && g->data == NULL);
+      return;
+    }
+  g_assert_true (shoal_shape_equal (&c->shape, &g->shape));
+  float *hc = download (c), *hg = download (g);
+  assert_close (what, hc, hg, shoal_tensor_count (c), rtol, 1e-6);
+  g_free (hc);
+  g_free (hg);
+}
+
+/* Every layer's output and labels, and gradients when `grads`. */
+static void
+compare_layers (Pair *p, gboolean grads, double rtol)
+{
+  g_assert_cmpuint (shoal_net_n_layers (p->cpu), ==, shoal_net_n_layers (p->gpu));
+  for (guint i = 0; i < shoal_net_n_layers (p->cpu); i++)
+    {
+      ShoalLayer *c = shoal_net_layer (p->cpu, i), *g = shoal_net_layer (p->gpu, i);
+      g_assert_cmpstr (c->name, ==, g->name);
+      char *what = g_strdup_printf ("layer %s out", c->name);
+      compare_tensors (what, &c->out, &g->out, rtol);
+      g_free (what);
+      what = g_strdup_printf ("layer %s label", c->name);
+      compare_tensors (what, &c->label, &g->label, 0);
+      g_free (what);
+      if (grads && c->grad.data != NULL && !(c->ops->flags & SHOAL_LAYER_LOSS))
+        {
+          what = g_strdup_printf ("layer %s grad", c->name);
+          compare_tensors (what, &c->grad, &g->grad, rtol);
+          g_free (what);
+        }
+    }
+}
+
+/* Every param's gradient (the host store after backward) and value. */
+static void
+compare_params (Pair *p, double rtol)
+{
+  ShoalParamStore *cs = shoal_net_params (p->cpu), *gs = shoal_net_params (p->gpu);
+  g_assert_cmpuint (cs->total, ==, gs->total);
+  for (guint i = 0; i < cs->params->len; i++)
+    {
+      ShoalParam *cp = g_ptr_array_index (cs->params, i);
+      char *what = g_strdup_printf ("param %s grad", cp->name);
+      assert_close (what, cs->grads + cp->offset, gs->grads + cp->offset, cp->count, rtol, 1e-6);
+      g_free (what);
+      what = g_strdup_printf ("param %s value", cp->name);
+      assert_close (what, cs->values + cp->offset, gs->values + cp->offset, cp->count, rtol, 1e-6);
+      g_free (what);
+    }
+}
+
+/* One train step on both nets, everything compared; returns the loss. */
+static double
+compare_step (Pair *p, double rtol)
+{
+  GError *error = NULL;
+  shoal_param_store_zero_grads (shoal_net_params (p->cpu));
+  shoal_param_store_zero_grads (shoal_net_params (p->gpu));
+  double lc = shoal_net_forward (p->cpu, SHOAL_PHASE_TRAIN);
+  double lg = shoal_net_forward (p->gpu, SHOAL_PHASE_TRAIN);
+  g_assert_true (shoal_net_device_error (p->gpu, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
+  compare_layers (p, FALSE, rtol);
+  shoal_net_backward (p->cpu);
+  shoal_net_backward (p->gpu);
+  g_assert_true (shoal_net_device_error (p->gpu, &error));
+  compare_layers (p, TRUE, rtol);
+  compare_params (p, rtol);
+  return lc;
+}
+
+static void
+compare_conf (const char *text, double rtol)
+{
+  Pair p = pair_new (text);
+  compare_step (&p, rtol);
+  /* a second step: uploads, zeroed device gradients and set-up state reused */
+  compare_step (&p, rtol);
+  pair_free (&p);
+}
+
+/* ---- gradient check of the GPU path ------------------------------------ */
+
+static double
+gpu_loss (ShoalNet *net)
+{
+  double l = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  g_assert_true (isfinite (l));
+  return l;
+}
+
+static gboolean
+fd_agrees (double analytic, double lp, double lm, double l0, double eps, int *checked)
+{
+  double numeric = (lp - lm) / (2 * eps);
+  double right = (lp - l0) / eps, left = (l0 - lm) / eps;
+  /* a kink (ReLU at 0, a max-pool tie) inside the step: skip */
+  if (fabs (right - left) > 5e-2 * MAX (1.0, MAX (fabs (right), fabs (left))))
+    return TRUE;
+  (*checked)++;
+  return fabs (analytic - numeric) <= 2e-3 + 2e-2 * MAX (fabs (analytic), fabs (numeric));
+}
+
+/* Finite differences of the GPU net's loss against its backward, for up
+ * to `per` elements of every param and of every feed with need_grad. */
+static void
+gpu_gradcheck (const char *text, int per)
+{
+  if (!have_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (text, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions opts = { .seed = SEED, .shard_count = 1, .device = GPU0 };
+  ShoalNet *net = shoal_net_new (conf, &opts, &error);
+  g_assert_no_error (error);
+  ShoalParamStore *store = shoal_net_params (net);
+  shoal_param_store_init_values (store, SEED);
+  shoal_param_store_zero_grads (store);
+  const double eps = 1e-2;
+  double l0 = gpu_loss (net);
+  shoal_net_backward (net);
+  float *analytic = g_memdup2 (store->grads, store->total * sizeof (float));
+  int checked = 0, bad = 0;
+
+  for (guint i = 0; i < store->params->len; i++)
+    {
+      ShoalParam *prm = g_ptr_array_index (store->params, i);
+      if (prm->lr_scale == 0)
+        continue;  /* running statistics: no gradient */
+      size_t step = MAX ((size_t) 1, prm->count / (size_t) per);
+      for (size_t j = 0; j < prm->count; j += step)
+        {
+          float *v = store->values + prm->offset + j, keep = *v;
+          *v = keep + (float) eps;
+          double lp = gpu_loss (net);
+          *v = keep - (float) eps;
+          double lm = gpu_loss (net);
+          *v = keep;
+          if (!fd_agrees (analytic[prm->offset + j], lp, lm, l0, eps, &checked))
+            {
+              g_test_message ("%s[%zu]: backward %g, finite difference %g", prm->name, j,
+                              analytic[prm->offset + j], (lp - lm) / (2 * eps));
+              bad++;
+            }
+        }
+    }
+  for (guint i = 0; i < shoal_net_n_layers (net); i++)
+    {
+      ShoalLayer *in = shoal_net_layer (net, i);
+      if (strcmp (in->ops->type, "feed") != 0 || in->grad.data == NULL)
+        continue;
+      float *x = download (&in->out), *dx = download (&in->grad);
+      size_t n = shoal_tensor_count (&in->out), step = MAX ((size_t) 1, n / (size_t) per);
+      for (size_t j = 0; j < n; j += step)
+        {
+          float keep = x[j];
+          x[j] = keep + (float) eps;
+          g_assert_true (shoal_tensor_upload (&in->out, x, &error));
+          double lp = gpu_loss (net);
+          x[j] = keep - (float) eps;
+          g_assert_true (shoal_tensor_upload (&in->out, x, &error));
+          double lm = gpu_loss (net);
+          x[j] = keep;
+          g_assert_true (shoal_tensor_upload (&in->out, x, &error));
+          if (!fd_agrees (dx[j], lp, lm, l0, eps, &checked))
+            {
+              g_test_message ("%s input[%zu]: backward %g, finite difference %g", in->name, j, dx[j],
+                              (lp - lm) / (2 * eps));
+              bad++;
+            }
+        }
+      g_free (x);
+      g_free (dx);
+    }
+  g_assert_cmpint (checked, >, 0);
+  if (bad > 0)
+    g_test_fail ();
+  g_free (analytic);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
+/* ---- layers --------------------------------------------------------------- */
+
+#define TARGET(shape, src) \
+  "[layer target]\ntype = feed\nshape = " shape "\n" \
+  "[layer loss]\ntype = euclidean_loss\nsrc = " src ", target\n"
+
+static void
+test_dense (void)
+{
+  if (!have_gpu ())
+    return;
+  compare_conf ("[layer x]\ntype = feed\nshape = 8,13\nneed_grad = true\n"
+                "[layer fc]\ntype = dense\nsrc = x\nnum_output = 7\n" TARGET ("8,7", "fc"), 1e-4);
+  compare_conf ("[layer x]\ntype = feed\nshape = 5,2,3,4\nneed_grad = true\n"
+                "[layer fc]\ntype = dense\nsrc = x\nnum_output = 9\nbias = false\n" TARGET ("5,9", "fc"), 1e-4);
+  gpu_gradcheck ("[layer x]\ntype = feed\nshape = 4,6\nneed_grad = true\n"
+                 "[layer fc]\ntype = dense\nsrc = x\nnum_output = 3\n" TARGET ("4,3", "fc"), 10);
+}
+
+static void
+test_conv (void)
+{
+  if (!have_gpu ())
+    return;
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,3,9,9\nneed_grad = true\n"
+                "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 5\nkernel = 3\nstride = 2\npad = 1\n"
+                TARGET ("4,5,5,5", "conv"), 1e-3);
+  compare_conf ("[layer x]\ntype = feed\nshape = 3,2,7,6\nneed_grad = true\n"
+                "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 4\nkernel_h = 3\nkernel_w = 2\nbias = false\n"
+                TARGET ("3,4,5,5", "conv"), 1e-3);
+  gpu_gradcheck ("[layer x]\ntype = feed\nshape = 2,2,5,5\nneed_grad = true\n"
+                 "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 3\nkernel = 3\npad = 1\n"
+                 TARGET ("2,3,5,5", "conv"), 12);
+}
+
+static void
+test_pooling (void)
+{
+  if (!have_gpu ())
+    return;
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,3,8,8\nneed_grad = true\n"
+                "[layer pool]\ntype = pooling\nsrc = x\nkernel = 2\n" TARGET ("4,3,4,4", "pool"), 1e-5);
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,3,8,8\nneed_grad = true\n"
+                "[layer pool]\ntype = pooling\nsrc = x\nkernel = 3\nstride = 2\npad = 1\n"
+                TARGET ("4,3,4,4", "pool"), 1e-5);
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,3,8,8\nneed_grad = true\n"
+                "[layer pool]\ntype = pooling\nsrc = x\npool = avg\nkernel = 3\nstride = 2\npad = 1\n"
+                TARGET ("4,3,4,4", "pool"), 1e-5);
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,3,8,8\nneed_grad = true\n"
+                "[layer pool]\ntype = pooling\nsrc = x\npool = avg\nkernel = 3\nstride = 2\npad = 1\n"
+                "exclude_pad = true\n" TARGET ("4,3,4,4", "pool"), 1e-5);
+  gpu_gradcheck ("[layer x]\ntype = feed\nshape = 2,2,6,6\nneed_grad = true\n"
+                 "[layer pool]\ntype = pooling\nsrc = x\nkernel = 2\n" TARGET ("2,2,3,3", "pool"), 20);
+}
+
+static void
+test_lrn (void)
+{
+  if (!have_gpu ())
+    return;
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,7,5,5\nneed_grad = true\n"
+                "[layer lrn]\ntype = lrn\nsrc = x\nlocal_size = 5\nalpha = 0.5\n" TARGET ("4,7,5,5", "lrn"),
+                1e-4);
+  compare_conf ("[layer x]\ntype = feed\nshape = 6,9\nneed_grad = true\n"
+                "[layer lrn]\ntype = lrn\nsrc = x\nlocal_size = 3\nalpha = 1\nbeta = 0.6\nk = 2\n"
+                TARGET ("6,9", "lrn"), 1e-4);
+  gpu_gradcheck ("[layer x]\ntype = feed\nshape = 2,5,2,2\nneed_grad = true\n"
+                 "[layer lrn]\ntype = lrn\nsrc = x\nlocal_size = 3\nalpha = 0.5\n" TARGET ("2,5,2,2", "lrn"), 20);
+}
+
+static void
+test_activations (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *types[] = { "relu", "sigmoid", "tanh", "stanh" };
+  for (guint i = 0; i < G_N_ELEMENTS (types); i++)
+    {
+      char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = 6,20\nneed_grad = true\n"
+                                    "[layer act]\ntype = %s\nsrc = x\n" TARGET ("6,20", "act"), types[i]);
+      compare_conf (text, 1e-5);
+      gpu_gradcheck (text, 15);
+      g_free (text);
+    }
+  compare_conf ("[layer x]\ntype = feed\nshape = 6,20\nneed_grad = true\n"
+                "[layer act]\ntype = relu\nsrc = x\nnegative_slope = 0.1\n" TARGET ("6,20", "act"), 1e-6);
+}
+
+/* Data with a large mean and a spread per channel, the same on both nets. */
+static void
+shift_feed (Pair *p, const char *name, int channels, size_t inner)
+{
+  ShoalLayer *c = shoal_net_find (p->cpu, name), *g = shoal_net_find (p->gpu, name);
+  size_t n = shoal_tensor_count (&c->out);
+  for (size_t i = 0; i < n; i++)
+    c->out.data[i] = 3.0f * c->out.data[i] + 10.0f + (float) ((i / inner) % (size_t) channels);
+  GError *error = NULL;
+  g_assert_true (shoal_tensor_upload (&g->out, c->out.data, &error));
+}
+
+static void
+check_batchnorm (const char *shape, const char *target, int channels, size_t inner)
+{
+  char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = %s\nneed_grad = true\n"
+                                "[layer bn]\ntype = batchnorm\nsrc = x\nmomentum = 0.8\n"
+                                "[layer target]\ntype = feed\nshape = %s\n"
+                                "[layer loss]\ntype = euclidean_loss\nsrc = bn, target\n", shape, target);
+  Pair p = pair_new (text);
+  shift_feed (&p, "x", channels, inner);
+  /* the running statistics (params mean, var) move on both, compared with the values */
+  compare_step (&p, 1e-3);
+  compare_step (&p, 1e-3);
+  double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TEST);
+  double lg = shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
+  g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
+  compare_layers (&p, FALSE, 1e-3);
+  pair_free (&p);
+  gpu_gradcheck (text, 8);
+  g_free (text);
+}
+
+static void
+test_batchnorm (void)
+{
+  if (!have_gpu ())
+    return;
+  check_batchnorm ("8,3,5,5", "8,3,5,5", 3, 25);
+  check_batchnorm ("16,6", "16,6", 6, 1);
+}
+
+static void
+test_softmax_accuracy (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *text =
+    "[layer logits]\ntype = feed\nshape = 16,10\nneed_grad = true\n"
+    "[layer labels]\ntype = feed\nshape = 16,1\nnum_classes = 10\n"
+    "[layer loss]\ntype = softmax_loss\nsrc = logits, labels\n"
+    "[layer top1]\ntype = accuracy\nsrc = logits, labels\n"
+    "[layer top3]\ntype = accuracy\nsrc = logits, labels\ntop_k = 3\n";
+  compare_conf (text, 1e-5);
+  gpu_gradcheck (text, 40);
+
+  /* large logits: the log-softmax stays finite where p_y underflows */
+  Pair p = pair_new (text);
+  ShoalLayer *c = shoal_net_find (p.cpu, "logits"), *g = shoal_net_find (p.gpu, "logits");
+  for (size_t i = 0; i < shoal_tensor_count (&c->out); i++)
+    c->out.data[i] *= 300.0f;
+  GError *error = NULL;
+  g_assert_true (shoal_tensor_upload (&g->out, c->out.data, &error));
+  compare_step (&p, 1e-4);
+  pair_free (&p);
+}
+
+static void
+test_split_concat (void)
+{
+  if (!have_gpu ())
+    return;
+  /* x feeds two layers: the net inserts a split whose backward sums */
+  compare_conf ("[layer x]\ntype = feed\nshape = 6,8\nneed_grad = true\n"
+                "[layer a]\ntype = dense\nsrc = x\nnum_output = 4\n"
+                "[layer b]\ntype = dense\nsrc = x\nnum_output = 5\n"
+                "[layer ab]\ntype = concat\nsrc = a, b\naxis = 1\n" TARGET ("6,9", "ab"), 1e-4);
+  compare_conf ("[layer x]\ntype = feed\nshape = 3,2,4,4\nneed_grad = true\n"
+                "[layer y]\ntype = feed\nshape = 5,2,4,4\nneed_grad = true\n"
+                "[layer xy]\ntype = concat\nsrc = x, y\naxis = 0\n" TARGET ("8,2,4,4", "xy"), 1e-6);
+  compare_conf ("[layer x]\ntype = feed\nshape = 3,2,4,4\nneed_grad = true\n"
+                "[layer y]\ntype = feed\nshape = 3,5,4,4\nneed_grad = true\n"
+                "[layer xy]\ntype = concat\nsrc = x, y\naxis = 1\n" TARGET ("3,7,4,4", "xy"), 1e-6);
+  /* labels stacked along rows reach the loss */
+  compare_conf ("[layer x]\ntype = feed\nshape = 3,6\nneed_grad = true\nnum_classes = 6\n"
+                "[layer y]\ntype = feed\nshape = 4,6\nneed_grad = true\nnum_classes = 6\n"
+                "[layer xy]\ntype = concat\nsrc = x, y\naxis = 0\n"
+                "[layer loss]\ntype = softmax_loss\nsrc = xy, xy\n", 1e-5);
+}
+
+static void
+test_dropout (void)
+{
+  if (!have_gpu ())
+    return;
+  compare_conf ("[layer x]\ntype = feed\nshape = 6,20\nneed_grad = true\n"
+                "[layer drop]\ntype = dropout\nsrc = x\nratio = 0\n" TARGET ("6,20", "drop"), 1e-6);
+
+  /* ratio 0.5: each unit is 0 or 2x, about half are kept, backward uses the same mask */
+  const char *text = "[layer x]\ntype = feed\nshape = 40,500\nneed_grad = true\n"
+                     "[layer drop]\ntype = dropout\nsrc = x\nratio = 0.5\n" TARGET ("40,500", "drop");
+  Pair p = pair_new (text);
+  GError *error = NULL;
+  ShoalLayer *x = shoal_net_find (p.gpu, "x"), *drop = shoal_net_find (p.gpu, "drop");
+  float *first = NULL;
+  for (int pass = 0; pass < 2; pass++)
+    {
+      shoal_param_store_zero_grads (shoal_net_params (p.gpu));
+      shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN);
+      shoal_net_backward (p.gpu);
+      g_assert_true (shoal_net_device_error (p.gpu, &error));
+      float *hx = download (&x->out), *hy = download (&drop->out), *dx = download (&x->grad),
+            *dy = download (&drop->grad);
+      size_t n = shoal_tensor_count (&drop->out), kept = 0;
+      for (size_t i = 0; i < n; i++)
+        {
+          gboolean k = hy[i] != 0.0f;
+          kept += k;
+          g_assert_cmpfloat_with_epsilon (hy[i], k ? 2.0f * hx[i] : 0.0f, 1e-6);
+          g_assert_cmpfloat_with_epsilon (dx[i], k ? 2.0f * dy[i] : 0.0f, 1e-6);
+        }
+      g_assert_cmpfloat (fabs ((double) kept / n - 0.5), <, 0.02);
+      if (pass == 0)
+        first = hy;
+      else
+        {
+          /* a fresh mask every step */
+          g_assert_true (memcmp (first, hy, n * sizeof (float)) != 0);
+          g_free (hy);
+        }
+      g_free (hx);
+      g_free (dx);
+      g_free (dy);
+    }
+  g_free (first);
+  /* test phase: the identity */
+  shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
+  float *hx = download (&x->out), *hy = download (&drop->out);
+  assert_close ("dropout test phase", hx, hy, shoal_tensor_count (&x->out), 0, 0);
+  g_free (hx);
+  g_free (hy);
+  pair_free (&p);
+}
+
+/* A type without a GPU path fails the set-up, naming the layer. */
+static void
+test_no_gpu_path (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data ("[layer x]\ntype = feed\nshape = 4,6\n"
+                                          "[layer half]\ntype = slice\nsrc = x\nparts = 2\n",
+                                          "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions opts = { .seed = SEED, .shard_count = 1, .device = shoal_device_cuda (0) };
+  ShoalNet *net = shoal_net_new (conf, &opts, &error);
+  g_assert_null (net);
+  g_assert_nonnull (error);
+  g_assert_nonnull (strstr (error->message, "layer 'half' (type slice) has no GPU path"));
+  g_error_free (error);
+  shoal_conf_free (conf);
+}
+
+/* The caller uploads params itself: the next forward sees them. */
+static void
+test_manual_upload (void)
+{
+  if (!have_real_gpu ())
+    return;
+  Pair p = pair_new ("[layer x]\ntype = feed\nshape = 8,13\n"
+                     "[layer fc]\ntype = dense\nsrc = x\nnum_output = 7\n" TARGET ("8,7", "fc"));
+  shoal_net_set_param_upload (p.gpu, FALSE);
+  ShoalParamStore *cs = shoal_net_params (p.cpu), *gs = shoal_net_params (p.gpu);
+  shoal_net_upload_params (p.gpu, 0, gs->total);
+  double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TRAIN);
+  g_assert_cmpfloat_with_epsilon (shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN), lc, 1e-4 * MAX (1, fabs (lc)));
+  for (size_t i = 0; i < cs->total; i++)
+    {
+      cs->values[i] *= 0.5f;
+      gs->values[i] *= 0.5f;
+    }
+  /* not uploaded: the device still has the old values */
+  double stale = shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN);
+  g_assert_cmpfloat_with_epsilon (stale, lc, 1e-4 * MAX (1, fabs (lc)));
+  shoal_net_upload_params (p.gpu, 0, gs->total);
+  lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TRAIN);
+  g_assert_cmpfloat_with_epsilon (shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN), lc, 1e-4 * MAX (1, fabs (lc)));
+  g_assert_cmpfloat (fabs (stale - lc), >, 1e-3);
+  pair_free (&p);
+}
+
+/* Backward hands layers to `ready` only once their gradients are in the
+ * host store, in the CPU's order. */
+typedef struct {
+  ShoalParamStore *store;
+  GPtrArray *order;
+  gboolean complete;
+} ReadyLog;
+
+static void
+on_ready (ShoalLayer *layer, gpointer data)
+{
+  ReadyLog *log = data;
+  size_t b, e;
+  g_assert_true (shoal_layer_param_range (layer, &b, &e));
+  gboolean nonzero = FALSE;
+  for (size_t i = b; i < e; i++)
+    nonzero |= log->store->grads[i] != 0.0f;
+  log->complete &= nonzero;
+  g_ptr_array_add (log->order, layer->name);
+}
+
+static void
+test_backward_notify (void)
+{
+  if (!have_gpu ())
+    return;
+  Pair p = pair_new ("[layer x]\ntype = feed\nshape = 8,13\n"
+                     "[layer fc1]\ntype = dense\nsrc = x\nnum_output = 16\n"
+                     "[layer act]\ntype = tanh\nsrc = fc1\n"
+                     "[layer fc2]\ntype = dense\nsrc = act\nnum_output = 7\n" TARGET ("8,7", "fc2"));
+  ReadyLog lc = { shoal_net_params (p.cpu), g_ptr_array_new (), TRUE };
+  ReadyLog lg = { shoal_net_params (p.gpu), g_ptr_array_new (), TRUE };
+  shoal_net_forward (p.cpu, SHOAL_PHASE_TRAIN);
+  shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN);
+  shoal_net_backward_notify (p.cpu, on_ready, &lc);
+  shoal_net_backward_notify (p.gpu, on_ready, &lg);
+  g_assert_true (lg.complete);
+  g_assert_cmpuint (lg.order->len, ==, 2);
+  for (guint i = 0; i < lc.order->len; i++)
+    g_assert_cmpstr (g_ptr_array_index (lc.order, i), ==, g_ptr_array_index (lg.order, i));
+  compare_params (&p, 1e-4);
+  /* gradients add up over backward passes, on the host as on the CPU */
+  shoal_net_forward (p.cpu, SHOAL_PHASE_TRAIN);
+  shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN);
+  shoal_net_backward (p.cpu);
+  shoal_net_backward (p.gpu);
+  compare_params (&p, 1e-4);
+  g_ptr_array_free (lc.order, TRUE);
+  g_ptr_array_free (lg.order, TRUE);
+  pair_free (&p);
+}
+
+/* ---- end to end ----------------------------------------------------------- */
+
+static void
+sgd (ShoalParamStore *s, float lr)
+{
+  for (size_t i = 0; i < s->total; i++)
+    s->values[i] -= lr * s->grads[i];
+  shoal_param_store_zero_grads (s);
+}
+
+/* Steps of SGD on one fixed batch in lockstep on both nets: the losses
+ * agree step by step and fall on the GPU. */
+static void
+train_lockstep (Pair *p, int steps, float lr, double rtol)
+{
+  ShoalParamStore *cs = shoal_net_params (p->cpu), *gs = shoal_net_params (p->gpu);
+  shoal_param_store_zero_grads (cs);
+  shoal_param_store_zero_grads (gs);
+  double first = 0, last = 0;
+  for (int step = 0; step < steps; step++)
+    {
+      double lc = shoal_net_forward (p->cpu, SHOAL_PHASE_TRAIN);
+      double lg = shoal_net_forward (p->gpu, SHOAL_PHASE_TRAIN);
+      if (!(fabs (lg - lc) <= rtol * MAX (1.0, fabs (lc))))
+        {
+          g_test_message ("step %d: cpu loss %.7g, gpu loss %.7g", step, lc, lg);
+          g_test_fail ();
+        }
+      if (step == 0)
+        first = lg;
+      last = lg;
+      shoal_net_backward (p->cpu);
+      shoal_net_backward (p->gpu);
+      sgd (cs, lr);
+      sgd (gs, lr);
+    }
+  g_test_message ("GPU loss %.4f -> %.4f over %d steps", first, last, steps);
+  g_assert_cmpfloat (last, <, 0.7 * first);
+  compare_params (p, 100 * rtol);
+}
+
+#define MLP \
+  "[layer x]\ntype = feed\nshape = 32,20\n" \
+  "[layer labels]\ntype = feed\nshape = 32,1\nnum_classes = 4\n" \
+  "[layer fc1]\ntype = dense\nsrc = x\nnum_output = 64\n" \
+  "[layer act]\ntype = relu\nsrc = fc1\n" \
+  "[layer fc2]\ntype = dense\nsrc = act\nnum_output = 4\n" \
+  "[layer loss]\ntype = softmax_loss\nsrc = fc2, labels\n" \
+  "[layer acc]\ntype = accuracy\nsrc = fc2, labels\n"
+
+static void
+test_train_mlp (void)
+{
+  if (!have_gpu ())
+    return;
+  Pair p = pair_new (MLP);
+  train_lockstep (&p, 30, 0.2f, 1e-4);
+  pair_free (&p);
+}
+
+static void
+test_train_cnn (void)
+{
+  if (!have_gpu ())
+    return;
+  Pair p = pair_new ("[layer x]\ntype = feed\nshape = 16,1,12,12\n"
+                     "[layer labels]\ntype = feed\nshape = 16,1\nnum_classes = 3\n"
+                     "[layer conv1]\ntype = conv\nsrc = x\nnum_filters = 6\nkernel = 3\npad = 1\n"
+                     "[layer bn1]\ntype = batchnorm\nsrc = conv1\n"
+                     "[layer relu1]\ntype = relu\nsrc = bn1\n"
+                     "[layer pool1]\ntype = pooling\nsrc = relu1\nkernel = 2\n"
+                     "[layer norm1]\ntype = lrn\nsrc = pool1\nlocal_size = 3\n"
+                     "[layer conv2]\ntype = conv\nsrc = norm1\nnum_filters = 8\nkernel = 3\n"
+                     "[layer pool2]\ntype = pooling\nsrc = conv2\npool = avg\nkernel = 2\n"
+                     "[layer drop]\ntype = dropout\nsrc = pool2\nratio = 0\n"
+                     "[layer fc]\ntype = dense\nsrc = drop\nnum_output = 3\n"
+                     "[layer loss]\ntype = softmax_loss\nsrc = fc, labels\n"
+                     "[layer acc]\ntype = accuracy\nsrc = fc, labels\n");
+  train_lockstep (&p, 40, 0.1f, 2e-3);
+  pair_free (&p);
+}
+
+/* A second GPU, when there is one. */
+static void
+test_second_gpu (void)
+{
+  if (!have_gpu ())
+    return;
+  if (shoal_device_count () < 2)
+    {
+      g_test_skip ("one CUDA device");
+      return;
+    }
+  Pair p = pair_new_on (MLP, shoal_device_cuda (1));
+  train_lockstep (&p, 10, 0.2f, 1e-4);
+  pair_free (&p);
+}
+
+/* lmdb_input uploads every batch (the prefetch thread's buffers), the
+ * last test batch is short, and both nets read the same records. */
+static void
+test_lmdb_input (void)
+{
+  if (!have_gpu ())
+    return;
+  char *dir = g_dir_make_tmp ("shoal-gpu-XXXXXX", NULL);
+  g_assert_nonnull (dir);
+  const char *names[] = { "train", "test" };
+  const int counts[] = { 40, 20 };
+  for (int d = 0; d < 2; d++)
+    {
+      char *path = g_build_filename (dir, names[d], NULL);
+      GError *error = NULL;
+      ShoalDatasetWriter *wr = shoal_dataset_writer_new_full (path, 64 << 10, 64, &error);
+      g_assert_no_error (error);
+      guint8 px[36];
+      ShoalRecordView rec = { .shape = shoal_shape_make (3, 1, 6, 6), .kind = SHOAL_RECORD_PIXELS, .pixels = px };
+      for (int i = 0; i < counts[d]; i++)
+        {
+          for (int j = 0; j < 36; j++)
+            px[j] = (guint8) ((i * 37 + j * 11 + d) & 0xff);
+          rec.label = i % 3;
+          g_assert_true (shoal_dataset_writer_put_record (wr, &rec, &error));
+        }
+      g_assert_true (shoal_dataset_writer_finish (wr, &error));
+      g_assert_no_error (error);
+      shoal_dataset_writer_free (wr);
+      g_free (path);
+    }
+  char *text = g_strdup_printf ("[layer data]\ntype = lmdb_input\ntrain = %s/train\ntest = %s/test\n"
+                                "batch_size = 8\n"
+                                "[layer conv]\ntype = conv\nsrc = data\nnum_filters = 4\nkernel = 3\n"
+                                "[layer pool]\ntype = pooling\nsrc = conv\nkernel = 2\n"
+                                "[layer fc]\ntype = dense\nsrc = pool\nnum_output = 3\n"
+                                "[layer loss]\ntype = softmax_loss\nsrc = fc, data\n"
+                                "[layer acc]\ntype = accuracy\nsrc = fc, data\n", dir, dir);
+  Pair p = pair_new (text);
+  for (int step = 0; step < 6; step++)
+    compare_step (&p, 1e-3);
+  /* 20 test records in batches of 8: 8, 8, 4 */
+  for (int b = 0; b < 3; b++)
+    {
+      double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TEST);
+      double lg = shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
+      g_assert_cmpint (shoal_net_batch_rows (p.gpu), ==, b < 2 ? 8 : 4);
+      g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
+      compare_layers (&p, FALSE, 1e-3);
+    }
+  pair_free (&p);
+  g_free (text);
+  for (int d = 0; d < 2; d++)
+    {
+      char *path = g_build_filename (dir, names[d], NULL);
+      char *files[] = { g_build_filename (path, "data.mdb", NULL), g_build_filename (path, "lock.mdb", NULL) };
+      for (int f = 0; f < 2; f++)
+        {
+          g_remove (files[f]);
+          g_free (files[f]);
+        }
+      g_rmdir (path);
+      g_free (path);
+    }
+  g_rmdir (dir);
+  g_free (dir);
+}
+
+/* ---- everywhere ------------------------------------------------------------ */
+
+/* Without a usable GPU, asking for one fails with a message saying why. */
+static void
+test_gpu_request_without_gpu (void)
+{
+  if (shoal_device_count () > 0)
+    {
+      g_test_skip ("this machine has a CUDA device");
+      return;
+    }
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data ("[layer x]\ntype = feed\nshape = 4,6\n", "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions opts = { .shard_count = 1, .device = shoal_device_cuda (0) };
+  ShoalNet *net = shoal_net_new (conf, &opts, &error);
+  g_assert_null (net);
+  g_assert_nonnull (error);
+  g_test_message ("%s", error->message);
+  g_assert_true (g_str_has_prefix (error->message, "gpu.conf: cuda:0 was asked for, but "));
+  if (shoal_device_cuda_built ())
+    g_assert_nonnull (strstr (error->message, "no CUDA device"));
+  else
+    g_assert_nonnull (strstr (error->message, "built without CUDA (rebuild with make CUDA=1)"));
+  g_error_free (error);
+  shoal_conf_free (conf);
+}
+
+/* A partitioned group (k > 1 in one process) stays on the CPU. */
+static void
+test_partitioned_group_refused (void)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data ("[layer x]\ntype = feed\nshape = 4,6\n", "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions opts = { .shard_count = 1, .group = 1, .device = shoal_device_cuda (0) };
+  ShoalGroupNet *g = shoal_group_net_new (conf, 2, &opts, &error);
+  g_assert_null (g);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "group 1 of 2 workers in one process cannot run on cuda:0"));
+  g_error_free (error);
+  shoal_conf_free (conf);
+}
+
+/* The device interface on the CPU: allocation, copies, views. */
+static void
+test_cpu_device (void)
+{
+  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
+  GError *error = NULL;
+  g_assert_true (shoal_device_check (cpu, &error));
+  char *s = shoal_device_to_string (cpu);
+  g_assert_cmpstr (s, ==, "cpu");
+  g_free (s);
+  s = shoal_device_to_string (shoal_device_cuda (3));
+  g_assert_cmpstr (s, ==, "cuda:3");
+  g_free (s);
+
+  ShoalTensor t = { 0 };
+  ShoalShape shape = shoal_shape_make (2, 3, 5);
+  g_assert_true (shoal_tensor_alloc_on (&t, &shape, cpu, &error));
+  g_assert_true (t.owns_data && t.device.kind == SHOAL_DEVICE_CPU);
+  for (size_t i = 0; i < 15; i++)
+    g_assert_cmpfloat (t.data[i], ==, 0.0f);
+  float in[15], out[15];
+  for (int i = 0; i < 15; i++)
+    in[i] = (float) i * 0.5f;
+  g_assert_true (shoal_tensor_upload (&t, in, &error));
+  g_assert_true (shoal_tensor_download (&t, out, &error));
+  g_assert_cmpmem (in, sizeof in, out, sizeof out);
+  ShoalTensor v = { 0 };
+  shoal_tensor_view_on (&v, t.data + 5, &shape, cpu);
+  g_assert_false (v.owns_data);
+  shoal_tensor_clear (&v);
+  shoal_tensor_clear (&t);
+  g_assert_null (t.data);
+
+  float *host = shoal_device_host_alloc (cpu, 100, &error);
+  g_assert_nonnull (host);
+  shoal_device_host_free (cpu, host);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  if (shoal_device_count () == 0)
+    g_test_message ("no CUDA device%s: the GPU comparisons skip",
+                    shoal_device_cuda_built () ? "" : " (built without make CUDA=1)");
+  else
+    for (int i = 0; i < shoal_device_count (); i++)
+      {
+        char *d = shoal_device_describe (shoal_device_cuda (i));
+        g_test_message ("%s", d);
+        g_free (d);
+      }
+  g_test_add_func ("/gpu/cpu-device", test_cpu_device);
+  g_test_add_func ("/gpu/request-without-gpu", test_gpu_request_without_gpu);
+  g_test_add_func ("/gpu/partitioned-group-refused", test_partitioned_group_refused);
+  g_test_add_func ("/gpu/dense", test_dense);
+  g_test_add_func ("/gpu/conv", test_conv);
+  g_test_add_func ("/gpu/pooling", test_pooling);
+  g_test_add_func ("/gpu/lrn", test_lrn);
+  g_test_add_func ("/gpu/activations", test_activations);
+  g_test_add_func ("/gpu/batchnorm", test_batchnorm);
+  g_test_add_func ("/gpu/softmax-accuracy", test_softmax_accuracy);
+  g_test_add_func ("/gpu/split-concat", test_split_concat);
+  g_test_add_func ("/gpu/dropout", test_dropout);
+  g_test_add_func ("/gpu/no-gpu-path", test_no_gpu_path);
+  g_test_add_func ("/gpu/manual-upload", test_manual_upload);
+  g_test_add_func ("/gpu/backward-notify", test_backward_notify);
+  g_test_add_func ("/gpu/train-mlp", test_train_mlp);
+  g_test_add_func ("/gpu/train-cnn", test_train_cnn);
+  g_test_add_func ("/gpu/second-gpu", test_second_gpu);
+  g_test_add_func ("/gpu/lmdb-input", test_lmdb_input);
+  return g_test_run ();
+}
