@@ -24,9 +24,18 @@ feed_setup (ShoalLayer *layer, GError **error)
       return FALSE;
     }
   ShoalShape shape = { .ndim = (int) n };
+  guint64 values = 1;
   for (gsize i = 0; i < n; i++)
-    shape.dim[i] = dims[i];
+    {
+      shape.dim[i] = dims[i];
+      values *= (guint64) dims[i];
+    }
   g_free (dims);
+  if (values > G_MAXINT32)
+    {
+      shoal_layer_error (layer, error, "shape", "holds more than 2^31 values");
+      return FALSE;
+    }
 
   shoal_tensor_alloc (&layer->out, &shape);
   size_t count = shoal_tensor_count (&layer->out);

@@ -136,6 +136,18 @@ shoal_layer_declare_param (ShoalLayer *layer, const char *pname, const ShoalShap
       return NULL;
     }
 
+  guint64 count = 1;
+  for (int i = 0; i < shape->ndim; i++)
+    count *= (guint64) MAX (shape->dim[i], 0);
+  if (count == 0 || count > G_MAXINT32)
+    {
+      char *s = shoal_shape_to_string (shape);
+      shoal_layer_error (layer, error, NULL, "param %s of %s is empty or holds more than 2^31 values",
+                         pname, s);
+      g_free (s);
+      return NULL;
+    }
+
   char *full = g_strconcat (layer->name, "/", pname, NULL);
   ShoalParam *p = shoal_param_store_declare (layer->store, full, shape, &init, fan_in, fan_out,
                                              lr_scale, wd_scale);

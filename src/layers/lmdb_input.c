@@ -339,6 +339,12 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
   double std = shoal_layer_opt_float (layer, "std");
   p->mul = (float) (scale / std);
   p->add = (float) (-mean / std);
+  if ((guint64) p->batch * p->row > G_MAXINT32)
+    {
+      shoal_layer_error (layer, error, "batch_size", "%d examples of %zu values exceed 2^31 values a batch",
+                         p->batch, p->row);
+      return FALSE;
+    }
 
   p->order = g_new (guint32, p->train.n);
   for (guint64 i = 0; i < p->train.n; i++)

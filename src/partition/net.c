@@ -450,6 +450,23 @@ setup_layer_gpu (ShoalNet *net, ShoalLayer *layer, GError **error)
   return ok;
 }
 
+/* Every dim positive and the count within an int: layers index rows and
+ * columns with int, and a product that wrapped would allocate too little. */
+static gboolean
+shape_fits (const ShoalShape *shape)
+{
+  guint64 count = 1;
+  for (int i = 0; i < shape->ndim; i++)
+    {
+      if (shape->dim[i] <= 0)
+        return FALSE;
+      count *= (guint64) shape->dim[i];
+      if (count > G_MAXINT32)
+        return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 setup_layers (ShoalNet *net, GError **error)
 {
@@ -475,6 +492,14 @@ setup_layers (ShoalNet *net, GError **error)
         {
           shoal_layer_error (layer, error, NULL, "layer '%s' (%s) set no output shape", layer->name,
                              layer->ops->type);
+          return FALSE;
+        }
+      if (!shape_fits (&layer->out.shape))
+        {
+          char *shape = shoal_shape_to_string (&layer->out.shape);
+          shoal_layer_error (layer, error, NULL, "output %s is empty or holds more than 2^31 values",
+                             shape);
+          g_free (shape);
           return FALSE;
         }
       if ((layer->ops->flags & SHOAL_LAYER_INPUT) && net->input == NULL)

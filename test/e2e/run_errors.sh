@@ -45,6 +45,28 @@ expect 1 "No such file" run "$dir/missing.conf"
 expect 2 "expected one JOB.conf" run
 expect 2 "unknown command 'rn'" rn
 
+# data that does not fit: a dataset of 3 floats per record fed to LeNet's
+# 5x5 convolution, and a dataset whose record does not decode
+printf '1,0.5,0.2,0.1\n0,0.1,0.2,0.3\n' >"$dir/small.csv"
+"$shoal" import csv --in "$dir/small.csv" --out "$dir/small" >/dev/null 2>&1
+expect 1 "[layer conv1]" run examples/fashion-mnist/cnn.conf -o "layer data.train=$dir/small" \
+  -o "layer data.test=$dir/small"
+mkdir -p "$dir/garbage"
+cp "$dir/small/data.mdb" "$dir/garbage/data.mdb"
+# flip bytes inside the first record's value (LMDB stores it near the end of the first data page)
+/usr/bin/python3 - "$dir/garbage/data.mdb" <<'PY'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+marker = data.find(b"0000000000")  # the first key; its value follows in the same leaf page
+assert marker > 0
+for i in range(marker + 10, min(marker + 40, len(data))):
+    data[i] ^= 0x5A
+open(path, "wb").write(data)
+PY
+expect 1 "key 0000000000" run examples/fashion-mnist/mlp.conf -o "layer data.train=$dir/garbage" \
+  -o "layer data.test=$dir/small"
+
 # a failed run does not touch what a workspace already holds
 mkdir -p "$dir/ws"
 echo '{"kept":true}' >"$dir/ws/metrics.jsonl"
