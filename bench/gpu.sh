@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# shoal's GPU workers on a GPU machine: test_gpu (every GPU layer against
+# its CPU reference), then Fashion-MNIST MLP and CNN training throughput of
+# shoal on the GPU against PyTorch on the same GPU, with the GPU's name
+# beside every number.
+#
+# The GPU machine is bare (no GLib, Thrift, LMDB, OpenBLAS, no registry),
+# so the work is split:
+#   here:   bench/gpu.sh prepare
+#           fetches the Debian packages into .debs/ (bench/gpu-env.sh),
+#           builds build-cuda/ (make CUDA=1) and build-cuda/bench/gpu_train,
+#           and prints the command for the device machine;
+#   there:  bash bench/gpu.sh        (the repository root is the cwd)
+#           with .debs, build-cuda/shoal, build-cuda/test/test_gpu and
+#           build-cuda/bench/gpu_train carried along (about 45 MB); where the
+#           binaries are missing it builds them there from .debs (--dev
+#           packages) with the machine's nvcc.
+# Results: build-cuda/bench/gpu/ (logs, summary.txt), copied to $OUT when set.
+#
+# What is compared (each a median of BENCH_GPU_REPEATS runs of
+# BENCH_GPU_STEPS steps after a warm-up):
+#   shoal gpu         forward and backward on the GPU, gradients down, the
+#                     job's SGD+momentum on the host store, values up: one
+#                     worker with its server in-process (bench/gpu_train.c)
+#   shoal gpu fwd+bwd the same without the host update: the device's share
+#   shoal cpu         the same net on the machine's CPU cores
+#   torch gpu         PyTorch, SGD+momentum on the GPU (bench/gpu_torch.py)
+# FP32 on both sides (TF32 off); BENCH_GPU_TF32=1 allows TF32 on both.
+#
+# Written on a machine without a GPU: not yet run on one.
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+B=build-cuda
+PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+MODELS=${BENCH_GPU_MODELS:-mlp cnn}
+STEPS=${BENCH_GPU_STEPS:-300}
+WARMUP=${BENCH_GPU_WARMUP:-30}
+REPEATS=${BENCH_GPU_REPEATS:-3}
+TF32=${BENCH_GPU_TF32:-0}
+RES=$B/bench/gpu
+
+die () { echo "bench/gpu: $*" >&2; exit 1; }
+
+# Links bench/gpu_train.c against build-cuda/libshoal.a.
+build_gpu_train () {
+  mkdir -p "$B/bench" || return 1
+  # shellcheck disable=SC2046,SC2086
+  ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I"$B/gen" $(pkg-config --cflags $PKGS) \
+    bench/gpu_train.c -o "$B/bench/gpu_train" "$B/libshoal.a" $(pkg-config --libs $PKGS) \
+    ${SHOAL_CUDA_LDFLAGS:-} -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcudnn -lcublas -lcudart \
+    -lstdc++ -lm -lpthread
+}
+
+prepare () {
+  [ -n "$(ls .debs/*.deb 2>/dev/null)" ] || bash bench/gpu-env.sh fetch --dev || die "fetch failed"
+  make --no-print-directory -j2 CUDA=1 BUILD=$B build-only || die "make CUDA=1 failed"
+  build_gpu_train || die "building gpu_train failed"
+  cat <<EOF
+bench/gpu: ready.  On the device machine (the device tool's run), from the repository root:
+  command: bash bench/gpu.sh
+  carry:   .debs  $B/shoal  $B/test/test_gpu  $B/bench/gpu_train
+EOF
+}
+
+# "median" of the numbers on stdin, "-" for none.
+median () {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit }
+    printf "%.1f\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+field () { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1; }
+
+run () {
+  # shellcheck disable=SC1091
+  . bench/gpu-env.sh setup || die "bench/gpu-env.sh setup failed (are .debs carried?)"
+  mkdir -p "$RES" || die "cannot create $RES"
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  [ -n "$gpu" ] || gpu=$(python3 -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null)
+  [ -n "$gpu" ] || gpu="unknown GPU"
+  echo "bench/gpu: GPU: $gpu; driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+
+  if [ ! -x "$B/test/test_gpu" ] || [ ! -x "$B/shoal" ]; then
+    echo "bench/gpu: no carried binaries: building with $(command -v nvcc || echo "$CUDA_HOME/bin/nvcc")"
+    make --no-print-directory -j"$(nproc)" CUDA=1 BUILD=$B CUDA_HOME="$CUDA_HOME" \
+      CFLAGS="${SHOAL_CUDA_CFLAGS:-} ${SHOAL_CUDA_LDFLAGS:-}" LDFLAGS="${SHOAL_CUDA_LDFLAGS:-}" build-only \
+      >"$RES/build.log" 2>&1 || { tail -30 "$RES/build.log"; die "make CUDA=1 failed there"; }
+  fi
+  if [ ! -x "$B/bench/gpu_train" ]; then
+    build_gpu_train >"$RES/gpu_train-build.log" 2>&1 || { cat "$RES/gpu_train-build.log"; die "gpu_train build failed"; }
+  fi
+
+  # 1. the GPU layers against the CPU ones
+  local rc=0
+  timeout 300 "$B/test/test_gpu" >"$RES/test_gpu.log" 2>&1 || rc=$?
+  echo "==== test_gpu on $gpu (exit $rc): $(grep -c '^ok' "$RES/test_gpu.log") ok, $(grep -c '^not ok' "$RES/test_gpu.log") failed"
+  grep -E '^not ok|^# (GPU loss|cuda:)|^Bail|ERROR|CRITICAL' "$RES/test_gpu.log" | head -30
+
+  # 2. data: the IDX files of the carried dataset-fashion-mnist package
+  local data=$B/data/fashion-mnist
+  if [ ! -e "$data/.done" ]; then
+    mkdir -p "$data"
+    "$B/shoal" import idx --images "$FMNIST_DIR/train-images-idx3-ubyte.gz" \
+      --labels "$FMNIST_DIR/train-labels-idx1-ubyte.gz" --out "$data/train" --force >"$RES/import.log" 2>&1 &&
+    "$B/shoal" import idx --images "$FMNIST_DIR/t10k-images-idx3-ubyte.gz" \
+      --labels "$FMNIST_DIR/t10k-labels-idx1-ubyte.gz" --out "$data/test" --force >>"$RES/import.log" 2>&1 &&
+    touch "$data/.done" || { cat "$RES/import.log"; die "import failed"; }
+  fi
+
+  # 3. throughput
+  local env_tf32="" torch_tf32=""
+  [ "$TF32" = 1 ] && env_tf32="SHOAL_CUDA_TF32=1" && torch_tf32=--tf32
+  local summary=$RES/summary.txt
+  {
+    echo "Fashion-MNIST training throughput, batch 64, FP32$([ "$TF32" = 1 ] && echo " (TF32 allowed)"),"
+    echo "median of $REPEATS runs of $STEPS steps after $WARMUP (samples/s)"
+    printf '%-5s %-18s %12s %10s   %s\n' model side samples/s step_ms device
+  } >"$summary"
+  for m in $MODELS; do
+    local conf=examples/fashion-mnist/$m.conf
+    local sides=("shoal gpu" "shoal gpu fwd+bwd" "shoal cpu" "torch gpu")
+    for side in "${sides[@]}"; do
+      local rates="" ms="" dev="" line="" i
+      for ((i = 0; i < REPEATS; i++)); do
+        local log=$RES/${m}-${side// /_}-$i.log
+        case $side in
+          "shoal gpu") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" >"$log" 2>&1 ;;
+          "shoal gpu fwd+bwd") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" --no-update >"$log" 2>&1 ;;
+          "shoal cpu") "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cpu --threads "$(nproc)" \
+                         --steps "$((STEPS / 3))" --warmup "$((WARMUP / 3))" >"$log" 2>&1 ;;
+          "torch gpu") python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" --steps "$STEPS" \
+                         --warmup "$WARMUP" $torch_tf32 >"$log" 2>&1 ;;
+        esac
+        line=$(grep -E '^gpu_(train|torch) ' "$log" | tail -n 1)
+        if [ -z "$line" ]; then
+          echo "bench/gpu: $m $side run $i failed: $(tail -n 3 "$log" | tr '\n' ' ')" >&2
+          continue
+        fi
+        rates="$rates $(field samples_per_sec "$line")"
+        ms="$ms $(field step_ms "$line")"
+        dev=$(sed -n 's/.*device="\([^"]*\)".*/\1/p' <<<"$line")
+      done
+      [ "$side" = "shoal cpu" ] && dev="$(nproc) CPU cores ($dev)" || dev="$gpu [$dev]"
+      printf '%-5s %-18s %12s %10s   %s\n' "$m" "$side" "$(tr ' ' '\n' <<<"$rates" | grep . | median)" \
+        "$(tr ' ' '\n' <<<"$ms" | grep . | median)" "$dev" >>"$summary"
+    done
+  done
+  echo "==== throughput on $gpu"
+  cat "$summary"
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+    cp "$summary" "$RES/test_gpu.log" "$OUT/" 2>/dev/null
+  fi
+  [ "$rc" -eq 0 ]
+}
+
+case "${1:-run}" in
+  prepare) prepare ;;
+  run) run ;;
+  *) die "usage: bench/gpu.sh [prepare|run]" ;;
+esac
