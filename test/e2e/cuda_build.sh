@@ -22,8 +22,9 @@ fi
 
 mkdir -p build-cuda
 start=$(date +%s)
-# one build at a time in build-cuda (several make test runs may share the tree)
-flock build-cuda/.lock make --no-print-directory -j2 CUDA=1 CUDA_HOME="$cuda_home" BUILD=build-cuda build-only \
+# one build at a time in build-cuda (several make test runs may share the tree);
+# the outer make's flags and variables (MAKEFLAGS) are not this build's
+flock build-cuda/.lock env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory -j2 CUDA=1 CUDA_HOME="$cuda_home" BUILD=build-cuda build-only \
   >build-cuda/build.log 2>&1 || {
   tail -30 build-cuda/build.log
   echo "make CUDA=1 BUILD=build-cuda build-only failed (log: build-cuda/build.log)"
