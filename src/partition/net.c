@@ -438,12 +438,12 @@ setup_layer_gpu (ShoalNet *net, ShoalLayer *layer, GError **error)
       if (!ok)
         g_propagate_error (error, local);
     }
-  if (ok && ((!keeps_host_out (layer) && layer->out.device.kind != dev.kind)
-             || (layer->label.data != NULL && layer->label.device.kind != dev.kind)))
+  gboolean out_on_host = !keeps_host_out (layer) && layer->out.device.kind != dev.kind;
+  gboolean labels_on_host = layer->label.data != NULL && layer->label.device.kind != dev.kind;
+  if (ok && (out_on_host || labels_on_host))
     {
-      shoal_layer_error (layer, error, NULL,
-                         "GPU set-up of layer '%s' (%s) left its %s on the host", layer->name,
-                         layer->ops->type, layer->label.device.kind != dev.kind ? "labels" : "output");
+      shoal_layer_error (layer, error, NULL, "GPU set-up of layer '%s' (%s) left its %s on the host",
+                         layer->name, layer->ops->type, out_on_host ? "output" : "labels");
       ok = FALSE;
     }
   g_free (where);
