@@ -86,7 +86,8 @@ params_blob (ShoalParamStore *store)
           g_byte_array_append (b, (guint8 *) &dim, sizeof dim);
         }
       g_byte_array_append (b, (guint8 *) &count, sizeof count);
-      g_byte_array_append (b, (guint8 *) prm->value.data, (guint) (count * sizeof (float)));
+      /* the host store, also for a GPU net (whose views are on the device) */
+      g_byte_array_append (b, (guint8 *) (store->values + prm->offset), (guint) (count * sizeof (float)));
     }
   return g_byte_array_free_to_bytes (b);
 }
@@ -155,7 +156,7 @@ init_from_workspace (Process *p, ShoalParamStore *store, GError **error)
         }
       else if (prm != NULL)
         {
-          memcpy (prm->value.data, q, count * sizeof (float));
+          memcpy (store->values + prm->offset, q, count * sizeof (float));
           copied++;
         }
       g_free (name);
@@ -419,6 +420,9 @@ build_net (Process *p, ShoalMember unit, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
   ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group };
+  /* a process of servers only builds the net for its layout: no GPU */
+  if (p->units->len > 0)
+    nopts.device = shoal_cluster_device (&p->job->cluster, unit.group, unit.index);
   if (p->whole_groups)
     {
       /* worker w of the group reads shard group * k + w of groups * k */

@@ -183,6 +183,12 @@ shoal_worker_train (ShoalWorker *w)
 
       if (!isfinite (loss))
         {
+          /* a GPU failure shows up as a NaN loss: say so when it is one */
+          if (!shoal_net_device_error (shoal_group_net_worker (w->net, 0), &w->error))
+            {
+              ok = FALSE;
+              break;
+            }
           g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
                        "[group %d worker %d] step %" G_GINT64_FORMAT ": the loss is %g; lower [updater] lr?",
                        w->group, w->worker, step, loss);
