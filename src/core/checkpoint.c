@@ -11,8 +11,10 @@
 
 #include "core/error.h"
 
-/* Grown on MDB_MAP_FULL; a large first map would only cost address space,
- * but some environments (valgrind, ulimit -v) refuse huge ones. */
+/* Grown before saves that need it; a huge first map would only cost
+ * address space, but some environments (valgrind, ulimit -v) refuse it.
+ * LMDB 0.9.24 loses 1 MiB per growth of an open environment: growth
+ * doubles, so that stays a few MiB over a store's life. */
 #define INITIAL_MAP_SIZE ((size_t) 256 << 20)
 #define MAX_MAP_SIZE ((size_t) 1 << 40)
 
@@ -96,10 +98,36 @@ read_steps (MDB_txn *txn, MDB_dbi dbi, const char *name, gint64 steps[2])
 
 static int save_once (ShoalCheckpoint *c, gint64 step, const char *const *names, GBytes *const *blobs);
 
+/* Grows the map before a save that may not fit: LMDB's own MDB_MAP_FULL
+ * error path leaks its page lists, so it stays the rare fallback. */
+static int
+reserve (ShoalCheckpoint *c, GBytes *const *blobs)
+{
+  MDB_envinfo info;
+  MDB_stat st;
+  int rc = mdb_env_info (c->env, &info);
+  if (rc == 0)
+    rc = mdb_env_stat (c->env, &st);
+  if (rc != 0)
+    return rc;
+  size_t need = 0;
+  for (int i = 0; blobs[i] != NULL; i++)
+    need += g_bytes_get_size (blobs[i]) + 64 * (size_t) st.ms_psize;
+  size_t used = (info.me_last_pgno + 1) * (size_t) st.ms_psize;
+  size_t size = info.me_mapsize;
+  /* the old step's pages are freed only after this write: room for both */
+  while (size < used + 2 * need && size < MAX_MAP_SIZE)
+    size *= 2;
+  return size == info.me_mapsize ? 0 : mdb_env_set_mapsize (c->env, size);
+}
+
 gboolean
 shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names,
                        GBytes *const *blobs, GError **error)
 {
+  int rrc = reserve (c, blobs);
+  if (rrc != 0)
+    return lmdb_fail (error, c->dir, "growing the map", rrc);
   for (;;)
     {
       int rc = save_once (c, step, names, blobs);
