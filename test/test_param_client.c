@@ -1,0 +1,174 @@
+/* The param client against in-process servers: slices pushed as layers
+ * complete, values pulled back, Downpour's n_push / n_fetch, and a
+ * checkpoint of the servers it uses. */
+#include <glib.h>
+#include <string.h>
+
+#include "comm/param_client.h"
+#include "core/error.h"
+
+/* 64 floats of value 1, in 4 slices of 16 */
+static ShoalParamStore *
+make_store (void)
+{
+  ShoalParamStore *store = shoal_param_store_new ();
+  ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT, .value = 1 };
+  ShoalShape shape = shoal_shape_make (1, 64);
+  shoal_param_store_declare (store, "l/weight", &shape, &init, 1, 1, 1, 1);
+  shoal_param_store_allocate (store);
+  shoal_param_store_init_values (store, 1);
+  return store;
+}
+
+static ShoalServer *
+make_server (ShoalParamStore *layout, ShoalUpdateMode mode)
+{
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
+  u.schedule.lr = 0.5f;
+  ShoalServerOptions o = { .mode = mode, .sync_contributors = 1, .nslices = 4 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  shoal_server_host_all (server);
+  return server;
+}
+
+static ShoalParamClient *
+connect_local (ShoalParamStore *store, ShoalServer *server, ShoalUpdateMode mode)
+{
+  GError *error = NULL;
+  ShoalParamClient *c = shoal_param_client_new (store, 4, mode);
+  for (int s = 0; s < 4; s++)
+    shoal_param_client_route_local (c, s, server);
+  g_assert_true (shoal_param_client_start (c, &error));
+  g_assert_no_error (error);
+  return c;
+}
+
+static void
+one_step (ShoalParamClient *c, ShoalParamStore *store, gint64 step, float grad)
+{
+  GError *error = NULL;
+  for (size_t i = 0; i < 64; i++)
+    store->grads[i] += grad;
+  shoal_param_client_step_done (c, step);
+  g_assert_true (shoal_param_client_wait (c, &error));
+  g_assert_no_error (error);
+}
+
+static void
+test_sync_round_trip (void)
+{
+  ShoalParamStore *layout = make_store (), *store = make_store ();
+  ShoalServer *server = make_server (layout, SHOAL_UPDATE_SYNC);
+  ShoalParamClient *c = connect_local (store, server, SHOAL_UPDATE_SYNC);
+
+  one_step (c, store, 0, 1.0f);
+  /* the update came back into the worker's values; its grads are cleared */
+  for (size_t i = 0; i < 64; i++)
+    {
+      g_assert_cmpfloat_with_epsilon (store->values[i], 0.5f, 1e-6);
+      g_assert_cmpfloat (store->grads[i], ==, 0);
+    }
+  for (int s = 0; s < 4; s++)
+    g_assert_cmpint (shoal_server_slice_version (server, s), ==, 1);
+
+  /* a step out of turn is an error the worker sees at wait */
+  GError *error = NULL;
+  shoal_param_client_step_done (c, 5);
+  g_assert_false (shoal_param_client_wait (c, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+  g_clear_error (&error);
+
+  shoal_param_client_free (c);
+  shoal_server_free (server);
+  shoal_param_store_free (store);
+  shoal_param_store_free (layout);
+}
+
+static void
+test_push_and_fetch_frequency (void)
+{
+  ShoalParamStore *layout = make_store (), *store = make_store ();
+  ShoalServer *server = make_server (layout, SHOAL_UPDATE_ASYNC);
+  ShoalParamClient *c = connect_local (store, server, SHOAL_UPDATE_ASYNC);
+  shoal_param_client_set_frequency (c, 2, 4);
+
+  /* steps 0 and 1: gradients 1 and 3 add up; step 1 pushes their mean 2 */
+  one_step (c, store, 0, 1.0f);
+  g_assert_cmpint (shoal_server_slice_version (server, 0), ==, 0);
+  g_assert_cmpfloat (store->grads[0], ==, 1.0f);
+  one_step (c, store, 1, 3.0f);
+  g_assert_cmpint (shoal_server_slice_version (server, 0), ==, 1);
+  g_assert_cmpfloat (store->grads[0], ==, 0);
+  /* the server moved by lr * 2; the worker has not fetched yet (n_fetch 4) */
+  g_assert_cmpfloat_with_epsilon (shoal_server_values (server)[0], 0.0f, 1e-6);
+  g_assert_cmpfloat (store->values[0], ==, 1.0f);
+
+  /* steps 2 and 3: the push of step 3 also fetches */
+  one_step (c, store, 2, 1.0f);
+  one_step (c, store, 3, 1.0f);
+  g_assert_cmpint (shoal_server_slice_version (server, 0), ==, 2);
+  g_assert_cmpfloat_with_epsilon (shoal_server_values (server)[0], -0.5f, 1e-6);
+  g_assert_cmpfloat_with_epsilon (store->values[0], -0.5f, 1e-6);
+
+  shoal_param_client_free (c);
+  shoal_server_free (server);
+  shoal_param_store_free (store);
+  shoal_param_store_free (layout);
+}
+
+static void
+test_checkpoint_servers (void)
+{
+  ShoalParamStore *layout = make_store (), *store = make_store ();
+  ShoalServer *server = make_server (layout, SHOAL_UPDATE_SYNC);
+  ShoalParamClient *c = connect_local (store, server, SHOAL_UPDATE_SYNC);
+  char *dir = g_dir_make_tmp ("pc-XXXXXX", NULL);
+  GError *error = NULL;
+  ShoalCheckpoint *ckpt = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+
+  one_step (c, store, 0, 1.0f);
+  g_assert_true (shoal_param_client_checkpoint (c, ckpt, 1, &error));
+  one_step (c, store, 1, 1.0f);
+
+  /* a fresh server restored at step 1 holds the values after one step */
+  ShoalServer *again = make_server (layout, SHOAL_UPDATE_SYNC);
+  g_assert_true (shoal_server_restore (again, ckpt, 1, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat_with_epsilon (shoal_server_values (again)[3], 0.5f, 1e-6);
+  g_assert_cmpint (shoal_server_slice_version (again, 2), ==, 1);
+  /* a server of another layout refuses the checkpoint */
+  ShoalParamStore *other = shoal_param_store_new ();
+  ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
+  ShoalShape shape = shoal_shape_make (1, 100);
+  shoal_param_store_declare (other, "x/weight", &shape, &init, 1, 1, 1, 1);
+  shoal_param_store_allocate (other);
+  ShoalServer *wrong = make_server (other, SHOAL_UPDATE_SYNC);
+  g_assert_false (shoal_server_restore (wrong, ckpt, 1, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_clear_error (&error);
+
+  shoal_server_free (wrong);
+  shoal_param_store_free (other);
+  shoal_server_free (again);
+  shoal_checkpoint_close (ckpt);
+  char *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (cmd);
+  g_free (dir);
+  shoal_param_client_free (c);
+  shoal_server_free (server);
+  shoal_param_store_free (store);
+  shoal_param_store_free (layout);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/param-client/sync-round-trip", test_sync_round_trip);
+  g_test_add_func ("/param-client/push-and-fetch-frequency", test_push_and_fetch_frequency);
+  g_test_add_func ("/param-client/checkpoint-servers", test_checkpoint_servers);
+  return g_test_run ();
+}
