@@ -157,10 +157,10 @@ exchange (ShoalParamClient *c, int s, GError **error)
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
   if (c->mode == SHOAL_UPDATE_ASYNC && !fetches_at (c, c->step))
     return shoal_rpc_client_push (rpc, s, grad, n, c->step, error);
-  if (c->mode == SHOAL_UPDATE_ASYNC)
-    return shoal_rpc_client_push_pull (rpc, s, grad, values, n, c->step, NULL, error);
-  return shoal_rpc_client_push (rpc, s, grad, n, c->step, error)
-         && shoal_rpc_client_pull (rpc, s, values, n, min_version, NULL, error);
+  /* one round trip: the server answers once the update is in (SYNC: once
+   * every worker of the group pushed, i.e. at min_version) */
+  (void) min_version;
+  return shoal_rpc_client_push_pull (rpc, s, grad, values, n, c->step, NULL, error);
 }
 
 static gpointer
