@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "support/expect.h"
 #include "support/gradcheck.h"
 
 static ShoalNet *
@@ -177,39 +178,25 @@ test_labels (void)
 }
 
 static void
-expect_net_error (const char *text, const char *fragment)
-{
-  GError *error = NULL;
-  ShoalConf *conf = shoal_conf_load_data (text, "bad.conf", &error);
-  g_assert_no_error (error);
-  g_assert_null (shoal_net_new (conf, NULL, &error));
-  g_assert_nonnull (error);
-  g_test_message ("%s", error->message);
-  g_assert_nonnull (strstr (error->message, fragment));
-  g_error_free (error);
-  shoal_conf_free (conf);
-}
-
-static void
 test_bad_shapes (void)
 {
-  expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
                     "[layer b]\ntype = feed\nshape = 5,3\n"
                     "[layer cat]\ntype = concat\nsrc = a, b\naxis = 1\n",
                     "[layer cat] src: sources 'a' (4x3) and 'b' (5x3) differ outside axis 1");
-  expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
                     "[layer b]\ntype = feed\nshape = 4,2\n"
                     "[layer cat]\ntype = concat\nsrc = a, b\naxis = 0\n",
                     "differ outside axis 0");
-  expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
                     "[layer b]\ntype = feed\nshape = 4,3,1,1\n"
                     "[layer cat]\ntype = concat\nsrc = a, b\n",
                     "differ outside axis 1");
-  expect_net_error ("[layer a]\ntype = feed\nshape = 4\n"
+  shoal_expect_net_error ("[layer a]\ntype = feed\nshape = 4\n"
                     "[layer b]\ntype = feed\nshape = 4\n"
                     "[layer cat]\ntype = concat\nsrc = a, b\n",
                     "[layer cat] axis: source 'a' (4) has no dim 1");
-  expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
                     "[layer cat]\ntype = concat\nsrc = a\n",
                     "a concat layer takes 2 to 8 sources, got 1");
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "support/expect.h"
 #include "support/gradcheck.h"
 
 static void
@@ -242,24 +243,13 @@ test_fewer_rows (void)
   check_against_reference (&g1, rows1, G_N_ELEMENTS (rows1), TRUE);
 }
 
+/* A one-layer net on a feed of feed_shape must fail set-up saying `fragment`. */
 static void
-expect_setup_error (const char *feed_shape, const char *conv_keys, const char *fragment)
+expect_setup_error (const char *feed_shape, const char *keys, const char *fragment)
 {
   char *text = g_strdup_printf ("[layer in]\ntype = feed\nshape = %s\n"
-                                "[layer conv]\ntype = conv\nsrc = in\n%s\n", feed_shape, conv_keys);
-  GError *error = NULL;
-  ShoalConf *conf = shoal_conf_load_data (text, "test", &error);
-  g_assert_no_error (error);
-  ShoalNet *net = shoal_net_new (conf, NULL, &error);
-  g_assert_null (net);
-  g_assert_nonnull (error);
-  if (strstr (error->message, fragment) == NULL)
-    {
-      g_test_message ("error '%s' lacks '%s'", error->message, fragment);
-      g_test_fail ();
-    }
-  g_error_free (error);
-  shoal_conf_free (conf);
+                                "[layer conv]\ntype = conv\nsrc = in\n%s\n", feed_shape, keys);
+  shoal_expect_net_error (text, fragment);
   g_free (text);
 }
 

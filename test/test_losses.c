@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "support/expect.h"
 #include "support/gradcheck.h"
 
 static ShoalNet *
@@ -18,20 +19,6 @@ build (const char *text, ShoalConf **conf)
   ShoalNet *net = shoal_net_new (*conf, NULL, &error);
   g_assert_no_error (error);
   return net;
-}
-
-static void
-expect_net_error (const char *text, const char *fragment)
-{
-  GError *error = NULL;
-  ShoalConf *conf = shoal_conf_load_data (text, "bad.conf", &error);
-  g_assert_no_error (error);
-  g_assert_null (shoal_net_new (conf, NULL, &error));
-  g_assert_nonnull (error);
-  g_test_message ("%s", error->message);
-  g_assert_nonnull (strstr (error->message, fragment));
-  g_error_free (error);
-  shoal_conf_free (conf);
 }
 
 /* ---- softmax_loss ------------------------------------------------------- */
@@ -183,11 +170,11 @@ test_softmax_unlabelled_rows (void)
 static void
 test_softmax_bad_sources (void)
 {
-  expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
                     "[layer y]\ntype = feed\nshape = 4,1\n"
                     "[layer loss]\ntype = softmax_loss\nsrc = x, y\n",
                     "[layer loss] src: source 'y' carries no labels");
-  expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
                     "[layer y]\ntype = feed\nshape = 5,1\nnum_classes = 3\n"
                     "[layer loss]\ntype = softmax_loss\nsrc = x, y\n",
                     "'x' has 4 rows but 'y' has 5 labels");
@@ -253,7 +240,7 @@ test_euclidean_values (void)
 static void
 test_euclidean_bad_shapes (void)
 {
-  expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer a]\ntype = feed\nshape = 4,3\n"
                     "[layer b]\ntype = feed\nshape = 4,2\n"
                     "[layer loss]\ntype = euclidean_loss\nsrc = a, b\n",
                     "[layer loss] src: prediction 'a' (4x3) and target 'b' (4x2) differ");
@@ -312,11 +299,11 @@ test_accuracy (void)
 static void
 test_accuracy_bad_conf (void)
 {
-  expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
                     "[layer y]\ntype = feed\nshape = 4,1\nnum_classes = 3\n"
                     "[layer acc]\ntype = accuracy\nsrc = x, y\ntop_k = 4\n",
                     "[layer acc] top_k: is 4 but 'x' has only 3 classes");
-  expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
+  shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,3\n"
                     "[layer acc]\ntype = accuracy\nsrc = x, x\n",
                     "carries no labels");
 }
