@@ -27,20 +27,10 @@ static gboolean
 accuracy_setup (ShoalLayer *layer, GError **error)
 {
   AccuracyPriv *p = layer->priv;
-  const ShoalLayer *logits = layer->srcs[0], *labels = layer->srcs[1];
+  const ShoalLayer *logits = layer->srcs[0];
 
-  if (labels->label.data == NULL)
-    {
-      shoal_layer_error (layer, error, "src", "source '%s' carries no labels", labels->name);
-      return FALSE;
-    }
-  if (shoal_tensor_rows (&labels->label) != shoal_tensor_rows (&logits->out))
-    {
-      shoal_layer_error (layer, error, "src", "'%s' has %d rows but '%s' has %d labels",
-                         logits->name, shoal_tensor_rows (&logits->out), labels->name,
-                         shoal_tensor_rows (&labels->label));
-      return FALSE;
-    }
+  if (!shoal_layer_check_labels (layer, error))
+    return FALSE;
   p->classes = (int) shoal_tensor_row_size (&logits->out);
   p->top_k = (int) shoal_layer_opt_int (layer, "top_k");
   if (p->top_k > p->classes)

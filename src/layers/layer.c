@@ -172,6 +172,25 @@ shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end)
   return TRUE;
 }
 
+gboolean
+shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
+{
+  const ShoalLayer *logits = layer->srcs[0], *labels = layer->srcs[1];
+  if (labels->label.data == NULL)
+    {
+      shoal_layer_error (layer, error, "src", "source '%s' carries no labels", labels->name);
+      return FALSE;
+    }
+  if (shoal_tensor_rows (&labels->label) != shoal_tensor_rows (&logits->out))
+    {
+      shoal_layer_error (layer, error, "src", "'%s' has %d rows but '%s' has %d labels",
+                         logits->name, shoal_tensor_rows (&logits->out), labels->name,
+                         shoal_tensor_rows (&labels->label));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* ---- registry ---------------------------------------------------------- */
 
 #define SHOAL_LAYER(type) extern const ShoalLayerOps shoal_layer_##type##_ops;

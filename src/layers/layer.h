@@ -183,6 +183,10 @@ ShoalParam *shoal_layer_declare_param (ShoalLayer *layer, const char *pname,
                                        const ShoalShape *shape, int fan_in, int fan_out,
                                        const ShoalInitSpec *default_init, GError **error);
 
+/* For layers of (scores, labels) sources - losses, metrics: checks that
+ * srcs[1] carries labels, one per row of srcs[0]; else a set-up error. */
+gboolean shoal_layer_check_labels (const ShoalLayer *layer, GError **error);
+
 /* [begin, end) of the layer's params in the store (a layer declares its
  * params together, so they are contiguous); FALSE when it has none. */
 gboolean shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end);

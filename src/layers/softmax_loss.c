@@ -26,20 +26,10 @@ static gboolean
 softmax_loss_setup (ShoalLayer *layer, GError **error)
 {
   SoftmaxLossPriv *p = layer->priv;
-  const ShoalLayer *logits = layer->srcs[0], *labels = layer->srcs[1];
+  const ShoalLayer *logits = layer->srcs[0];
 
-  if (labels->label.data == NULL)
-    {
-      shoal_layer_error (layer, error, "src", "source '%s' carries no labels", labels->name);
-      return FALSE;
-    }
-  if (shoal_tensor_rows (&labels->label) != shoal_tensor_rows (&logits->out))
-    {
-      shoal_layer_error (layer, error, "src", "'%s' has %d rows but '%s' has %d labels",
-                         logits->name, shoal_tensor_rows (&logits->out), labels->name,
-                         shoal_tensor_rows (&labels->label));
-      return FALSE;
-    }
+  if (!shoal_layer_check_labels (layer, error))
+    return FALSE;
   p->classes = (int) shoal_tensor_row_size (&logits->out);
   p->prob = shoal_alloc_floats (shoal_tensor_count (&logits->out));
   layer->out.shape = shoal_shape_make (1, 1);
