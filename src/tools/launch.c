@@ -484,6 +484,19 @@ read_results (const char *path, int ngroups)
   return res;
 }
 
+/* The newest step every rank's checkpoint store has, or -1 with error. */
+static gint64
+common_checkpoint_step (const ShoalLayout *layout, const char *workspace, GError **error)
+{
+  GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
+  for (int r = 0; r < layout->nprocs; r++)
+    g_ptr_array_add (dirs, shoal_checkpoint_dir (workspace, r));
+  g_ptr_array_add (dirs, NULL);
+  gint64 step = shoal_checkpoint_common_step ((const char *const *) dirs->pdata, error);
+  g_ptr_array_free (dirs, TRUE);
+  return step;
+}
+
 int
 shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
               int grace_s, gboolean resume, int max_restarts)
@@ -510,12 +523,7 @@ again:;
   char resume_arg[32] = "";
   if (resume)
     {
-      GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
-      for (int r = 0; r < layout->nprocs; r++)
-        g_ptr_array_add (dirs, shoal_checkpoint_dir (workspace, r));
-      g_ptr_array_add (dirs, NULL);
-      gint64 step = shoal_checkpoint_common_step ((const char *const *) dirs->pdata, &error);
-      g_ptr_array_free (dirs, TRUE);
+      gint64 step = common_checkpoint_step (layout, workspace, &error);
       if (step < 0)
         {
           g_prefix_error (&error, "%s: cannot resume: ", workspace);
@@ -642,17 +650,12 @@ again:;
                            "(restart %d of %d)\n", restarts, max_restarts);
           resume = TRUE;
           GError *probe = NULL;
-          GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
-          for (int r = 0; r < layout->nprocs; r++)
-            g_ptr_array_add (dirs, shoal_checkpoint_dir (workspace, r));
-          g_ptr_array_add (dirs, NULL);
-          if (shoal_checkpoint_common_step ((const char *const *) dirs->pdata, &probe) < 0)
+          if (common_checkpoint_step (layout, workspace, &probe) < 0)
             {
               fprintf (stderr, "shoal run: no checkpoint yet (%s); starting over\n", probe->message);
               resume = FALSE;
             }
           g_clear_error (&probe);
-          g_ptr_array_free (dirs, TRUE);
           goto again;
         }
       fprintf (stderr, "shoal run: a server process died%s; the job stops here. Its workspace keeps the "
