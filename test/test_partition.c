@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "comm/mailbox.h"
 #include "core/error.h"
 #include "layers/layer.h"
 #include "layers/slice.h"
@@ -69,24 +70,94 @@ with_dims (const char *base, const char *dims, const char *cluster_default)
   return text;
 }
 
+/* A group "spread over processes" inside this test: each process's group
+ * net on its own threads, the wire a shared mailbox keyed by the
+ * receiving process. */
+typedef struct {
+  ShoalGroupWire wire;
+  ShoalMailbox *mailbox;
+  gboolean *dead;          /* [nprocs]: sends to these fail */
+} LocalWire;
+
+static gboolean
+local_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error)
+{
+  LocalWire *lw = data;
+  if (lw->dead[proc])
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "process %d is gone", proc);
+      return FALSE;
+    }
+  shoal_mailbox_put (lw->mailbox, proc, channel, msg);
+  return TRUE;
+}
+
+static GBytes *
+local_recv (gpointer data, guint32 channel, gint64 timeout_ms, GError **error)
+{
+  LocalWire *lw = data;
+  return shoal_mailbox_take (lw->mailbox, lw->wire.this_proc, channel, timeout_ms, error);
+}
+
 typedef struct {
   ShoalConf *conf;
   ShoalNet *ref;
-  ShoalGroupNet *group;
+  ShoalGroupNet *group;    /* in one process, or the spread group's leader */
   int k;
+  int nprocs;              /* 1: in one process */
+  ShoalGroupNet *procs[4];
+  GThread *serving[4];
+  GError *served[4];
+  LocalWire wires[4];
+  ShoalMailbox *mailbox;
+  gboolean dead[4];
 } Pair;
 
+typedef struct {
+  ShoalGroupNet *net;
+  GError **error;
+} Serve;
+
+static gpointer
+serve_main (gpointer data)
+{
+  Serve *s = data;
+  gboolean ok = shoal_group_net_serve (s->net, s->error);
+  g_free (s);
+  return GINT_TO_POINTER (ok);
+}
+
 static void
-pair_init (Pair *p, const char *text, int k, guint64 seed)
+pair_init_spread (Pair *p, const char *text, int k, int nprocs, guint64 seed)
 {
   GError *error = NULL;
+  memset (p, 0, sizeof *p);
   p->k = k;
+  p->nprocs = nprocs;
   p->conf = shoal_conf_load_data (text, "test.conf", &error);
   g_assert_no_error (error);
   ShoalNetOptions opts = { .seed = seed, .shard_count = 1 };
   p->ref = shoal_net_new (p->conf, &opts, &error);
   g_assert_no_error (error);
-  p->group = shoal_group_net_new (p->conf, k, &opts, &error);
+  if (nprocs == 1)
+    p->group = shoal_group_net_new (p->conf, k, &opts, &error);
+  else
+    {
+      p->mailbox = shoal_mailbox_new ();
+      for (int j = 0; j < nprocs; j++)
+        {
+          p->wires[j] = (LocalWire) { { nprocs, j, local_send, local_recv, &p->wires[j] }, p->mailbox, p->dead };
+          p->procs[j] = shoal_group_net_new_spread (p->conf, k, &opts, &p->wires[j].wire, &error);
+          g_assert_no_error (error);
+        }
+      for (int j = 1; j < nprocs; j++)
+        {
+          Serve *s = g_new (Serve, 1);
+          *s = (Serve) { p->procs[j], &p->served[j] };
+          p->serving[j] = g_thread_new ("follower", serve_main, s);
+        }
+      p->group = p->procs[0];
+    }
   g_assert_no_error (error);
   g_assert_cmpint (shoal_group_net_size (p->group), ==, k);
   shoal_param_store_init_values (shoal_net_params (p->ref), seed);
@@ -94,11 +165,42 @@ pair_init (Pair *p, const char *text, int k, guint64 seed)
 }
 
 static void
+pair_init (Pair *p, const char *text, int k, guint64 seed)
+{
+  pair_init_spread (p, text, k, 1, seed);
+}
+
+/* Worker w's part of layer `name`, in whichever process holds it. */
+static ShoalLayer *
+part_of (Pair *p, int w, const char *name)
+{
+  ShoalGroupNet *g = p->nprocs == 1 ? p->group : p->procs[w / (p->k / p->nprocs)];
+  return shoal_group_net_find (g, w, name);
+}
+
+/* Ends the followers (the leader's free tells them); TRUE when they all
+ * served without an error. */
+static gboolean
 pair_clear (Pair *p)
 {
+  gboolean ok = TRUE;
   shoal_group_net_free (p->group);
+  for (int j = 1; j < p->nprocs; j++)
+    {
+      ok &= GPOINTER_TO_INT (g_thread_join (p->serving[j]));
+      if (p->served[j] != NULL)
+        g_test_message ("follower %d: %s", j, p->served[j]->message);
+      g_clear_error (&p->served[j]);
+      shoal_group_net_free (p->procs[j]);
+    }
+  if (p->mailbox != NULL)
+    {
+      g_assert_cmpuint (shoal_mailbox_pending (p->mailbox), ==, 0);
+      shoal_mailbox_free (p->mailbox);
+    }
   shoal_net_free (p->ref);
   shoal_conf_free (p->conf);
+  return ok;
 }
 
 /* Fresh gaussian data and labels in the reference's input, copied into
@@ -125,7 +227,7 @@ feed_inputs (Pair *p, ShoalRng *rng, int rows)
         }
       for (int w = 0; w < p->k; w++)
         {
-          ShoalLayer *part = shoal_group_net_find (p->group, w, desc->name);
+          ShoalLayer *part = part_of (p, w, desc->name);
           if (part == NULL)
             continue;
           int lo = 0, hi = rows;
@@ -232,22 +334,31 @@ check_step (Pair *p, ShoalRng *rng, const char *what, gboolean fused)
   assert_same_values (p, what);
 }
 
+/* For k = 2, 3, 4 in one process, and spread over every count of
+ * processes that shares the workers evenly. */
 static void
 check_equivalent (const char *base, const char *dims, const char *cluster_default,
                   const char *what)
 {
   char *text = with_dims (base, dims, cluster_default);
   for (int k = 2; k <= 4; k++)
-    {
-      Pair p;
-      pair_init (&p, text, k, 100 + k);
-      ShoalRng rng;
-      shoal_rng_seed (&rng, 7, (guint64) k);
-      check_step (&p, &rng, what, FALSE);
-      /* a second step, as one train step: nothing stale survives from the first */
-      check_step (&p, &rng, what, TRUE);
-      pair_clear (&p);
-    }
+    for (int nprocs = 1; nprocs <= k; nprocs++)
+      {
+        if (k % nprocs != 0)
+          continue;
+        Pair p;
+        pair_init_spread (&p, text, k, nprocs, 100 + k);
+        ShoalRng rng;
+        shoal_rng_seed (&rng, 7, (guint64) k);
+        char *label = g_strdup_printf ("%s, %d process%s", what, nprocs, nprocs > 1 ? "es" : "");
+        /* spread: the leader runs only its own workers */
+        g_assert_true ((shoal_group_net_find (p.group, k - 1, "fc1") == NULL) == (nprocs > 1));
+        check_step (&p, &rng, label, FALSE);
+        /* a second step, as one train step: nothing stale survives from the first */
+        check_step (&p, &rng, label, TRUE);
+        g_assert_true (pair_clear (&p));
+        g_free (label);
+      }
   g_free (text);
 }
 
@@ -656,6 +767,101 @@ test_slice (void)
   shoal_conf_free (conf);
 }
 
+/* A group spread over processes is the group in one process to the bit:
+ * N SGD steps (hybrid CNN: bridges both ways, summed batch-split
+ * gradients, whole layers), its checkpointed state, and its test
+ * forwards. */
+static void
+test_spread_steps (void)
+{
+  const char *dims = "conv2=-1 fc1=1 relu1=1 fc2=0";
+  char *text = with_dims (cnn_text, dims, NULL);
+  const int k = 4;
+  Pair one, spread;
+  pair_init (&one, text, k, 5);
+  pair_init_spread (&spread, text, k, 2, 5);
+  ShoalRng rng_a, rng_b;
+  shoal_rng_seed (&rng_a, 5, 1);
+  shoal_rng_seed (&rng_b, 5, 1);
+  for (int step = 0; step < 6; step++)
+    {
+      feed_inputs (&one, &rng_a, ROWS - step);  /* short batches too */
+      feed_inputs (&spread, &rng_b, ROWS - step);
+      ShoalParamStore *a = shoal_group_net_params (one.group), *b = shoal_group_net_params (spread.group);
+      shoal_param_store_zero_grads (a);
+      shoal_param_store_zero_grads (b);
+      double la = shoal_group_net_train_step (one.group, NULL, NULL);
+      double lb = shoal_group_net_train_step (spread.group, NULL, NULL);
+      g_assert_cmpfloat (la, ==, lb);
+      g_assert_cmpint (shoal_group_net_batch_rows (spread.group), ==, ROWS - step);
+      g_assert_cmpmem (a->grads, a->total * sizeof (float), b->grads, b->total * sizeof (float));
+      train (a, 0.3f);
+      train (b, 0.3f);
+      ShoalMetric ma[4], mb[4];
+      guint na = shoal_group_net_metrics (one.group, ma, 4), nb = shoal_group_net_metrics (spread.group, mb, 4);
+      g_assert_cmpuint (na, ==, nb);
+      for (guint i = 0; i < na; i++)
+        g_assert_cmpfloat (ma[i].value, ==, mb[i].value);
+    }
+  feed_inputs (&one, &rng_a, ROWS);
+  feed_inputs (&spread, &rng_b, ROWS);
+  g_assert_cmpfloat (shoal_group_net_forward (one.group, SHOAL_PHASE_TEST), ==,
+                     shoal_group_net_forward (spread.group, SHOAL_PHASE_TEST));
+
+  /* the state of a spread group is the state of the group in one process */
+  GError *error = NULL;
+  GBytes *sa = shoal_group_net_save_state (one.group, &error);
+  g_assert_no_error (error);
+  GBytes *sb = shoal_group_net_save_state (spread.group, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_bytes_equal (sa, sb));
+  g_assert_true (shoal_group_net_load_state (spread.group, sa, &error));
+  g_assert_no_error (error);
+  GBytes *bad = g_bytes_new ("xyz", 3);
+  g_assert_false (shoal_group_net_load_state (spread.group, bad, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_clear_error (&error);
+  g_bytes_unref (bad);
+  g_bytes_unref (sa);
+  g_bytes_unref (sb);
+  g_assert_true (shoal_group_net_ok (spread.group, NULL));
+  pair_clear (&one);
+  g_assert_true (pair_clear (&spread));
+  g_free (text);
+}
+
+/* A follower that cannot be reached: the step's loss is NaN, the error
+ * says which process, and nothing hangs. */
+static void
+test_spread_dead_follower (void)
+{
+  char *text = with_dims (mlp_text, "fc1=1 relu1=1", NULL);
+  Pair p;
+  pair_init_spread (&p, text, 2, 2, 9);
+  ShoalRng rng;
+  shoal_rng_seed (&rng, 9, 9);
+  feed_inputs (&p, &rng, ROWS);
+  g_assert_true (isfinite (shoal_group_net_train_step (p.group, NULL, NULL)));
+  p.dead[1] = TRUE;
+  feed_inputs (&p, &rng, ROWS);
+  g_test_expect_message (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*group net, process 0 of 2: process 1 is gone*");
+  g_assert_true (isnan (shoal_group_net_train_step (p.group, NULL, NULL)));
+  GError *error = NULL;
+  g_assert_false (shoal_group_net_ok (p.group, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+  g_assert_nonnull (strstr (error->message, "process 1 is gone"));
+  g_clear_error (&error);
+  g_test_assert_expected_messages ();
+  g_assert_null (shoal_group_net_save_state (p.group, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+  g_clear_error (&error);
+  /* the follower learns of it from a timeout in a real job; here it is
+   * told directly, and serve ends with an error */
+  p.dead[1] = FALSE;
+  g_assert_false (pair_clear (&p));
+  g_free (text);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -676,5 +882,7 @@ main (int argc, char **argv)
   g_test_add_func ("/partition/graph", test_graph);
   g_test_add_func ("/partition/errors", test_errors);
   g_test_add_func ("/partition/slice", test_slice);
+  g_test_add_func ("/partition/spread-steps", test_spread_steps);
+  g_test_add_func ("/partition/spread-dead-follower", test_spread_dead_follower);
   return g_test_run ();
 }

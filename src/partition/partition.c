@@ -7,6 +7,7 @@
  * it is freed once the sub-nets exist. */
 #include "partition/partition.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,7 +15,7 @@
 #include "layers/bridge.h"
 #include "layers/slice.h"
 #include "layers/split.h"
-#include "partition/plan.h"
+#include "partition/group_priv.h"
 
 const ShoalOption shoal_partition_options[] = {
   { "partition_dim", SHOAL_OPT_INT, "0", -1, 1, NULL,
@@ -23,75 +24,13 @@ const ShoalOption shoal_partition_options[] = {
   SHOAL_OPTION_END
 };
 
-/* Run-time state of an original layer with params. */
-typedef struct {
-  int orig;
-  int remaining;          /* workers still to finish its backward this step */
-  gboolean ready;         /* its gradients are complete in the group store */
-  GArray *sums;           /* ParamSum: batch-split params summed over workers */
-} ParamLayer;
-
-typedef struct {
-  size_t offset, count;   /* in the group store */
-  float **priv;           /* [k]: worker w's own gradient; priv[0] is NULL (adds in place) */
-} ParamSum;
-
-typedef struct {
-  ShoalParam *param;      /* a sub-net's param */
-  size_t offset;          /* its first value in the group store */
-  gboolean grad;          /* its gradient is in the group store too */
-} ParamView;
-
-typedef struct {
-  float *data;
-  size_t count;
-} PrivGrad;
+/* in-process bridges: pointers handed over under the link's lock */
 
 typedef struct {
   GMutex lock;
   GCond cond;
   guint64 data_sent, data_taken, grad_sent, grad_taken;
 } Inproc;
-
-typedef struct {
-  ShoalGroupNet *group;
-  int worker;
-  GArray *priv_grads;     /* PrivGrad: zeroed before this worker's backward */
-  double *fwd_s, *bwd_s;  /* [layers of the sub-net] when timing */
-} WorkerCtx;
-
-/* CMD_STEP: a train forward and backward in one wake-up */
-typedef enum { CMD_FORWARD, CMD_BACKWARD, CMD_STEP, CMD_QUIT } Command;
-
-struct _ShoalGroupNet {
-  int k;
-  ShoalConf *conf;            /* borrowed */
-  ShoalConf **confs;          /* [k] generated, owned; NULL when k = 1 */
-  ShoalNet **nets;            /* [k] owned */
-  ShoalParamStore *store;     /* the group's params; owned unless k = 1 */
-  Plan plan;                  /* origs live on; nodes are freed after building */
-
-  ParamLayer *players;
-  int nplayers;
-  GArray *views;              /* ParamView */
-  float *bound_values;
-  GPtrArray *links;           /* ShoalBridgeLink *, each with an Inproc */
-  WorkerCtx *wctx;            /* [k] */
-
-  GThread **threads;          /* [k]; [0] unused: worker 0 is the caller */
-  GMutex lock;
-  GCond wake, done;
-  Command cmd;
-  guint64 cmd_seq;
-  int pending;                /* helpers still running the command */
-  ShoalPhase phase;
-  int next_notify;            /* players index to hand to `ready` next; -1: all */
-  ShoalParamsReadyFunc ready;
-  gpointer ready_data;
-  gboolean timing;
-};
-
-/* in-process bridges: pointers handed over under the link's lock */
 
 static void
 inproc_attach (ShoalBridgeLink *link)
@@ -176,10 +115,15 @@ static const ShoalBridgeTransport inproc_transport = {
 static void
 link_free (ShoalBridgeLink *link)
 {
-  Inproc *in = link->data;
-  g_mutex_clear (&in->lock);
-  g_cond_clear (&in->cond);
-  g_free (in);
+  if (link->transport == &inproc_transport)
+    {
+      Inproc *in = link->data;
+      g_mutex_clear (&in->lock);
+      g_cond_clear (&in->cond);
+      g_free (in);
+    }
+  else
+    g_free (link->data);
   g_free (link);
 }
 
@@ -215,8 +159,27 @@ sum_grads (ShoalGroupNet *g, ParamLayer *pl)
     }
 }
 
+void
+group_players_done (ShoalGroupNet *g, int i, int n)
+{
+  ParamLayer *pl = &g->players[i];
+  g_mutex_lock (&g->lock);
+  pl->remaining -= n;
+  gboolean last = pl->remaining == 0 && n > 0;
+  g_mutex_unlock (&g->lock);
+  if (last)
+    {
+      sum_grads (g, pl);
+      g_mutex_lock (&g->lock);
+      pl->ready = TRUE;
+      g_cond_broadcast (&g->done);
+      g_mutex_unlock (&g->lock);
+    }
+}
+
 /* Backward hook of every worker: the last one to finish a layer completes
- * its gradients; worker 0 (the caller's thread) hands ready layers on. */
+ * its gradients; the first local worker (the caller's thread) hands ready
+ * layers on. */
 static void drain_ready (ShoalGroupNet *g);
 
 static void
@@ -229,21 +192,8 @@ layer_done (ShoalLayer *layer, gpointer user_data)
     return;
   PlanLayer *o = &g->plan.origs[GPOINTER_TO_INT (idx) - 1];
   if (o->param_layer >= 0)
-    {
-      ParamLayer *pl = &g->players[o->param_layer];
-      g_mutex_lock (&g->lock);
-      gboolean last = --pl->remaining == 0;
-      g_mutex_unlock (&g->lock);
-      if (last)
-        {
-          sum_grads (g, pl);
-          g_mutex_lock (&g->lock);
-          pl->ready = TRUE;
-          g_cond_broadcast (&g->done);
-          g_mutex_unlock (&g->lock);
-        }
-    }
-  if (c->worker == 0)
+    group_players_done (g, o->param_layer, 1);
+  if (c->worker == g->first)
     drain_ready (g);
 }
 
@@ -359,19 +309,25 @@ helper_thread (gpointer data)
     }
 }
 
-/* Starts `cmd` on the helpers, runs worker 0 here, waits for the helpers
- * (handing ready layers on meanwhile). */
-static void
-run_command (ShoalGroupNet *g, Command cmd)
+/* Starts `cmd` on the helpers (and a spread group's followers), runs the
+ * first local worker here, waits for the others (handing ready layers on
+ * meanwhile). */
+void
+group_run_command (ShoalGroupNet *g, Command cmd)
 {
+  gboolean leads = g->wire != NULL && g->first == 0;
+  if (leads)
+    spread_send_command (g, cmd);
   g_mutex_lock (&g->lock);
   g->cmd = cmd;
   g->cmd_seq++;
-  g->pending = g->k - 1;
+  g->pending = g->nlocal - 1;
   g_cond_broadcast (&g->wake);
   g_mutex_unlock (&g->lock);
 
-  run_worker (g, 0, cmd);
+  run_worker (g, g->first, cmd);
+  if (leads)
+    spread_collect (g, cmd);
 
   g_mutex_lock (&g->lock);
   for (;;)
@@ -412,7 +368,7 @@ stop_threads (ShoalGroupNet *g)
   g->cmd_seq++;
   g_cond_broadcast (&g->wake);
   g_mutex_unlock (&g->lock);
-  for (int w = 1; w < g->k; w++)
+  for (int w = 0; w < g->k; w++)
     if (g->threads[w] != NULL)
       g_thread_join (g->threads[w]);
   g_free (g->threads);
@@ -424,7 +380,11 @@ shoal_group_net_free (ShoalGroupNet *g)
 {
   if (g == NULL)
     return;
+  if (g->wire != NULL)
+    shoal_group_net_finish (g, TRUE);
   stop_threads (g);
+  if (g->wire != NULL)
+    spread_free (g);
   for (int w = 0; w < g->k; w++)
     shoal_net_free (g->nets[w]);
   g_free (g->nets);
@@ -512,6 +472,30 @@ make_proxies (ShoalGroupNet *g, ShoalNet *full)
     }
 }
 
+/* Leader of a spread group: the block of param fp that remote worker w's
+ * gradient covers, and for a batch-split param the buffer it lands in
+ * before the sum. */
+static void
+add_remote_range (ShoalGroupNet *g, ParamLayer *pl, ParamSum *sum, const ShoalParam *fp, int dim, int w)
+{
+  WireRange r = { fp->offset, fp->count, (int) (pl - g->players), NULL, NULL, fp->lr_scale == 0 };
+  if (dim == 1)
+    {
+      int lo, hi;
+      shoal_block_range (fp->shape.dim[0], g->k, w, &lo, &hi);
+      size_t row = shoal_shape_row_size (&fp->shape);
+      r.offset += (size_t) lo * row;
+      r.count = (size_t) (hi - lo) * row;
+    }
+  else
+    {
+      r.land = shoal_alloc_floats (fp->count);
+      g_ptr_array_add (g->land_bufs, r.land);
+      sum->priv[w] = r.land;
+    }
+  g_array_append_val (g->ww[w].ranges, r);
+}
+
 /* Points every sub-net param at its place in the group store and lists
  * what backward must zero and sum. */
 static gboolean
@@ -528,7 +512,8 @@ map_params (ShoalGroupNet *g, GError **error)
       o->param_layer = g->nplayers;
       ParamLayer *pl = &g->players[g->nplayers++];
       pl->orig = l;
-      if (o->dim == 0 && k > 1)
+      /* a follower sends its workers' own gradients: the leader sums */
+      if (o->dim == 0 && k > 1 && g->first == 0)
         pl->sums = g_array_new (FALSE, TRUE, sizeof (ParamSum));
       for (int i = 0; i < o->proxy->nparams; i++)
         {
@@ -537,6 +522,8 @@ map_params (ShoalGroupNet *g, GError **error)
           for (int w = 0; w < k; w++)
             {
               ShoalLayer *part = o->parts[w];
+              if (part == NULL && g->wire != NULL && g->first == 0 && shoal_plan_has_part (o, w))
+                add_remote_range (g, pl, &sum, fp, o->dim, w);
               if (part == NULL)
                 continue;
               if (part->nparams != o->proxy->nparams)
@@ -577,6 +564,11 @@ map_params (ShoalGroupNet *g, GError **error)
                   PrivGrad pg = { sp->grad.data, sp->count };
                   g_array_append_val (g->wctx[w].priv_grads, pg);
                 }
+              if (g->wire != NULL && g->first > 0)
+                {
+                  WireRange r = { v.offset, sp->count, g->nplayers - 1, sp, NULL, fp->lr_scale == 0 };
+                  g_array_append_val (g->ww[w].ranges, r);
+                }
               g_array_append_val (g->views, v);
             }
           if (pl->sums != NULL)
@@ -587,7 +579,7 @@ map_params (ShoalGroupNet *g, GError **error)
     }
   bind_values (g);
   /* the sub-nets' own value buffers are never read again */
-  for (int w = 0; w < k; w++)
+  for (int w = g->first; w < g->first + g->nlocal; w++)
     {
       ShoalParamStore *sub = shoal_net_params (g->nets[w]);
       if (!sub->values_borrowed)
@@ -604,6 +596,19 @@ make_links (ShoalGroupNet *g, GError **error)
   for (guint p = 0; p < g->plan.pairs->len; p++)
     {
       PlanPair *pair = g_ptr_array_index (g->plan.pairs, p);
+      gboolean src_here = group_is_local (g, pair->src_worker), dst_here = group_is_local (g, pair->dst_worker);
+      if (!src_here && !dst_here)
+        continue;
+      if (!src_here || !dst_here)
+        {
+          ShoalBridgeLink *link = g_new0 (ShoalBridgeLink, 1);
+          g_ptr_array_add (g->links, link);
+          link->src = src_here ? shoal_net_find (g->nets[pair->src_worker], pair->src->name) : NULL;
+          link->dst = dst_here ? shoal_net_find (g->nets[pair->dst_worker], pair->dst->name) : NULL;
+          if (!spread_link (g, link, pair->src_worker, pair->dst_worker, p, error))
+            return FALSE;
+          continue;
+        }
       ShoalBridgeLink *link = g_new0 (ShoalBridgeLink, 1);
       Inproc *in = g_new0 (Inproc, 1);
       g_mutex_init (&in->lock);
@@ -635,7 +640,7 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
   /* batch-split inputs read a shard each; a whole input reads the group's */
   gboolean split_input = shoal_plan_split_input (pl);
   g->confs = g_new0 (ShoalConf *, k);
-  for (int w = 0; w < k; w++)
+  for (int w = g->first; w < g->first + g->nlocal; w++)
     {
       ShoalNetOptions sub = { .shard_count = 1 };
       if (opts != NULL)
@@ -659,9 +664,9 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
     {
       PlanLayer *o = &pl->origs[l];
       for (int w = 0; w < k; w++)
-        o->parts[w] = shoal_plan_has_part (o, w) ? shoal_net_find (g->nets[w], o->name) : NULL;
+        o->parts[w] = shoal_plan_has_part (o, w) && g->nets[w] != NULL ? shoal_net_find (g->nets[w], o->name) : NULL;
       if ((o->ops->flags & SHOAL_LAYER_LOSS) && o->dim == 0)
-        for (int w = 0; w < k; w++)
+        for (int w = g->first; w < g->first + g->nlocal; w++)
           o->parts[w]->loss_norm = o->batch_rows;  /* each part divides by the whole batch */
     }
 
@@ -670,14 +675,21 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
   g->wctx = g_new0 (WorkerCtx, k);
   for (int w = 0; w < k; w++)
     g->wctx[w] = (WorkerCtx) { g, w, g_array_new (FALSE, FALSE, sizeof (PrivGrad)), NULL, NULL };
-  if (!map_params (g, error) || !make_links (g, error))
+  if (g->wire != NULL)
+    {
+      g->ww = g_new0 (WorkerWire, k);
+      for (int w = 0; w < k; w++)
+        g->ww[w] = (WorkerWire) { w / g->nlocal, g_array_new (FALSE, FALSE, sizeof (WireRange)), NULL, NULL };
+      g->land_bufs = g_ptr_array_new_with_free_func (shoal_free_aligned);
+    }
+  if (!map_params (g, error) || !make_links (g, error) || (g->wire != NULL && !spread_prepare (g, error)))
     return FALSE;
 
   /* the plan's nodes are not needed once the sub-nets exist */
   shoal_plan_drop_nodes (pl);
 
   g->threads = g_new0 (GThread *, k);
-  for (int w = 1; w < k; w++)
+  for (int w = g->first + 1; w < g->first + g->nlocal; w++)
     {
       char *name = g_strdup_printf ("group-%d-worker-%d", opts ? opts->group : 0, w);
       g->threads[w] = g_thread_new (name, helper_thread, &g->wctx[w]);
@@ -686,13 +698,23 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
   return TRUE;
 }
 
-ShoalGroupNet *
-shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError **error)
+static ShoalGroupNet *
+group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, const ShoalGroupWire *wire,
+               GError **error)
 {
   if (k < 1)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: a group needs at least 1 worker, got %d",
                    shoal_conf_origin (conf), k);
+      return NULL;
+    }
+  if (wire != NULL && (wire->nprocs < 2 || k % wire->nprocs != 0 || wire->this_proc < 0
+                       || wire->this_proc >= wire->nprocs))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "%s: a group of %d workers cannot be spread as process %d of %d: each of 2 or more "
+                   "processes holds an equal share of the workers",
+                   shoal_conf_origin (conf), k, wire->this_proc, wire->nprocs);
       return NULL;
     }
   if (k > 1 && opts != NULL && !shoal_device_is_cpu (opts->device))
@@ -712,6 +734,10 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
   g->conf = conf;
   g->nets = g_new0 (ShoalNet *, k);
   g->next_notify = -1;
+  g->wire = wire;
+  g->nlocal = wire != NULL ? k / wire->nprocs : k;
+  g->first = wire != NULL ? wire->this_proc * g->nlocal : 0;
+  g->wait_ms = 300 * 1000;
   g_mutex_init (&g->lock);
   g_cond_init (&g->wake);
   g_cond_init (&g->done);
@@ -752,6 +778,20 @@ shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError
   return g;
 }
 
+ShoalGroupNet *
+shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError **error)
+{
+  return group_net_new (conf, k, opts, NULL, error);
+}
+
+ShoalGroupNet *
+shoal_group_net_new_spread (ShoalConf *conf, int k, const ShoalNetOptions *opts,
+                            const ShoalGroupWire *wire, GError **error)
+{
+  g_return_val_if_fail (wire != NULL, NULL);
+  return group_net_new (conf, k, opts, wire, error);
+}
+
 int
 shoal_group_net_size (ShoalGroupNet *g)
 {
@@ -770,6 +810,8 @@ group_loss (ShoalGroupNet *g)
       if (o->ops->flags & SHOAL_LAYER_LOSS)
         loss += o->proxy->loss_weight * combined_value (g, o);
     }
+  if (g->wire != NULL && !shoal_group_net_ok (g, NULL))
+    return NAN;  /* the step did not happen everywhere */
   return loss;
 }
 
@@ -790,19 +832,23 @@ shoal_group_net_forward (ShoalGroupNet *g, ShoalPhase phase)
   if (g->store->values != g->bound_values)
     bind_values (g);
   g->phase = phase;
-  run_command (g, CMD_FORWARD);
+  group_run_command (g, CMD_FORWARD);
   return group_loss (g);
 }
 
 /* Before a backward: every layer's count of workers, nothing handed on yet. */
-static void
-arm_backward (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data)
+void
+group_arm_backward (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data)
 {
   g_mutex_lock (&g->lock);
   for (int i = 0; i < g->nplayers; i++)
     {
       PlanLayer *o = &g->plan.origs[g->players[i].orig];
-      g->players[i].remaining = o->dim < 0 ? 1 : g->k;
+      /* a follower hands nothing on: its layers complete at the end */
+      if (g->wire != NULL && g->first > 0)
+        g->players[i].remaining = 0;
+      else
+        g->players[i].remaining = o->dim < 0 ? 1 : g->k;
       g->players[i].ready = FALSE;
     }
   g->next_notify = g->nplayers - 1;
@@ -822,8 +868,8 @@ shoal_group_net_backward_notify (ShoalGroupNet *g, ShoalParamsReadyFunc ready, g
         shoal_net_backward_notify (g->nets[0], ready, user_data);
       return;
     }
-  arm_backward (g, ready, user_data);
-  run_command (g, CMD_BACKWARD);
+  group_arm_backward (g, ready, user_data);
+  group_run_command (g, CMD_BACKWARD);
   g->ready = NULL;
   g->ready_data = NULL;
 }
@@ -840,8 +886,8 @@ shoal_group_net_train_step (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpoint
   if (g->store->values != g->bound_values)
     bind_values (g);
   g->phase = SHOAL_PHASE_TRAIN;
-  arm_backward (g, ready, user_data);
-  run_command (g, CMD_STEP);
+  group_arm_backward (g, ready, user_data);
+  group_run_command (g, CMD_STEP);
   g->ready = NULL;
   g->ready_data = NULL;
   return group_loss (g);
@@ -870,9 +916,23 @@ combined_value (ShoalGroupNet *g, const PlanLayer *o)
   for (int w = 0; w < g->k; w++)
     {
       ShoalLayer *part = o->parts[w];
-      int r = part->nsrcs > 0 ? shoal_tensor_rows (&part->srcs[0]->out) : 1;
-      sum += part->out.data[0];
-      weighted += part->out.data[0] * r;
+      int r;
+      double v;
+      if (part != NULL)
+        {
+          r = part->nsrcs > 0 ? shoal_tensor_rows (&part->srcs[0]->out) : 1;
+          v = part->out.data[0];
+        }
+      else if (g->ww != NULL && g->ww[w].value != NULL)
+        {
+          /* a worker in another process: as its last result said */
+          r = g->ww[w].rows[o - g->plan.origs];
+          v = g->ww[w].value[o - g->plan.origs];
+        }
+      else
+        continue;
+      sum += v;
+      weighted += v * r;
       rows += r;
     }
   if (rows == 0)
@@ -912,6 +972,8 @@ shoal_group_net_batch_rows (ShoalGroupNet *g)
   for (int w = 0; w < g->k; w++)
     if (o->parts[w] != NULL)
       rows += shoal_tensor_rows (&o->parts[w]->out);
+    else if (g->ww != NULL && g->ww[w].rows != NULL && shoal_plan_has_part (o, w))
+      rows += g->ww[w].rows[g->plan.input];
   return rows;
 }
 
@@ -924,7 +986,7 @@ shoal_group_net_batch_size (ShoalGroupNet *g)
 ShoalLayer *
 shoal_group_net_input (ShoalGroupNet *g)
 {
-  return g->plan.input >= 0 ? g->plan.origs[g->plan.input].parts[0] : NULL;
+  return g->plan.input >= 0 ? g->plan.origs[g->plan.input].parts[g->first] : NULL;
 }
 
 ShoalNet *
@@ -938,7 +1000,7 @@ ShoalLayer *
 shoal_group_net_find (ShoalGroupNet *g, int worker, const char *name)
 {
   g_return_val_if_fail (worker >= 0 && worker < g->k, NULL);
-  return shoal_net_find (g->nets[worker], name);
+  return g->nets[worker] != NULL ? shoal_net_find (g->nets[worker], name) : NULL;
 }
 
 guint
@@ -961,7 +1023,7 @@ static gboolean is_connection (const ShoalLayer *layer);
 void
 shoal_group_net_set_timing (ShoalGroupNet *g, gboolean on)
 {
-  if (on && !shoal_device_is_cpu (shoal_net_device (g->nets[0])))
+  if (on && !shoal_device_is_cpu (shoal_net_device (g->nets[g->first])))
     {
       /* the layers only enqueue work there: host clocks would time nothing */
       g_warning ("per-layer timing is not available on a GPU net");
@@ -969,6 +1031,8 @@ shoal_group_net_set_timing (ShoalGroupNet *g, gboolean on)
     }
   for (int w = 0; w < g->k; w++)
     {
+      if (g->nets[w] == NULL)
+        continue;
       guint n = shoal_net_n_layers (g->nets[w]);
       g_free (g->wctx[w].fwd_s);
       g_free (g->wctx[w].bwd_s);
@@ -1025,6 +1089,8 @@ shoal_group_net_to_dot (ShoalGroupNet *g)
   for (int w = 0; w < g->k; w++)
     {
       ShoalNet *net = g->nets[w];
+      if (net == NULL)
+        continue;  /* a spread group draws its own process's workers */
       g_string_append_printf (s, "  subgraph cluster_w%d {\n    label=\"worker %d\";\n    style=rounded;\n", w, w);
       for (guint i = 0; i < shoal_net_n_layers (net); i++)
         {
@@ -1057,9 +1123,11 @@ shoal_group_net_to_dot (ShoalGroupNet *g)
   for (guint p = 0; g->links != NULL && p < g->links->len; p++)
     {
       ShoalBridgeLink *link = g_ptr_array_index (g->links, p);
+      if (link->src == NULL || link->dst == NULL)
+        continue;
       int ends[2][2] = { { -1, -1 }, { -1, -1 } };  /* worker, index of src and dst */
       for (int w = 0; w < g->k; w++)
-        for (guint i = 0; i < shoal_net_n_layers (g->nets[w]); i++)
+        for (guint i = 0; g->nets[w] != NULL && i < shoal_net_n_layers (g->nets[w]); i++)
           {
             ShoalLayer *layer = shoal_net_layer (g->nets[w], i);
             int e = layer == link->src ? 0 : layer == link->dst ? 1 : -1;
@@ -1090,6 +1158,8 @@ shoal_group_net_log_summary (ShoalGroupNet *g)
     {
       int connections = 0;
       ShoalNet *net = g->nets[w];
+      if (net == NULL)
+        continue;
       for (guint i = 0; i < shoal_net_n_layers (net); i++)
         connections += is_connection (shoal_net_layer (net, i));
       g_message ("  worker %d: %u layers, %d of them connection layers", w,
@@ -1099,18 +1169,31 @@ shoal_group_net_log_summary (ShoalGroupNet *g)
 
 /* Records: u32 length, one worker's net state; k of them. */
 GBytes *
-shoal_group_net_save_state (ShoalGroupNet *g)
+shoal_group_net_save_state (ShoalGroupNet *g, GError **error)
 {
+  GBytes **states = g_new0 (GBytes *, g->k);
+  for (int w = g->first; w < g->first + g->nlocal; w++)
+    states[w] = shoal_net_save_state (g->nets[w]);
+  gboolean ok = g->wire == NULL || spread_save_states (g, states, error);
   GByteArray *b = g_byte_array_new ();
   for (int w = 0; w < g->k; w++)
     {
-      GBytes *one = shoal_net_save_state (g->nets[w]);
-      gsize len = 0;
-      gconstpointer data = g_bytes_get_data (one, &len);
-      guint32 n = (guint32) len;
-      g_byte_array_append (b, (guint8 *) &n, sizeof n);
-      g_byte_array_append (b, data, n);
-      g_bytes_unref (one);
+      if (ok)
+        {
+          gsize len = 0;
+          gconstpointer data = g_bytes_get_data (states[w], &len);
+          guint32 n = (guint32) len;
+          g_byte_array_append (b, (guint8 *) &n, sizeof n);
+          g_byte_array_append (b, data, n);
+        }
+      if (states[w] != NULL)
+        g_bytes_unref (states[w]);
+    }
+  g_free (states);
+  if (!ok)
+    {
+      g_byte_array_unref (b);
+      return NULL;
     }
   return g_byte_array_free_to_bytes (b);
 }
@@ -1120,27 +1203,34 @@ shoal_group_net_load_state (ShoalGroupNet *g, GBytes *state, GError **error)
 {
   gsize len = 0;
   const guint8 *p = g_bytes_get_data (state, &len), *end = p + len;
-  for (int w = 0; w < g->k; w++)
+  GBytes **states = g_new0 (GBytes *, g->k);
+  gboolean ok = TRUE;
+  for (int w = 0; ok && w < g->k; w++)
     {
       guint32 n;
       if ((gsize) (end - p) < sizeof n || (memcpy (&n, p, sizeof n), (gsize) (end - p) - sizeof n < n))
         {
           g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
                        "the checkpointed state is of a group of another size or damaged");
-          return FALSE;
+          ok = FALSE;
+          break;
         }
-      GBytes *one = g_bytes_new (p + sizeof n, n);
-      gboolean ok = shoal_net_load_state (g->nets[w], one, error);
-      g_bytes_unref (one);
-      if (!ok)
-        return FALSE;
+      states[w] = g_bytes_new (p + sizeof n, n);
       p += sizeof n + n;
     }
-  if (p != end)
+  if (ok && p != end)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
                    "the checkpointed state is of a group of another size");
-      return FALSE;
+      ok = FALSE;
     }
-  return TRUE;
+  for (int w = g->first; ok && w < g->first + g->nlocal; w++)
+    ok = shoal_net_load_state (g->nets[w], states[w], error);
+  if (ok && g->wire != NULL)
+    ok = spread_load_states (g, states, error);
+  for (int w = 0; w < g->k; w++)
+    if (states[w] != NULL)
+      g_bytes_unref (states[w]);
+  g_free (states);
+  return ok;
 }

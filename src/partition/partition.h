@@ -43,6 +43,7 @@
 #include <glib.h>
 
 #include "core/conf.h"
+#include "partition/group_wire.h"
 #include "partition/net.h"
 
 G_BEGIN_DECLS
@@ -62,6 +63,27 @@ typedef struct _ShoalGroupNet ShoalGroupNet;
  * or an impossible partition. */
 ShoalGroupNet *shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts,
                                     GError **error);
+/* The group spread over wire->nprocs processes (spread.c): this process
+ * builds and runs only its own workers' sub-nets, first = this_proc * k /
+ * nprocs onwards; bridges to workers elsewhere go over the wire.  Process
+ * 0, the leader, is used like a group net in one process (forward,
+ * train_step, params, metrics, save_state: the whole group's); the others
+ * call shoal_group_net_serve.  wire must outlive the group net. */
+ShoalGroupNet *shoal_group_net_new_spread (ShoalConf *conf, int k, const ShoalNetOptions *opts,
+                                           const ShoalGroupWire *wire, GError **error);
+/* A follower's loop: runs the leader's commands until it says quit.
+ * FALSE with error when the leader failed or cannot be heard from. */
+gboolean shoal_group_net_serve (ShoalGroupNet *group, GError **error);
+/* Leader: tells the followers to quit (ok = FALSE: because the leader
+ * failed); once, also done by shoal_group_net_free.  No-op elsewhere. */
+void shoal_group_net_finish (ShoalGroupNet *group, gboolean ok);
+/* FALSE with error once a spread group's wire failed (a peer died, a
+ * timeout); the forwards of a failed step return NaN.  TRUE otherwise. */
+gboolean shoal_group_net_ok (ShoalGroupNet *group, GError **error);
+/* Largest message a spread group's process receives (0 in one process),
+ * for the RPC server's limit. */
+size_t shoal_group_net_max_message_bytes (ShoalGroupNet *group);
+
 /* Stops the group's threads and frees everything. */
 void shoal_group_net_free (ShoalGroupNet *group);
 
@@ -118,9 +140,11 @@ ShoalLayer *shoal_group_net_find (ShoalGroupNet *group, int worker, const char *
 guint shoal_group_net_n_layers (ShoalGroupNet *group);
 ShoalLayer *shoal_group_net_layer (ShoalGroupNet *group, guint i);
 
-/* Every worker's shoal_net_save_state, for checkpoints (new GBytes), and
- * its restore (before the first forward of a resumed run). */
-GBytes *shoal_group_net_save_state (ShoalGroupNet *group);
+/* Every worker's shoal_net_save_state, for checkpoints (new GBytes, or
+ * NULL with error when a spread group's follower cannot be reached), and
+ * its restore (before the first forward of a resumed run).  The format
+ * is the same for a group in one process and spread. */
+GBytes *shoal_group_net_save_state (ShoalGroupNet *group, GError **error);
 gboolean shoal_group_net_load_state (ShoalGroupNet *group, GBytes *state, GError **error);
 
 /* Profiling (benchmarks, `shoal inspect`): with timing on, every worker

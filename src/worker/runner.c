@@ -393,7 +393,12 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   if (!shoal_param_client_checkpoint (w->client, p->ckpt, step, error))
     return FALSE;
   char *name = unit_name (w);
-  GBytes *state = shoal_group_net_save_state (w->net);
+  GBytes *state = shoal_group_net_save_state (w->net, error);
+  if (state == NULL)
+    {
+      g_free (name);
+      return FALSE;
+    }
   GBytes *params = w->group == 0 && w->worker == 0 ? params_blob (shoal_group_net_params (w->net)) : NULL;
   const char *names[] = { name, params ? "params" : NULL, NULL };
   GBytes *blobs[] = { state, params, NULL };

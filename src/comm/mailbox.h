@@ -1,0 +1,35 @@
+/* A process's mailbox for the messages of worker groups spread over
+ * processes: one FIFO queue of GBytes per (group, channel), filled by
+ * the rpc_server's send_bridge handler (or by a sender in the same
+ * process) and emptied by the group net's threads.  Thread-safe. */
+#ifndef SHOAL_MAILBOX_H
+#define SHOAL_MAILBOX_H
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalMailbox ShoalMailbox;
+
+/* An empty, open mailbox; free with shoal_mailbox_free. */
+ShoalMailbox *shoal_mailbox_new (void);
+/* Frees the mailbox and every message still queued; nobody may be
+ * waiting in it.  NULL is ignored. */
+void shoal_mailbox_free (ShoalMailbox *mb);
+
+/* Queues msg (the mailbox takes its own reference) under (group,
+ * channel) and wakes its takers.  Dropped once the mailbox is closed. */
+void shoal_mailbox_put (ShoalMailbox *mb, int group, guint32 channel, GBytes *msg);
+/* The oldest message under (group, channel), waiting at most timeout_ms
+ * for one: a reference the caller owns, or NULL with error (SHOAL_ERROR_RPC)
+ * on timeout or once the mailbox is closed. */
+GBytes *shoal_mailbox_take (ShoalMailbox *mb, int group, guint32 channel, gint64 timeout_ms,
+                            GError **error);
+/* Makes every waiting and later take fail with `why` (copied). */
+void shoal_mailbox_close (ShoalMailbox *mb, const char *why);
+/* Messages queued, all queues together. */
+guint shoal_mailbox_pending (ShoalMailbox *mb);
+
+G_END_DECLS
+
+#endif
