@@ -185,7 +185,7 @@ clean:
 # TSan.  GLib's GMutex/GCond are futexes TSan cannot see;
 # test/sanitizers/tsan_glib.c tells TSan about every lock, unlock, wait and
 # queue hand-over made from shoal's code (no suppressions needed).
-THREAD_TESTS ?= test_data|test_server|test_rpc|test_partition|test_runner|test_worker|test_param|e2e_tsan_
+THREAD_TESTS ?= test_data|test_server|test_rpc|test_group_wire|test_partition|test_runner|test_worker|test_param|e2e_tsan_
 ifneq ($(findstring thread,$(SANITIZE)),)
 SAN_OBJ := $(BUILD)/obj/test/sanitizers/tsan_glib.o
 LIBS += $(SAN_OBJ)

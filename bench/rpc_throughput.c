@@ -465,7 +465,7 @@ main (int argc, char **argv)
       upd.schedule.lr = 1e-6f;
       ShoalServer *server = shoal_server_new (layout, &upd, &so);
       shoal_server_host_all (server);
-      ShoalRpcServerOptions ro = { "127.0.0.1", 0, "bench", 0, 0, 0, NULL, NULL };
+      ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "bench" };
       ShoalRpcServer *rpc = shoal_rpc_server_start (server, &ro, &error);
       if (rpc == NULL)
         die ("server", error);

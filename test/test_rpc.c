@@ -969,7 +969,7 @@ test_bind_address (void)
   env_stop (&env);
 
   /* an address of no interface here (TEST-NET-1) */
-  ShoalRpcServerOptions ro = { "192.0.2.1", 0, TOKEN, 0, 0, 0, NULL, NULL };
+  ShoalRpcServerOptions ro = { .bind_address = "192.0.2.1", .token = TOKEN };
   ShoalParamStore *layout = shoal_param_store_new ();
   ShoalShape s = shoal_shape_make (1, 16);
   ShoalInitSpec init = { 0 };

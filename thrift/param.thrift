@@ -7,9 +7,11 @@
  * the job token as its first argument; a call with a wrong token gets
  * ParamError BAD_TOKEN.  A slice's data must always be the whole slice.
  *
- * Reserved for bridge data between worker processes (another issue): the
- * call names send_bridge and recv_bridge, struct names starting Bridge,
- * and ParamFault values 100..199.  New calls keep argument 1 the token.
+ * send_bridge carries messages between the processes of a worker group
+ * spread over processes (src/comm/group_wire.c); they are pushed to the
+ * receiver, so there is no call to fetch them.  Struct names starting
+ * Bridge and ParamFault values 100..199 stay reserved for bridge data.
+ * New calls keep argument 1 the token.
  * Names avoid clashes with shoal's C types: ErrorCode and ServerStats
  * would generate ShoalErrorCode and ShoalServerStats. */
 namespace c_glib Shoal
@@ -83,5 +85,9 @@ service ParamService {
   void checkpoint (1: string token, 2: i64 step)
     throws (1: ParamError err),
 
-  /* send_bridge, recv_bridge: reserved (see the top of this file). */
+  /* A message for this process's mailbox under (group, channel); returns
+   * once it is queued there, not once it is taken.  REFUSED where the
+   * process takes no bridge messages. */
+  void send_bridge (1: string token, 2: i32 group, 3: i32 channel, 4: binary data)
+    throws (1: ParamError err),
 }

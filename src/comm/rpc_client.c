@@ -476,3 +476,27 @@ shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error)
   ok = shoal_param_service_if_checkpoint (c->client, c->token, step, &perr, &terr);
   return call_end (c, ok, "checkpoint", -1, perr, terr, error);
 }
+
+gboolean
+shoal_rpc_client_send_bridge (ShoalRpcClient *c, int group, guint32 channel, const void *data,
+                              size_t len, GError **error)
+{
+  char *what = g_strdup_printf ("send_bridge group %d channel %u", group, channel);
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok = FALSE;
+
+  /* the token and the call's header share the message */
+  if (len > (size_t) G_MAXINT32 - strlen (c->token) - 1024)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                 "%s: %s: %zu bytes do not fit a Thrift message", c->peer, what, len);
+  else if (call_begin (c, what, -1, 0, error))
+    {
+      GByteArray d = { (guint8 *) data, (guint) len };
+      ok = shoal_param_service_if_send_bridge (c->client, c->token, group, (gint32) channel, &d,
+                                               &perr, &terr);
+      ok = call_end (c, ok, what, -1, perr, terr, error);
+    }
+  g_free (what);
+  return ok;
+}

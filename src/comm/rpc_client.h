@@ -49,6 +49,11 @@ gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GEr
 gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);
 /* Tells the server process that worker process `rank` is done. */
 gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error);
+/* Puts len bytes of data (borrowed; NULL when len is 0) into the peer
+ * process's mailbox under (group, channel); returns once they are queued
+ * there.  Refused by a peer that takes no bridge messages. */
+gboolean shoal_rpc_client_send_bridge (ShoalRpcClient *c, int group, guint32 channel,
+                                       const void *data, size_t len, GError **error);
 
 G_END_DECLS
 

@@ -6,10 +6,14 @@
  * thread that loops thrift_processor_process around one shared processor.
  * The handler is a subclass of the generated one; every call checks the
  * token, the slice and the data length before it reaches the ShoalServer,
- * which is thread-safe.  Connections use ShoalThriftSocket and
- * ShoalThriftProtocol (core/thrift_util.h): bounded messages, garbage
- * refused without allocating what it declares, payloads sent and received
- * without extra copies.  A bad message closes its connection only.
+ * which is thread-safe.  Without a ShoalServer (a process holding only
+ * workers of a group spread over processes) every param call fails the
+ * slice check.  send_bridge hands its data to the mailbox without a copy:
+ * the buffer was received for this call alone.  Connections use
+ * ShoalThriftSocket and ShoalThriftProtocol (core/thrift_util.h): bounded
+ * messages, garbage refused without allocating what it declares, payloads
+ * sent and received without extra copies.  A bad message closes its
+ * connection only.
  *
  * Stopping never waits for a peer: a pipe written at stop wakes every idle
  * connection and the accept loop, shutdown(2) wakes sockets blocked in
@@ -39,6 +43,7 @@
 #define HEADROOM (64 * 1024)              /* message bytes besides a slice's floats */
 #define WAIT_SLICE_US (100 * 1000)        /* a waiting pull checks for stop this often */
 #define MAX_WAIT_MS ((gint64) 24 * 3600 * 1000)
+#define BRIDGE_MESSAGE_BYTES ((size_t) 256 << 20)   /* default limit where bridge messages come */
 
 typedef struct {
   ShoalRpcServer *rpc;
@@ -50,7 +55,8 @@ typedef struct {
 } Conn;
 
 struct _ShoalRpcServer {
-  ShoalServer *server;      /* borrowed */
+  ShoalServer *server;      /* borrowed, may be NULL */
+  ShoalMailbox *mailbox;    /* borrowed, may be NULL */
   char *token;
   gsize token_len;
   size_t max_message;
@@ -153,9 +159,12 @@ static gboolean
 slice_ok (ShoalRpcServer *rpc, const char *call, gint32 slice, gboolean has_data,
           const GByteArray *data, size_t *n, ShoalParamError **err)
 {
-  int nslices = shoal_server_n_slices (rpc->server);
   size_t begin, end;
 
+  if (rpc->server == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE,
+                  "%s: slice %d: this process serves no slices", call, slice);
+  int nslices = shoal_server_n_slices (rpc->server);
   if (slice < 0 || slice >= nslices)
     return fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE, "%s: unknown slice %d (the job has %d)",
                   call, slice, nslices);
@@ -358,6 +367,8 @@ handler_stats (ShoalParamServiceIf *iface, ShoalStatsReply **_return, const gcha
   (void) error;
   if (!token_ok (rpc, "stats", token, err))
     return FALSE;
+  if (rpc->server == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED, "stats: this process serves no slices");
   shoal_server_stats (rpc->server, &st);
   r->pushes = st.pushes;
   r->pulls = st.pulls;
@@ -399,6 +410,8 @@ handler_checkpoint (ShoalParamServiceIf *iface, const gchar *token, const gint64
   (void) error;
   if (!token_ok (rpc, "checkpoint", token, err))
     return FALSE;
+  if (rpc->server == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED, "checkpoint: this process serves no slices");
   if (rpc->checkpoint == NULL)
     {
       g_set_error (&e, SHOAL_ERROR, SHOAL_ERROR_RPC, "checkpoint: this server keeps no checkpoints");
@@ -406,6 +419,36 @@ handler_checkpoint (ShoalParamServiceIf *iface, const gchar *token, const gint64
     }
   if (!shoal_server_checkpoint (rpc->server, rpc->checkpoint, step, &e))
     return server_fault (err, e);
+  return TRUE;
+}
+
+/* The message keeps the received buffer: the call's arguments are its
+ * only other holders and are freed, emptied, after this returns. */
+static gboolean
+handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint32 group,
+                     const gint32 channel, const GByteArray *data, ShoalParamError **err,
+                     GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  GBytes *msg;
+
+  (void) error;
+  if (!token_ok (rpc, "send_bridge", token, err))
+    return FALSE;
+  if (rpc->mailbox == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED,
+                  "send_bridge group %d channel %u: this process takes no bridge messages", group,
+                  (guint32) channel);
+  if (data != NULL && data->len > 0)
+    {
+      gsize len = 0;
+      guint8 *bytes = g_byte_array_steal ((GByteArray *) data, &len);
+      msg = g_bytes_new_take (bytes, len);
+    }
+  else
+    msg = g_bytes_new (NULL, 0);
+  shoal_mailbox_put (rpc->mailbox, group, (guint32) channel, msg);
+  g_bytes_unref (msg);
   return TRUE;
 }
 
@@ -428,6 +471,7 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->stats = handler_stats;
   h->shutdown = handler_shutdown;
   h->checkpoint = handler_checkpoint;
+  h->send_bridge = handler_send_bridge;
 }
 
 /* ---- connections ---------------------------------------------------------- */
@@ -645,6 +689,8 @@ largest_slice_bytes (ShoalServer *server)
 {
   size_t most = 0;
 
+  if (server == NULL)
+    return 0;
   for (int i = 0; i < shoal_server_n_slices (server); i++)
     {
       size_t begin, end;
@@ -662,7 +708,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
   ShoalRpcServer *rpc;
   int fd, port = 0;
 
-  g_return_val_if_fail (server != NULL && opts != NULL, NULL);
+  g_return_val_if_fail (opts != NULL, NULL);
   shoal_rpc_types_init ();
   address = opts->bind_address != NULL ? opts->bind_address : "127.0.0.1";
   if (opts->port < 0 || opts->port > 65535)
@@ -684,10 +730,15 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
 
   rpc = g_new0 (ShoalRpcServer, 1);
   rpc->server = server;
+  rpc->mailbox = opts->mailbox;
   rpc->token = g_strdup (opts->token != NULL ? opts->token : "");
   rpc->token_len = strlen (rpc->token);
+  /* bridge messages (activations, gradients of a batch) are not bounded
+   * by the slices */
   rpc->max_message = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
-                                                 : slice_bytes + HEADROOM;
+                     : server == NULL || opts->mailbox != NULL
+                       ? MAX (slice_bytes + HEADROOM, BRIDGE_MESSAGE_BYTES)
+                       : slice_bytes + HEADROOM;
   rpc->io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000;
   rpc->expected_shutdowns = opts->expected_shutdowns;
   rpc->checkpoint = opts->checkpoint;
@@ -725,8 +776,9 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
       shoal_rpc_server_stop (rpc);
       return NULL;
     }
-  g_debug ("rpc: serving %d slices on %s:%d, messages up to %zu bytes",
-           shoal_server_n_slices (server), address, port, rpc->max_message);
+  g_debug ("rpc: serving %d slices%s on %s:%d, messages up to %zu bytes",
+           server != NULL ? shoal_server_n_slices (server) : 0,
+           opts->mailbox != NULL ? " and bridge messages" : "", address, port, rpc->max_message);
   return rpc;
 }
 

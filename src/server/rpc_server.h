@@ -8,12 +8,18 @@
  * refused with an error reply.  Every call carries the job token; a call
  * without the right one is refused and logged.  The handler never exits
  * the process: a bad call gets an error reply and the server keeps
- * serving. */
+ * serving.
+ *
+ * The same port takes the bridge messages of a worker group spread over
+ * processes (send_bridge, src/comm/group_wire.h) into a ShoalMailbox.  A
+ * process that holds such workers but no server slices runs this with
+ * server == NULL: its param calls are refused, its shutdowns counted. */
 #ifndef SHOAL_RPC_SERVER_H
 #define SHOAL_RPC_SERVER_H
 
 #include <glib.h>
 
+#include "comm/mailbox.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
@@ -24,16 +30,21 @@ typedef struct {
   const char *bind_address;   /* "127.0.0.1" by default (NULL) */
   int port;                   /* 0: any free port, see shoal_rpc_server_port */
   const char *token;          /* the job token every call must carry */
-  size_t max_message_bytes;   /* largest accepted message; 0: derived from the largest slice */
+  size_t max_message_bytes;   /* largest accepted message; 0: the largest slice plus headroom,
+                               * at least 256 MiB when there is a mailbox or no server */
   gint64 io_timeout_ms;       /* per-socket send/receive timeout; 0: 60 s */
   int expected_shutdowns;     /* shoal_rpc_server_wait returns after this many shutdown calls */
   ShoalCheckpoint *checkpoint;  /* where checkpoint calls save; NULL: they are refused */
   gboolean (*give_up) (void);   /* shoal_rpc_server_wait also returns once this says TRUE (a stop
                                  * signal); NULL: only shutdowns end the wait */
+  ShoalMailbox *mailbox;        /* borrowed, must outlive the RPC server; where send_bridge puts
+                                 * messages; NULL: send_bridge is refused */
 } ShoalRpcServerOptions;
 
 /* Starts listening and serving `server` (borrowed; must outlive the RPC
- * server).  Returns NULL with error when the address cannot be bound. */
+ * server; NULL: no slices here, every param call is refused with
+ * UNKNOWN_SLICE or REFUSED).  Returns NULL with error when the address
+ * cannot be bound. */
 ShoalRpcServer *shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts,
                                         GError **error);
 int shoal_rpc_server_port (ShoalRpcServer *rpc);

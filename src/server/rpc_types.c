@@ -33,6 +33,10 @@ shoal_rpc_types_init (void)
       g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_STATS_RESULT);
       g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_SHUTDOWN_ARGS);
       g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_SHUTDOWN_RESULT);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_CHECKPOINT_ARGS);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_CHECKPOINT_RESULT);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_SEND_BRIDGE_ARGS);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_SEND_BRIDGE_RESULT);
       g_once_init_leave (&done, 1);
     }
 }

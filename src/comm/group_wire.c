@@ -1,0 +1,127 @@
+/* ShoalGroupWire over send_bridge calls (see comm/group_wire.h).
+ *
+ * The pool is a stack per peer under the peer's lock, held only to push
+ * or pop: connecting and calling happen outside it, so a slow peer or a
+ * large message holds up only the thread sending it. */
+#include "comm/group_wire.h"
+
+#include "core/error.h"
+
+#define DEFAULT_CONNECT_RETRIES 300   /* 30 s at rpc_client's 100 ms between attempts */
+
+typedef struct {
+  GMutex lock;
+  GPtrArray *idle;              /* ShoalRpcClient *, under lock */
+  ShoalRpcClientOptions opts;   /* host and token point at the copies below */
+  char *host;
+  char *token;
+} Peer;
+
+typedef struct {
+  ShoalGroupWire wire;          /* what callers get; wire.data points back here */
+  int group;
+  ShoalMailbox *mailbox;        /* borrowed */
+  Peer *peers;                  /* nprocs; this_proc's unused */
+} ThriftWire;
+
+static gboolean
+wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error)
+{
+  ThriftWire *tw = data;
+  GError *e = NULL;
+
+  if (proc < 0 || proc >= tw->wire.nprocs)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "group %d: send on channel %u to process %d: the group has %d processes",
+                   tw->group, channel, proc, tw->wire.nprocs);
+      return FALSE;
+    }
+  if (proc == tw->wire.this_proc)
+    {
+      shoal_mailbox_put (tw->mailbox, tw->group, channel, msg);
+      return TRUE;
+    }
+
+  Peer *peer = &tw->peers[proc];
+  g_mutex_lock (&peer->lock);
+  ShoalRpcClient *c = peer->idle->len > 0 ? g_ptr_array_steal_index_fast (peer->idle, peer->idle->len - 1)
+                                          : NULL;
+  g_mutex_unlock (&peer->lock);
+  if (c == NULL)
+    c = shoal_rpc_client_connect (&peer->opts, &e);
+
+  gsize len = 0;
+  const void *bytes = g_bytes_get_data (msg, &len);
+  if (c == NULL || !shoal_rpc_client_send_bridge (c, tw->group, channel, bytes, len, &e))
+    {
+      /* a refused or broken call: the next send starts from a fresh connection */
+      shoal_rpc_client_free (c);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d: %s", tw->group,
+                   proc, e->message);
+      g_error_free (e);
+      return FALSE;
+    }
+  g_mutex_lock (&peer->lock);
+  g_ptr_array_add (peer->idle, c);
+  g_mutex_unlock (&peer->lock);
+  return TRUE;
+}
+
+static GBytes *
+wire_recv (gpointer data, guint32 channel, gint64 timeout_ms, GError **error)
+{
+  ThriftWire *tw = data;
+  return shoal_mailbox_take (tw->mailbox, tw->group, channel, timeout_ms, error);
+}
+
+ShoalGroupWire *
+shoal_thrift_wire_new (int group, int nprocs, int this_proc, const ShoalRpcClientOptions *peers,
+                       ShoalMailbox *mailbox)
+{
+  g_return_val_if_fail (nprocs >= 2 && this_proc >= 0 && this_proc < nprocs, NULL);
+  g_return_val_if_fail (peers != NULL && mailbox != NULL, NULL);
+
+  ThriftWire *tw = g_new0 (ThriftWire, 1);
+  tw->wire = (ShoalGroupWire) { .nprocs = nprocs, .this_proc = this_proc, .send = wire_send,
+                                .recv = wire_recv, .data = tw };
+  tw->group = group;
+  tw->mailbox = mailbox;
+  tw->peers = g_new0 (Peer, nprocs);
+  for (int j = 0; j < nprocs; j++)
+    {
+      Peer *peer = &tw->peers[j];
+      g_mutex_init (&peer->lock);
+      peer->idle = g_ptr_array_new ();
+      if (j == this_proc)
+        continue;
+      peer->opts = peers[j];
+      peer->host = g_strdup (peers[j].host);
+      peer->token = g_strdup (peers[j].token);
+      peer->opts.host = peer->host;
+      peer->opts.token = peer->token;
+      if (peer->opts.connect_retries <= 0)
+        peer->opts.connect_retries = DEFAULT_CONNECT_RETRIES;
+    }
+  return &tw->wire;
+}
+
+void
+shoal_thrift_wire_free (ShoalGroupWire *wire)
+{
+  if (wire == NULL)
+    return;
+  ThriftWire *tw = wire->data;
+  for (int j = 0; j < wire->nprocs; j++)
+    {
+      Peer *peer = &tw->peers[j];
+      for (guint i = 0; i < peer->idle->len; i++)
+        shoal_rpc_client_free (g_ptr_array_index (peer->idle, i));
+      g_ptr_array_free (peer->idle, TRUE);
+      g_mutex_clear (&peer->lock);
+      g_free (peer->host);
+      g_free (peer->token);
+    }
+  g_free (tw->peers);
+  g_free (tw);
+}
