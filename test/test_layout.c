@@ -331,6 +331,36 @@ test_rejections (void)
   assert_rejected (c, "[cluster] nservers_per_procs: 5000 is out of range [1, 4096]");
 }
 
+/* Which ranks get an endpoint: "1" for each rank that listens. */
+static void
+assert_listens (ShoalClusterConf c, const char *want)
+{
+  ShoalLayout *l = layout_ok (c);
+  GString *got = g_string_new (NULL);
+  for (int r = 0; r < l->nprocs; r++)
+    g_string_append_c (got, shoal_layout_rank_listens (l, r) ? '1' : '0');
+  g_assert_cmpstr (got->str, ==, want);
+  g_assert_false (shoal_layout_rank_listens (l, -1));
+  g_assert_false (shoal_layout_rank_listens (l, l->nprocs));
+  g_string_free (got, TRUE);
+  shoal_layout_free (l);
+}
+
+static void
+test_rank_listens (void)
+{
+  /* servers listen; a process holding whole groups and no server does not */
+  assert_listens (cluster (1, 2, 1, 2, 2, 2, TRUE), "01");
+  assert_listens (cluster (2, 2, 1, 1, 2, 1, TRUE), "001");
+  assert_listens (cluster (2, 2, 1, 1, 2, 1, FALSE), "10");
+  /* every process of a spread group listens, with or without servers */
+  assert_listens (cluster (1, 2, 1, 2, 1, 2, TRUE), "111");
+  assert_listens (cluster (1, 4, 1, 1, 2, 1, FALSE), "11");
+  assert_listens (cluster (2, 4, 1, 1, 2, 1, TRUE), "11111");
+  /* Hogwild beside the workers: servers everywhere */
+  assert_listens (cluster (2, 2, 2, 1, 2, 1, FALSE), "11");
+}
+
 /* Through the job loader: the message names the file and line of the key,
  * or the -o that set it. */
 static void
@@ -380,5 +410,6 @@ main (int argc, char **argv)
   g_test_add_func ("/layout/hogwild", test_hogwild);
   g_test_add_func ("/layout/rejections", test_rejections);
   g_test_add_func ("/layout/conf-places", test_conf_places);
+  g_test_add_func ("/layout/rank-listens", test_rank_listens);
   return g_test_run ();
 }

@@ -304,6 +304,16 @@ shoal_layout_master_group_of_slice (const ShoalLayout *layout, int slice)
   return slice % layout->conf.nserver_groups;
 }
 
+gboolean
+shoal_layout_rank_listens (const ShoalLayout *layout, int rank)
+{
+  if (rank < 0 || rank >= layout->nprocs)
+    return FALSE;
+  const ShoalProcess *p = &layout->procs[rank];
+  return p->servers->len > 0
+         || (p->workers->len > 0 && layout->conf.nworkers_per_procs < layout->conf.nworkers_per_group);
+}
+
 static void
 append_members (GString *s, const char *what, GArray *members)
 {

@@ -61,6 +61,11 @@ int shoal_layout_server_rank (const ShoalLayout *layout, int server_group, int s
 int shoal_layout_server_group_of (const ShoalLayout *layout, int worker_group);
 int shoal_layout_server_of_slice (const ShoalLayout *layout, int slice);   /* index in its group */
 int shoal_layout_master_group_of_slice (const ShoalLayout *layout, int slice);
+/* Whether rank `rank` needs an endpoint others connect to: it serves
+ * slices, or holds workers of a group spread over processes
+ * (nworkers_per_procs < nworkers_per_group), whose processes send each
+ * other bridge messages.  FALSE for a rank outside the layout. */
+gboolean shoal_layout_rank_listens (const ShoalLayout *layout, int rank);
 
 /* Logs the layout: one line per process. */
 void shoal_layout_log (const ShoalLayout *layout);

@@ -2,8 +2,9 @@
  *
  * `shoal run` on one machine is its own launcher: it resolves the conf
  * once (topology and overrides applied), writes it with a fresh job token
- * into the workspace, picks free loopback ports for the ranks that serve
- * slices and forks one `shoal proc` per rank.  It then only waits: it
+ * into the workspace, picks free loopback ports for the ranks that listen
+ * (shoal_layout_rank_listens: servers, workers of a group spread over
+ * processes) and forks one `shoal proc` per rank.  It then only waits: it
  * forwards SIGINT/SIGTERM, and a watchdog stops the survivors when a
  * failure leaves them waiting for a peer that is gone, so a run always
  * ends.  On a cluster an existing launcher (mpirun, srun) starts `shoal
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "cluster/layout.h"
 #include "tools/commands.h"
 #include "worker/runner.h"
 
@@ -214,7 +216,7 @@ write_token (const char *path, const char *token, GError **error)
   return ok;
 }
 
-/* Free loopback ports for the ranks with servers: every socket stays
+/* Free loopback ports for the ranks that listen: every socket stays
  * bound until all are chosen, so no two ranks get the same port.  The
  * port is free again between this and the child's bind; another program
  * taking it in that window makes the child fail with a clear bind error. */
@@ -236,7 +238,7 @@ choose_endpoints (const ShoalLayout *layout, GError **error)
   for (int r = 0; r < layout->nprocs; r++)
     {
       fds[r] = -1;
-      if (!ok || layout->procs[r].servers->len == 0)
+      if (!ok || !shoal_layout_rank_listens (layout, r))
         {
           endpoints[r] = g_strdup ("");
           continue;
@@ -788,9 +790,9 @@ hostfile_endpoints (const char *path, const ShoalLayout *layout, int base_port, 
       for (int r = 0; r < layout->nprocs; r++)
         {
           const char *host = g_ptr_array_index (slots, (guint) r % slots->len);
-          endpoints[r] = layout->procs[r].servers->len == 0
-                           ? g_strdup ("")
-                           : g_strdup_printf ("%s:%d", host, base_port + r);
+          endpoints[r] = shoal_layout_rank_listens (layout, r)
+                           ? g_strdup_printf ("%s:%d", host, base_port + r)
+                           : g_strdup ("");
         }
     }
   g_ptr_array_free (slots, TRUE);
@@ -863,7 +865,8 @@ shoal_cmd_proc (int argc, char **argv)
     { "rank", 'r', 0, G_OPTION_ARG_INT, &rank,
       "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)", "R" },
     { "endpoints", 'e', 0, G_OPTION_ARG_STRING, &endpoints_arg,
-      "host:port of every rank, comma-separated, empty for ranks without servers", "LIST" },
+      "host:port of every rank, comma-separated, empty for ranks that take no calls (no "
+      "servers, no workers of a group spread over processes)", "LIST" },
     { "hostfile", 'H', 0, G_OPTION_ARG_FILENAME, &hostfile,
       "hosts of the ranks, one per line ('host' or 'host slots=N'); port = base port + rank", "FILE" },
     { "base-port", 'p', 0, G_OPTION_ARG_INT, &base_port, "first port with --hostfile (default 47000)", "PORT" },
@@ -947,6 +950,16 @@ shoal_cmd_proc (int argc, char **argv)
                        g_strv_length (endpoints), layout->nprocs);
           goto out;
         }
+      for (int r = 0; r < layout->nprocs; r++)
+        if (shoal_layout_rank_listens (layout, r) && *g_strstrip (endpoints[r]) == '\0')
+          {
+            g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                         "--endpoints: rank %d has none, but it %s", r,
+                         layout->procs[r].servers->len > 0
+                           ? "serves slices"
+                           : "holds workers of a group spread over processes");
+            goto out;
+          }
     }
 
   ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);

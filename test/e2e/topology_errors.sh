@@ -58,6 +58,13 @@ expect 1 "shoal proc (rank 0): --endpoints has 3 entries, the layout has 2 proce
   proc "$dir/job.conf" --rank 0 --endpoints ,, --token-file "$dir/token"
 expect 1 "shoal proc (rank 2): rank 2 does not exist: the layout has 2 processes" \
   proc "$dir/job.conf" --rank 2 --endpoints ,127.0.0.1:1 --token-file "$dir/token"
+# every rank that listens needs an endpoint: servers, and the processes of
+# a group spread over processes (they send each other bridge messages)
+sed 's/^nworkers_per_procs = 2$/nworkers_per_procs = 1/' "$dir/job.conf" >"$dir/spread.conf"
+expect 1 "shoal proc (rank 1): --endpoints: rank 0 has none, but it holds workers of a group spread over processes" \
+  proc "$dir/spread.conf" --rank 1 --endpoints ,127.0.0.1:1,127.0.0.1:2 --token-file "$dir/token"
+expect 1 "shoal proc (rank 0): --endpoints: rank 2 has none, but it serves slices" \
+  proc "$dir/spread.conf" --rank 0 --endpoints 127.0.0.1:1,127.0.0.1:2, --token-file "$dir/token"
 printf '127.0.0.1 slots=two\n' >"$dir/hosts"
 expect 1 "shoal proc (rank 0): $dir/hosts:1: slots: expected a number from 1 to 4096, got 'two'" \
   proc "$dir/job.conf" --rank 0 --hostfile "$dir/hosts" --token-file "$dir/token"
