@@ -8,6 +8,10 @@
 #include "core/error.h"
 
 #define DEFAULT_CONNECT_RETRIES 300   /* 30 s at rpc_client's 100 ms between attempts */
+/* A peer that answered before and now refuses has most likely died: its
+ * group is lost, and a leader telling the others to stop should not wait
+ * 30 s per dead peer for that. */
+#define RECONNECT_RETRIES 5
 
 typedef struct {
   GMutex lock;
@@ -15,6 +19,7 @@ typedef struct {
   ShoalRpcClientOptions opts;   /* host and token point at the copies below */
   char *host;
   char *token;
+  gboolean reached;             /* a send got through once; under lock */
 } Peer;
 
 typedef struct {
@@ -47,9 +52,12 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
   g_mutex_lock (&peer->lock);
   ShoalRpcClient *c = peer->idle->len > 0 ? g_ptr_array_steal_index_fast (peer->idle, peer->idle->len - 1)
                                           : NULL;
+  ShoalRpcClientOptions opts = peer->opts;
+  if (peer->reached)
+    opts.connect_retries = MIN (opts.connect_retries, RECONNECT_RETRIES);
   g_mutex_unlock (&peer->lock);
   if (c == NULL)
-    c = shoal_rpc_client_connect (&peer->opts, &e);
+    c = shoal_rpc_client_connect (&opts, &e);
 
   gsize len = 0;
   const void *bytes = g_bytes_get_data (msg, &len);
@@ -64,6 +72,7 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
     }
   g_mutex_lock (&peer->lock);
   g_ptr_array_add (peer->idle, c);
+  peer->reached = TRUE;
   g_mutex_unlock (&peer->lock);
   return TRUE;
 }

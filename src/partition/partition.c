@@ -778,6 +778,24 @@ group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, const ShoalG
   return g;
 }
 
+gboolean
+shoal_partition_batch_only (ShoalConf *conf, int k, gboolean *batch_only, GError **error)
+{
+  ShoalNet *full = shoal_net_new (conf, NULL, error);
+  if (full == NULL)
+    return FALSE;
+  Plan plan = { 0 };
+  shoal_plan_read (&plan, conf, k, full);
+  gboolean ok = shoal_plan_make (&plan, error);
+  *batch_only = TRUE;
+  for (int l = 0; ok && l < plan.norig; l++)
+    if (!(plan.origs[l].ops->flags & SHOAL_LAYER_INPUT) && plan.origs[l].dim != 0)
+      *batch_only = FALSE;
+  shoal_plan_clear (&plan);
+  shoal_net_free (full);
+  return ok;
+}
+
 ShoalGroupNet *
 shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, GError **error)
 {

@@ -63,6 +63,12 @@ typedef struct _ShoalGroupNet ShoalGroupNet;
  * or an impossible partition. */
 ShoalGroupNet *shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts,
                                     GError **error);
+/* Whether a group of k splits every layer but its inputs by batch (the
+ * plan's choice: explicit dims, the [cluster] default, fallbacks).  Such a
+ * group needs no bridges, so its workers can live in processes of their
+ * own without a group net.  FALSE with error on a bad conf. */
+gboolean shoal_partition_batch_only (ShoalConf *conf, int k, gboolean *batch_only, GError **error);
+
 /* The group spread over wire->nprocs processes (spread.c): this process
  * builds and runs only its own workers' sub-nets, first = this_proc * k /
  * nprocs onwards; bridges to workers elsewhere go over the wire.  Process

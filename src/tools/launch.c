@@ -971,7 +971,9 @@ shoal_cmd_proc (int argc, char **argv)
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;
   /* worker 0 of each group runs the tests; the others have no test numbers */
-  if (result.stopped)
+  if (result.follower)
+    printf ("rank %d: group %d from worker %d: ran its leader's steps\n", rank, result.group, result.worker);
+  else if (result.stopped)
     printf ("rank %d: group %d worker %d: stopped at step %" G_GINT64_FORMAT " with a checkpoint\n",
             rank, result.group, result.worker, result.steps);
   else if (result.group >= 0 && result.worker == 0 && result.test_accuracy >= 0)

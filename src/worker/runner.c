@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "cluster/layout.h"
+#include "comm/group_wire.h"
+#include "comm/mailbox.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
 #include "comm/rpc_client.h"
@@ -42,8 +44,12 @@ typedef struct {
   ShoalProcess *proc;
   int nslices;
   gboolean whole_groups;         /* each group's workers all live in one process */
+  gboolean spread_net;           /* a group spread over processes runs as one group net with
+                                  * bridges between them (its layers are not all batch-split) */
   GArray *units;                 /* ShoalMember: (group, first worker) of each local group net */
-  int unit_size;                 /* workers per group net: k for whole groups, else 1 */
+  int unit_size;                 /* workers per group net: k for whole or spread nets, else 1 */
+  ShoalMailbox *mailbox;         /* spread net: messages from the group's other processes */
+  ShoalGroupWire *wire;          /* spread net: to them */
   ShoalGroupNet *layout_net;     /* the param layout; also the first unit's net when there is one */
   ShoalServer *server;           /* this process's server group, or NULL */
   int server_group;
@@ -216,7 +222,7 @@ endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, G
   if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
       || !*p->opts->endpoints[rank])
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d serves slices but has no endpoint",
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d has no endpoint",
                    rank);
       return FALSE;
     }
@@ -255,12 +261,41 @@ servers_give_up (void)
   return g_get_monotonic_time () - asked_at > 5 * G_USEC_PER_SEC;
 }
 
+/* The process's RPC service: its server slices and, for a spread net,
+ * the messages of its group's other processes. */
+static gboolean
+start_rpc (Process *p, GError **error)
+{
+  ShoalProcess *proc = p->proc;
+  char *host = NULL;
+  ShoalRpcServerOptions ropts = { 0 };
+  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
+    return FALSE;
+  ropts.bind_address = host;
+  ropts.token = p->opts->token;
+  ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
+  ropts.give_up = servers_give_up;
+  ropts.mailbox = p->mailbox;
+  if (p->wire != NULL)
+    {
+      /* the largest of a slice (derived by the server) and a group message */
+      size_t group = shoal_group_net_max_message_bytes (p->layout_net);
+      if (group > (256u << 20))
+        ropts.max_message_bytes = group;
+    }
+  /* every worker process but this one says when it is done */
+  ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
+  p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
+  g_free (host);
+  return p->rpc != NULL;
+}
+
 static gboolean
 start_servers (Process *p, GError **error)
 {
   ShoalProcess *proc = p->proc;
   if (proc->servers->len == 0)
-    return TRUE;
+    return p->wire == NULL || start_rpc (p, error);
   p->server_group = g_array_index (proc->servers, ShoalMember, 0).group;
   for (guint i = 1; i < proc->servers->len; i++)
     if (g_array_index (proc->servers, ShoalMember, i).group != p->server_group)
@@ -272,8 +307,9 @@ start_servers (Process *p, GError **error)
       }
   /* a group in one process sends one summed gradient; a group spread
    * over processes sends one per worker */
+  gboolean group_pushes = p->whole_groups || p->spread_net;
   ShoalServerOptions sopts = { .mode = p->layout->mode,
-                               .sync_contributors = p->whole_groups ? 1 : p->layout->sync_contributors,
+                               .sync_contributors = group_pushes ? 1 : p->layout->sync_contributors,
                                .nslices = p->nslices,
                                .keep_baseline = p->layout->group_sync };
   /* Asynchronous schemes compared on equal terms with synchronous ones:
@@ -285,7 +321,7 @@ start_servers (Process *p, GError **error)
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     {
       int groups_here = c->nworker_groups / c->nserver_groups;
-      int pushers = p->whole_groups ? groups_here : groups_here * c->nworkers_per_group;
+      int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
       sopts.lr_scale = 1.0f / (float) MAX (pushers, 1);
       if (p->layout->group_sync)
         sopts.delta_scale = 1.0f / (float) c->nserver_groups;
@@ -301,19 +337,7 @@ start_servers (Process *p, GError **error)
 
   if (p->opts->endpoints == NULL)
     return TRUE;
-  char *host = NULL;
-  ShoalRpcServerOptions ropts = { 0 };
-  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
-    return FALSE;
-  ropts.bind_address = host;
-  ropts.token = p->opts->token;
-  ropts.checkpoint = p->ckpt;
-  ropts.give_up = servers_give_up;
-  /* every worker process but this one says when it is done */
-  ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
-  p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
-  g_free (host);
-  return p->rpc != NULL;
+  return start_rpc (p, error);
 }
 
 /* Hogwild: send what this group learned on each due slice to the slice's
@@ -376,6 +400,7 @@ typedef struct {
   ShoalParamClient *client;
   GThread *thread;
   gboolean ok;
+  gboolean follower;      /* a spread net's follower: runs its leader's commands */
 } WorkerSlot;
 
 static char *
@@ -414,7 +439,12 @@ static gpointer
 worker_thread (gpointer data)
 {
   WorkerSlot *slot = data;
-  slot->ok = shoal_worker_train (&slot->worker);
+  if (slot->follower)
+    slot->ok = shoal_group_net_serve (slot->net, &slot->worker.error);
+  else
+    slot->ok = shoal_worker_train (&slot->worker);
+  /* the followers stop with their leader, failed or not */
+  shoal_group_net_finish (slot->net, slot->ok);
   return NULL;
 }
 
@@ -428,7 +458,7 @@ build_net (Process *p, ShoalMember unit, GError **error)
   /* a process of servers only builds the net for its layout: no GPU */
   if (p->units->len > 0)
     nopts.device = shoal_cluster_device (&p->job->cluster, unit.group, unit.index);
-  if (p->whole_groups)
+  if (p->whole_groups || p->spread_net)
     {
       /* worker w of the group reads shard group * k + w of groups * k */
       nopts.shard_index = unit.group;
@@ -440,7 +470,9 @@ build_net (Process *p, ShoalMember unit, GError **error)
       nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
       nopts.worker = unit.index;
     }
-  ShoalGroupNet *net = shoal_group_net_new (p->job->conf, p->unit_size, &nopts, error);
+  ShoalGroupNet *net = p->wire != NULL
+                         ? shoal_group_net_new_spread (p->job->conf, p->unit_size, &nopts, p->wire, error)
+                         : shoal_group_net_new (p->job->conf, p->unit_size, &nopts, error);
   if (net == NULL)
     return NULL;
   shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
@@ -453,8 +485,9 @@ build_net (Process *p, ShoalMember unit, GError **error)
   return net;
 }
 
-/* A group spread over processes: each worker reads its share of the
- * group's batch (batch_size is the group's). */
+/* A batch-split group spread over processes without a group net: each
+ * worker reads its share of the group's batch (batch_size is the
+ * group's) and pushes its own gradient. */
 static gboolean
 share_batch (Process *p, GError **error)
 {
@@ -464,23 +497,6 @@ share_batch (Process *p, GError **error)
   gboolean ok = TRUE;
   for (int i = 0; ok && groups[i] != NULL; i++)
     {
-      /* feature or whole-layer splits need bridges between the processes */
-      if ((g_str_has_prefix (groups[i], "layer ") || strcmp (groups[i], "cluster") == 0)
-          && g_key_file_has_key (kf, groups[i], "partition_dim", NULL))
-        {
-          char *dim = g_key_file_get_value (kf, groups[i], "partition_dim", NULL);
-          gboolean batch = strcmp (g_strstrip (dim), "0") == 0;
-          g_free (dim);
-          if (!batch)
-            {
-              shoal_conf_error (p->job->conf, error, groups[i], "partition_dim",
-                                "a worker group spread over processes (nworkers_per_procs < "
-                                "nworkers_per_group) splits by batch only: bridges between "
-                                "processes are not built yet");
-              ok = FALSE;
-              break;
-            }
-        }
       if (!g_str_has_prefix (groups[i], "layer ") || !g_key_file_has_key (kf, groups[i], "batch_size", NULL))
         continue;
       gint64 batch = 0;
@@ -505,20 +521,57 @@ share_batch (Process *p, GError **error)
 
 /* The units of this process: one per group whose workers all live here,
  * else one per worker. */
-static void
-plan_units (Process *p)
+static gboolean
+plan_units (Process *p, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
   p->whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
-  p->unit_size = p->whole_groups ? c->nworkers_per_group : 1;
+  if (!p->whole_groups)
+    {
+      gboolean batch_only = TRUE;
+      if (!shoal_partition_batch_only (p->job->conf, c->nworkers_per_group, &batch_only, error))
+        return FALSE;
+      p->spread_net = !batch_only;
+    }
+  p->unit_size = p->whole_groups || p->spread_net ? c->nworkers_per_group : 1;
   p->units = g_array_new (FALSE, FALSE, sizeof (ShoalMember));
   for (guint i = 0; i < p->proc->workers->len; i++)
     {
       ShoalMember m = g_array_index (p->proc->workers, ShoalMember, i);
-      if (p->whole_groups && m.index != 0)
-        continue;  /* the group's net runs all its workers */
+      if (i > 0 && (p->whole_groups || p->spread_net)
+          && g_array_index (p->units, ShoalMember, p->units->len - 1).group == m.group)
+        continue;  /* the group's net runs all its workers here */
       g_array_append_val (p->units, m);
     }
+  return TRUE;
+}
+
+/* Spread net: this process's mailbox and its wire to the other processes
+ * of its group (a process holds workers of one group only). */
+static gboolean
+open_wire (Process *p, GError **error)
+{
+  const ShoalClusterConf *c = &p->layout->conf;
+  ShoalMember unit = g_array_index (p->units, ShoalMember, 0);
+  int per = c->nworkers_per_procs, nprocs = c->nworkers_per_group / per;
+  ShoalRpcClientOptions *peers = g_new0 (ShoalRpcClientOptions, nprocs);
+  char **hosts = g_new0 (char *, nprocs + 1);
+  gboolean ok = TRUE;
+  for (int j = 0; ok && j < nprocs; j++)
+    {
+      int rank = shoal_layout_worker_rank (p->layout, unit.group, j * per);
+      if (rank == p->proc->rank)
+        continue;
+      ok = endpoint_options (p, rank, &peers[j], &hosts[j], error);
+    }
+  if (ok)
+    {
+      p->mailbox = shoal_mailbox_new ();
+      p->wire = shoal_thrift_wire_new (unit.group, nprocs, unit.index / per, peers, p->mailbox);
+    }
+  g_strfreev (hosts);
+  g_free (peers);
+  return ok;
 }
 
 static gboolean
@@ -597,7 +650,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
     {
       ShoalMember m = g_array_index (p->units, ShoalMember, i);
       slots[i].net = i == 0 ? p->layout_net : build_net (p, m, error);
-      ok = slots[i].net != NULL && connect_client (p, &slots[i], m.group, error);
+      slots[i].follower = p->wire != NULL && m.index > 0;
+      ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
       slots[i].worker = (ShoalWorker) { .job = p->job, .net = slots[i].net, .client = slots[i].client,
@@ -606,7 +660,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                         .test_accuracy = -1, .checkpoint = worker_checkpoint,
                                         .checkpoint_data = p, .stop_step = &p->stop_step,
                                         .start_step = MAX (p->resume_step, 0) };
-      if (p->resume_step >= 0)
+      if (p->resume_step >= 0 && !slots[i].follower)
         {
           char *name = unit_name (&slots[i].worker);
           GBytes *state = shoal_checkpoint_load (p->ckpt, name, p->resume_step, error);
@@ -642,7 +696,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .test_loss = slots[0].worker.test_loss,
                                  .test_accuracy = slots[0].worker.test_accuracy,
                                  .samples_per_sec = slots[0].worker.train_samples_per_sec,
-                                 .stopped = slots[0].worker.stopped };
+                                 .stopped = slots[0].worker.stopped,
+                                 .follower = slots[0].follower };
   for (guint i = 0; i < n; i++)
     {
       shoal_param_client_free (slots[i].client);
@@ -705,8 +760,11 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     goto out;
   shoal_set_blas_threads (job->threads, MAX ((int) p.proc->workers->len, 1));
 
-  plan_units (&p);
-  if (!p.whole_groups && !share_batch (&p, error))
+  if (!plan_units (&p, error))
+    goto out;
+  if (!p.whole_groups && !p.spread_net && !share_batch (&p, error))
+    goto out;
+  if (p.spread_net && p.units->len > 0 && !open_wire (&p, error))
     goto out;
   ShoalMember first = { 0, 0 };
   if (p.units->len > 0)
@@ -715,14 +773,18 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (p.layout_net == NULL)
     goto out;
   ShoalLayer *input = shoal_group_net_input (p.layout_net);
-  if (input == NULL || input->ops->num_records == NULL)
+  /* a spread net's follower takes its steps from the leader: its workers
+   * may have no input of their own */
+  gboolean follower = p.wire != NULL && g_array_index (p.units, ShoalMember, 0).index > 0;
+  if (!follower && (input == NULL || input->ops->num_records == NULL))
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
                    shoal_conf_origin (job->conf));
       goto out;
     }
-  int batch = shoal_tensor_rows (&input->out);
-  shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
+  int batch = input != NULL ? shoal_tensor_rows (&input->out) : 0;
+  if (!follower)
+    shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
   p.nslices = slice_count (p.layout, shoal_group_net_params (p.layout_net)->total);
   if (!opts->quiet && rank == 0)
     {
@@ -766,7 +828,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     say_done (&p);
   if (p.rpc != NULL)
     {
-      if (ok)
+      if (ok && p.server != NULL)
         shoal_rpc_server_wait (p.rpc);
       shoal_rpc_server_stop (p.rpc);
       p.rpc = NULL;
@@ -779,11 +841,15 @@ out:
       g_thread_join (p.sync_thread);
     }
   g_clear_error (&p.sync_error);
+  if (p.layout_net != NULL)
+    shoal_group_net_finish (p.layout_net, ok);
   if (p.rpc != NULL)
     shoal_rpc_server_stop (p.rpc);
   shoal_metrics_close (p.metrics);
   /* worker 0's store may borrow the server's values: free the nets first */
   shoal_group_net_free (p.layout_net);
+  shoal_thrift_wire_free (p.wire);
+  shoal_mailbox_free (p.mailbox);
   if (p.units != NULL)
     g_array_free (p.units, TRUE);
   shoal_server_free (p.server);

@@ -36,6 +36,8 @@ typedef struct {
   double test_accuracy;    /* < 0 when the net has no accuracy layer */
   double samples_per_sec;  /* training throughput of the run */
   gboolean stopped;        /* stopped early on request (SIGINT/SIGTERM), checkpoint saved */
+  gboolean follower;       /* this process's workers followed their group's leader (a group
+                            * spread over processes): the leader has the numbers */
 } ShoalRunResult;
 
 /* The checkpoint directory of rank `rank` in a workspace (g_free). */
