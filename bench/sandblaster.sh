@@ -13,17 +13,8 @@ REPEATS=${BENCH_SB_REPEATS:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# median samples/s of the train windows after the first of a run's metrics
-rate () {
-  /usr/bin/python3 - "$1" <<'PY'
-import json, statistics, sys
-r = [json.loads(l) for l in open(sys.argv[1])]
-s = [x["samples_per_sec"] for x in r if x["phase"] == "train"][1:]
-print(f"{statistics.median(s):.1f}" if s else "-")
-PY
-}
-
-median () { sort -g | awk '{ v[NR] = $1 } END { print NR ? (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) : "-" }'; }
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 printf "%-5s %-28s %12s\n" model layout samples/s
 for model in mlp cnn; do

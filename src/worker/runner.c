@@ -555,7 +555,7 @@ open_wire (Process *p, GError **error)
   ShoalMember unit = g_array_index (p->units, ShoalMember, 0);
   int per = c->nworkers_per_procs, nprocs = c->nworkers_per_group / per;
   ShoalRpcClientOptions *peers = g_new0 (ShoalRpcClientOptions, nprocs);
-  char **hosts = g_new0 (char *, nprocs + 1);
+  char **hosts = g_new0 (char *, nprocs);
   gboolean ok = TRUE;
   for (int j = 0; ok && j < nprocs; j++)
     {
@@ -569,7 +569,9 @@ open_wire (Process *p, GError **error)
       p->mailbox = shoal_mailbox_new ();
       p->wire = shoal_thrift_wire_new (unit.group, nprocs, unit.index / per, peers, p->mailbox);
     }
-  g_strfreev (hosts);
+  for (int j = 0; j < nprocs; j++)
+    g_free (hosts[j]);  /* this process's entry is NULL: not a strv */
+  g_free (hosts);
   g_free (peers);
   return ok;
 }
