@@ -347,6 +347,11 @@ test_dense (void)
                 "[layer fc]\ntype = dense\nsrc = x\nnum_output = 9\nbias = false\n" TARGET ("5,9", "fc"), 1e-4);
   gpu_gradcheck ("[layer x]\ntype = feed\nshape = 4,6\nneed_grad = true\n"
                  "[layer fc]\ntype = dense\nsrc = x\nnum_output = 3\n" TARGET ("4,3", "fc"), 10);
+  /* a target that needs a gradient too: euclidean_loss writes -w (a - b) there */
+  compare_conf ("[layer x]\ntype = feed\nshape = 8,13\nneed_grad = true\n"
+                "[layer fc]\ntype = dense\nsrc = x\nnum_output = 7\n"
+                "[layer target]\ntype = feed\nshape = 8,7\nneed_grad = true\n"
+                "[layer loss]\ntype = euclidean_loss\nsrc = fc, target\n", 1e-4);
 }
 
 static void
@@ -416,6 +421,10 @@ test_activations (void)
     }
   compare_conf ("[layer x]\ntype = feed\nshape = 6,20\nneed_grad = true\n"
                 "[layer act]\ntype = relu\nsrc = x\nnegative_slope = 0.1\n" TARGET ("6,20", "act"), 1e-6);
+  /* more elements than one pass of a grid-stride kernel (4096 blocks of
+   * 256): leaky ReLU, the loss's difference, sum and gradient loop */
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,300007\nneed_grad = true\n"
+                "[layer act]\ntype = relu\nsrc = x\nnegative_slope = 0.1\n" TARGET ("4,300007", "act"), 1e-6);
 }
 
 /* Data with a large mean and a spread per channel, the same on both nets. */
@@ -659,6 +668,69 @@ test_backward_notify (void)
   compare_params (&p, 1e-4);
   g_ptr_array_free (lc.order, TRUE);
   g_ptr_array_free (lg.order, TRUE);
+  pair_free (&p);
+}
+
+/* Layers whose GPU path is one of our kernels (stanh, leaky ReLU) below
+ * layers with params: backward polls each param layer's gradient copy
+ * (cudaEventQuery, usually not ready yet) and then launches the kernel,
+ * whose launch status must not be that poll's cudaErrorNotReady. */
+static void
+test_kernels_below_params (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *text = "[layer x]\ntype = feed\nshape = 64,96\nneed_grad = true\n"
+                     "[layer fc1]\ntype = dense\nsrc = x\nnum_output = 256\n"
+                     "[layer st]\ntype = stanh\nsrc = fc1\n"
+                     "[layer fc2]\ntype = dense\nsrc = st\nnum_output = 256\n"
+                     "[layer leaky]\ntype = relu\nsrc = fc2\nnegative_slope = 0.1\n"
+                     "[layer fc3]\ntype = dense\nsrc = leaky\nnum_output = 10\n" TARGET ("64,10", "fc3");
+  Pair p = pair_new (text);
+  for (int step = 0; step < 5; step++)
+    compare_step (&p, 1e-4);
+  pair_free (&p);
+}
+
+/* A batch with fewer rows than at set-up (the last batch), in train
+ * forward and backward, then the full batch again: every descriptor,
+ * workspace and vector of ones that depends on the rows is set again. */
+static void
+set_feed_rows (Pair *p, const char *name, int rows)
+{
+  ShoalLayer *c = shoal_net_find (p->cpu, name), *g = shoal_net_find (p->gpu, name);
+  shoal_tensor_set_rows (&c->out, rows);
+  shoal_tensor_set_rows (&g->out, rows);
+  if (c->label.data != NULL)
+    {
+      shoal_tensor_set_rows (&c->label, rows);
+      shoal_tensor_set_rows (&g->label, rows);
+    }
+}
+
+static void
+test_short_batch (void)
+{
+  if (!have_gpu ())
+    return;
+  Pair p = pair_new ("[layer x]\ntype = feed\nshape = 16,2,10,10\nneed_grad = true\n"
+                     "[layer labels]\ntype = feed\nshape = 16,1\nnum_classes = 5\n"
+                     "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 6\nkernel = 3\npad = 1\n"
+                     "[layer bn]\ntype = batchnorm\nsrc = conv\n"
+                     "[layer relu]\ntype = relu\nsrc = bn\n"
+                     "[layer pool]\ntype = pooling\nsrc = relu\nkernel = 2\n"
+                     "[layer lrn]\ntype = lrn\nsrc = pool\nlocal_size = 3\n"
+                     "[layer fc]\ntype = dense\nsrc = lrn\nnum_output = 5\n"
+                     "[layer loss]\ntype = softmax_loss\nsrc = fc, labels\n"
+                     "[layer acc]\ntype = accuracy\nsrc = fc, labels\n");
+  compare_step (&p, 1e-3);
+  set_feed_rows (&p, "x", 5);
+  set_feed_rows (&p, "labels", 5);
+  compare_step (&p, 1e-3);
+  g_assert_cmpint (shoal_net_batch_rows (p.gpu), ==, 5);
+  set_feed_rows (&p, "x", 16);
+  set_feed_rows (&p, "labels", 16);
+  compare_step (&p, 1e-3);
   pair_free (&p);
 }
 
@@ -939,6 +1011,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/no-gpu-path", test_no_gpu_path);
   g_test_add_func ("/gpu/manual-upload", test_manual_upload);
   g_test_add_func ("/gpu/backward-notify", test_backward_notify);
+  g_test_add_func ("/gpu/kernels-below-params", test_kernels_below_params);
+  g_test_add_func ("/gpu/short-batch", test_short_batch);
   g_test_add_func ("/gpu/train-mlp", test_train_mlp);
   g_test_add_func ("/gpu/train-cnn", test_train_cnn);
   g_test_add_func ("/gpu/second-gpu", test_second_gpu);

@@ -35,11 +35,22 @@ record (const ShoalLayer *layer, GError *e)
     g_error_free (e);
 }
 
+/* A failed runtime call stays the thread's last error until read: reset
+ * it, or the next kernel wrapper (kernels.cu returns cudaGetLastError)
+ * reports this failure again as its own, possibly in a later pass.
+ * Sticky errors (a faulting kernel) survive the reset and still show. */
+static void
+clear_last_error (void)
+{
+  cudaGetLastError ();
+}
+
 gboolean
 shoal_gpu_cuda_ok (const ShoalLayer *layer, const char *phase, cudaError_t status, const char *what)
 {
   if (status == cudaSuccess)
     return TRUE;
+  clear_last_error ();
   record (layer, layer_error (layer, phase, what, cudaGetErrorString (status)));
   return FALSE;
 }
@@ -76,6 +87,7 @@ shoal_gpu_cuda_setup (const ShoalLayer *layer, cudaError_t status, const char *w
 {
   if (status == cudaSuccess)
     return TRUE;
+  clear_last_error ();
   g_propagate_error (error, layer_error (layer, "set-up", what, cudaGetErrorString (status)));
   return FALSE;
 }
@@ -86,6 +98,7 @@ cuda_fail (GError **error, int index, cudaError_t status, const char *what)
 {
   if (status == cudaSuccess)
     return TRUE;
+  clear_last_error ();
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "cuda:%d: %s: %s", index, what,
                cudaGetErrorString (status));
   return FALSE;
@@ -377,7 +390,13 @@ cuda_event_done (ShoalEvent *event)
 {
   cudaError_t status = cudaEventQuery (EVENT (event));
   if (status == cudaErrorNotReady)
-    return FALSE;
+    {
+      /* NotReady is kept as the thread's last error (cuda_runtime_api.h,
+       * cudaGetLastError): left there, the next kernel wrapper's
+       * cudaGetLastError would report it as that layer's failure */
+      cudaGetLastError ();
+      return FALSE;
+    }
   /* any other error is reported by the sync that follows */
   return TRUE;
 }
@@ -592,8 +611,15 @@ shoal_gpu_alloc_floats (const ShoalLayer *layer, size_t count, GError **error)
 void
 shoal_gpu_free (void *p)
 {
-  if (p != NULL)
-    cudaFree (p);
+  if (p == NULL)
+    return;
+  cudaError_t status = cudaFree (p);
+  if (status != cudaSuccess)
+    {
+      /* not left as the last error for the next launch to report */
+      g_warning ("cudaFree: %s", cudaGetErrorString (status));
+      clear_last_error ();
+    }
 }
 
 gboolean

@@ -975,8 +975,8 @@ softmax_loss_gpu_finalize (ShoalLayer *layer)
     cudnnDestroyTensorDescriptor (g->x);
   shoal_gpu_free (g->logp);
   shoal_gpu_free (g->dev_result);
-  if (g->host_result)
-    cudaFreeHost (g->host_result);
+  /* checked, and the failure not left for the next launch to report */
+  shoal_device_host_free (layer->ctx->device, g->host_result);
   g_free (g);
   layer->gpu_priv = NULL;
 }

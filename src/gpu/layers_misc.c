@@ -393,7 +393,10 @@ dropout_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
       return;
     }
   /* a fresh seed from the layer's own stream: masks differ by step, worker and layer */
-  guint64 seed = ((guint64) shoal_rng_u32 (&layer->rng) << 32) | shoal_rng_u32 (&layer->rng);
+  /* two statements: the operands of | are evaluated in no fixed order
+   * (C11 6.5p3), so one expression could give another seed per compiler */
+  guint64 hi = shoal_rng_u32 (&layer->rng);
+  guint64 seed = (hi << 32) | shoal_rng_u32 (&layer->rng);
   GPU_CUDA (layer, "forward", shoal_k_dropout_forward (layer->srcs[0]->out.data, layer->out.data, g->mask, n, seed,
                                                        g->threshold, g->scale, s));
 }
