@@ -41,7 +41,8 @@ static void
 assert_error_has (GError *error, const char *part)
 {
   g_assert_nonnull (error);
-  g_assert_true (g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_RPC));
+  g_assert_true (g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_RPC)
+                 || g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_TIMEOUT));
   if (strstr (error->message, part) == NULL)
     g_error ("error \"%s\" does not say \"%s\"", error->message, part);
 }
@@ -514,9 +515,15 @@ test_wire_peer_down (void)
   g_assert_no_error (error);
   assert_msg (got, 0, 0, 0, 64);
   g_bytes_unref (got);
+  g_assert_true (p.wire[0]->alive (p.wire[0]->data, 1, &error));
+  g_assert_no_error (error);
 
   shoal_rpc_server_stop (p.rpc[1]);
   p.rpc[1] = NULL;
+  /* a waiting peer sees it gone: its pooled connection closed, no new one opens */
+  g_assert_false (p.wire[0]->alive (p.wire[0]->data, 1, &error));
+  assert_error_has (error, "group 5: process 1 is gone");
+  g_clear_error (&error);
   char *where = g_strdup_printf ("group 5: process 1: 127.0.0.1:%d: cannot connect", port1);
   /* the pooled connection was closed by the peer, and no new one opens */
   g_assert_false (p.wire[0]->send (p.wire[0]->data, 1, 3, msg, &error));
@@ -533,6 +540,8 @@ test_wire_peer_down (void)
   g_assert_cmpuint (shoal_mailbox_pending (p.mailbox[1]), ==, 0);
 
   p.rpc[1] = rpc_start (NULL, p.mailbox[1], port1, 0);
+  g_assert_true (p.wire[0]->alive (p.wire[0]->data, 1, &error));
+  g_assert_no_error (error);
   g_assert_true (p.wire[0]->send (p.wire[0]->data, 1, 3, msg, &error));
   g_assert_no_error (error);
   got = shoal_mailbox_take (p.mailbox[1], GROUP, 3, TAKE_MS, &error);

@@ -88,8 +88,20 @@ local_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **erro
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "process %d is gone", proc);
       return FALSE;
     }
-  shoal_mailbox_put (lw->mailbox, proc, channel, msg);
+  /* msg is borrowed: the receiving "process" gets a copy of its own */
+  gsize len = 0;
+  gconstpointer bytes = g_bytes_get_data (msg, &len);
+  shoal_mailbox_put (lw->mailbox, proc, channel, g_bytes_new (bytes, len));
   return TRUE;
+}
+
+static gboolean
+local_alive (gpointer data, int proc, GError **error)
+{
+  LocalWire *lw = data;
+  if (lw->dead[proc])
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "process %d is gone", proc);
+  return !lw->dead[proc];
 }
 
 static GBytes *
@@ -146,7 +158,9 @@ pair_init_spread (Pair *p, const char *text, int k, int nprocs, guint64 seed)
       p->mailbox = shoal_mailbox_new ();
       for (int j = 0; j < nprocs; j++)
         {
-          p->wires[j] = (LocalWire) { { nprocs, j, local_send, local_recv, &p->wires[j] }, p->mailbox, p->dead };
+          p->wires[j] = (LocalWire) { { .nprocs = nprocs, .this_proc = j, .send = local_send, .recv = local_recv,
+                                        .alive = local_alive, .data = &p->wires[j] },
+                                      p->mailbox, p->dead };
           p->procs[j] = shoal_group_net_new_spread (p->conf, k, &opts, &p->wires[j].wire, &error);
           g_assert_no_error (error);
         }

@@ -44,7 +44,10 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
     }
   if (proc == tw->wire.this_proc)
     {
-      shoal_mailbox_put (tw->mailbox, tw->group, channel, msg);
+      /* msg is borrowed: the mailbox gets a copy of its own */
+      gsize len = 0;
+      gconstpointer bytes = g_bytes_get_data (msg, &len);
+      shoal_mailbox_put (tw->mailbox, tw->group, channel, g_bytes_new (bytes, len));
       return TRUE;
     }
 
@@ -77,6 +80,50 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
   return TRUE;
 }
 
+static gboolean
+wire_alive (gpointer data, int proc, GError **error)
+{
+  ThriftWire *tw = data;
+  if (proc < 0 || proc >= tw->wire.nprocs || proc == tw->wire.this_proc)
+    return TRUE;
+  Peer *peer = &tw->peers[proc];
+  GPtrArray *closed = g_ptr_array_new_with_free_func ((GDestroyNotify) shoal_rpc_client_free);
+  gboolean open = FALSE;
+  g_mutex_lock (&peer->lock);
+  if (!peer->reached)
+    {
+      /* never reached: it may still be starting; the wait's timeout decides */
+      g_mutex_unlock (&peer->lock);
+      g_ptr_array_free (closed, TRUE);
+      return TRUE;
+    }
+  for (guint i = peer->idle->len; i-- > 0;)
+    if (shoal_rpc_client_peer_closed (g_ptr_array_index (peer->idle, i)))
+      g_ptr_array_add (closed, g_ptr_array_steal_index_fast (peer->idle, i));
+    else
+      open = TRUE;
+  ShoalRpcClientOptions opts = peer->opts;
+  opts.connect_retries = MIN (opts.connect_retries, RECONNECT_RETRIES);
+  g_mutex_unlock (&peer->lock);
+  g_ptr_array_free (closed, TRUE);
+  if (open)
+    return TRUE;
+  /* no connection to look at, or the peer closed them all: can it be reached? */
+  GError *e = NULL;
+  ShoalRpcClient *c = shoal_rpc_client_connect (&opts, &e);
+  if (c == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d is gone: %s", tw->group,
+                   proc, e->message);
+      g_error_free (e);
+      return FALSE;
+    }
+  g_mutex_lock (&peer->lock);
+  g_ptr_array_add (peer->idle, c);
+  g_mutex_unlock (&peer->lock);
+  return TRUE;
+}
+
 static GBytes *
 wire_recv (gpointer data, guint32 channel, gint64 timeout_ms, GError **error)
 {
@@ -93,7 +140,7 @@ shoal_thrift_wire_new (int group, int nprocs, int this_proc, const ShoalRpcClien
 
   ThriftWire *tw = g_new0 (ThriftWire, 1);
   tw->wire = (ShoalGroupWire) { .nprocs = nprocs, .this_proc = this_proc, .send = wire_send,
-                                .recv = wire_recv, .data = tw };
+                                .recv = wire_recv, .alive = wire_alive, .data = tw };
   tw->group = group;
   tw->mailbox = mailbox;
   tw->peers = g_new0 (Peer, nprocs);

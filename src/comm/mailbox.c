@@ -65,10 +65,13 @@ shoal_mailbox_put (ShoalMailbox *mb, int group, guint32 channel, GBytes *msg)
   g_mutex_lock (&mb->lock);
   if (mb->closed == NULL)
     {
-      g_queue_push_tail (queue_of (mb, group, channel), g_bytes_ref (msg));
+      g_queue_push_tail (queue_of (mb, group, channel), msg);
       g_cond_broadcast (&mb->cond);
+      msg = NULL;
     }
   g_mutex_unlock (&mb->lock);
+  if (msg != NULL)
+    g_bytes_unref (msg);
 }
 
 GBytes *
@@ -90,7 +93,7 @@ shoal_mailbox_take (ShoalMailbox *mb, int group, guint32 channel, gint64 timeout
         g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d channel %u: %s", group, channel,
                      mb->closed);
       else
-        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_TIMEOUT,
                      "group %d channel %u: no message from the other processes of the group in %.0f s",
                      group, channel, (double) timeout_ms / 1000);
     }

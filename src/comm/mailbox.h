@@ -17,12 +17,15 @@ ShoalMailbox *shoal_mailbox_new (void);
  * waiting in it.  NULL is ignored. */
 void shoal_mailbox_free (ShoalMailbox *mb);
 
-/* Queues msg (the mailbox takes its own reference) under (group,
- * channel) and wakes its takers.  Dropped once the mailbox is closed. */
+/* Queues msg under (group, channel) and wakes its takers; dropped once
+ * the mailbox is closed.  Takes over the caller's reference: a message
+ * has one owner at a time, handed over under the mailbox's lock
+ * (ThreadSanitizer sees that, not GLib's atomic reference counts). */
 void shoal_mailbox_put (ShoalMailbox *mb, int group, guint32 channel, GBytes *msg);
 /* The oldest message under (group, channel), waiting at most timeout_ms
- * for one: a reference the caller owns, or NULL with error (SHOAL_ERROR_RPC)
- * on timeout or once the mailbox is closed. */
+ * for one: a reference the caller owns, or NULL with error:
+ * SHOAL_ERROR_TIMEOUT on timeout, SHOAL_ERROR_RPC once the mailbox is
+ * closed. */
 GBytes *shoal_mailbox_take (ShoalMailbox *mb, int group, guint32 channel, gint64 timeout_ms,
                             GError **error);
 /* Makes every waiting and later take fail with `why` (copied). */

@@ -216,6 +216,16 @@ shoal_rpc_client_free (ShoalRpcClient *c)
   g_free (c);
 }
 
+gboolean
+shoal_rpc_client_peer_closed (ShoalRpcClient *c)
+{
+  if (c->sock == NULL)
+    return TRUE;
+  /* the server never speaks unasked: anything readable is its close */
+  struct pollfd p = { .fd = shoal_thrift_socket_fd (c->sock), .events = POLLIN | POLLRDHUP };
+  return poll (&p, 1, 0) != 0;
+}
+
 /* ---- calls ---------------------------------------------------------------- */
 
 /* "pull slice 3" for errors; slice < 0: just the call. */

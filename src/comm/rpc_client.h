@@ -47,6 +47,9 @@ gboolean shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float
 gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error);
 /* Asks the server process to checkpoint its slices as of `step`. */
 gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);
+/* Whether the server closed this connection (it died, or dropped an idle
+ * connection): a look at the socket, no call.  TRUE when disconnected. */
+gboolean shoal_rpc_client_peer_closed (ShoalRpcClient *c);
 /* Tells the server process that worker process `rank` is done. */
 gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error);
 /* Puts len bytes of data (borrowed; NULL when len is 0) into the peer

@@ -20,7 +20,8 @@ typedef enum {
   SHOAL_ERROR_IO,          /* reading or writing a file failed */
   SHOAL_ERROR_UNSUPPORTED, /* valid request this build or layer cannot do */
   SHOAL_ERROR_RPC,         /* a remote call failed */
-  SHOAL_ERROR_INTERNAL
+  SHOAL_ERROR_INTERNAL,
+  SHOAL_ERROR_TIMEOUT      /* nothing came from a peer in the time allowed */
 } ShoalErrorCode;
 
 G_END_DECLS

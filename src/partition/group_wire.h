@@ -24,6 +24,10 @@ typedef struct {
   /* The next message sent to this process on `channel`, waiting at most
    * timeout_ms; a new reference, or NULL with error. */
   GBytes *(*recv) (gpointer data, guint32 channel, gint64 timeout_ms, GError **error);
+  /* Whether process `proc` is still there (FALSE with error when it is
+   * gone), so that a wait for it ends when it dies, not at the timeout.
+   * Cheap: called about once a second while waiting.  May be NULL. */
+  gboolean (*alive) (gpointer data, int proc, GError **error);
   gpointer data;
 } ShoalGroupWire;
 

@@ -85,19 +85,36 @@ send_msg (ShoalGroupNet *g, int proc, guint32 channel, GByteArray *b)
   return ok;
 }
 
-/* The next message of `channel`, or NULL (the failure recorded) - at
- * once when the wire already failed, so that one dead peer does not cost
- * a timeout per bridge. */
+/* The next message of `channel` (sent by process `from`), or NULL (the
+ * failure recorded) - at once when the wire already failed, so that one
+ * dead peer does not cost a timeout per bridge, and within about a second
+ * of `from` dying where the wire can tell. */
 static GBytes *
-recv_msg (ShoalGroupNet *g, guint32 channel, gint64 timeout_ms)
+recv_msg (ShoalGroupNet *g, guint32 channel, int from, gint64 timeout_ms)
 {
-  if (wire_failed (g))
-    return NULL;
-  GError *error = NULL;
-  GBytes *msg = g->wire->recv (g->wire->data, channel, timeout_ms, &error);
-  if (msg == NULL)
-    spread_record_error (g, error);
-  return msg;
+  const ShoalGroupWire *wire = g->wire;
+  gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+  for (;;)
+    {
+      if (wire_failed (g))
+        return NULL;
+      gint64 left_ms = MAX ((deadline - g_get_monotonic_time ()) / 1000, 0);
+      GError *error = NULL;
+      GBytes *msg = wire->recv (wire->data, channel, wire->alive != NULL ? MIN (left_ms, 1000) : left_ms, &error);
+      if (msg != NULL)
+        return msg;
+      if (wire->alive == NULL || left_ms <= 1000 || !g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_TIMEOUT))
+        {
+          spread_record_error (g, error);
+          return NULL;
+        }
+      g_clear_error (&error);
+      if (!wire->alive (wire->data, from, &error))
+        {
+          spread_record_error (g, error);
+          return NULL;
+        }
+    }
 }
 
 static void
@@ -181,7 +198,7 @@ static void
 wire_recv_data (ShoalBridgeLink *link, ShoalLayer *dst)
 {
   WireLink *wl = link->data;
-  GBytes *msg = recv_msg (wl->g, wl->data_ch, wl->g->wait_ms);
+  GBytes *msg = recv_msg (wl->g, wl->data_ch, wl->src_proc, wl->g->wait_ms);
   Reader r = msg ? reader_of (msg) : (Reader) { NULL, NULL, TRUE };
   gint32 rows = 0, labels = 0;
   take (&r, &rows, sizeof rows);
@@ -236,7 +253,7 @@ wire_recv_grad (ShoalBridgeLink *link, ShoalLayer *src)
   WireLink *wl = link->data;
   ShoalTensor *dst = src->src_grad[0];
   size_t count = shoal_tensor_count (dst);
-  GBytes *msg = recv_msg (wl->g, wl->grad_ch, wl->g->wait_ms);
+  GBytes *msg = recv_msg (wl->g, wl->grad_ch, wl->dst_proc, wl->g->wait_ms);
   Reader r = msg ? reader_of (msg) : (Reader) { NULL, NULL, TRUE };
   gint32 rows = 0;
   take (&r, &rows, sizeof rows);
@@ -485,7 +502,7 @@ spread_collect (ShoalGroupNet *g, Command cmd)
 {
   for (int j = 1; j < g->wire->nprocs; j++)
     {
-      GBytes *msg = recv_msg (g, CH_RESULT + (guint32) j, g->wait_ms);
+      GBytes *msg = recv_msg (g, CH_RESULT + (guint32) j, j, g->wait_ms);
       if (msg == NULL)
         return;
       take_result (g, cmd, j, msg);
@@ -502,7 +519,7 @@ round_trip (ShoalGroupNet *g, int j, guint32 cmd, GByteArray *payload, GError **
     put (b, payload->data, payload->len);
   GBytes *reply = NULL;
   if (send_msg (g, j, CH_COMMAND + (guint32) j, b))
-    reply = recv_msg (g, CH_RESULT + (guint32) j, g->wait_ms);
+    reply = recv_msg (g, CH_RESULT + (guint32) j, j, g->wait_ms);
   Reader r = reply ? reader_of (reply) : (Reader) { NULL, NULL, TRUE };
   Header h;
   if (reply != NULL && (!read_header (&r, &h) || h.seq != g->seq || h.cmd != cmd))
@@ -685,7 +702,7 @@ shoal_group_net_serve (ShoalGroupNet *g, GError **error)
   guint32 me = (guint32) g->wire->this_proc;
   for (;;)
     {
-      GBytes *msg = recv_msg (g, CH_COMMAND + me, COMMAND_WAIT_MS);
+      GBytes *msg = recv_msg (g, CH_COMMAND + me, 0, COMMAND_WAIT_MS);
       if (msg == NULL)
         break;
       Reader r = reader_of (msg);

@@ -448,7 +448,6 @@ handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint3
   else
     msg = g_bytes_new (NULL, 0);
   shoal_mailbox_put (rpc->mailbox, group, (guint32) channel, msg);
-  g_bytes_unref (msg);
   return TRUE;
 }
 

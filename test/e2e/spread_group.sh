@@ -9,7 +9,9 @@
 #     a server beside each (AllReduce's layout);
 #   - the hybrid LeNet (examples/fashion-mnist/hybrid.conf) in one
 #     process and under conf/allreduce.conf;
-#   - a spread run that ends early and is resumed from its checkpoint.
+#   - a spread run that ends early and is resumed from its checkpoint;
+# and Downpour and Hogwild with both groups spread train, and a killed
+# follower fails its leader at once.
 # The unpartitioned net agrees within float rounding (the in-process
 # partition tests show why it is not to the bit: sums in another order).
 set -euo pipefail
@@ -62,6 +64,20 @@ hyb_all=$(run hyb_all "${cnn[@]}" --topology conf/allreduce.conf)
 echo "hybrid LeNet, one process:            $hyb_one"
 echo "hybrid LeNet, AllReduce:              $hyb_all"
 [ "$hyb_one" = "$hyb_all" ] || { echo "hybrid LeNet under AllReduce differs"; exit 1; }
+
+# the asynchronous schemes with every group spread over two processes:
+# each group's leader pushes for its group
+for scheme in downpour hogwild; do
+  timeout -k 10 300 "$build/shoal" run "${cnn[@]}" --topology "conf/$scheme.conf" -o cluster.nworkers_per_procs=1 \
+    --workspace "$dir/$scheme" >"$dir/$scheme.out" 2>&1 || { cat "$dir/$scheme.out"; exit 1; }
+  for g in 0 1; do
+    line=$(grep '"phase":"test"' "$dir/$scheme/metrics.jsonl" | grep "\"group\":$g,\"worker\":0" | tail -1)
+    loss=$(echo "$line" | sed 's/.*"loss":\([^,}]*\).*/\1/')
+    awk -v l="$loss" 'BEGIN { exit !(l + 0 > 0 && l + 0 < 2.0) }' \
+      || { echo "$scheme group $g: test loss '$loss' after 25 steps"; exit 1; }
+  done
+  echo "hybrid LeNet, $scheme, spread groups:  test loss of group 0 $(final "$dir/$scheme")"
+done
 
 # resume: ends at step 20 (checkpoints at 10, 20), resumed to 30
 spread=("${mlp[@]}" "${split[@]}" -o cluster.nworkers_per_group=2 -o cluster.nworkers_per_procs=1
