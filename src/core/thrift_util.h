@@ -1,5 +1,6 @@
-/* Thrift c_glib pieces shoal's RPC needs that the library (0.17) lacks or
- * gets wrong; used by both ends of the parameter service.
+/* Thrift c_glib pieces shoal needs that the library (0.17) lacks or gets
+ * wrong; used by both ends of the parameter service and, the protocol, by
+ * the Record codec (data/record.c).
  *
  * ShoalThriftSocket replaces ThriftSocket + ThriftBufferedTransport.  The
  * stock pair reads every field with its own recv (the "buffered"
@@ -17,7 +18,10 @@
  * by the bytes the message may still hold (the stock reader allocates
  * whatever length garbage declares), nesting at most 32 deep, no field
  * repeated inside one struct (the generated readers mishandle repeats),
- * known container element types only.  A "sink" lets one expected binary
+ * known field and container element types only, container counts bounded
+ * by the bytes their elements take at the fewest, and optionally one list
+ * field whose element type must be the schema's (see
+ * shoal_thrift_protocol_expect_list).  A "sink" lets one expected binary
  * field of a reply land directly in caller memory (see
  * shoal_thrift_protocol_set_sink). */
 #ifndef SHOAL_THRIFT_UTIL_H
@@ -71,6 +75,20 @@ typedef struct _ShoalThriftProtocol ShoalThriftProtocol;
  * checkReadBytesAvailable bounds every length read.  Unref when done. */
 ShoalThriftProtocol *shoal_thrift_protocol_new (ThriftTransport *transport);
 ThriftProtocol *shoal_thrift_protocol_base (ShoalThriftProtocol *protocol);
+
+/* Forgets where a read that failed midway stopped.  Reading a message
+ * header does this itself; a reader of bare structs (thrift_struct_read,
+ * as the Record codec) calls it before every struct. */
+void shoal_thrift_protocol_reset (ShoalThriftProtocol *protocol);
+
+/* From now on a list that is the value of field `fid` of a struct at
+ * nesting `depth` (1 = the outermost struct read) must declare elements of
+ * `element_type`, or the read fails: the generated readers take a list's
+ * elements as the schema says, whatever the list declares, and leak the
+ * element being read when the data then ends midway.  depth 0 turns the
+ * check off. */
+void shoal_thrift_protocol_expect_list (ShoalThriftProtocol *protocol, int depth, int fid,
+                                        ThriftType element_type);
 
 /* Arms the sink for the next reply read: a binary field of exactly
  * `len` bytes with field id `fid` in a struct at nesting `depth` (1 = the
