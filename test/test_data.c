@@ -345,6 +345,49 @@ test_record_corrupt (void)
   g_assert_cmpmem (out.pixels, 6, px, 6);
   g_byte_array_unref (b);
 
+  /* what the hardened protocol (core/thrift_util.c) refuses before the
+   * generated reader could leak or crash on it */
+  for (int c = 0; c < 4; c++)
+    {
+      static const char *const parts[] = {
+        "field 2 is a list of byte, not of i32",   /* read as i32 regardless */
+        "a field declares 12 bytes",               /* 3 dims, 2 present */
+        "field 3 appears twice",
+        "unknown element type 1",
+      };
+      b = g_byte_array_new ();
+      if (c == 0)
+        {
+          put_field (b, T_LIST, 2);
+          put_u8 (b, 3 /* byte */);
+          put_be32 (b, 2);
+          put_be32 (b, 0x02030000);
+        }
+      else if (c == 1)
+        {
+          put_field (b, T_LIST, 2);
+          put_u8 (b, T_I32);
+          put_be32 (b, 3);
+          put_be32 (b, 2);
+          put_be32 (b, 3);
+        }
+      else if (c == 2)
+        {
+          put_shape (b, 2, dims);
+          put_binary (b, 3, px, 6);
+          put_binary (b, 3, px, 6);
+        }
+      else
+        {
+          put_field (b, T_LIST, 7);
+          put_u8 (b, 1 /* void */);
+          put_be32 (b, 0);
+        }
+      put_u8 (b, 0);
+      assert_decode_fails (codec, b->data, b->len, parts[c]);
+      g_byte_array_unref (b);
+    }
+
   /* the encoder refuses what it could not write consistently */
   ShoalRecordView bad = { .shape = shoal_shape_make (1, 3), .kind = SHOAL_RECORD_FLOATS };
   g_assert_false (shoal_record_codec_encode (codec, &bad, &bytes, &len, &error));

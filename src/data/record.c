@@ -11,16 +11,17 @@
  *  - The generated reader appends to the shape list and frees a binary
  *    field it meets twice with g_free (heap corruption: the array came from
  *    g_slice).  The decode struct is reset by hand before every read, and
- *    ShoalRecordProtocol rejects records that repeat a field. */
+ *    the hardened protocol of core/thrift_util.h rejects records that
+ *    repeat a field (and bounds lengths and counts by the bytes left). */
 #include "data/record.h"
 
 #include <string.h>
 
 #include <thrift/c_glib/thrift.h>
-#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "core/error.h"
+#include "core/thrift_util.h"
 #include "shoal_record_types.h"
 
 /* ---- a memory transport that reads from borrowed bytes --------------- */
@@ -107,221 +108,6 @@ shoal_record_buffer_class_init (ShoalRecordBufferClass *klass)
   ttc->checkReadBytesAvailable = record_buffer_check_available;
 }
 
-/* ---- a binary protocol that refuses repeated fields --------------------- */
-
-/* Corrupt bytes must fail, not crash: the generated reader frees a binary
- * field it meets a second time with g_free (the GByteArray came from
- * g_slice), so this protocol fails a record that repeats a field before
- * the generated code sees the repeat; and it reads binary fields itself
- * (below).  Both were found by the fuzz loop in test/test_data.c. */
-typedef struct {
-  ThriftBinaryProtocol parent;
-  int depth;          /* struct nesting; the Record itself is depth 1 */
-  guint32 seen;       /* bit i: Record field i was read */
-  gint16 field;       /* the Record field being read, and its wire type */
-  ThriftType field_type;
-} ShoalRecordProtocol;
-
-typedef struct {
-  ThriftBinaryProtocolClass parent;
-} ShoalRecordProtocolClass;
-
-GType shoal_record_protocol_get_type (void);
-G_DEFINE_TYPE (ShoalRecordProtocol, shoal_record_protocol, THRIFT_TYPE_BINARY_PROTOCOL)
-
-#define PARENT_PROTOCOL THRIFT_PROTOCOL_CLASS (shoal_record_protocol_parent_class)
-
-static gint32
-record_protocol_read_struct_begin (ThriftProtocol *protocol, gchar **name, GError **error)
-{
-  ((ShoalRecordProtocol *) protocol)->depth++;
-  return PARENT_PROTOCOL->read_struct_begin (protocol, name, error);
-}
-
-static gint32
-record_protocol_read_struct_end (ThriftProtocol *protocol, GError **error)
-{
-  ((ShoalRecordProtocol *) protocol)->depth--;
-  return PARENT_PROTOCOL->read_struct_end (protocol, error);
-}
-
-static gint32
-record_protocol_read_field_begin (ThriftProtocol *protocol, gchar **name, ThriftType *type,
-                                  gint16 *id, GError **error)
-{
-  ShoalRecordProtocol *self = (ShoalRecordProtocol *) protocol;
-  gint32 ret = PARENT_PROTOCOL->read_field_begin (protocol, name, type, id, error);
-
-  if (ret >= 0 && self->depth == 1)
-    {
-      self->field = *id;
-      self->field_type = *type;
-    }
-  if (ret >= 0 && self->depth == 1 && *type != T_STOP && *id >= 0 && *id < 32)
-    {
-      guint32 bit = 1u << *id;
-      if (self->seen & bit)
-        {
-          g_set_error (error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_INVALID_DATA,
-                       "field %d appears twice", *id);
-          return -1;
-        }
-      self->seen |= bit;
-    }
-  return ret;
-}
-
-/* Debian's 0.17 reader takes a negative length (a flipped high bit) for an
- * empty field of 4 GB with a NULL buffer, which the generated code then
- * copies.  This one refuses it and bounds the length by the bytes left. */
-static gint32
-record_protocol_read_binary (ThriftProtocol *protocol, gpointer *buf, guint32 *len, GError **error)
-{
-  ThriftTransport *transport = protocol->transport;
-  gint32 n, ret;
-
-  *buf = NULL;
-  *len = 0;
-  if ((ret = thrift_protocol_read_i32 (protocol, &n, error)) < 0)
-    return -1;
-  if (n < 0)
-    {
-      g_set_error (error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_NEGATIVE_SIZE,
-                   "a binary field declares %d bytes", n);
-      return -1;
-    }
-  if (n == 0)
-    return ret;
-  if (!THRIFT_TRANSPORT_GET_CLASS (transport)->checkReadBytesAvailable (transport, n, error))
-    return -1;
-  *buf = g_malloc ((gsize) n);
-  if (thrift_transport_read_all (transport, *buf, (guint32) n, error) < 0)
-    {
-      g_free (*buf);
-      *buf = NULL;
-      return -1;
-    }
-  *len = (guint32) n;
-  return ret + n;
-}
-
-/* The fewest bytes an element of type t takes on the wire; 0: not a type. */
-static int
-element_min_bytes (gint8 t)
-{
-  switch (t)
-    {
-    case T_BOOL: case T_BYTE: case T_STRUCT:
-      return 1;
-    case T_I16:
-      return 2;
-    case T_I32: case T_STRING:
-      return 4;
-    case T_LIST: case T_SET:
-      return 5;
-    case T_MAP:
-      return 6;
-    case T_DOUBLE: case T_I64:
-      return 8;
-    default:
-      return 0;
-    }
-}
-
-/* The library's container readers set their GError twice on two unknown
- * element types (a GLib critical); these check types and sizes first. */
-static gint32
-read_container_begin (ThriftProtocol *protocol, int ntypes, ThriftType *types, guint32 *size,
-                      GError **error)
-{
-  ThriftTransport *transport = protocol->transport;
-  gint32 ret, xfer = 0, n;
-  glong element_bytes = 0;
-
-  for (int i = 0; i < ntypes; i++)
-    {
-      gint8 t;
-      if ((ret = thrift_protocol_read_byte (protocol, &t, error)) < 0)
-        return -1;
-      xfer += ret;
-      element_bytes += element_min_bytes (t);
-      if (element_min_bytes (t) == 0)
-        {
-          g_set_error (error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_INVALID_DATA,
-                       "a container of unknown element type %d", t);
-          return -1;
-        }
-      types[i] = (ThriftType) t;
-    }
-  if ((ret = thrift_protocol_read_i32 (protocol, &n, error)) < 0)
-    return -1;
-  xfer += ret;
-  if (n < 0)
-    {
-      g_set_error (error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_NEGATIVE_SIZE,
-                   "a container declares %d elements", n);
-      return -1;
-    }
-  /* the generated reader of a list of i32 leaks an element when a read
-   * fails midway (found by fuzz/fuzz_record.c): all elements must be there */
-  if (!THRIFT_TRANSPORT_GET_CLASS (transport)->checkReadBytesAvailable (transport,
-                                                                        (glong) n * element_bytes,
-                                                                        error))
-    return -1;
-  *size = (guint32) n;
-  return xfer;
-}
-
-/* The generated reader takes the shape's elements as i32 whatever the
- * list declares; a list of bytes would pass the length check and then
- * end midway. */
-static gint32
-record_protocol_read_list_begin (ThriftProtocol *protocol, ThriftType *type, guint32 *size,
-                                 GError **error)
-{
-  ShoalRecordProtocol *self = (ShoalRecordProtocol *) protocol;
-  gint32 ret = read_container_begin (protocol, 1, type, size, error);
-
-  if (ret >= 0 && self->depth == 1 && self->field == 2 && self->field_type == T_LIST
-      && *type != T_I32)
-    {
-      g_set_error (error, THRIFT_PROTOCOL_ERROR, THRIFT_PROTOCOL_ERROR_INVALID_DATA,
-                   "the shape is a list of element type %d, not i32", *type);
-      return -1;
-    }
-  return ret;
-}
-
-static gint32
-record_protocol_read_map_begin (ThriftProtocol *protocol, ThriftType *key_type,
-                                ThriftType *value_type, guint32 *size, GError **error)
-{
-  ThriftType types[2];
-  gint32 ret = read_container_begin (protocol, 2, types, size, error);
-  *key_type = types[0];
-  *value_type = types[1];
-  return ret;
-}
-
-static void
-shoal_record_protocol_init (ShoalRecordProtocol *self)
-{
-  self->depth = 0;
-}
-
-static void
-shoal_record_protocol_class_init (ShoalRecordProtocolClass *klass)
-{
-  ThriftProtocolClass *pc = THRIFT_PROTOCOL_CLASS (klass);
-
-  pc->read_struct_begin = record_protocol_read_struct_begin;
-  pc->read_struct_end = record_protocol_read_struct_end;
-  pc->read_field_begin = record_protocol_read_field_begin;
-  pc->read_binary = record_protocol_read_binary;
-  pc->read_list_begin = record_protocol_read_list_begin;   /* sets read through it too */
-  pc->read_map_begin = record_protocol_read_map_begin;
-}
-
 /* ---- types ------------------------------------------------------------ */
 
 void
@@ -331,11 +117,10 @@ shoal_record_types_init (void)
 
   if (g_once_init_enter (&done))
     {
+      shoal_thrift_types_init ();
       g_type_ensure (THRIFT_TYPE_MEMORY_BUFFER);
-      g_type_ensure (THRIFT_TYPE_BINARY_PROTOCOL);
       g_type_ensure (SHOAL_TYPE_RECORD);
       g_type_ensure (shoal_record_buffer_get_type ());
-      g_type_ensure (shoal_record_protocol_get_type ());
       g_once_init_leave (&done, 1);
     }
 }
@@ -344,7 +129,7 @@ shoal_record_types_init (void)
 
 struct _ShoalRecordCodec {
   ShoalRecordBuffer *buffer;
-  ThriftProtocol *protocol;   /* a ShoalRecordProtocol */
+  ShoalThriftProtocol *protocol;
   ShoalRecord *dec;           /* reset before every decode */
   ShoalRecord *enc;           /* its byte arrays are reused across encodes */
 };
@@ -356,8 +141,9 @@ shoal_record_codec_new (void)
 
   shoal_record_types_init ();
   codec->buffer = g_object_new (shoal_record_buffer_get_type (), NULL);
-  codec->protocol = g_object_new (shoal_record_protocol_get_type (), "transport", codec->buffer,
-                                  NULL);
+  codec->protocol = shoal_thrift_protocol_new (THRIFT_TRANSPORT (codec->buffer));
+  /* the shape (field 2) is read as i32 whatever its list declares */
+  shoal_thrift_protocol_expect_list (codec->protocol, 1, 2, T_I32);
   codec->dec = g_object_new (SHOAL_TYPE_RECORD, NULL);
   codec->enc = g_object_new (SHOAL_TYPE_RECORD, NULL);
   codec->enc->pixels = g_byte_array_new ();
@@ -480,7 +266,8 @@ shoal_record_codec_encode (ShoalRecordCodec *codec, const ShoalRecordView *rec,
 #endif
 
   g_byte_array_set_size (out, 0);
-  if (thrift_struct_write (THRIFT_STRUCT (r), codec->protocol, &terr) < 0)
+  if (thrift_struct_write (THRIFT_STRUCT (r), shoal_thrift_protocol_base (codec->protocol), &terr)
+      < 0)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
                    "record to encode: %s", terr ? terr->message : "write failed");
@@ -522,9 +309,8 @@ shoal_record_codec_decode (ShoalRecordCodec *codec, const void *bytes, gsize len
   in->rd = bytes;
   in->rd_len = len;
   in->rd_pos = 0;
-  ((ShoalRecordProtocol *) codec->protocol)->depth = 0;
-  ((ShoalRecordProtocol *) codec->protocol)->seen = 0;
-  ret = thrift_struct_read (THRIFT_STRUCT (r), codec->protocol, &terr);
+  shoal_thrift_protocol_reset (codec->protocol);
+  ret = thrift_struct_read (THRIFT_STRUCT (r), shoal_thrift_protocol_base (codec->protocol), &terr);
   in->rd = NULL;
   if (ret < 0)
     {
