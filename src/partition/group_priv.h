@@ -85,6 +85,7 @@ struct _ShoalGroupNet {
   GPtrArray *land_bufs;       /* leader: the remote batch-split gradients' buffers */
   GArray **proc_values;       /* [nprocs] leader: ValueRange each follower gets before a step */
   guint64 seq;                /* commands sent (leader) or taken (follower) */
+  float **sent_values;        /* [nprocs] leader: the values of the last test forward sent */
   gboolean finished;          /* the followers were told to quit */
   GError *wire_error;         /* the first failure of the wire; later waits give up at once */
   gint64 wait_ms;             /* longest wait for bridge data and results */

@@ -38,6 +38,8 @@ typedef struct {
   guint32 phase;
   guint32 failed;   /* QUIT: the leader failed; a result: the follower failed, message follows */
   guint64 seq;
+  guint32 values;   /* a forward or step: the values follow (else: as in the last command) */
+  guint32 reserved;
 } Header;
 
 typedef struct {
@@ -370,6 +372,9 @@ spread_free (ShoalGroupNet *g)
       g_array_free (g->proc_values[j], TRUE);
   g_free (g->proc_values);
   g->proc_values = NULL;
+  for (int j = 0; g->sent_values != NULL && j < g->wire->nprocs; j++)
+    shoal_free_aligned (g->sent_values[j]);
+  g_clear_pointer (&g->sent_values, g_free);
   if (g->land_bufs != NULL)
     g_ptr_array_free (g->land_bufs, TRUE);
   g->land_bufs = NULL;
@@ -379,7 +384,7 @@ spread_free (ShoalGroupNet *g)
 static GByteArray *
 header (guint32 cmd, guint32 phase, guint32 failed, guint64 seq)
 {
-  Header h = { WIRE_MAGIC, cmd, phase, failed, seq };
+  Header h = { WIRE_MAGIC, cmd, phase, failed, seq, 0, 0 };
   GByteArray *b = g_byte_array_new ();
   put (b, &h, sizeof h);
   return b;
@@ -403,16 +408,68 @@ parts_in_proc (ShoalGroupNet *g, const PlanLayer *o, int j)
 
 /* ---- leader ------------------------------------------------------------- */
 
+/* Whether process j's values are those its last command carried. */
+static gboolean
+same_as_sent (ShoalGroupNet *g, int j)
+{
+  if (g->sent_values == NULL || g->sent_values[j] == NULL)
+    return FALSE;
+  GArray *vr = g->proc_values[j];
+  const float *sent = g->sent_values[j];
+  for (guint i = 0; i < vr->len; i++)
+    {
+      const ValueRange *v = &g_array_index (vr, ValueRange, i);
+      if (memcmp (sent, g->store->values + v->offset, v->count * sizeof (float)) != 0)
+        return FALSE;
+      sent += v->count;
+    }
+  return TRUE;
+}
+
+/* Keeps a copy of process j's values for the test forwards that follow
+ * (keep), or forgets it (train steps change the values anyway). */
+static void
+remember_sent (ShoalGroupNet *g, int j, gboolean keep)
+{
+  if (g->sent_values == NULL)
+    g->sent_values = g_new0 (float *, g->wire->nprocs);
+  if (!keep)
+    {
+      g_clear_pointer (&g->sent_values[j], shoal_free_aligned);
+      return;
+    }
+  GArray *vr = g->proc_values[j];
+  size_t total = 0;
+  for (guint i = 0; i < vr->len; i++)
+    total += g_array_index (vr, ValueRange, i).count;
+  if (g->sent_values[j] == NULL)
+    g->sent_values[j] = shoal_alloc_floats (MAX (total, (size_t) 1));
+  float *dst = g->sent_values[j];
+  for (guint i = 0; i < vr->len; i++)
+    {
+      const ValueRange *v = &g_array_index (vr, ValueRange, i);
+      memcpy (dst, g->store->values + v->offset, v->count * sizeof (float));
+      dst += v->count;
+    }
+}
+
 void
 spread_send_command (ShoalGroupNet *g, Command cmd)
 {
   if (wire_failed (g))
     return;
   g->seq++;
+  /* within a test pass (a run of test forwards) the values stay: a
+   * copy of what was sent tells, cheaper than sending them again */
+  gboolean test = cmd == CMD_FORWARD && g->phase == SHOAL_PHASE_TEST;
   for (int j = 1; j < g->wire->nprocs; j++)
     {
+      gboolean values = cmd != CMD_BACKWARD && !(test && same_as_sent (g, j));
+      if (values)
+        remember_sent (g, j, test);
       GByteArray *b = header (cmd, g->phase, 0, g->seq);
-      if (cmd != CMD_BACKWARD)
+      ((Header *) b->data)->values = values;
+      if (values)
         {
           GArray *vr = g->proc_values[j];
           for (guint i = 0; i < vr->len; i++)
@@ -731,7 +788,7 @@ shoal_group_net_serve (ShoalGroupNet *g, GError **error)
         case CMD_FORWARD:
         case CMD_STEP:
         case CMD_BACKWARD:
-          if (h.cmd != CMD_BACKWARD && !take_values (g, &r))
+          if (h.values ? !take_values (g, &r) : r.p != r.end)
             {
               damaged (g, "command");
               break;
