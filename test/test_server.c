@@ -96,6 +96,11 @@ test_sync_averages (void)
   g_assert_false (shoal_server_pull (server, 1, NULL, e - b, 1, 20000, NULL, &error));
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
   g_clear_error (&error);
+  /* a version no slice reaches is refused at once, however long the pull may wait */
+  g_assert_false (shoal_server_pull (server, 1, NULL, e - b, SHOAL_SERVER_MAX_VERSION + 1, -1, NULL, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+  g_assert_nonnull (strstr (error->message, "beyond the highest a slice reaches"));
+  g_clear_error (&error);
 
   /* the third arrives while a pull waits for it */
   GThread *t2 = g_thread_new ("p2", push_thread, &p[2]);

@@ -319,6 +319,14 @@ shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 
   Slice *s = checked_slice (server, "pull", slice, n, error);
   if (s == NULL)
     return FALSE;
+  if (min_version > SHOAL_SERVER_MAX_VERSION)
+    {
+      /* no put or update gets there: the wait could only time out */
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "pull: slice %d: version %" G_GINT64_FORMAT " is beyond the highest a slice reaches (2^62)",
+                   slice, min_version);
+      return FALSE;
+    }
   stat_add (&server->stats.pulls, 1);  /* calls received, waiting ones included */
   gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
 
