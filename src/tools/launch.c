@@ -561,13 +561,20 @@ again:;
   g_free (start_us);
   pid_t parent = getpid ();
   int started = 0;
+  /* every rank runs here: their worker threads share this machine's cores */
+  int all_workers = 0;
+  for (int r = 0; r < layout->nprocs; r++)
+    all_workers += (int) layout->procs[r].workers->len;
+  char host_workers[16];
+  g_snprintf (host_workers, sizeof host_workers, "%d", all_workers);
   for (int r = 0; r < layout->nprocs; r++)
     {
       char rank[16];
       g_snprintf (rank, sizeof rank, "%d", r);
-      const char *argv[16] = { "shoal", "proc", conf_path, "--rank", rank, "--endpoints", endpoint_list,
-                               "--token-file", token_path, "--workspace", workspace };
-      int argc = 11;
+      const char *argv[20] = { "shoal", "proc", conf_path, "--rank", rank, "--endpoints", endpoint_list,
+                               "--token-file", token_path, "--workspace", workspace,
+                               "--host-workers", host_workers };
+      int argc = 13;
       if (resume)
         {
           argv[argc++] = "--resume-step";
@@ -734,7 +741,8 @@ out:
  * file order, as mpirun maps ranks by slot, and ranks beyond the slots
  * wrap around. */
 static char **
-hostfile_endpoints (const char *path, const ShoalLayout *layout, int base_port, GError **error)
+hostfile_endpoints (const char *path, const ShoalLayout *layout, int base_port, int rank,
+                    int *host_workers, GError **error)
 {
   char *text = NULL;
   GError *local = NULL;
@@ -787,12 +795,16 @@ hostfile_endpoints (const char *path, const ShoalLayout *layout, int base_port, 
   if (ok)
     {
       endpoints = g_new0 (char *, layout->nprocs + 1);
+      const char *mine = g_ptr_array_index (slots, (guint) rank % slots->len);
+      *host_workers = 0;
       for (int r = 0; r < layout->nprocs; r++)
         {
           const char *host = g_ptr_array_index (slots, (guint) r % slots->len);
           endpoints[r] = shoal_layout_rank_listens (layout, r)
                            ? g_strdup_printf ("%s:%d", host, base_port + r)
                            : g_strdup ("");
+          if (strcmp (host, mine) == 0)
+            *host_workers += (int) layout->procs[r].workers->len;
         }
     }
   g_ptr_array_free (slots, TRUE);
@@ -855,7 +867,7 @@ read_token (const char *token_file, GError **error)
 int
 shoal_cmd_proc (int argc, char **argv)
 {
-  int rank = -1, base_port = DEFAULT_BASE_PORT;
+  int rank = -1, base_port = DEFAULT_BASE_PORT, host_workers = 0;
   char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
   gboolean quiet = FALSE;
   gint64 resume_step = -1;
@@ -875,6 +887,9 @@ shoal_cmd_proc (int argc, char **argv)
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
       "directory for metrics.jsonl (default: workspace/JOBNAME)", "DIR" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
+    { "host-workers", 0, 0, G_OPTION_ARG_INT, &host_workers,
+      "worker threads of all ranks on this machine, which share its cores for BLAS (default: "
+      "counted from --hostfile, else this rank's)", "N" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - run one rank of a multi-process job");
@@ -936,7 +951,10 @@ shoal_cmd_proc (int argc, char **argv)
                        base_port, layout->nprocs);
           goto out;
         }
-      endpoints = hostfile_endpoints (hostfile, layout, base_port, &error);
+      int hosted = 0;
+      endpoints = hostfile_endpoints (hostfile, layout, base_port, rank, &hosted, &error);
+      if (host_workers == 0)
+        host_workers = hosted;
       if (endpoints == NULL)
         goto out;
     }
@@ -965,7 +983,7 @@ shoal_cmd_proc (int argc, char **argv)
   ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
                            .token = token, .append_metrics = TRUE, .resume = resume_step >= 0,
-                           .resume_step = resume_step };
+                           .resume_step = resume_step, .host_workers = MAX (host_workers, 0) };
   shoal_install_stop_handlers ();
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))

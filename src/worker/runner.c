@@ -32,7 +32,7 @@ shoal_set_blas_threads (int requested, int local_workers)
   int cores = (int) g_get_num_processors ();
   int n = requested > 0 ? requested : MAX (1, cores / MAX (local_workers, 1));
   openblas_set_num_threads (n);
-  g_message ("BLAS threads: %d (%d cores, %d worker thread%s in this process)", n, cores,
+  g_message ("BLAS threads: %d (%d cores, %d worker thread%s sharing them)", n, cores,
              local_workers, local_workers == 1 ? "" : "s");
   return n;
 }
@@ -760,7 +760,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   g_free (ckpt_dir);
   if (p.ckpt == NULL)
     goto out;
-  shoal_set_blas_threads (job->threads, MAX ((int) p.proc->workers->len, 1));
+  shoal_set_blas_threads (job->threads, MAX (MAX ((int) p.proc->workers->len, 1), opts->host_workers));
 
   if (!plan_units (&p, error))
     goto out;

@@ -42,6 +42,11 @@ one=$(run one "${mlp[@]}" "${split[@]}" -o cluster.nworkers_per_group=2 -o clust
 sandblaster=$(run sandblaster "${mlp[@]}" "${split[@]}" -o cluster.nworkers_per_group=2 \
   -o cluster.nworkers_per_procs=1 -o cluster.server_worker_separate=true)
 grep -q "rank 1: group 0 from worker 1: ran its leader's steps" "$dir/sandblaster.out"
+# two worker processes on this machine share its cores: BLAS threads split
+cores=$(nproc)
+want=$(( cores / 2 > 0 ? cores / 2 : 1 ))
+[ "$(grep -c "BLAS threads: $want ($cores cores, 2 worker threads sharing them)" "$dir/sandblaster.out")" -ge 2 ] \
+  || { grep "BLAS threads" "$dir/sandblaster.out"; echo "BLAS threads not split between the ranks"; exit 1; }
 allreduce4=$(run allreduce4 "${mlp[@]}" "${split[@]}" -o cluster.nworkers_per_group=4 \
   -o cluster.nworkers_per_procs=2 -o cluster.nservers_per_group=4 -o cluster.nservers_per_procs=2)
 one4=$(run one4 "${mlp[@]}" "${split[@]}" -o cluster.nworkers_per_group=4 -o cluster.nworkers_per_procs=4)
