@@ -190,10 +190,8 @@ wire_send_data (ShoalBridgeLink *link, ShoalLayer *src)
   put (b, src->out.data, count * sizeof (float));
   if (labels)
     put (b, src->label.data, (size_t) rows * sizeof (float));
-  if (!wire_failed (wl->g))
-    send_msg (wl->g, wl->dst_proc, wl->data_ch, b);
-  else
-    g_byte_array_unref (b);
+  /* sent after a failure too: the peer must not wait for it */
+  send_msg (wl->g, wl->dst_proc, wl->data_ch, b);
 }
 
 static void
@@ -243,10 +241,7 @@ wire_send_grad (ShoalBridgeLink *link, ShoalLayer *dst)
   GByteArray *b = g_byte_array_sized_new ((guint) (4 + count * sizeof (float)));
   put (b, &rows, sizeof rows);
   put (b, dst->grad.data, count * sizeof (float));
-  if (!wire_failed (wl->g))
-    send_msg (wl->g, wl->src_proc, wl->grad_ch, b);
-  else
-    g_byte_array_unref (b);
+  send_msg (wl->g, wl->src_proc, wl->grad_ch, b);
 }
 
 static void
