@@ -5,8 +5,9 @@
 # server rank in one and its worker rank in the other, both started by
 # hand with `shoal proc --hostfile`, so every call crosses the link; the
 # server must listen on its host's address from the hostfile, not on
-# 0.0.0.0 or loopback.  Skipped where namespaces cannot be made (no root,
-# a container without CAP_SYS_ADMIN).  Usage: multihost_netns.sh BUILD
+# 0.0.0.0 or loopback.  Then a worker group spread over both "hosts"
+# (bridges between them) trains too.  Skipped where namespaces cannot be
+# made (no root, a container without CAP_SYS_ADMIN).  Usage: multihost_netns.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
@@ -81,3 +82,30 @@ acc=${line##* }
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "accuracy $acc below 0.80"
 grep -q '"group":0,"worker":0,"phase":"test"' "$dir/ws/metrics.jsonl" || fail "no test line in metrics.jsonl"
 echo "multihost over netns: accuracy $acc, ok"
+
+# a group spread over the two "hosts" (fc1 split by feature, a worker and a
+# server on each, AllReduce's layout): bridge messages cross the link too
+small_job_conf "$dir/spread.conf" conf/allreduce.conf
+sed -i 's/^\[layer fc1\]$/[layer fc1]\npartition_dim = 1/' "$dir/spread.conf"
+grep -q '^partition_dim = 1$' "$dir/spread.conf" || fail "no [layer fc1] in the MLP example"
+args=("$dir/spread.conf" --hostfile "$dir/hosts" --token-file "$dir/token" --workspace "$dir/spread" -q)
+ip netns exec "$ns_s" timeout -k 5 150 "$BUILD/shoal" proc "${args[@]}" --rank 1 \
+  >"$dir/follower.out" 2>"$dir/follower.err" &
+server_pid=$!
+rc=0
+ip netns exec "$ns_w" timeout -k 5 150 "$BUILD/shoal" proc "${args[@]}" --rank 0 \
+  >"$dir/leader.out" 2>"$dir/leader.err" || rc=$?
+cat "$dir/leader.out"
+[ "$rc" -eq 0 ] || { tail -20 "$dir/leader.err"; fail "the leader rank exited with $rc"; }
+src=$server_pid
+server_pid=
+rc=0
+wait "$src" || rc=$?
+cat "$dir/follower.out"
+[ "$rc" -eq 0 ] || { tail -20 "$dir/follower.err"; fail "the follower rank exited with $rc"; }
+grep -qx "rank 1: group 0 from worker 1: ran its leader's steps" "$dir/follower.out" || fail "rank 1 did not follow"
+line=$(grep -E '^rank 0: group 0 worker 0: 600 steps at [0-9]+ samples/s, test accuracy ' "$dir/leader.out") \
+  || fail "no result line of the leader"
+acc=${line##* }
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || fail "spread group: accuracy $acc below 0.80"
+echo "spread group over netns: accuracy $acc, ok"
