@@ -131,14 +131,17 @@ guint shoal_group_net_metrics (ShoalGroupNet *group, ShoalMetric *out, guint n);
 int shoal_group_net_batch_rows (ShoalGroupNet *group);
 /* Rows of a full batch of the group, as the unpartitioned net's input. */
 int shoal_group_net_batch_size (ShoalGroupNet *group);
-/* Worker 0's part of the first input layer (num_records for epochs: with
- * a batch-split input it counts worker 0's shard). */
+/* The first local worker's part of the first input layer (worker 0's but
+ * on a spread group's follower; num_records for epochs: with a
+ * batch-split input it counts that worker's shard).  NULL on a follower
+ * whose workers read no input of their own. */
 ShoalLayer *shoal_group_net_input (ShoalGroupNet *group);
 
-/* Borrowed: worker w's sub-net. */
+/* Borrowed: worker w's sub-net (NULL for a worker of a spread group that
+ * lives in another process). */
 ShoalNet *shoal_group_net_worker (ShoalGroupNet *group, int worker);
 /* Worker w's part of the original layer `name` (or a connection layer of
- * its sub-net); NULL when the worker has none. */
+ * its sub-net); NULL when the worker has none or lives in another process. */
 ShoalLayer *shoal_group_net_find (ShoalGroupNet *group, int worker, const char *name);
 /* The original layers, topological order, each with the partition dim it
  * got (layer->partition_dim) and, for layers with params, the group
