@@ -11,7 +11,8 @@
  * wait for a version that never comes (up to a day, by design): when no
  * answer came within 20 ms the harness puts version 2^62 (the most a put
  * may set) into every hosted slice, which wakes it.  Every input starts
- * from the same values and versions. */
+ * from the same values and versions; a SYNC server that an input gave a
+ * stop step (stop_at, which lasts) is replaced by a fresh one. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -34,6 +35,9 @@ typedef struct {
   ShoalRpcServer *rpc;
   int port;
   int nslices;
+  ShoalUpdateMode mode;
+  int contributors;
+  gboolean host_even;
 } Target;
 
 static ShoalParamStore *layout;
@@ -44,6 +48,9 @@ int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 static void
 target_start (Target *t, ShoalUpdateMode mode, int contributors, int nslices, gboolean host_even)
 {
+  t->mode = mode;
+  t->contributors = contributors;
+  t->host_even = host_even;
   ShoalUpdaterConf upd;
   ShoalServerOptions sopts = { .mode = mode, .sync_contributors = contributors, .nslices = nslices };
   ShoalRpcServerOptions ropts = { 0 };
@@ -183,5 +190,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (fuzz_verbose)
     g_printerr ("fuzz: %zu bytes of replies, %d wake-ups\n", got, round);
   put_all (t, 0);
+  if (shoal_server_stop_step (t->server) >= 0)
+    {
+      shoal_rpc_server_stop (t->rpc);
+      shoal_server_free (t->server);
+      target_start (t, t->mode, t->contributors, t->nslices, t->host_even);
+    }
   return 0;
 }

@@ -1,6 +1,6 @@
 /* The param client against in-process servers: slices pushed as layers
- * complete, values pulled back, Downpour's n_push / n_fetch, and a
- * checkpoint of the servers it uses. */
+ * complete, values pulled back, Downpour's n_push / n_fetch, a
+ * checkpoint of the servers it uses, and a step refused by a stop. */
 #include <glib.h>
 #include <string.h>
 
@@ -163,6 +163,60 @@ test_checkpoint_servers (void)
   shoal_param_store_free (layout);
 }
 
+/* Two SYNC units of one group: B pushes step 1 while A stops there
+ * (stop_at).  B's wait fails with SHOAL_ERROR_STOPPED and the step the
+ * servers stop at; B's values stay those of step 1 and no slice moved. */
+static void
+test_stop_refuses_step (void)
+{
+  ShoalParamStore *layout = make_store (), *sa = make_store (), *sb = make_store ();
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
+  u.schedule.lr = 0.5f;
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 4 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  shoal_server_host_all (server);
+  ShoalParamClient *a = connect_local (sa, server, SHOAL_UPDATE_SYNC);
+  ShoalParamClient *b = connect_local (sb, server, SHOAL_UPDATE_SYNC);
+  GError *error = NULL;
+
+  /* step 0 together: values 1 - 0.5 * mean (1, 5) = -0.5 */
+  for (size_t i = 0; i < 64; i++)
+    {
+      sa->grads[i] = 1.0f;
+      sb->grads[i] = 5.0f;
+    }
+  shoal_param_client_step_done (a, 0);
+  shoal_param_client_step_done (b, 0);
+  g_assert_true (shoal_param_client_wait (a, &error));
+  g_assert_true (shoal_param_client_wait (b, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat_with_epsilon (sb->values[0], -0.5f, 1e-6);
+
+  /* B goes on into step 1; A stops there */
+  for (size_t i = 0; i < 64; i++)
+    sb->grads[i] = 5.0f;
+  shoal_param_client_step_done (b, 1);
+  g_assert_cmpint (shoal_param_client_stop_step (a), ==, -1);
+  g_assert_true (shoal_param_client_stop_at (a, 1, &error));
+  g_assert_no_error (error);
+  g_assert_false (shoal_param_client_wait (b, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  g_assert_cmpint (shoal_param_client_stop_step (b), ==, 1);
+  for (size_t i = 0; i < 64; i++)
+    g_assert_cmpfloat_with_epsilon (sb->values[i], -0.5f, 1e-6);
+  for (int s = 0; s < 4; s++)
+    g_assert_cmpint (shoal_server_slice_version (server, s), ==, 1);
+
+  shoal_param_client_free (a);
+  shoal_param_client_free (b);
+  shoal_server_free (server);
+  shoal_param_store_free (sa);
+  shoal_param_store_free (sb);
+  shoal_param_store_free (layout);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -170,5 +224,6 @@ main (int argc, char **argv)
   g_test_add_func ("/param-client/sync-round-trip", test_sync_round_trip);
   g_test_add_func ("/param-client/push-and-fetch-frequency", test_push_and_fetch_frequency);
   g_test_add_func ("/param-client/checkpoint-servers", test_checkpoint_servers);
+  g_test_add_func ("/param-client/stop-refuses-step", test_stop_refuses_step);
   return g_test_run ();
 }

@@ -574,6 +574,103 @@ test_refusals (void)
   env_stop (&env);
 }
 
+/* ---- the stop step of a SYNC job ----------------------------------------- */
+
+typedef struct {
+  Env *env;
+  float *got;
+  gboolean ok;
+  GError *error;
+  gint64 stop_step;
+} StopWaiter;
+
+/* Worker B: pushes step 0 of slice 1 and waits for the other gradient
+ * (its call may take 30 s: the stop must end it long before). */
+static gpointer
+push_pull_step0 (gpointer data)
+{
+  StopWaiter *w = data;
+  ShoalRpcClient *c = client_new (w->env, TOKEN, 30000);
+  size_t n = slice_len (w->env, 1, NULL);
+  float *grad = g_new (float, n);
+  for (size_t i = 0; i < n; i++)
+    grad[i] = 2.0f;
+  w->ok = shoal_rpc_client_push_pull (c, 1, grad, w->got, n, 0, NULL, &w->error);
+  w->stop_step = shoal_rpc_client_stop_step (c);
+  g_free (grad);
+  shoal_rpc_client_free (c);
+  return NULL;
+}
+
+/* Two SYNC workers: B went on into step 0 and waits in push_pull, A stops
+ * at step 0 (stop_at).  B's call comes back STOPPED with the step, its
+ * values untouched; later pushes of the step and pulls beyond it are
+ * refused the same way, the values of step 0 are still served, and the
+ * connection goes on. */
+static void
+test_stop_at (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_SYNC, .contributors = 2, .nslices = 2, .floats = 3000 };
+  Env env;
+  size_t b, n;
+  GError *error = NULL;
+
+  env_start (&env, &conf);
+  n = slice_len (&env, 1, &b);
+  float *initial = g_new (float, n), *zeros = g_new0 (float, n), *buf = g_new (float, n);
+  memcpy (initial, shoal_server_values (env.server) + b, n * sizeof (float));
+
+  StopWaiter w = { &env, g_new0 (float, n), FALSE, NULL, -1 };
+  GThread *t = g_thread_new ("b", push_pull_step0, &w);
+  wait_for_stat (&env, 1, -1);   /* B's push arrived */
+  ShoalRpcClient *a = client_new (&env, TOKEN, 2000);
+  g_assert_cmpint (shoal_rpc_client_stop_step (a), ==, -1);
+  g_assert_true (shoal_rpc_client_stop_at (a, 0, &error));
+  g_assert_no_error (error);
+  g_thread_join (t);
+  g_assert_false (w.ok);
+  g_assert_error (w.error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  if (strstr (w.error->message, "127.0.0.1:") == NULL || strstr (w.error->message, "stops at step 0") == NULL)
+    g_error ("the refusal \"%s\" names neither the server nor the step", w.error->message);
+  g_clear_error (&w.error);
+  g_assert_cmpint (w.stop_step, ==, 0);
+  g_assert_cmpmem (w.got, n * sizeof (float), zeros, n * sizeof (float));
+
+  /* refused at once from now on: a push of the step, a pull beyond it */
+  g_assert_false (shoal_rpc_client_push (a, 1, buf, n, 0, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  g_assert_false (shoal_rpc_client_pull (a, 1, buf, n, 1, NULL, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  g_assert_cmpint (shoal_rpc_client_stop_step (a), ==, 0);
+  /* step 0's values, without B's half of the sum */
+  gint64 version = -1;
+  g_assert_true (shoal_rpc_client_pull (a, 1, buf, n, 0, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 0);
+  assert_floats_equal (buf, initial, n);
+
+  /* a step out of range and a wrong token are refused */
+  g_assert_false (shoal_rpc_client_stop_at (a, -3, &error));
+  assert_error_has (error, "stop_at: step -3 is outside");
+  g_clear_error (&error);
+  ShoalRpcClient *bad = client_new (&env, "guess", 2000);
+  g_assert_false (shoal_rpc_client_stop_at (bad, 0, &error));
+  assert_error_has (error, "stop_at refused: wrong job token");
+  g_clear_error (&error);
+  shoal_rpc_client_free (bad);
+  g_assert_cmpint (shoal_server_stop_step (env.server), ==, 0);
+
+  assert_serves (&env, 1);
+  shoal_rpc_client_free (a);
+  g_free (w.got);
+  g_free (initial);
+  g_free (zeros);
+  g_free (buf);
+  env_stop (&env);
+}
+
 static void
 test_message_limit (void)
 {
@@ -1209,6 +1306,7 @@ main (int argc, char **argv)
   g_test_add_func ("/rpc/async-each-push", test_async_each_push);
   g_test_add_func ("/rpc/apply-delta-and-stats", test_apply_delta_and_stats);
   g_test_add_func ("/rpc/refusals", test_refusals);
+  g_test_add_func ("/rpc/stop-at", test_stop_at);
   g_test_add_func ("/rpc/message-limit", test_message_limit);
   g_test_add_func ("/rpc/bad-bytes", test_bad_bytes);
   g_test_add_func ("/rpc/stalled-sender", test_stalled_sender);

@@ -1,7 +1,9 @@
 /* The parameter server in-process: slicing, BSP aggregation across
- * threads, async updates, Hogwild group sync, pull time-outs. */
+ * threads, async updates, Hogwild group sync, pull time-outs, and the
+ * stop step of a SYNC job. */
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -237,6 +239,174 @@ test_hogwild_groups_converge (void)
   shoal_param_store_free (layout);
 }
 
+typedef struct {
+  ShoalServer *server;
+  int slice;
+  gint64 min_version;
+  GError *error;
+  gboolean ok;
+} Waiter;
+
+/* A pull that may wait 30 s: a stop must end it long before. */
+static gpointer
+pull_thread (gpointer data)
+{
+  Waiter *w = data;
+  size_t b, e;
+  shoal_server_slice_range (w->server, w->slice, &b, &e);
+  w->ok = shoal_server_pull (w->server, w->slice, NULL, e - b, w->min_version, 30 * G_USEC_PER_SEC,
+                             NULL, &w->error);
+  return NULL;
+}
+
+/* Fills every hosted slice's gradient with `value` and pushes it for `step`. */
+static void
+push_all (ShoalServer *server, float value, gint64 step, float *grad)
+{
+  GError *error = NULL;
+  for (int s = 0; s < shoal_server_n_slices (server); s++)
+    {
+      size_t b, e;
+      shoal_server_slice_range (server, s, &b, &e);
+      for (size_t i = 0; i < e - b; i++)
+        grad[i] = value;
+      g_assert_true (shoal_server_push (server, s, grad, e - b, step, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* SYNC, two contributors: one pushes step 1 of slice 1, the other stops
+ * at step 1.  The pull waiting for version 2 is woken and refused
+ * (STOPPED), later pushes of step 1 or beyond and pulls beyond version 1
+ * are refused at once, version 1 is still served, and neither the values
+ * nor the checkpoint hold anything of the half-summed step: a server
+ * restored from it and given both gradients of step 1 ends where one
+ * that never stopped does. */
+static void
+test_stop_at (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (0.5f);
+  u.momentum = 0.9f;  /* optimiser state goes into the checkpoint too */
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 2 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *never = shoal_server_new (layout, &u, &o);  /* the same steps, no stop */
+  shoal_server_host_all (server);
+  shoal_server_host_all (never);
+  size_t total = layout->total, b1, e1;
+  shoal_server_slice_range (server, 1, &b1, &e1);
+  float *grad = g_new (float, total), *after0 = g_new (float, total);
+  GError *error = NULL;
+
+  g_assert_cmpint (shoal_server_stop_step (server), ==, -1);
+  for (int w = 0; w < 2; w++)
+    {
+      push_all (server, (float) (w + 1), 0, grad);
+      push_all (never, (float) (w + 1), 0, grad);
+    }
+  g_assert_cmpint (shoal_server_slice_version (server, 1), ==, 1);
+  memcpy (after0, shoal_server_values (server), total * sizeof (float));
+
+  /* one worker went on into step 1 and waits for it; the other stops there */
+  for (size_t i = 0; i < e1 - b1; i++)
+    grad[i] = 100.0f;
+  g_assert_true (shoal_server_push (server, 1, grad, e1 - b1, 1, &error));
+  Waiter w = { server, 1, 2, NULL, FALSE };
+  GThread *t = g_thread_new ("pull", pull_thread, &w);
+  g_usleep (50 * 1000);  /* most likely waiting by now; either way it must be refused */
+  g_assert_true (shoal_server_stop_at (server, 1, &error));
+  g_assert_no_error (error);
+  g_thread_join (t);
+  g_assert_false (w.ok);
+  g_assert_error (w.error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_assert_nonnull (strstr (w.error->message, "stops at step 1"));
+  g_clear_error (&w.error);
+  g_assert_cmpint (shoal_server_stop_step (server), ==, 1);
+
+  /* a later stop step does not move it; a step out of range is refused */
+  g_assert_true (shoal_server_stop_at (server, 5, &error));
+  g_assert_cmpint (shoal_server_stop_step (server), ==, 1);
+  g_assert_false (shoal_server_stop_at (server, -1, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+  g_clear_error (&error);
+
+  /* refused at once: pushes of step 1 and beyond, pulls beyond version 1
+   * (timeout -1 would wait forever without the stop) */
+  g_assert_false (shoal_server_push (server, 0, grad, b1, 1, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  g_assert_false (shoal_server_push (server, 1, grad, e1 - b1, 2, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  g_assert_false (shoal_server_pull (server, 0, NULL, b1, 2, -1, NULL, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  /* the step the job stops at is still there, untouched by the half sum */
+  gint64 version = -1;
+  float *got = g_new (float, e1 - b1);
+  g_assert_true (shoal_server_pull (server, 1, got, e1 - b1, 1, -1, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 1);
+  g_assert_cmpmem (got, (e1 - b1) * sizeof (float), after0 + b1, (e1 - b1) * sizeof (float));
+  g_assert_cmpmem (shoal_server_values (server), total * sizeof (float), after0, total * sizeof (float));
+
+  /* the checkpoint at the stop step, restored, trains on like `never` */
+  char *dir = g_dir_make_tmp ("server-XXXXXX", NULL);
+  ShoalCheckpoint *ckpt = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+  g_assert_true (shoal_server_checkpoint (server, ckpt, 1, &error));
+  g_assert_no_error (error);
+  ShoalServer *again = shoal_server_new (layout, &u, &o);
+  shoal_server_host_all (again);
+  g_assert_true (shoal_server_restore (again, ckpt, 1, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_server_stop_step (again), ==, -1);
+  for (int w = 0; w < 2; w++)
+    {
+      push_all (again, (float) (3 * w + 1), 1, grad);
+      push_all (never, (float) (3 * w + 1), 1, grad);
+    }
+  g_assert_cmpint (shoal_server_slice_version (again, 0), ==, 2);
+  g_assert_cmpmem (shoal_server_values (again), total * sizeof (float), shoal_server_values (never),
+                   total * sizeof (float));
+
+  shoal_server_free (again);
+  shoal_checkpoint_close (ckpt);
+  char *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (cmd);
+  g_free (dir);
+  g_free (got);
+  g_free (grad);
+  g_free (after0);
+  shoal_server_free (never);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
+/* ASYNC: groups stop each at its own step; stop_at changes nothing. */
+static void
+test_stop_at_async (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (0.1f);
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  shoal_server_host_all (server);
+  float *grad = g_new0 (float, layout->total);
+  GError *error = NULL;
+
+  g_assert_true (shoal_server_stop_at (server, 0, &error));
+  g_assert_cmpint (shoal_server_stop_step (server), ==, -1);
+  g_assert_true (shoal_server_push (server, 0, grad, layout->total, 3, &error));
+  g_assert_true (shoal_server_pull (server, 0, NULL, layout->total, 1, 0, NULL, &error));
+  g_assert_no_error (error);
+
+  g_free (grad);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -245,5 +415,7 @@ main (int argc, char **argv)
   g_test_add_func ("/server/sync-averages", test_sync_averages);
   g_test_add_func ("/server/async-and-errors", test_async_and_errors);
   g_test_add_func ("/server/hogwild-groups-converge", test_hogwild_groups_converge);
+  g_test_add_func ("/server/stop-at", test_stop_at);
+  g_test_add_func ("/server/stop-at-async", test_stop_at_async);
   return g_test_run ();
 }

@@ -22,13 +22,17 @@ enum ParamFault {
   BAD_LENGTH = 3,      /* data is not exactly the slice's length in float32 */
   REFUSED = 4,         /* the server refused the call: SYNC step out of turn, server stopping */
   TIMEOUT = 5,         /* a pull waited longer than its wait_ms for min_version */
-  /* next free: 6; 100..199 reserved for bridge data */
+  STOPPED = 6,         /* SYNC: the job stops at step stop_step (a worker stopped there, see
+                        * stop_at): a push of that step or a later one, or a pull waiting for
+                        * a version beyond it, is never served */
+  /* next free: 7; 100..199 reserved for bridge data */
 }
 
-/* Next free field id: 3 */
+/* Next free field id: 4 */
 exception ParamError {
   1: ParamFault code,
   2: string message,
+  3: i64 stop_step,    /* STOPPED: the step the job stops at */
 }
 
 /* A slice's values and the version they belong to.
@@ -83,6 +87,15 @@ service ParamService {
   /* Saves the served slices as they are at `step` into this process's
    * checkpoint store (shoal_server_checkpoint; once per step). */
   void checkpoint (1: string token, 2: i64 step)
+    throws (1: ParamError err),
+
+  /* SYNC: a worker stops at `step` (SIGINT/SIGTERM) and will not push
+   * it.  From now on this server refuses with STOPPED every push of that
+   * step or a later one and every pull (waiting ones included) for a
+   * version beyond it, so that workers of the group in other processes
+   * that went on into `step` stop there too.  Where several stop steps
+   * come, the lowest holds.  Nothing changes in ASYNC mode. */
+  void stop_at (1: string token, 2: i64 step)
     throws (1: ParamError err),
 
   /* A message for this process's mailbox under (group, channel); returns

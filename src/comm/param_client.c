@@ -41,6 +41,7 @@ struct _ShoalParamClient {
   GCond idle;
   int outstanding;            /* queued and not finished */
   GError *error;              /* first failure of the comm thread */
+  gint64 stop_step;           /* the servers' stop step when error is SHOAL_ERROR_STOPPED, else -1 */
 };
 
 static ShoalParamClient *
@@ -62,6 +63,7 @@ client_alloc (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
   c->unqueued = nslices;
   c->done_from = store->total;
   c->n_push = c->n_fetch = 1;
+  c->stop_step = -1;
   g_mutex_init (&c->lock);
   g_cond_init (&c->idle);
   return c;
@@ -163,6 +165,31 @@ exchange (ShoalParamClient *c, int s, GError **error)
   return shoal_rpc_client_push_pull (rpc, s, grad, values, n, c->step, NULL, error);
 }
 
+/* After a call for slice s failed with SHOAL_ERROR_STOPPED: the step its
+ * server stops the job at. */
+static gint64
+route_stop_step (ShoalParamClient *c, int s)
+{
+  Route *r = &c->routes[s];
+  if (r->local != NULL)
+    return shoal_server_stop_step (r->local);
+  return shoal_rpc_client_stop_step (((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc);
+}
+
+/* Keeps the first failure of a step (under c->lock, or in the worker's
+ * thread when there is no comm thread); frees the others. */
+static void
+keep_failure (ShoalParamClient *c, int s, GError *error)
+{
+  if (c->error != NULL)
+    {
+      g_error_free (error);
+      return;
+    }
+  c->error = error;
+  c->stop_step = g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED) ? route_stop_step (c, s) : -1;
+}
+
 static gpointer
 comm_thread (gpointer data)
 {
@@ -177,13 +204,12 @@ comm_thread (gpointer data)
       g_mutex_lock (&c->lock);
       failed_before = c->error != NULL;
       g_mutex_unlock (&c->lock);
+      /* after a failure (a STOPPED refusal too) the step is given up:
+       * the rest of its slices are not sent */
       if (!failed_before && !exchange (c, item - 1, &error))
         {
           g_mutex_lock (&c->lock);
-          if (c->error == NULL)
-            c->error = error;
-          else
-            g_error_free (error);
+          keep_failure (c, item - 1, error);
           g_mutex_unlock (&c->lock);
         }
       g_mutex_lock (&c->lock);
@@ -250,12 +276,7 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
         {
           GError *error = NULL;
           if (!shoal_server_push (c->shared, s, grads + b, n, step, &error))
-            {
-              if (c->error == NULL)
-                c->error = error;
-              else
-                g_error_free (error);
-            }
+            keep_failure (c, s, error);
         }
       else
         {
@@ -330,6 +351,39 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
     {
       g_propagate_error (error, failure);
       return FALSE;
+    }
+  return TRUE;
+}
+
+gint64
+shoal_param_client_stop_step (ShoalParamClient *c)
+{
+  g_mutex_lock (&c->lock);
+  gint64 step = c->stop_step;
+  g_mutex_unlock (&c->lock);
+  return step;
+}
+
+gboolean
+shoal_param_client_stop_at (ShoalParamClient *c, gint64 step, GError **error)
+{
+  if (c->mode != SHOAL_UPDATE_SYNC)
+    return TRUE;
+  ShoalServer *done = NULL;  /* as in checkpoint: at most one local server */
+  for (int s = 0; s < c->nslices; s++)
+    {
+      ShoalServer *local = c->routes[s].local;
+      if (local == NULL || local == done)
+        continue;
+      if (!shoal_server_stop_at (local, step, error))
+        return FALSE;
+      done = local;
+    }
+  for (guint i = 0; i < c->connections->len; i++)
+    {
+      Connection *conn = g_ptr_array_index (c->connections, i);
+      if (conn->rpc != NULL && !shoal_rpc_client_stop_at (conn->rpc, step, error))
+        return FALSE;
     }
   return TRUE;
 }

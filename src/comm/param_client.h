@@ -62,8 +62,22 @@ void shoal_param_client_layer_done (ShoalParamClient *client, ShoalLayer *layer,
 /* After backward (or after clipping): queues whatever is not queued yet. */
 void shoal_param_client_step_done (ShoalParamClient *client, gint64 step);
 /* Waits until every slice queued for the last step came back updated;
- * FALSE with error when a call failed (the error names server and slice). */
+ * FALSE with error when a call failed (the error names server and slice;
+ * SHOAL_ERROR_STOPPED: the servers stop the job at a step, see
+ * shoal_param_client_stop_step, and the step's values did not change). */
 gboolean shoal_param_client_wait (ShoalParamClient *client, GError **error);
+
+/* After shoal_param_client_wait failed with SHOAL_ERROR_STOPPED (a SYNC
+ * step given up because a unit of the group stopped, see stop_at): the
+ * step the servers stop the job at; -1 after any other outcome. */
+gint64 shoal_param_client_stop_step (ShoalParamClient *client);
+
+/* SYNC, between steps (after shoal_param_client_wait): this unit stops
+ * at `step` and will not push it.  Tells every server this client uses
+ * (shoal_server_stop_at), so that the group's units in other processes
+ * that went on into `step` have it refused (SHOAL_ERROR_STOPPED) instead
+ * of waiting for a gradient that never comes.  ASYNC: does nothing. */
+gboolean shoal_param_client_stop_at (ShoalParamClient *client, gint64 step, GError **error);
 
 /* Between steps (after shoal_param_client_wait): asks every server this
  * client uses to checkpoint its slices as of `step` - local servers into

@@ -43,6 +43,7 @@ struct _ShoalRpcClient {
   size_t max_message;
   gint64 timeout_ms;
   int retries;
+  gint64 stop_step;                /* from the last STOPPED reply; -1 none */
   ShoalThriftSocket *sock;         /* these three are NULL while disconnected */
   ShoalThriftProtocol *proto;
   ShoalParamServiceIf *client;
@@ -177,6 +178,7 @@ shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error)
                                                : ((size_t) 1 << 30);
   c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 60000;
   c->retries = opts->connect_retries > 0 ? opts->connect_retries : 50;
+  c->stop_step = -1;
 
   gint64 t0 = g_get_monotonic_time ();
   for (int attempt = 1;; attempt++)
@@ -263,7 +265,8 @@ call_begin (ShoalRpcClient *c, const char *call, int slice, size_t n, GError **e
 }
 
 /* Turns the outcome of a generated call into shoal's error: the server's
- * ParamError keeps the connection; anything else drops it. */
+ * ParamError keeps the connection (STOPPED becomes SHOAL_ERROR_STOPPED
+ * and keeps its step); anything else drops it. */
 static gboolean
 call_end (ShoalRpcClient *c, gboolean ok, const char *call, int slice, ShoalParamError *perr,
           GError *terr, GError **error)
@@ -272,8 +275,11 @@ call_end (ShoalRpcClient *c, gboolean ok, const char *call, int slice, ShoalPara
     return TRUE;
   if (perr != NULL)
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: %s", c->peer,
-                   perr->message != NULL ? perr->message : "refused");
+      gboolean stopped = perr->code == SHOAL_PARAM_FAULT_STOPPED;
+      if (stopped)
+        c->stop_step = perr->stop_step;
+      g_set_error (error, SHOAL_ERROR, stopped ? SHOAL_ERROR_STOPPED : SHOAL_ERROR_RPC, "%s: %s",
+                   c->peer, perr->message != NULL ? perr->message : "refused");
       g_object_unref (perr);
     }
   else
@@ -485,6 +491,25 @@ shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error)
     return FALSE;
   ok = shoal_param_service_if_checkpoint (c->client, c->token, step, &perr, &terr);
   return call_end (c, ok, "checkpoint", -1, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "stop_at", -1, 0, error))
+    return FALSE;
+  ok = shoal_param_service_if_stop_at (c->client, c->token, step, &perr, &terr);
+  return call_end (c, ok, "stop_at", -1, perr, terr, error);
+}
+
+gint64
+shoal_rpc_client_stop_step (ShoalRpcClient *c)
+{
+  return c->stop_step;
 }
 
 gboolean

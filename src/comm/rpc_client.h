@@ -5,8 +5,9 @@
  * Every call has a timeout, so a dead peer never hangs a worker; after any
  * transport error the connection is closed and reopened on the next call
  * (c_glib does not check sequence ids, so a late reply could otherwise be
- * taken for the next call's).  Errors are SHOAL_ERROR_RPC and name the
- * peer: "127.0.0.1:4711: pull slice 3: timed out after 60 s". */
+ * taken for the next call's).  Errors are SHOAL_ERROR_RPC (a STOPPED
+ * refusal: SHOAL_ERROR_STOPPED) and name the peer: "127.0.0.1:4711: pull
+ * slice 3: timed out after 60 s". */
 #ifndef SHOAL_RPC_CLIENT_H
 #define SHOAL_RPC_CLIENT_H
 
@@ -47,6 +48,13 @@ gboolean shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float
 gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error);
 /* Asks the server process to checkpoint its slices as of `step`. */
 gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);
+/* SYNC: tells the server that a worker stops at `step` and will not push
+ * it (shoal_server_stop_at).  Calls of that step or a later one then fail
+ * with SHOAL_ERROR_STOPPED, on every connection to that server. */
+gboolean shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, GError **error);
+/* After a call failed with SHOAL_ERROR_STOPPED: the step the server said
+ * the job stops at; -1 before any such reply. */
+gint64 shoal_rpc_client_stop_step (ShoalRpcClient *c);
 /* Whether the server closed this connection (it died, or dropped an idle
  * connection): a look at the socket, no call.  TRUE when disconnected. */
 gboolean shoal_rpc_client_peer_closed (ShoalRpcClient *c);

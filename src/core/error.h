@@ -21,7 +21,9 @@ typedef enum {
   SHOAL_ERROR_UNSUPPORTED, /* valid request this build or layer cannot do */
   SHOAL_ERROR_RPC,         /* a remote call failed */
   SHOAL_ERROR_INTERNAL,
-  SHOAL_ERROR_TIMEOUT      /* nothing came from a peer in the time allowed */
+  SHOAL_ERROR_TIMEOUT,     /* nothing came from a peer in the time allowed */
+  SHOAL_ERROR_STOPPED      /* SYNC: the job stops at an earlier step (a worker stopped on
+                            * SIGINT/SIGTERM): this step is never aggregated */
 } ShoalErrorCode;
 
 G_END_DECLS

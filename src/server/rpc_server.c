@@ -129,11 +129,19 @@ fault (ShoalParamError **err, ShoalParamFault code, const char *fmt, ...)
   return FALSE;
 }
 
-/* A ShoalServer error becomes REFUSED with the server's own message. */
+/* A ShoalServer error becomes REFUSED with the server's own message, or
+ * STOPPED with the step the job stops at. */
 static gboolean
-server_fault (ShoalParamError **err, GError *e)
+server_fault (ShoalRpcServer *rpc, ShoalParamError **err, GError *e)
 {
-  fault (err, SHOAL_PARAM_FAULT_REFUSED, "%s", e != NULL ? e->message : "refused");
+  if (g_error_matches (e, SHOAL_ERROR, SHOAL_ERROR_STOPPED))
+    {
+      fault (err, SHOAL_PARAM_FAULT_STOPPED, "%s", e->message);
+      (*err)->stop_step = shoal_server_stop_step (rpc->server);
+      (*err)->__isset_stop_step = TRUE;
+    }
+  else
+    fault (err, SHOAL_PARAM_FAULT_REFUSED, "%s", e != NULL ? e->message : "refused");
   g_clear_error (&e);
   return FALSE;
 }
@@ -213,8 +221,9 @@ wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t 
                         slice);
         }
       /* a failure other than the wait running out: report it */
-      if (t1 - t0 < chunk || shoal_server_slice_version (rpc->server, slice) >= min_version)
-        return server_fault (err, e);
+      if (t1 - t0 < chunk || g_error_matches (e, SHOAL_ERROR, SHOAL_ERROR_STOPPED)
+          || shoal_server_slice_version (rpc->server, slice) >= min_version)
+        return server_fault (rpc, err, e);
       if (t1 >= deadline)
         {
           fault (err, SHOAL_PARAM_FAULT_TIMEOUT, "%s: slice %d did not reach version %" G_GINT64_FORMAT
@@ -239,7 +248,7 @@ handler_push (ShoalParamServiceIf *iface, const gchar *token, const gint32 slice
   if (!token_ok (rpc, "push", token, err) || !slice_ok (rpc, "push", slice, TRUE, grad, &n, err))
     return FALSE;
   if (!shoal_server_push (rpc->server, slice, floats_of (grad), n, step, &e))
-    return server_fault (err, e);
+    return server_fault (rpc, err, e);
   return TRUE;
 }
 
@@ -300,7 +309,7 @@ handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const
     return FALSE;
   before = shoal_server_slice_version (rpc->server, slice);
   if (!shoal_server_push (rpc->server, slice, floats_of (grad), n, step, &e))
-    return server_fault (err, e);
+    return server_fault (rpc, err, e);
   values = grad != NULL ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_new ();
   if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, before + 1, wait_ms, &version,
                   err))
@@ -325,7 +334,7 @@ handler_put (ShoalParamServiceIf *iface, const gchar *token, const gint32 slice,
   if (!token_ok (rpc, "put", token, err) || !slice_ok (rpc, "put", slice, TRUE, values, &n, err))
     return FALSE;
   if (!shoal_server_put (rpc->server, slice, floats_of (values), n, version, &e))
-    return server_fault (err, e);
+    return server_fault (rpc, err, e);
   return TRUE;
 }
 
@@ -348,7 +357,7 @@ handler_apply_delta (ShoalParamServiceIf *iface, GByteArray **_return, const gch
   if (!shoal_server_apply_delta (rpc->server, slice, floats_of (delta), floats_of (values), n, &e))
     {
       g_byte_array_unref (values);
-      return server_fault (err, e);
+      return server_fault (rpc, err, e);
     }
   if (*_return != NULL)
     g_byte_array_unref (*_return);
@@ -415,10 +424,28 @@ handler_checkpoint (ShoalParamServiceIf *iface, const gchar *token, const gint64
   if (rpc->checkpoint == NULL)
     {
       g_set_error (&e, SHOAL_ERROR, SHOAL_ERROR_RPC, "checkpoint: this server keeps no checkpoints");
-      return server_fault (err, e);
+      return server_fault (rpc, err, e);
     }
   if (!shoal_server_checkpoint (rpc->server, rpc->checkpoint, step, &e))
-    return server_fault (err, e);
+    return server_fault (rpc, err, e);
+  return TRUE;
+}
+
+static gboolean
+handler_stop_at (ShoalParamServiceIf *iface, const gchar *token, const gint64 step,
+                 ShoalParamError **err, GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  GError *e = NULL;
+
+  (void) error;
+  if (!token_ok (rpc, "stop_at", token, err))
+    return FALSE;
+  if (rpc->server == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED, "stop_at: this process serves no slices");
+  if (!shoal_server_stop_at (rpc->server, step, &e))
+    return server_fault (rpc, err, e);
+  g_debug ("rpc: %s stops at step %" G_GINT64_FORMAT, peer (), step);
   return TRUE;
 }
 
@@ -471,6 +498,7 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->shutdown = handler_shutdown;
   h->checkpoint = handler_checkpoint;
   h->send_bridge = handler_send_bridge;
+  h->stop_at = handler_stop_at;
 }
 
 /* ---- connections ---------------------------------------------------------- */

@@ -38,6 +38,8 @@ struct _ShoalServer {
   int nsegments;
   Segment *segments;        /* params in offset order */
   gint stopping;            /* atomic */
+  gint64 stop_step;         /* SYNC: the job stops here (shoal_server_stop_at); G_MAXINT64 none;
+                             * atomic, set before each slice's waiters are woken */
   GMutex checkpoint_lock;
   gint64 last_checkpoint;   /* step of the last save; -1 none */
   GMutex sync_lock;         /* Hogwild: wakes the sync thread after updates */
@@ -86,6 +88,7 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   g_cond_init (&server->sync_due);
   g_mutex_init (&server->checkpoint_lock);
   server->last_checkpoint = -1;
+  server->stop_step = G_MAXINT64;
   server->slices = g_new0 (Slice, opts->nslices);
   for (int i = 0; i < opts->nslices; i++)
     {
@@ -242,6 +245,12 @@ stat_add (gint64 *counter, gint64 v)
   g_atomic_pointer_add ((gssize *) counter, (gssize) v);
 }
 
+static gint64
+stop_step (ShoalServer *server)
+{
+  return (gint64) g_atomic_pointer_get ((gssize *) &server->stop_step);
+}
+
 gboolean
 shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
                    GError **error)
@@ -261,6 +270,15 @@ shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, 
       s->updates_since_sync++;
       stat_add (&server->stats.updates, 1);
       g_cond_broadcast (&s->changed);
+    }
+  else if (step >= stop_step (server))
+    {
+      /* the step a worker stopped at never completes: keep nothing of it */
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED,
+                   "push: slice %d: the job stops at step %" G_GINT64_FORMAT " (a worker stopped there); "
+                   "a gradient of step %" G_GINT64_FORMAT " is not taken",
+                   slice, stop_step (server), step);
+      ok = FALSE;
     }
   else if (step != s->version)
     {
@@ -331,11 +349,17 @@ shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 
   gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
 
   g_mutex_lock (&s->lock);
-  while (s->version < min_version && !g_atomic_int_get (&server->stopping))
+  /* stop_step is read under the slice lock, which stop_at takes to wake us */
+  while (s->version < min_version && min_version <= stop_step (server)
+         && !g_atomic_int_get (&server->stopping))
     if (!g_cond_wait_until (&s->changed, &s->lock, deadline))
       break;
   gboolean ok = s->version >= min_version;
-  if (!ok)
+  if (!ok && min_version > stop_step (server))
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED,
+                 "pull: slice %d: the job stops at step %" G_GINT64_FORMAT " (a worker stopped there); "
+                 "version %" G_GINT64_FORMAT " never comes", slice, stop_step (server), min_version);
+  else if (!ok)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
                  "pull: slice %d did not reach version %" G_GINT64_FORMAT " (at %" G_GINT64_FORMAT ")%s",
                  slice, min_version, s->version,
@@ -643,6 +667,39 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
     server->last_checkpoint = step;
   g_bytes_unref (blob);
   return ok;
+}
+
+gboolean
+shoal_server_stop_at (ShoalServer *server, gint64 step, GError **error)
+{
+  if (step < 0 || step > SHOAL_SERVER_MAX_VERSION)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "stop_at: step %" G_GINT64_FORMAT " is outside 0 .. 2^62", step);
+      return FALSE;
+    }
+  if (server->opts.mode != SHOAL_UPDATE_SYNC)
+    return TRUE;  /* asynchronous groups stop each at its own step */
+  gint64 cur = stop_step (server);
+  while (step < cur
+         && !g_atomic_pointer_compare_and_exchange ((gssize *) &server->stop_step, (gssize) cur, (gssize) step))
+    cur = stop_step (server);
+  /* under each slice's lock: a pull that read the old stop step is waiting by now */
+  for (int i = 0; i < server->opts.nslices; i++)
+    {
+      Slice *s = &server->slices[i];
+      g_mutex_lock (&s->lock);
+      g_cond_broadcast (&s->changed);
+      g_mutex_unlock (&s->lock);
+    }
+  return TRUE;
+}
+
+gint64
+shoal_server_stop_step (ShoalServer *server)
+{
+  gint64 step = stop_step (server);
+  return step == G_MAXINT64 ? -1 : step;
 }
 
 void

@@ -77,14 +77,16 @@ gint64 shoal_server_slice_version (ShoalServer *server, int slice);
  * SYNC: the step must be the slice's current version (the step being
  * aggregated); ASYNC: any step (its lr is used).  Does not wait.
  * Errors (SHOAL_ERROR_RPC): slice not hosted or unknown, wrong length,
- * SYNC step out of turn. */
+ * SYNC step out of turn; SHOAL_ERROR_STOPPED: a SYNC step at or beyond
+ * the stop step (shoal_server_stop_at). */
 gboolean shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n,
                             gint64 step, GError **error);
 
 /* Waits until the slice's version >= min_version, at most timeout_us
  * (< 0: forever; on timeout an error), then copies the slice into dst
  * (skipped when dst is NULL) and stores the version in *version (may be
- * NULL). */
+ * NULL).  SHOAL_ERROR_STOPPED when min_version lies beyond the stop step
+ * and is not there. */
 gboolean shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n,
                             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error);
 
@@ -133,6 +135,18 @@ gboolean shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gi
  * message when the checkpoint was made for another model or layout. */
 gboolean shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step,
                                GError **error);
+
+/* SYNC: a worker of the group stops at `step` (SIGINT/SIGTERM) and will
+ * not push it, so the step never completes.  From now on a push of that
+ * step or a later one, and a pull for a version beyond it (waiting ones
+ * are woken), fail with SHOAL_ERROR_STOPPED: workers in other processes
+ * that went on into `step` stop there too, and nothing of it is kept (a
+ * partial sum never reaches values or checkpoints).  The lowest step
+ * given holds.  ASYNC: does nothing (groups stop on their own).  Fails
+ * for a step outside 0 .. SHOAL_SERVER_MAX_VERSION. */
+gboolean shoal_server_stop_at (ShoalServer *server, gint64 step, GError **error);
+/* The step shoal_server_stop_at set, or -1. */
+gint64 shoal_server_stop_step (ShoalServer *server);
 
 /* Wakes every waiting pull with an error ("server stopping"); later calls fail too. */
 void shoal_server_stop (ShoalServer *server);

@@ -410,7 +410,9 @@ unit_name (const ShoalWorker *w)
 }
 
 /* The servers' slices, this unit's cursors and streams, and (group 0's
- * first unit) the params by name, all as of `step`. */
+ * first unit) the params by name, all as of `step`.  A unit that began
+ * `step` and gave it up (a stop elsewhere) has read its batch: it saves
+ * the state kept from the step's start; its params never left `step`. */
 static gboolean
 worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
 {
@@ -418,7 +420,8 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   if (!shoal_param_client_checkpoint (w->client, p->ckpt, step, error))
     return FALSE;
   char *name = unit_name (w);
-  GBytes *state = shoal_group_net_save_state (w->net, error);
+  GBytes *state = w->gave_up_step ? g_bytes_ref (w->step_state)
+                                  : shoal_group_net_save_state (w->net, error);
   if (state == NULL)
     {
       g_free (name);
@@ -647,6 +650,11 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
   guint n = p->units->len;
   WorkerSlot *slots = g_new0 (WorkerSlot, n);
   gboolean ok = TRUE;
+  /* a batch-split group spread over processes: its units push for the
+   * same SYNC steps from several processes, which may pick different
+   * stop steps (worker.c, stop_with_group) */
+  gboolean keep_step_state = p->layout->mode == SHOAL_UPDATE_SYNC && !p->whole_groups && !p->spread_net
+                             && p->layout->conf.nworkers_per_group > 1;
 
   for (guint i = 0; ok && i < n; i++)
     {
@@ -661,6 +669,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                         .log_progress = !p->opts->quiet, .tester = m.index == 0,
                                         .test_accuracy = -1, .checkpoint = worker_checkpoint,
                                         .checkpoint_data = p, .stop_step = &p->stop_step,
+                                        .keep_step_state = keep_step_state,
                                         .start_step = MAX (p->resume_step, 0) };
       if (p->resume_step >= 0 && !slots[i].follower)
         {

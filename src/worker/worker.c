@@ -97,19 +97,62 @@ shoal_worker_stop_requested (void)
   return g_atomic_int_get (&stop_requested) != 0;
 }
 
+/* Lowers the process's stop step to `step` (the lowest wins). */
+static void
+lower_stop_step (ShoalWorker *w, gint64 step)
+{
+  gint64 cur = (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+  while (step < cur
+         && !g_atomic_pointer_compare_and_exchange ((gssize *) w->stop_step, (gssize) cur, (gssize) step))
+    cur = (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+}
+
 /* Whether this worker stops at `step`.  The first worker of the process to
  * see a stop request picks step + 1 for all of them, so that a worker one
- * step behind still finishes the step the others need from it. */
+ * step behind still finishes the step the others need from it.  A worker
+ * that the servers stopped (stop_with_group) lowers it for the others. */
 static gboolean
 stops_at (ShoalWorker *w, gint64 step)
 {
-  if (w->stop_step == NULL || !shoal_worker_stop_requested ())
+  if (w->stop_step == NULL)
     return FALSE;
-  gint64 want = step + 1, cur = (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
-  while (want < cur
-         && !g_atomic_pointer_compare_and_exchange ((gssize *) w->stop_step, (gssize) cur, (gssize) want))
-    cur = (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+  if (shoal_worker_stop_requested ())
+    lower_stop_step (w, step + 1);
   return step >= (gint64) g_atomic_pointer_get ((gssize *) w->stop_step);
+}
+
+/* The servers refused `step` (w->error is SHOAL_ERROR_STOPPED): a unit of
+ * the group in another process stopped at it and never pushes it.  The
+ * processes of a group picked their stop steps each from its own step
+ * counter, one step apart at most; this worker went on into the step the
+ * other stopped at.  It stops there too, as if it had never begun it: no
+ * slice of the step was updated anywhere, and its checkpoint takes the
+ * state kept from the step's start (w->step_state).  FALSE (w->error
+ * explains) when that is not what happened. */
+static gboolean
+stop_with_group (ShoalWorker *w, gint64 step)
+{
+  if (!g_error_matches (w->error, SHOAL_ERROR, SHOAL_ERROR_STOPPED))
+    return FALSE;
+  gint64 at = shoal_param_client_stop_step (w->client);
+  if (at != step || w->step_state == NULL)
+    {
+      GError *e = w->error;
+      w->error = NULL;
+      g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "[group %d worker %d] step %" G_GINT64_FORMAT ": %s; %s", w->group, w->worker, step,
+                   e->message,
+                   at != step ? "that is not the step this worker is in, so it cannot stop there"
+                              : "this worker kept no state from before the step (no other unit pushes for it)");
+      g_error_free (e);
+      return FALSE;
+    }
+  g_clear_error (&w->error);
+  w->steps_done = step;
+  w->stopped = TRUE;
+  w->gave_up_step = TRUE;
+  lower_stop_step (w, step);  /* this process's other workers stop there too */
+  return TRUE;
 }
 
 /* Test hook: SHOAL_INJECT_STEP_DELAY="GROUP:MS" makes every worker of
@@ -126,10 +169,27 @@ injected_delay_us (int group)
   return (gint64) ms * 1000;
 }
 
+/* Test hook: SHOAL_INJECT_BOUNDARY_DELAY="GROUP:WORKER:MS" makes that
+ * worker sleep MS milliseconds at every step boundary before it looks for
+ * a stop request, so that the processes of a group spread over processes
+ * see a signal at different steps (test/e2e/stop_sync_spread.sh).
+ * Returns microseconds. */
+static gint64
+injected_boundary_delay_us (int group, int worker)
+{
+  const char *spec = g_getenv ("SHOAL_INJECT_BOUNDARY_DELAY");
+  int g = -1, wk = -1, ms = 0;
+  if (spec == NULL || sscanf (spec, "%d:%d:%d", &g, &wk, &ms) != 3 || g != group || wk != worker || ms <= 0)
+    return 0;
+  g_message ("[group %d worker %d] test hook: %d ms delay at each step boundary", group, worker, ms);
+  return (gint64) ms * 1000;
+}
+
 gboolean
 shoal_worker_train (ShoalWorker *w)
 {
   gint64 delay_us = injected_delay_us (w->group);
+  gint64 boundary_delay_us = injected_boundary_delay_us (w->group, w->worker);
   const ShoalJob *job = w->job;
   const ShoalUpdaterConf *u = &job->updater;
   ShoalParamStore *store = shoal_group_net_params (w->net);
@@ -150,13 +210,30 @@ shoal_worker_train (ShoalWorker *w)
     {
       if (step > w->start_step && !shoal_param_client_wait (w->client, &w->error))
         {
-          ok = FALSE;
+          ok = stop_with_group (w, step - 1);
           break;
         }
+      if (boundary_delay_us > 0 && step > w->start_step)
+        g_usleep ((gulong) boundary_delay_us);
       if (step > w->start_step && stops_at (w, step))
         {
+          /* before the checkpoint: units of the group in other processes
+           * that went on into this step wait for this one's push */
           w->stopped = TRUE;
+          ok = shoal_param_client_stop_at (w->client, step, &w->error);
           break;
+        }
+      if (w->keep_step_state)
+        {
+          /* what this step may have to be given up to (stop_with_group) */
+          if (w->step_state != NULL)
+            g_bytes_unref (w->step_state);
+          w->step_state = shoal_group_net_save_state (w->net, &w->error);
+          if (w->step_state == NULL)
+            {
+              ok = FALSE;
+              break;
+            }
         }
       if (step > w->start_step && job->checkpoint_freq > 0 && step % job->checkpoint_freq == 0
           && w->checkpoint != NULL && !w->checkpoint (w, step, &w->error))
@@ -235,7 +312,7 @@ shoal_worker_train (ShoalWorker *w)
     }
   /* the last step's updates must be in before the final checkpoint and test */
   if (ok && w->steps_done > w->start_step && !w->stopped)
-    ok = shoal_param_client_wait (w->client, &w->error);
+    ok = shoal_param_client_wait (w->client, &w->error) || stop_with_group (w, w->steps_done - 1);
   else if (!ok)
     {
       GError *ignored = NULL;
@@ -245,12 +322,16 @@ shoal_worker_train (ShoalWorker *w)
   w->train_samples_per_sec = train_seconds > 0 ? (double) total_samples / train_seconds : 0;
   if (ok && w->checkpoint != NULL)
     ok = w->checkpoint (w, w->steps_done, &w->error);
+  if (w->step_state != NULL)
+    g_bytes_unref (w->step_state);
+  w->step_state = NULL;
   if (!ok)
     return FALSE;
   if (w->stopped)
     {
-      g_message ("[group %d worker %d] stopped at step %" G_GINT64_FORMAT " on request; checkpoint saved",
-                 w->group, w->worker, w->steps_done);
+      g_message ("[group %d worker %d] stopped at step %" G_GINT64_FORMAT " %s; checkpoint saved",
+                 w->group, w->worker, w->steps_done,
+                 w->gave_up_step ? "with its group (a worker in another process stopped there)" : "on request");
       return TRUE;
     }
   if (w->tester)

@@ -36,7 +36,16 @@ typedef struct _ShoalWorker {
   gboolean (*checkpoint) (struct _ShoalWorker *worker, gint64 step, GError **error);
   gpointer checkpoint_data;
   gint64 *stop_step;               /* shared by the process's workers: stop at this step (atomic); may be NULL */
+  /* SYNC with other units pushing for the same steps from other processes
+   * (a batch-split group spread over processes): a stop there can make
+   * the servers refuse a step this unit began (shoal_param_client_stop_at),
+   * so it keeps its state from each step's start, for checkpoint() */
+  gboolean keep_step_state;
+  GBytes *step_state;              /* that state; owned, NULL outside shoal_worker_train */
   gboolean stopped;                /* result: stopped early on request */
+  gboolean gave_up_step;           /* result, with stopped: step steps_done was begun and given up
+                                    * (another unit stopped there); checkpoint() must save
+                                    * step_state, not the net's state now */
 
   /* results */
   gint64 steps_done;

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SIGINT in a synchronous group spread over processes without a group
+# net (every layer split by batch: each process's worker pushes its own
+# gradient and the server averages them), the server in a process of its
+# own.  Each process picks its stop step from its own step counter, so
+# one can go on into the step the other stops at; the servers then refuse
+# that step (stop_at, ParamFault STOPPED) and it stops there too.  The
+# run must exit 130 promptly with no call timed out, and its resume must
+# end with the same final test loss and accuracy as an uninterrupted run,
+# to every printed digit.  SHOAL_INJECT_BOUNDARY_DELAY holds worker 1 at
+# each step boundary before it looks for the stop, so that the signal
+# lands between the two processes' boundaries most of the time;
+# SHOAL_INJECT_STEP_DELAY keeps the run going while the signals come.
+# Three signals, at different moments (after the train lines of steps 10,
+# 30 and 50 of 80); an epoch is 60 steps, so resumes cross its boundary.
+set -euo pipefail
+build=${1:-build}
+dir=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+
+args=(examples/fashion-mnist/mlp.conf -o job.epochs=0 -o job.train_steps=80 -o job.test_freq=0
+      -o job.disp_freq=10 -o job.checkpoint_freq=0 -o 'layer data.batch_size=1000'
+      -o 'layer fc1.num_output=96' -o 'layer fc2.num_output=96'
+      -o updater.lr_list=0.05,0.01 -o 'updater.step_list=0,50'
+      -o cluster.nworkers_per_group=2 -o cluster.nworkers_per_procs=1
+      -o cluster.server_worker_separate=true -q)
+
+final () {  # the last test line of a workspace: "loss accuracy"
+  grep '"phase":"test"' "$1/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([^,}]*\).*"accuracy":\([^,}]*\).*/\1 \2/'
+}
+
+run () {  # workspace, then more options
+  local ws=$1
+  shift
+  timeout -k 5 60 "$build/shoal" run "${args[@]}" --workspace "$ws" "$@" >"$ws.out" 2>&1 \
+    || { cat "$ws.out"; echo "$ws: the run failed"; exit 1; }
+}
+
+mkdir -p "$dir/whole"
+run "$dir/whole"
+whole=$(final "$dir/whole")
+echo "uninterrupted:               $whole"
+
+refused=0
+for after in 10 30 50; do
+  ws=$dir/sig$after
+  mkdir -p "$ws"
+  SHOAL_INJECT_STEP_DELAY=0:5 SHOAL_INJECT_BOUNDARY_DELAY=0:1:40 \
+    "$build/shoal" run "${args[@]}" --workspace "$ws" >"$ws.out" 2>&1 &
+  pid=$!
+  seen=no
+  for _ in $(seq 300); do  # until the train line of step $after (bounded: 30 s)
+    grep -q "\"step\":$after,.*\"phase\":\"train\"" "$ws/metrics.jsonl" 2>/dev/null && { seen=yes; break; }
+    sleep 0.1
+  done
+  [ "$seen" = yes ] && kill -INT "$pid" \
+    || { cat "$ws.out"; echo "no train line of step $after while it runs"; exit 1; }
+  start=$(date +%s%N)
+  for _ in $(seq 200); do  # a clean stop takes a second or two; a hung one 60 s (bounded: 20 s)
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    cat "$ws.out"
+    echo "SIGINT after step $after: still running 20 s after the signal"
+    exit 1
+  fi
+  status=0
+  wait "$pid" || status=$?
+  pid=
+  ms=$((($(date +%s%N) - start) / 1000000))
+  # every worker process stopped cleanly, and no call waited out its timeout
+  if [ "$status" -ne 130 ] || [ "$(grep -c 'worker of group 0): exit 130' "$ws.out")" -ne 2 ] \
+     || grep -Eq 'timed out|did not reach|failed|could not tell' "$ws.out"; then
+    cat "$ws.out"
+    echo "SIGINT after step $after: exit $status, not a clean stop of both worker processes"
+    exit 1
+  fi
+  step=$(grep -o 'group 0 worker 0: stopped at step [0-9]*' "$ws.out" | grep -o '[0-9]*$')
+  [ "$(grep -c "group 0 worker [01]: stopped at step $step with a checkpoint" "$ws.out")" -eq 2 ] \
+    || { cat "$ws.out"; echo "the two workers stopped at different steps"; exit 1; }
+  how=signal
+  if grep -q 'stopped at step [0-9]* with its group' "$ws.out"; then
+    how="one process went on into the step: refused there"
+    refused=$((refused + 1))
+  fi
+  run "$ws" --resume
+  got=$(final "$ws")
+  echo "SIGINT after step $after, stopped at $step ($how; exited within ${ms} ms): resumed $got"
+  [ "$got" = "$whole" ] || { echo "the resumed run differs from the uninterrupted one"; exit 1; }
+done
+echo "$refused of 3 stops gave up a step one process had begun"
