@@ -375,8 +375,20 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
               children[r].running = FALSE;
               children[r].status = status;
               running--;
-              if (!(WIFEXITED (status) && WEXITSTATUS (status) == 0) && !failed && !interrupted
-                  && !stopping)
+              if (WIFEXITED (status) && WEXITSTATUS (status) == 130 && !failed && !interrupted && !stopping)
+                {
+                  /* stopped on a signal sent to it alone (a scheduler preempting
+                   * its node): the job stops with it, everyone with a checkpoint */
+                  char *who = describe_rank (layout, r);
+                  fprintf (stderr, "shoal run: %s stopped on a signal; stopping %d process%s\n", who,
+                           running, running == 1 ? "" : "es");
+                  g_free (who);
+                  signal_running (children, n, SIGINT);
+                  interrupted = TRUE;
+                  kill_at = now + KILL_GRACE_S;
+                }
+              else if (!(WIFEXITED (status) && WEXITSTATUS (status) == 0) && !failed && !interrupted
+                       && !stopping)
                 {
                   char *who = describe_rank (layout, r);
                   char *how = describe_status (status);

@@ -13,6 +13,7 @@
 # SHOAL_INJECT_STEP_DELAY keeps the run going while the signals come.
 # Three signals, at different moments (after the train lines of steps 10,
 # 30 and 50 of 80); an epoch is 60 steps, so resumes cross its boundary.
+# Last, SIGINT to one worker process alone: the launcher stops the job.
 set -euo pipefail
 build=${1:-build}
 dir=$(mktemp -d)
@@ -91,3 +92,28 @@ for after in 10 30 50; do
   [ "$got" = "$whole" ] || { echo "the resumed run differs from the uninterrupted one"; exit 1; }
 done
 echo "$refused of 3 stops gave up a step one process had begun"
+
+# SIGINT to one worker process alone (a scheduler preempting its node):
+# the launcher stops the job with it, and the resume is exact too
+ws=$dir/one
+mkdir -p "$ws"
+SHOAL_INJECT_STEP_DELAY=0:5 "$build/shoal" run "${args[@]}" --workspace "$ws" >"$ws.out" 2>&1 &
+pid=$!
+for _ in $(seq 300); do  # until the train line of step 20 (bounded: 30 s)
+  grep -q '"step":20,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && break
+  sleep 0.1
+done
+pkill -INT -f "shoal proc $ws/job.conf --rank 1 " || { cat "$ws.out"; echo "no rank 1 to signal"; exit 1; }
+status=0
+timeout 30 tail --pid="$pid" -f /dev/null || { cat "$ws.out"; echo "still running 30 s after the signal"; exit 1; }
+wait "$pid" || status=$?
+pid=
+grep -q "rank 1 (1 worker of group 0) stopped on a signal; stopping" "$ws.out" && [ "$status" -eq 130 ] \
+  || { cat "$ws.out"; echo "SIGINT to rank 1 alone: exit $status"; exit 1; }
+step=$(grep -o 'group 0 worker 1: stopped at step [0-9]*' "$ws.out" | grep -o '[0-9]*$')
+[ "$(grep -c "group 0 worker [01]: stopped at step $step with" "$ws.out")" -eq 2 ] \
+  || { cat "$ws.out"; echo "the two workers stopped at different steps"; exit 1; }
+run "$ws" --resume
+got=$(final "$ws")
+echo "SIGINT to rank 1 alone, stopped at $step: resumed $got"
+[ "$got" = "$whole" ] || { echo "the resumed run differs from the uninterrupted one"; exit 1; }
