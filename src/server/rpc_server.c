@@ -764,7 +764,9 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
    * by the slices */
   rpc->max_message = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
                      : server == NULL || opts->mailbox != NULL
-                       ? MAX (slice_bytes + HEADROOM, BRIDGE_MESSAGE_BYTES)
+                       ? MIN (MAX (MAX (slice_bytes + HEADROOM, BRIDGE_MESSAGE_BYTES),
+                                   opts->mailbox != NULL ? opts->mailbox_message_bytes : 0),
+                              (size_t) G_MAXINT32)
                        : slice_bytes + HEADROOM;
   rpc->io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000;
   rpc->expected_shutdowns = opts->expected_shutdowns;

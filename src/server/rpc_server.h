@@ -39,6 +39,8 @@ typedef struct {
                                  * signal); NULL: only shutdowns end the wait */
   ShoalMailbox *mailbox;        /* borrowed, must outlive the RPC server; where send_bridge puts
                                  * messages; NULL: send_bridge is refused */
+  size_t mailbox_message_bytes; /* with a mailbox: its largest message (shoal_group_net_max_message_bytes);
+                                 * the default limit is raised to it where it passes 256 MiB */
 } ShoalRpcServerOptions;
 
 /* Starts listening and serving `server` (borrowed; must outlive the RPC

@@ -277,12 +277,7 @@ start_rpc (Process *p, GError **error)
   ropts.give_up = servers_give_up;
   ropts.mailbox = p->mailbox;
   if (p->wire != NULL)
-    {
-      /* the largest of a slice (derived by the server) and a group message */
-      size_t group = shoal_group_net_max_message_bytes (p->layout_net);
-      if (group > (256u << 20))
-        ropts.max_message_bytes = group;
-    }
+    ropts.mailbox_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
@@ -549,6 +544,14 @@ plan_units (Process *p, GError **error)
   return TRUE;
 }
 
+/* Whether `unit` runs its group leader's commands (a spread net's
+ * process that does not hold worker 0). */
+static gboolean
+is_follower (const Process *p, ShoalMember unit)
+{
+  return p->wire != NULL && unit.index > 0;
+}
+
 /* Spread net: this process's mailbox and its wire to the other processes
  * of its group (a process holds workers of one group only). */
 static gboolean
@@ -660,7 +663,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
     {
       ShoalMember m = g_array_index (p->units, ShoalMember, i);
       slots[i].net = i == 0 ? p->layout_net : build_net (p, m, error);
-      slots[i].follower = p->wire != NULL && m.index > 0;
+      slots[i].follower = is_follower (p, m);
       ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
@@ -786,7 +789,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   ShoalLayer *input = shoal_group_net_input (p.layout_net);
   /* a spread net's follower takes its steps from the leader: its workers
    * may have no input of their own */
-  gboolean follower = p.wire != NULL && g_array_index (p.units, ShoalMember, 0).index > 0;
+  gboolean follower = p.units->len > 0 && is_follower (&p, g_array_index (p.units, ShoalMember, 0));
   if (!follower && (input == NULL || input->ops->num_records == NULL))
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",

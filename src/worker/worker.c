@@ -258,16 +258,12 @@ shoal_worker_train (ShoalWorker *w)
         shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
       shoal_param_client_step_done (w->client, step);
 
-      if (!isfinite (loss) && !shoal_group_net_ok (w->net, &w->error))
-        {
-          /* a spread group lost one of its processes */
-          ok = FALSE;
-          break;
-        }
       if (!isfinite (loss))
         {
-          /* a GPU failure shows up as a NaN loss: say so when it is one */
-          if (!shoal_net_device_error (shoal_group_net_worker (w->net, 0), &w->error))
+          /* a spread group that lost one of its processes, or a GPU
+           * failure, shows up as a NaN loss: say so when it is one */
+          if (!shoal_group_net_ok (w->net, &w->error)
+              || !shoal_net_device_error (shoal_group_net_worker (w->net, 0), &w->error))
             {
               ok = FALSE;
               break;
