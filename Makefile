@@ -49,7 +49,7 @@ LIBS = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
 
-LIB_SRC := $(wildcard src/core/*.c src/layers/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
+LIB_SRC := $(wildcard src/core/*.c src/rpc/*.c src/layers/*.c src/net/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
   src/server/*.c src/worker/*.c src/data/*.c)
 ifeq ($(CUDA),1)
 LIB_SRC += $(wildcard src/gpu/*.c)

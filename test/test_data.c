@@ -11,7 +11,7 @@
 #include "data/dataset.h"
 #include "data/import.h"
 #include "data/record.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -345,7 +345,7 @@ test_record_corrupt (void)
   g_assert_cmpmem (out.pixels, 6, px, 6);
   g_byte_array_unref (b);
 
-  /* what the hardened protocol (core/thrift_util.c) refuses before the
+  /* what the hardened protocol (rpc/thrift_util.c) refuses before the
    * generated reader could leak or crash on it */
   for (int c = 0; c < 4; c++)
     {

@@ -19,7 +19,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "partition/partition.h"
 
 #define SEED 11

@@ -9,7 +9,7 @@
 
 #include "comm/group_wire.h"
 #include "comm/mailbox.h"
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "core/error.h"
 #include "server/rpc_server.h"
 #include "server/server.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "support/gradcheck.h"
 
 /* ---- scale2: y = 2x ------------------------------------------------------ */

@@ -40,7 +40,7 @@
  * gpu->forward and gpu->backward keep the contract above with every
  * tensor in device memory: srcs' out, grad, src_grad, label, and the
  * params' value and grad views (the param store's host buffers are the
- * net's business, see partition/net.h).  They enqueue work on the net's
+ * net's business, see net/net.h).  They enqueue work on the net's
  * compute stream (layer->ctx->gpu) and do not wait for it; a loss or
  * metric layer enqueues the copy of its value into its host out.  A
  * layer type without a GPU path on a GPU net fails the net's set-up,

@@ -8,7 +8,7 @@
 #include <glib.h>
 
 #include "core/conf.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 G_BEGIN_DECLS
 

@@ -10,7 +10,7 @@
  * workers of a group spread over processes) every param call fails the
  * slice check.  send_bridge hands its data to the mailbox without a copy:
  * the buffer was received for this call alone.  Connections use
- * ShoalThriftSocket and ShoalThriftProtocol (core/thrift_util.h): bounded
+ * ShoalThriftSocket and ShoalThriftProtocol (rpc/thrift_util.h): bounded
  * messages, garbage refused without allocating what it declares, payloads
  * sent and received without extra copies.  A bad message closes its
  * connection only.
@@ -33,7 +33,7 @@
 #include <thrift/c_glib/processor/thrift_processor.h>
 
 #include "core/error.h"
-#include "core/thrift_util.h"
+#include "rpc/thrift_util.h"
 #include "server/rpc_types.h"
 
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN

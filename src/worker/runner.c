@@ -15,7 +15,7 @@
 #include "comm/mailbox.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "core/error.h"
 #include "server/rpc_server.h"
 #include "server/server.h"

@@ -5,7 +5,7 @@
  * A net on a GPU runs the same graph through the layers' GPU paths; what
  * only it needs (param traffic between the host store and the device,
  * overlapped with compute through events) is in the "GPU nets" part. */
-#include "partition/net.h"
+#include "net/net.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * through ThriftSocket + ThriftBufferedTransport (bench/rpc_throughput.c,
  * a loaded 2-core machine); profiles of the RPC bench show the kernel's
  * socket copies and the server's own work, not this code. */
-#include "core/thrift_util.h"
+#include "rpc/thrift_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
