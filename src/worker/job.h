@@ -11,29 +11,12 @@
 
 #include <glib.h>
 
+#include "cluster/cluster_conf.h"
 #include "core/conf.h"
 #include "core/tensor.h"
 #include "core/updater.h"
 
 G_BEGIN_DECLS
-
-#define SHOAL_MAX_GPU_LIST 64
-
-typedef struct {
-  int nworker_groups;
-  int nworkers_per_group;
-  int nserver_groups;
-  int nservers_per_group;
-  int nworkers_per_procs;
-  int nservers_per_procs;
-  gboolean server_worker_separate;
-  int sync_freq;
-  gboolean all_groups_required;  /* async: a lost group fails the job */
-  int n_push;               /* async: steps summed per push */
-  int n_fetch;              /* async: steps between fetches */
-  int ngpus;                /* entries of gpus; 0: every worker on the CPU */
-  int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */
-} ShoalClusterConf;
 
 typedef struct {
   ShoalConf *conf;          /* owned */
@@ -62,18 +45,9 @@ void shoal_job_free (ShoalJob *job);
 /* Resolves epochs into train_steps once the dataset size is known. */
 void shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batch);
 
-/* Where worker `worker` of group `group` computes ([cluster] gpus).  A
- * worker unit is a group whose workers share a process (it runs as one
- * net), else one worker; unit i - the group, or group * nworkers_per_group
- * + worker - runs on cuda:gpus[i % ngpus], or on the CPU for -1 or an
- * empty list.  So `gpus = 0,1` alternates groups between two GPUs and
- * `gpus = 0,-1` runs even groups on cuda:0 and odd ones on the CPU. */
-ShoalDevice shoal_cluster_device (const ShoalClusterConf *cluster, int group, int worker);
-
 /* The option tables, for `shoal help conf`. */
 extern const ShoalOption shoal_job_options[];
 extern const ShoalOption shoal_updater_options[];
-extern const ShoalOption shoal_cluster_options[];
 
 G_END_DECLS
 

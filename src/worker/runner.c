@@ -275,9 +275,13 @@ start_rpc (Process *p, GError **error)
   ropts.token = p->opts->token;
   ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
   ropts.give_up = servers_give_up;
-  ropts.mailbox = p->mailbox;
+  if (p->mailbox != NULL)
+    {
+      ropts.bridge_sink = shoal_mailbox_sink;
+      ropts.bridge_data = p->mailbox;
+    }
   if (p->wire != NULL)
-    ropts.mailbox_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
+    ropts.bridge_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
