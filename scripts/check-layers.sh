@@ -34,12 +34,17 @@ done
 
 # ---- calls (and data references) between objects --------------------------
 objdir="$build/obj/src"
-if [ -d "$objdir" ]; then
+# the objects of today's sources only (a moved file leaves its old object)
+objects=()
+for f in $(find src -name '*.c' | sort); do
+  [ -f "$build/obj/${f%.c}.o" ] && objects+=("$build/obj/${f%.c}.o")
+done
+if [ "${#objects[@]}" -gt 0 ]; then
   declare -A owner
   while read -r obj sym; do
     folder=$(echo "${obj#$objdir/}" | cut -d/ -f1)
     owner[$sym]=$folder
-  done < <(find "$objdir" -name '*.o' -print0 | xargs -0 nm -A --defined-only -g 2>/dev/null \
+  done < <(nm -A --defined-only -g "${objects[@]}" 2>/dev/null \
            | awk '{ split($1, a, ":"); print a[1], $3 }')
   while read -r obj sym; do
     from=$(echo "${obj#$objdir/}" | cut -d/ -f1)
@@ -48,7 +53,7 @@ if [ -d "$objdir" ]; then
     if [ "${level[$to]}" -gt "${level[$from]}" ]; then
       complain "${obj#$build/obj/}: uses $sym from $to: $from may not call into $to (a higher layer)"
     fi
-  done < <(find "$objdir" -name '*.o' -print0 | xargs -0 nm -A -u 2>/dev/null \
+  done < <(nm -A -u "${objects[@]}" 2>/dev/null \
            | awk '{ split($1, a, ":"); print a[1], $NF }')
 else
   complain "$objdir: no objects (run make first)"

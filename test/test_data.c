@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "data/data_layers.h"
 #include "data/dataset.h"
 #include "data/import.h"
 #include "data/record.h"
@@ -1139,6 +1140,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  shoal_data_register_layers ();
   shoal_record_types_init ();
   g_test_add_func ("/data/record/roundtrip-pixels", test_record_roundtrip_pixels);
   g_test_add_func ("/data/record/roundtrip-floats", test_record_roundtrip_floats);

@@ -63,15 +63,40 @@ typedef enum {
   SHOAL_PHASE_TEST
 } ShoalPhase;
 
-/* Partition dims a layer can be split on (issue: partitioning). */
+/* Partition dims a layer can be split on (docs/PARTITIONING.md). */
 #define SHOAL_SPLIT_BATCH   (1u << 0)   /* partition_dim = 0: rows */
 #define SHOAL_SPLIT_FEATURE (1u << 1)   /* partition_dim = 1: output units / filters */
+
+/* How the partitioner may split a layer type: the layer says it, the
+ * partitioner never looks at type names.  All zero (a plugin that says
+ * nothing): the layer runs whole on one worker.
+ *  - batch split (dims & SHOAL_SPLIT_BATCH): each worker computes its
+ *    share of the rows from the same share of its sources' rows.  An
+ *    input layer reads its share when it names rows_key, the option that
+ *    holds its batch rows (an int, or a list whose first item is rows).
+ *  - feature split (dims & SHOAL_SPLIT_FEATURE): each worker computes a
+ *    block of dim 1 (units, channels, filters).  With units_key (the
+ *    option holding the layer's output units: dense num_output, conv
+ *    num_filters) a worker's part reads its whole input and gets its
+ *    share of the units; without it the layer is element-wise or per
+ *    channel: block j of its output comes from block j of its input.
+ *  - refuse, when set, may still say no for a layer's options: it
+ *    returns why the layer in conf group `group` cannot be split on dim
+ *    (0 or 1), a static string, or NULL when it can. */
+typedef struct {
+  guint dims;
+  const char *units_key;
+  const char *rows_key;
+  const char *(*refuse) (ShoalConf *conf, const char *group, int dim);
+} ShoalSplitRule;
 
 typedef enum {
   SHOAL_LAYER_INPUT    = 1u << 0,  /* reads data from outside the net; no sources */
   SHOAL_LAYER_LOSS     = 1u << 1,  /* 1-element out: the batch's mean loss; seeds backward */
   SHOAL_LAYER_METRIC   = 1u << 2,  /* 1-element out reported each step, no backward */
-  SHOAL_LAYER_OWN_ROWS = 1u << 3   /* sets out's rows itself in forward (inputs, losses) */
+  SHOAL_LAYER_OWN_ROWS = 1u << 3,  /* sets out's rows itself in forward (inputs, losses) */
+  SHOAL_LAYER_CONNECTION = 1u << 4 /* joins partitions (split, slice, concat, bridges); the
+                                    * partitioner inserts these where neighbours are cut differently */
 } ShoalLayerFlags;
 
 #define SHOAL_LAYER_MAX_SRCS 8
@@ -102,7 +127,7 @@ typedef struct {
   const char *type;                 /* name in confs: "dense" */
   const char *summary;              /* one line for `shoal layers` / help */
   guint flags;                      /* ShoalLayerFlags */
-  guint split_dims;                 /* SHOAL_SPLIT_* this layer supports */
+  ShoalSplitRule split;             /* how the partitioner may split it */
   int min_srcs, max_srcs;
   const ShoalOption *options;       /* layer keys, SHOAL_OPTION_END-terminated */
   const char *const *param_names;   /* NULL-terminated ("weight", "bias"), or NULL */
@@ -197,7 +222,7 @@ const ShoalLayerOps *shoal_layer_lookup (const char *type);
 /* Fails when the type name is taken or the table is malformed.  The ops
  * table must outlive every net (use a static const). */
 gboolean shoal_layer_register (const ShoalLayerOps *ops, GError **error);
-/* Newly allocated NULL-terminated list of type names (g_free the array only). */
+/* Newly allocated NULL-terminated list of type names, sorted (g_free the array only). */
 const char **shoal_layer_types (void);
 
 /* Keys every [layer NAME] group may hold besides the layer's options. */

@@ -55,7 +55,7 @@ const ShoalLayerOps shoal_layer_sigmoid_ops = {
   .type = "sigmoid",
   .summary = "logistic sigmoid 1 / (1 + exp(-x))",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .setup = sigmoid_setup,

@@ -1090,11 +1090,10 @@ dot_escape (GString *s, const char *text)
 static gboolean
 is_connection (const ShoalLayer *layer)
 {
-  const char *t = layer->ops->type;
-  return layer->ops == &shoal_layer_split_ops || strcmp (t, "bridge_src") == 0
-         || strcmp (t, "bridge_dst") == 0
-         || (strchr (layer->name, ':') != NULL
-             && (strcmp (t, "concat") == 0 || strcmp (t, "slice") == 0));
+  /* a user's own concat or slice joins nothing the partitioner made: the
+   * ones it inserts have a ':' in their names (plan.c) */
+  return (layer->ops->flags & SHOAL_LAYER_CONNECTION)
+         && (layer->ops == &shoal_layer_split_ops || strchr (layer->name, ':') != NULL);
 }
 
 char *

@@ -12,13 +12,6 @@
 
 G_BEGIN_DECLS
 
-/* What a layer type's split changes (plan.c's table). */
-typedef struct {
-  const char *type;
-  const char *units_key;   /* feature split: option of output units; the layer reads its whole input */
-  const char *rows_key;    /* batch-split input: option of the batch rows (a list: its first item) */
-} TypeRule;
-
 typedef enum {
   NODE_PART,         /* a worker's part of an original layer */
   NODE_CONCAT,
@@ -43,13 +36,12 @@ typedef struct {
   char *name;
   char *group;                       /* "layer NAME" */
   const ShoalLayerOps *ops;
-  const TypeRule *rule;
   int dim;
   int srcs[SHOAL_LAYER_MAX_SRCS];    /* indices of original layers */
   int nsrcs;
   ShoalShape shape;                  /* out of the unpartitioned net */
   gboolean label, needs_grad;
-  int units;                         /* dim 1 with a units_key: the whole count */
+  int units;                         /* dim 1 with ops->split.units_key: the whole count */
   int batch_rows;                    /* rows of its batch (of srcs[0] for losses, metrics) */
   /* plan caches, names borrowed from nodes; [k] or [k * k] */
   const char **native, **whole, **rows, **features, **bridged;

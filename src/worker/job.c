@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "data/data_layers.h"
 #include "partition/partition.h"
 
 const ShoalOption shoal_job_options[] = {
@@ -144,6 +145,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
 {
   if (conf == NULL)
     return NULL;
+  shoal_data_register_layers ();   /* a job may read datasets: its input types must be known */
   for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
     if (!shoal_conf_override (conf, overrides[i], error))
       {
