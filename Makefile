@@ -35,6 +35,8 @@ ifeq ($(CUDA),1)
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
   CUDA_CFLAGS := -DSHOAL_CUDA -I$(CUDA_HOME)/include
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+  # nothing below src/gpu names the backend: pull its registration out of the archive
+  LDFLAGS += -Wl,-u,shoal_gpu_register
 endif
 
 CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
@@ -138,7 +140,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 examples: $(EXAMPLE_BIN)
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
 
 # ---- data ---------------------------------------------------------------
 FMNIST := /usr/share/datasets/fashion-mnist
@@ -166,6 +168,7 @@ demo: deps
 
 test: deps
 	@$(MAKE) --no-print-directory all data $(if $(SANITIZE),,fuzz-build)
+	@scripts/check-layers.sh $(BUILD)
 	@echo '$(SANITIZE)' > $(BUILD)/sanitize
 	@test/run-tests.sh $(BUILD)
 
@@ -176,6 +179,11 @@ bench: deps
 	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
+
+# includes and calls point down the layers of src/ (docs/ARCHITECTURE.md)
+.PHONY: check-layers
+check-layers: all
+	@scripts/check-layers.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

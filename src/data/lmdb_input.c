@@ -576,5 +576,4 @@ const ShoalLayerOps shoal_layer_lmdb_input_ops = {
   .num_records = lmdb_input_num_records,
   .save_state = lmdb_input_save_state,
   .load_state = lmdb_input_load_state,
-  .gpu = SHOAL_LAYER_GPU (lmdb_input),
 };

@@ -83,5 +83,4 @@ const ShoalLayerOps shoal_layer_accuracy_ops = {
   .priv_size = sizeof (AccuracyPriv),
   .setup = accuracy_setup,
   .forward = accuracy_forward,
-  .gpu = SHOAL_LAYER_GPU (accuracy),
 };

@@ -364,5 +364,4 @@ const ShoalLayerOps shoal_layer_batchnorm_ops = {
   .forward = batchnorm_forward,
   .backward = batchnorm_backward,
   .finalize = batchnorm_finalize,
-  .gpu = SHOAL_LAYER_GPU (batchnorm),
 };

@@ -223,5 +223,4 @@ const ShoalLayerOps shoal_layer_concat_ops = {
   .setup = concat_setup,
   .forward = concat_forward,
   .backward = concat_backward,
-  .gpu = SHOAL_LAYER_GPU (concat),
 };

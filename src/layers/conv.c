@@ -417,5 +417,4 @@ const ShoalLayerOps shoal_layer_conv_ops = {
   .backward = conv_backward,
   .finalize = conv_finalize,
   .num_records = NULL,
-  .gpu = SHOAL_LAYER_GPU (conv),
 };

@@ -111,5 +111,4 @@ const ShoalLayerOps shoal_layer_dense_ops = {
   .setup = dense_setup,
   .forward = dense_forward,
   .backward = dense_backward,
-  .gpu = SHOAL_LAYER_GPU (dense),
 };

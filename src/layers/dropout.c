@@ -137,5 +137,4 @@ const ShoalLayerOps shoal_layer_dropout_ops = {
   .forward = dropout_forward,
   .backward = dropout_backward,
   .finalize = dropout_finalize,
-  .gpu = SHOAL_LAYER_GPU (dropout),
 };

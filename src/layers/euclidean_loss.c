@@ -123,5 +123,4 @@ const ShoalLayerOps shoal_layer_euclidean_loss_ops = {
   .forward = euclidean_loss_forward,
   .backward = euclidean_loss_backward,
   .finalize = euclidean_loss_finalize,
-  .gpu = SHOAL_LAYER_GPU (euclidean_loss),
 };

@@ -71,5 +71,4 @@ const ShoalLayerOps shoal_layer_feed_ops = {
   .options = feed_options,
   .setup = feed_setup,
   .forward = feed_forward,
-  .gpu = SHOAL_LAYER_GPU (feed),
 };

@@ -304,3 +304,28 @@ shoal_layer_types (void)
   g_ptr_array_add (names, NULL);
   return (const char **) g_ptr_array_free (names, FALSE);
 }
+
+/* ---- GPU paths registered by name ----------------------------------------- */
+
+static GHashTable *gpu_paths;   /* type name -> const ShoalLayerGpuOps *, under registry_lock */
+
+void
+shoal_layer_register_gpu (const char *type, const ShoalLayerGpuOps *gpu)
+{
+  g_mutex_lock (&registry_lock);
+  if (gpu_paths == NULL)
+    gpu_paths = g_hash_table_new (g_str_hash, g_str_equal);
+  g_hash_table_insert (gpu_paths, (gpointer) type, (gpointer) gpu);
+  g_mutex_unlock (&registry_lock);
+}
+
+const ShoalLayerGpuOps *
+shoal_layer_gpu_ops (const ShoalLayerOps *ops)
+{
+  if (ops->gpu != NULL)
+    return ops->gpu;
+  g_mutex_lock (&registry_lock);
+  const ShoalLayerGpuOps *gpu = gpu_paths != NULL ? g_hash_table_lookup (gpu_paths, ops->type) : NULL;
+  g_mutex_unlock (&registry_lock);
+  return gpu;
+}

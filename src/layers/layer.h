@@ -30,7 +30,7 @@
  * Per-row labels travel in `label` (shape: rows), made by input layers and
  * passed through by layers that keep rows (split, slice, bridge).
  *
- * GPU path (ops->gpu, NULL = none).  On a net built for a GPU
+ * GPU path (shoal_layer_gpu_ops: ops->gpu or a registered one; NULL = none).  On a net built for a GPU
  * (ShoalNetOptions.device) the net runs ops->setup as on the CPU (shapes,
  * params), allocates out and grad in device memory - except the
  * 1-element out of loss and metric layers, which stays on the host - and
@@ -144,19 +144,17 @@ typedef struct {
    * Layers without them get their random stream (layer->rng) saved. */
   GBytes *(*save_state) (ShoalLayer *layer);
   gboolean (*load_state) (ShoalLayer *layer, GBytes *state, GError **error);
-  const ShoalLayerGpuOps *gpu;      /* GPU path, or NULL: built-ins write SHOAL_LAYER_GPU (type) */
+  const ShoalLayerGpuOps *gpu;      /* GPU path, or NULL (see shoal_layer_gpu_ops) */
 } ShoalLayerOps;
 
-/* The GPU path of built-in type `type` (shoal_layer_<type>_gpu, defined
- * in src/gpu) in a CUDA build (make CUDA=1), NULL otherwise. */
-#ifdef SHOAL_CUDA
-#define SHOAL_LAYER_GPU(type) (&shoal_layer_##type##_gpu)
-#else
-#define SHOAL_LAYER_GPU(type) NULL
-#endif
-#define SHOAL_LAYER(type) extern const ShoalLayerGpuOps shoal_layer_##type##_gpu;
-#include "layers/layer_list.h"
-#undef SHOAL_LAYER
+/* The GPU path of a layer type: ops->gpu when the ops carry one (a
+ * plugin's), else the path registered for the type's name (the
+ * built-ins': src/gpu registers them when a CUDA build is loaded), else
+ * NULL (no GPU path). */
+const ShoalLayerGpuOps *shoal_layer_gpu_ops (const ShoalLayerOps *ops);
+/* Registers the GPU path of the type named `type` (static, must outlive
+ * every net); a later registration for the same name replaces it. */
+void shoal_layer_register_gpu (const char *type, const ShoalLayerGpuOps *gpu);
 
 struct _ShoalLayer {
   char *name;                       /* owned */
@@ -183,7 +181,8 @@ struct _ShoalLayer {
   float loss_weight;                /* loss layers; default 1 */
   int loss_norm;                    /* rows the loss is averaged over; 0 = this batch's rows */
   void *priv;                       /* ops->priv_size zeroed bytes, owned by the net */
-  void *gpu_priv;                   /* GPU nets: state of ops->gpu, made by its setup, freed by its finalize */
+  const ShoalLayerGpuOps *gpu;      /* GPU nets: the path it runs (shoal_layer_gpu_ops), set by the net */
+  void *gpu_priv;                   /* GPU nets: state of that path, made by its setup, freed by its finalize */
 };
 
 /* Option getters for this layer's own table (ops->options); defaults apply.

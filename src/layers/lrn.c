@@ -197,5 +197,4 @@ const ShoalLayerOps shoal_layer_lrn_ops = {
   .backward = lrn_backward,
   .finalize = lrn_finalize,
   .num_records = NULL,
-  .gpu = SHOAL_LAYER_GPU (lrn),
 };

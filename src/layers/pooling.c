@@ -353,5 +353,4 @@ const ShoalLayerOps shoal_layer_pooling_ops = {
   .backward = pool_backward,
   .finalize = pool_finalize,
   .num_records = NULL,
-  .gpu = SHOAL_LAYER_GPU (pooling),
 };

@@ -81,5 +81,4 @@ const ShoalLayerOps shoal_layer_relu_ops = {
   .setup = relu_setup,
   .forward = relu_forward,
   .backward = relu_backward,
-  .gpu = SHOAL_LAYER_GPU (relu),
 };

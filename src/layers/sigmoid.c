@@ -61,5 +61,4 @@ const ShoalLayerOps shoal_layer_sigmoid_ops = {
   .setup = sigmoid_setup,
   .forward = sigmoid_forward,
   .backward = sigmoid_backward,
-  .gpu = SHOAL_LAYER_GPU (sigmoid),
 };

@@ -192,5 +192,4 @@ const ShoalLayerOps shoal_layer_softmax_loss_ops = {
   .forward = softmax_loss_forward,
   .backward = softmax_loss_backward,
   .finalize = softmax_loss_finalize,
-  .gpu = SHOAL_LAYER_GPU (softmax_loss),
 };

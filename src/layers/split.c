@@ -140,5 +140,4 @@ const ShoalLayerOps shoal_layer_split_ops = {
   .forward = split_forward,
   .backward = split_backward,
   .finalize = split_finalize,
-  .gpu = SHOAL_LAYER_GPU (split),
 };

@@ -64,5 +64,4 @@ const ShoalLayerOps shoal_layer_stanh_ops = {
   .setup = stanh_setup,
   .forward = stanh_forward,
   .backward = stanh_backward,
-  .gpu = SHOAL_LAYER_GPU (stanh),
 };

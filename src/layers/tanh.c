@@ -60,5 +60,4 @@ const ShoalLayerOps shoal_layer_tanh_ops = {
   .setup = tanh_setup,
   .forward = tanh_forward,
   .backward = tanh_backward,
-  .gpu = SHOAL_LAYER_GPU (tanh),
 };

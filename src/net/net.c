@@ -51,8 +51,8 @@ layer_new (ShoalNet *net, const char *name, const ShoalLayerOps *ops, const char
 static void
 layer_free (ShoalLayer *layer)
 {
-  if (layer->ctx->gpu != NULL && layer->ops->gpu != NULL && layer->ops->gpu->finalize != NULL)
-    layer->ops->gpu->finalize (layer);
+  if (layer->gpu != NULL && layer->gpu->finalize != NULL)
+    layer->gpu->finalize (layer);
   if (layer->ops->finalize != NULL)
     layer->ops->finalize (layer);
   shoal_tensor_clear (&layer->out);
@@ -399,7 +399,7 @@ keeps_host_out (const ShoalLayer *layer)
 static gboolean
 setup_layer_gpu (ShoalNet *net, ShoalLayer *layer, GError **error)
 {
-  const ShoalLayerGpuOps *gpu = layer->ops->gpu;
+  const ShoalLayerGpuOps *gpu = shoal_layer_gpu_ops (layer->ops);
   ShoalDevice dev = net->ctx.device;
   ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
   char *where = shoal_device_to_string (dev);
@@ -414,6 +414,7 @@ setup_layer_gpu (ShoalNet *net, ShoalLayer *layer, GError **error)
                          layer->name, layer->ops->type, where);
       ok = FALSE;
     }
+  layer->gpu = ok ? gpu : NULL;
   if (ok)
     {
       GError *local = NULL;
@@ -905,7 +906,7 @@ forward_gpu (ShoalNet *net, ShoalPhase phase)
       follow_rows (layer);
       if (net->upload_every_forward && net->uploaded[i] != NULL)
         shoal_stream_wait (compute, net->uploaded[i]);
-      layer->ops->gpu->forward (layer, phase);
+      layer->gpu->forward (layer, phase);
     }
   GError *error = NULL;
   if (!shoal_device_context_sync (net->ctx.gpu, &error))
@@ -968,7 +969,7 @@ backward_gpu (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
       size_t b, e;
       if (!layer->needs_grad || layer->ops->backward == NULL)
         continue;
-      layer->ops->gpu->backward (layer);
+      layer->gpu->backward (layer);
       if (shoal_layer_param_range (layer, &b, &e))
         {
           size_t bytes = (e - b) * sizeof (float);
