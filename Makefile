@@ -168,7 +168,6 @@ demo: deps
 
 test: deps
 	@$(MAKE) --no-print-directory all data $(if $(SANITIZE),,fuzz-build)
-	@scripts/check-layers.sh $(BUILD)
 	@echo '$(SANITIZE)' > $(BUILD)/sanitize
 	@test/run-tests.sh $(BUILD)
 
