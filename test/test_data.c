@@ -346,7 +346,7 @@ test_record_corrupt (void)
   g_assert_cmpmem (out.pixels, 6, px, 6);
   g_byte_array_unref (b);
 
-  /* what the hardened protocol (rpc/thrift_util.c) refuses before the
+  /* what the hardened protocol (rpc/thrift_protocol.c) refuses before the
    * generated reader could leak or crash on it */
   for (int c = 0; c < 4; c++)
     {

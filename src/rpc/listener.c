@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "rpc/thrift_util.h"
+#include "rpc/thrift_protocol.h"
+#include "rpc/thrift_socket.h"
 
 typedef struct {
   ShoalRpcListener *rpc;

@@ -5,7 +5,7 @@
  * address; this one binds the address asked for, gives every accepted
  * socket TCP_NODELAY and send/receive timeouts (shoal_socket_tune), and
  * reads and writes through ShoalThriftSocket and ShoalThriftProtocol
- * (rpc/thrift_util.h): bounded messages, garbage refused without
+ * (rpc/thrift_socket.h, rpc/thrift_protocol.h): bounded messages, garbage refused without
  * allocating what it declares.  A bad message closes its connection
  * only; the listener keeps serving.
  *
