@@ -9,7 +9,6 @@
 
 #include <math.h>
 
-#include "core/error.h"
 #include "layers/split.h"
 
 /* A loss's or metric's 1-element out stays on the host on a GPU net:

@@ -1,6 +1,6 @@
 /* The partitioner's plan (internal to src/partition): which layers each
  * worker of a group runs and which connection layers join them, written
- * as one conf per worker.  partition.c builds the sub-nets from these
+ * as one conf per worker.  group_net.c builds the sub-nets from these
  * confs and runs them; docs/PARTITIONING.md has the rules. */
 #ifndef SHOAL_PLAN_H
 #define SHOAL_PLAN_H
