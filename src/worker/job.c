@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cluster/topology.h"
 #include "core/error.h"
 #include "data/data_layers.h"
 #include "partition/partition.h"
@@ -211,6 +212,39 @@ ShoalJob *
 shoal_job_load (const char *path, const char *const *overrides, GError **error)
 {
   return job_from_conf (shoal_conf_load_file (path, error), overrides, error);
+}
+
+ShoalJob *
+shoal_job_load_topology (const char *job_path, const char *topology_path,
+                         const char *const *overrides, GError **error)
+{
+  if (topology_path == NULL)
+    return shoal_job_load (job_path, overrides, error);
+  char **topo = shoal_topology_overrides (topology_path, error);
+  if (topo == NULL)
+    return NULL;
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (job_path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      g_strfreev (topo);
+      return NULL;
+    }
+  char *blanked = shoal_topology_blank_cluster (text, topology_path);
+  GPtrArray *all = g_ptr_array_new ();
+  for (int i = 0; topo[i] != NULL; i++)
+    g_ptr_array_add (all, topo[i]);
+  for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
+    g_ptr_array_add (all, (gpointer) overrides[i]);
+  g_ptr_array_add (all, NULL);
+  ShoalJob *job = shoal_job_load_data (blanked, job_path, (const char *const *) all->pdata, error);
+  g_ptr_array_free (all, TRUE);
+  g_strfreev (topo);
+  g_free (blanked);
+  g_free (text);
+  return job;
 }
 
 void

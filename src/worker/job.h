@@ -40,6 +40,12 @@ ShoalJob *shoal_job_load (const char *path, const char *const *overrides, GError
 /* Same from text; `origin` names it in messages. */
 ShoalJob *shoal_job_load_data (const char *text, const char *origin,
                                const char *const *overrides, GError **error);
+/* shoal_job_load with the [cluster] section of the topology file at
+ * topology_path (may be NULL: none) in place of the job's own, then the
+ * overrides.  The topology file must hold only [cluster] and be a valid
+ * layout by itself; its errors name its own lines (cluster/topology.h). */
+ShoalJob *shoal_job_load_topology (const char *job_path, const char *topology_path,
+                                   const char *const *overrides, GError **error);
 void shoal_job_free (ShoalJob *job);
 
 /* Resolves epochs into train_steps once the dataset size is known. */

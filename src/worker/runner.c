@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cluster/endpoints.h"
 #include "cluster/layout.h"
 #include "comm/group_wire.h"
 #include "comm/mailbox.h"
@@ -200,23 +201,6 @@ prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
 }
 
 static gboolean
-parse_endpoint (const char *endpoint, char **host, int *port, GError **error)
-{
-  const char *colon = endpoint ? strrchr (endpoint, ':') : NULL;
-  gint64 p = 0;
-  if (colon == NULL || colon == endpoint
-      || !g_ascii_string_to_signed (colon + 1, 10, 1, 65535, &p, NULL))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "endpoint '%s' is not host:port",
-                   endpoint ? endpoint : "");
-      return FALSE;
-    }
-  *host = g_strndup (endpoint, (gsize) (colon - endpoint));
-  *port = (int) p;
-  return TRUE;
-}
-
-static gboolean
 endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
 {
   if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
@@ -227,7 +211,7 @@ endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, G
       return FALSE;
     }
   memset (o, 0, sizeof *o);
-  if (!parse_endpoint (p->opts->endpoints[rank], host, &o->port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[rank], host, &o->port, error))
     return FALSE;
   o->host = *host;
   o->token = p->opts->token;
@@ -269,7 +253,7 @@ start_rpc (Process *p, GError **error)
   ShoalProcess *proc = p->proc;
   char *host = NULL;
   ShoalRpcServerOptions ropts = { 0 };
-  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
     return FALSE;
   ropts.bind_address = host;
   ropts.token = p->opts->token;
