@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <shoal/version.h>
+
 #include "tools/commands.h"
 
 typedef struct {
@@ -46,7 +48,7 @@ main (int argc, char **argv)
     }
   if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "version") == 0)
     {
-      printf ("shoal %s\n", SHOAL_VERSION);
+      printf ("shoal %s\n", shoal_version ());
       return 0;
     }
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
