@@ -77,12 +77,14 @@ double shoal_net_forward (ShoalNet *net, ShoalPhase phase);
  * are ADDED to: zero them first (shoal_param_store_zero_grads) unless
  * accumulating.  The loss layers seed the gradient. */
 void shoal_net_backward (ShoalNet *net);
-/* For applications that compute the loss themselves: sets d loss / d out
- * of `layer` (an output: no layer of the net reads it) to `grad`
- * (shoal_tensor_count of its output floats) and runs backward from it,
- * adding into the params' gradients as shoal_net_backward does.  FALSE
- * with SHOAL_ERROR_CONF (no such layer, or other layers read it, or
- * nothing at or below it learns) - nothing is run then. */
+/* For applications that compute the loss themselves: after a train
+ * forward, sets d loss / d out of `layer` (an output: no layer of the net
+ * reads it) to `grad` (shoal_tensor_count of its output floats) and runs
+ * backward from it alone - the net's loss layers seed nothing - adding
+ * into the params' gradients as shoal_net_backward does.  FALSE with
+ * SHOAL_ERROR_CONF (no such layer, other layers read it, or nothing at
+ * or below it learns) or SHOAL_ERROR_UNSUPPORTED (a GPU net); nothing is
+ * run then. */
 gboolean shoal_net_backward_from (ShoalNet *net, const char *layer, const float *grad,
                                   GError **error);
 /* Called during backward right after `layer` finished, i.e. when its
@@ -108,8 +110,8 @@ int shoal_net_batch_rows (ShoalNet *net);
  * written to a temporary file and renamed, so a crash leaves the old
  * file).  FALSE with SHOAL_ERROR_IO naming the path and the reason. */
 gboolean shoal_net_save_params (ShoalNet *net, const char *path, GError **error);
-/* Loads a file written by shoal_net_save_params (or the params of a
- * workspace's checkpoint) into the params of the same names; under
+/* Loads a file written by shoal_net_save_params into the params of the
+ * same names (a run's workspace: shoal_model_load); under
  * SHOAL_PARAMS_BY_NAME_ALL every param of the net must be there.  FALSE
  * with SHOAL_ERROR_IO (cannot read), or shoal_param_store_load_bytes's
  * errors. */

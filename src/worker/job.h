@@ -47,6 +47,10 @@ ShoalJob *shoal_job_load_data (const char *text, const char *origin,
 ShoalJob *shoal_job_load_topology (const char *job_path, const char *topology_path,
                                    const char *const *overrides, GError **error);
 void shoal_job_free (ShoalJob *job);
+/* Loads more plugins (`shoal run --plugin`), adding them to the job's
+ * [job] plugins so every process of the job loads them.  FALSE with the
+ * loader's error prefixed "--plugin: ". */
+gboolean shoal_job_add_plugins (ShoalJob *job, const char *const *plugins, GError **error);
 
 /* Resolves epochs into train_steps once the dataset size is known. */
 void shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batch);
