@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SSP end to end (conf/ssp.conf, staleness = 2): 2 worker groups against
+# one server group train to the bar, and the staleness the servers
+# recorded stays within the bound: with 2 groups a gradient can meet at
+# most the other group's s + 1 pushes (its own step and the s it may be
+# ahead), so max staleness <= s + 1 = 3.
+# Usage: topology_ssp.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+source test/e2e/lib/topology.sh
+run_topology ssp 0.80 2 3
+/usr/bin/python3 - "$TOPOLOGY_DIR/ws/metrics.jsonl" <<'PY' || fail "staleness"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+proc = [r for r in lines if r["phase"] == "process" and "staleness_count" in r]
+assert proc, "no process line with staleness"
+count = sum(r["staleness_count"] for r in proc)
+worst = max(r["staleness_max"] for r in proc)
+hist = [0] * 64
+for r in proc:
+    for i, n in enumerate(r["staleness_hist"]):
+        hist[i] += n
+assert sum(hist) == count, (sum(hist), count)
+# 600 steps x 2 groups x every slice: every update recorded
+updates = sum(r["updates"] for r in proc)
+assert count == updates and count >= 1200, (count, updates)
+assert worst <= 3, "SSP with staleness 2 let an update be %d versions stale" % worst
+print("ssp: %d updates, max staleness %d, histogram %s" % (count, worst, hist[:worst + 1]))
+PY
