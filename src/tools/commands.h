@@ -11,6 +11,13 @@ int shoal_cmd_proc (int argc, char **argv);
 int shoal_cmd_import (int argc, char **argv);
 int shoal_cmd_layers (int argc, char **argv);
 int shoal_cmd_inspect (int argc, char **argv);
+int shoal_cmd_compare (int argc, char **argv);
+int shoal_cmd_plot (int argc, char **argv);
+
+/* plot.c: the curves of the runs in `workspaces` (NULL-terminated; a
+ * workspace or its metrics.jsonl) into the PNG `out`: x "time" or
+ * "samples", y "accuracy" or "loss". */
+gboolean shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *y, GError **error);
 
 /* launch.c: the job conf at job_path with the [cluster] section of
  * topology_path (may be NULL) in place of its own, then the overrides.
