@@ -67,6 +67,14 @@ shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *
   for (int i = 0; ok && workspaces[i] != NULL; i++)
     {
       char *path = metrics_path (workspaces[i]);
+      if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: no metrics.jsonl (not the workspace of a run)",
+                       workspaces[i]);
+          g_free (path);
+          ok = FALSE;
+          break;
+        }
       ShoalRunLog *log = shoal_run_log_read (path, error);
       g_free (path);
       if (log == NULL)
