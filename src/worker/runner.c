@@ -744,7 +744,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .test_loss = slots[0].worker.test_loss,
                                  .test_accuracy = slots[0].worker.test_accuracy,
                                  .samples_per_sec = slots[0].worker.train_samples_per_sec,
-                                 .stopped = slots[0].worker.stopped,
+                                 /* the time budget's end is the run's end, not a stop */
+                                 .stopped = slots[0].worker.stopped && !slots[0].worker.budget_end,
                                  .follower = slots[0].follower };
   for (guint i = 0; i < n; i++)
     {
