@@ -35,6 +35,8 @@ ifeq ($(CUDA),1)
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
   CUDA_CFLAGS := -DSHOAL_CUDA -I$(CUDA_HOME)/include
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+  # nothing below src/gpu names the backend: pull its registration out of the archive
+  LDFLAGS += -Wl,-u,shoal_gpu_register
 endif
 
 CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
@@ -49,7 +51,7 @@ LIBS = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
 
-LIB_SRC := $(wildcard src/core/*.c src/layers/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
+LIB_SRC := $(wildcard src/core/*.c src/rpc/*.c src/layers/*.c src/net/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
   src/server/*.c src/worker/*.c src/data/*.c)
 ifeq ($(CUDA),1)
 LIB_SRC += $(wildcard src/gpu/*.c)
@@ -138,7 +140,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 examples: $(EXAMPLE_BIN)
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
 
 # ---- data ---------------------------------------------------------------
 FMNIST := /usr/share/datasets/fashion-mnist
@@ -176,6 +178,11 @@ bench: deps
 	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
+
+# includes and calls point down the layers of src/ (docs/ARCHITECTURE.md)
+.PHONY: check-layers
+check-layers: all
+	@scripts/check-layers.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

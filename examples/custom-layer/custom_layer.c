@@ -15,7 +15,7 @@
 #include "core/rng.h"
 #include "core/updater.h"
 #include "layers/layer.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 /* ---- the swish layer ----------------------------------------------------
  * Its options are declared once in a table: the net checks the conf's

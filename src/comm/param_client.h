@@ -2,7 +2,7 @@
  *
  * A client belongs to one worker thread.  It routes each slice to the
  * server that serves it: a server in this process (direct calls, no
- * serialisation) or one in another process (Thrift, src/comm/rpc_client).
+ * serialisation) or one in another process (Thrift, src/server/rpc_client).
  * Communication runs on the client's own comm thread, so it overlaps
  * compute:
  *   - during backward the worker calls shoal_param_client_layer_done after
@@ -22,7 +22,7 @@
 
 #include <glib.h>
 
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "core/param.h"
 #include "layers/layer.h"
 #include "server/server.h"

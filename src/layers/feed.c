@@ -65,11 +65,10 @@ const ShoalLayerOps shoal_layer_feed_ops = {
   .type = "feed",
   .summary = "data written into the net by the program (libshoal users, tests)",
   .flags = SHOAL_LAYER_INPUT | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH, .rows_key = "shape" },
   .min_srcs = 0,
   .max_srcs = 0,
   .options = feed_options,
   .setup = feed_setup,
   .forward = feed_forward,
-  .gpu = SHOAL_LAYER_GPU (feed),
 };

@@ -30,7 +30,7 @@
  * Per-row labels travel in `label` (shape: rows), made by input layers and
  * passed through by layers that keep rows (split, slice, bridge).
  *
- * GPU path (ops->gpu, NULL = none).  On a net built for a GPU
+ * GPU path (shoal_layer_gpu_ops: ops->gpu or a registered one; NULL = none).  On a net built for a GPU
  * (ShoalNetOptions.device) the net runs ops->setup as on the CPU (shapes,
  * params), allocates out and grad in device memory - except the
  * 1-element out of loss and metric layers, which stays on the host - and
@@ -40,7 +40,7 @@
  * gpu->forward and gpu->backward keep the contract above with every
  * tensor in device memory: srcs' out, grad, src_grad, label, and the
  * params' value and grad views (the param store's host buffers are the
- * net's business, see partition/net.h).  They enqueue work on the net's
+ * net's business, see net/net.h).  They enqueue work on the net's
  * compute stream (layer->ctx->gpu) and do not wait for it; a loss or
  * metric layer enqueues the copy of its value into its host out.  A
  * layer type without a GPU path on a GPU net fails the net's set-up,
@@ -63,15 +63,40 @@ typedef enum {
   SHOAL_PHASE_TEST
 } ShoalPhase;
 
-/* Partition dims a layer can be split on (issue: partitioning). */
+/* Partition dims a layer can be split on (docs/PARTITIONING.md). */
 #define SHOAL_SPLIT_BATCH   (1u << 0)   /* partition_dim = 0: rows */
 #define SHOAL_SPLIT_FEATURE (1u << 1)   /* partition_dim = 1: output units / filters */
+
+/* How the partitioner may split a layer type: the layer says it, the
+ * partitioner never looks at type names.  All zero (a plugin that says
+ * nothing): the layer runs whole on one worker.
+ *  - batch split (dims & SHOAL_SPLIT_BATCH): each worker computes its
+ *    share of the rows from the same share of its sources' rows.  An
+ *    input layer reads its share when it names rows_key, the option that
+ *    holds its batch rows (an int, or a list whose first item is rows).
+ *  - feature split (dims & SHOAL_SPLIT_FEATURE): each worker computes a
+ *    block of dim 1 (units, channels, filters).  With units_key (the
+ *    option holding the layer's output units: dense num_output, conv
+ *    num_filters) a worker's part reads its whole input and gets its
+ *    share of the units; without it the layer is element-wise or per
+ *    channel: block j of its output comes from block j of its input.
+ *  - refuse, when set, may still say no for a layer's options: it
+ *    returns why the layer in conf group `group` cannot be split on dim
+ *    (0 or 1), a static string, or NULL when it can. */
+typedef struct {
+  guint dims;
+  const char *units_key;
+  const char *rows_key;
+  const char *(*refuse) (ShoalConf *conf, const char *group, int dim);
+} ShoalSplitRule;
 
 typedef enum {
   SHOAL_LAYER_INPUT    = 1u << 0,  /* reads data from outside the net; no sources */
   SHOAL_LAYER_LOSS     = 1u << 1,  /* 1-element out: the batch's mean loss; seeds backward */
   SHOAL_LAYER_METRIC   = 1u << 2,  /* 1-element out reported each step, no backward */
-  SHOAL_LAYER_OWN_ROWS = 1u << 3   /* sets out's rows itself in forward (inputs, losses) */
+  SHOAL_LAYER_OWN_ROWS = 1u << 3,  /* sets out's rows itself in forward (inputs, losses) */
+  SHOAL_LAYER_CONNECTION = 1u << 4 /* joins partitions (split, slice, concat, bridges); the
+                                    * partitioner inserts these where neighbours are cut differently */
 } ShoalLayerFlags;
 
 #define SHOAL_LAYER_MAX_SRCS 8
@@ -102,7 +127,7 @@ typedef struct {
   const char *type;                 /* name in confs: "dense" */
   const char *summary;              /* one line for `shoal layers` / help */
   guint flags;                      /* ShoalLayerFlags */
-  guint split_dims;                 /* SHOAL_SPLIT_* this layer supports */
+  ShoalSplitRule split;             /* how the partitioner may split it */
   int min_srcs, max_srcs;
   const ShoalOption *options;       /* layer keys, SHOAL_OPTION_END-terminated */
   const char *const *param_names;   /* NULL-terminated ("weight", "bias"), or NULL */
@@ -119,19 +144,17 @@ typedef struct {
    * Layers without them get their random stream (layer->rng) saved. */
   GBytes *(*save_state) (ShoalLayer *layer);
   gboolean (*load_state) (ShoalLayer *layer, GBytes *state, GError **error);
-  const ShoalLayerGpuOps *gpu;      /* GPU path, or NULL: built-ins write SHOAL_LAYER_GPU (type) */
+  const ShoalLayerGpuOps *gpu;      /* GPU path, or NULL (see shoal_layer_gpu_ops) */
 } ShoalLayerOps;
 
-/* The GPU path of built-in type `type` (shoal_layer_<type>_gpu, defined
- * in src/gpu) in a CUDA build (make CUDA=1), NULL otherwise. */
-#ifdef SHOAL_CUDA
-#define SHOAL_LAYER_GPU(type) (&shoal_layer_##type##_gpu)
-#else
-#define SHOAL_LAYER_GPU(type) NULL
-#endif
-#define SHOAL_LAYER(type) extern const ShoalLayerGpuOps shoal_layer_##type##_gpu;
-#include "layers/layer_list.h"
-#undef SHOAL_LAYER
+/* The GPU path of a layer type: ops->gpu when the ops carry one (a
+ * plugin's), else the path registered for the type's name (the
+ * built-ins': src/gpu registers them when a CUDA build is loaded), else
+ * NULL (no GPU path). */
+const ShoalLayerGpuOps *shoal_layer_gpu_ops (const ShoalLayerOps *ops);
+/* Registers the GPU path of the type named `type` (static, must outlive
+ * every net); a later registration for the same name replaces it. */
+void shoal_layer_register_gpu (const char *type, const ShoalLayerGpuOps *gpu);
 
 struct _ShoalLayer {
   char *name;                       /* owned */
@@ -158,7 +181,8 @@ struct _ShoalLayer {
   float loss_weight;                /* loss layers; default 1 */
   int loss_norm;                    /* rows the loss is averaged over; 0 = this batch's rows */
   void *priv;                       /* ops->priv_size zeroed bytes, owned by the net */
-  void *gpu_priv;                   /* GPU nets: state of ops->gpu, made by its setup, freed by its finalize */
+  const ShoalLayerGpuOps *gpu;      /* GPU nets: the path it runs (shoal_layer_gpu_ops), set by the net */
+  void *gpu_priv;                   /* GPU nets: state of that path, made by its setup, freed by its finalize */
 };
 
 /* Option getters for this layer's own table (ops->options); defaults apply.
@@ -197,7 +221,7 @@ const ShoalLayerOps *shoal_layer_lookup (const char *type);
 /* Fails when the type name is taken or the table is malformed.  The ops
  * table must outlive every net (use a static const). */
 gboolean shoal_layer_register (const ShoalLayerOps *ops, GError **error);
-/* Newly allocated NULL-terminated list of type names (g_free the array only). */
+/* Newly allocated NULL-terminated list of type names, sorted (g_free the array only). */
 const char **shoal_layer_types (void);
 
 /* Keys every [layer NAME] group may hold besides the layer's options. */

@@ -44,7 +44,7 @@
 
 #include "core/conf.h"
 #include "partition/group_wire.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 G_BEGIN_DECLS
 

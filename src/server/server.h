@@ -21,7 +21,7 @@
 
 #include <glib.h>
 
-#include "core/checkpoint.h"
+#include "data/checkpoint.h"
 #include "core/param.h"
 #include "core/updater.h"
 #include "server/staleness.h"

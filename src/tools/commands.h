@@ -19,12 +19,6 @@ int shoal_cmd_plot (int argc, char **argv);
  * "samples", y "accuracy" or "loss". */
 gboolean shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *y, GError **error);
 
-/* launch.c: the job conf at job_path with the [cluster] section of
- * topology_path (may be NULL) in place of its own, then the overrides.
- * The topology file must hold only [cluster] and be a valid layout by
- * itself; its errors name its own lines.  Returns a new job or NULL. */
-ShoalJob *shoal_load_job_topology (const char *job_path, const char *topology_path,
-                                   const char *const *overrides, GError **error);
 /* launch.c: runs every rank of `layout` as a `shoal proc` child on
  * loopback with the job's resolved conf in `workspace`, waits for all and
  * prints each rank's exit and each group's final test result.  grace_s:

@@ -23,6 +23,7 @@
 #include "tools/commands.h"
 #include "tools/gnuplot.h"
 #include "tools/runlog.h"
+#include "worker/job.h"
 #include "worker/runner.h"
 
 /* The schemes of conf/ in the order a report lists them; other confs in
@@ -344,7 +345,7 @@ with_overrides (char **user, GPtrArray *more)
 static int
 run_one (Plan *plan, Scheme *s, int r, GError **error)
 {
-  ShoalJob *base = shoal_load_job_topology (plan->job_path, s->conf, (const char *const *) plan->overrides, error);
+  ShoalJob *base = shoal_job_load_topology (plan->job_path, s->conf, (const char *const *) plan->overrides, error);
   if (base == NULL)
     return 1;
   s->async = base->cluster.nworker_groups > 1;
@@ -392,7 +393,7 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
   shoal_job_free (base);
   char **all = with_overrides (plan->overrides, more);
   g_ptr_array_free (more, TRUE);
-  ShoalJob *job = shoal_load_job_topology (plan->job_path, s->conf, (const char *const *) all, error);
+  ShoalJob *job = shoal_job_load_topology (plan->job_path, s->conf, (const char *const *) all, error);
   g_strfreev (all);
   if (job == NULL)
     return 1;
@@ -1016,13 +1017,13 @@ shoal_cmd_compare (int argc, char **argv)
   /* the job as the first scheme runs it: every error of the conf and the
    * overrides shows here, before anything runs */
   Scheme *s0 = g_ptr_array_index (schemes, 0);
-  first = shoal_load_job_topology (argv[1], s0->conf, (const char *const *) overrides, &error);
+  first = shoal_job_load_topology (argv[1], s0->conf, (const char *const *) overrides, &error);
   if (first == NULL)
     goto out;
   for (guint i = 1; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
-      ShoalJob *j = shoal_load_job_topology (argv[1], s->conf, (const char *const *) overrides, &error);
+      ShoalJob *j = shoal_job_load_topology (argv[1], s->conf, (const char *const *) overrides, &error);
       if (j == NULL)
         goto out;
       shoal_job_free (j);

@@ -88,7 +88,7 @@ shoal_cmd_run (int argc, char **argv)
       goto out;
     }
 
-  ShoalJob *job = shoal_load_job_topology (argv[1], topology, (const char *const *) overrides, &error);
+  ShoalJob *job = shoal_job_load_topology (argv[1], topology, (const char *const *) overrides, &error);
   if (job == NULL)
     {
       fprintf (stderr, "shoal run: %s\n", error->message);

@@ -4,7 +4,7 @@
  * socket of the process (shoal_thrift_socket_totals). */
 #include "worker/process_report.h"
 
-#include "core/thrift_util.h"
+#include "rpc/thrift_socket.h"
 
 struct _ShoalProcessReport {
   ShoalMetricsWriter *metrics;

@@ -1,6 +1,7 @@
 /* One process's share of a job: its servers (and their RPC service), its
- * worker threads with their param clients, and - in Hogwild - the thread
- * that syncs this server group with the slices' master groups.  The same
+ * worker threads with their param clients, and - in Hogwild - the group
+ * sync of this server group with the slices' master groups
+ * (server/group_sync.h).  The same
  * code runs a one-process job (every slice local, no Thrift at all) and
  * rank R of a cluster. */
 #include "worker/runner.h"
@@ -10,13 +11,15 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cluster/endpoints.h"
 #include "cluster/layout.h"
 #include "comm/group_wire.h"
 #include "comm/mailbox.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
-#include "comm/rpc_client.h"
 #include "core/error.h"
+#include "server/group_sync.h"
+#include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/metrics.h"
@@ -57,9 +60,7 @@ typedef struct {
   ShoalRpcServer *rpc;
   ShoalMetricsWriter *metrics;
   ShoalProcessReport *report;    /* this process's "process" lines */
-  GThread *sync_thread;
-  gint sync_stop;
-  GError *sync_error;
+  ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
   gint64 resume_step;            /* -1: a fresh run */
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
@@ -202,23 +203,6 @@ prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
 }
 
 static gboolean
-parse_endpoint (const char *endpoint, char **host, int *port, GError **error)
-{
-  const char *colon = endpoint ? strrchr (endpoint, ':') : NULL;
-  gint64 p = 0;
-  if (colon == NULL || colon == endpoint
-      || !g_ascii_string_to_signed (colon + 1, 10, 1, 65535, &p, NULL))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "endpoint '%s' is not host:port",
-                   endpoint ? endpoint : "");
-      return FALSE;
-    }
-  *host = g_strndup (endpoint, (gsize) (colon - endpoint));
-  *port = (int) p;
-  return TRUE;
-}
-
-static gboolean
 endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
 {
   if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
@@ -229,7 +213,7 @@ endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, G
       return FALSE;
     }
   memset (o, 0, sizeof *o);
-  if (!parse_endpoint (p->opts->endpoints[rank], host, &o->port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[rank], host, &o->port, error))
     return FALSE;
   o->host = *host;
   o->token = p->opts->token;
@@ -271,15 +255,19 @@ start_rpc (Process *p, GError **error)
   ShoalProcess *proc = p->proc;
   char *host = NULL;
   ShoalRpcServerOptions ropts = { 0 };
-  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
     return FALSE;
   ropts.bind_address = host;
   ropts.token = p->opts->token;
   ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
   ropts.give_up = servers_give_up;
-  ropts.mailbox = p->mailbox;
+  if (p->mailbox != NULL)
+    {
+      ropts.bridge_sink = shoal_mailbox_sink;
+      ropts.bridge_data = p->mailbox;
+    }
   if (p->wire != NULL)
-    ropts.mailbox_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
+    ropts.bridge_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
@@ -359,58 +347,41 @@ start_servers (Process *p, GError **error)
   return start_rpc (p, error);
 }
 
-/* Hogwild: send what this group learned on each due slice to the slice's
- * master group, take the master's values back. */
-static gpointer
-sync_thread (gpointer data)
+/* Hogwild: the sync thread beside this process's server group, told
+ * where each slice's master lives. */
+static gboolean
+start_group_sync (Process *p, GError **error)
 {
-  Process *p = data;
-  int nclients = p->layout->conf.nserver_groups;
-  ShoalRpcClient **masters = g_new0 (ShoalRpcClient *, nclients * p->layout->conf.nservers_per_group);
-  float *buf = shoal_alloc_floats (shoal_server_total (p->server));
-  GError *error = NULL;
+  const ShoalLayout *l = p->layout;
+  int per = l->conf.nservers_per_group, nend = l->conf.nserver_groups * per;
+  ShoalSliceMaster *masters = g_new0 (ShoalSliceMaster, p->nslices);
+  ShoalRpcClientOptions *endpoints = g_new0 (ShoalRpcClientOptions, nend);
+  char **hosts = g_new0 (char *, nend);
+  gboolean ok = TRUE;
 
-  while (!g_atomic_int_get (&p->sync_stop))
+  for (int s = 0; s < p->nslices; s++)
     {
-      int s = shoal_server_wait_sync_due (p->server, p->layout->conf.sync_freq, 100 * 1000);
-      if (s < 0)
-        continue;
-      int master = shoal_layout_master_group_of_slice (p->layout, s % p->layout->nslices);
-      size_t b, e;
-      shoal_server_slice_range (p->server, s, &b, &e);
-      float *delta = buf + b;
-      if (master == p->server_group)
-        {
-          /* the master's own values are the reference: just restart the count */
-          if (!shoal_server_take_delta (p->server, s, delta, e - b, &error))
-            break;
-          continue;
-        }
-      int si = shoal_layout_server_of_slice (p->layout, s % p->layout->nslices);
-      int idx = master * p->layout->conf.nservers_per_group + si;
-      if (masters[idx] == NULL)
-        {
-          ShoalRpcClientOptions o;
-          char *host = NULL;
-          if (!endpoint_options (p, shoal_layout_server_rank (p->layout, master, si), &o, &host, &error))
-            break;
-          masters[idx] = shoal_rpc_client_connect (&o, &error);
-          g_free (host);
-          if (masters[idx] == NULL)
-            break;
-        }
-      if (!shoal_server_take_delta (p->server, s, delta, e - b, &error)
-          || !shoal_rpc_client_apply_delta (masters[idx], s, delta, delta, e - b, &error)
-          || !shoal_server_merge_master (p->server, s, delta, e - b, &error))
-        break;
+      masters[s].group = shoal_layout_master_group_of_slice (l, s % l->nslices);
+      masters[s].endpoint = masters[s].group * per + shoal_layout_server_of_slice (l, s % l->nslices);
     }
-  if (error != NULL)
-    p->sync_error = error;
-  for (int i = 0; i < nclients * p->layout->conf.nservers_per_group; i++)
-    shoal_rpc_client_free (masters[i]);
+  for (int g = 0; ok && g < l->conf.nserver_groups; g++)
+    for (int si = 0; ok && si < per && g != p->server_group; si++)
+      ok = endpoint_options (p, shoal_layout_server_rank (l, g, si), &endpoints[g * per + si],
+                             &hosts[g * per + si], error);
+  if (ok)
+    {
+      ShoalGroupSyncOptions o = { .server = p->server, .server_group = p->server_group,
+                                  .sync_freq = l->conf.sync_freq, .masters = masters,
+                                  .endpoints = endpoints, .nendpoints = nend };
+      p->group_sync = shoal_group_sync_start (&o, error);
+      ok = p->group_sync != NULL;
+    }
+  for (int i = 0; i < nend; i++)
+    g_free (hosts[i]);
+  g_free (hosts);
+  g_free (endpoints);
   g_free (masters);
-  shoal_free_aligned (buf);
-  return NULL;
+  return ok;
 }
 
 typedef struct {
@@ -846,8 +817,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
   if (!start_servers (&p, error))
     goto out;
-  if (p.server != NULL && p.layout->group_sync)
-    p.sync_thread = g_thread_new ("group-sync", sync_thread, &p);
+  if (p.server != NULL && p.layout->group_sync && !start_group_sync (&p, error))
+    goto out;
 
   /* every process writes metrics: workers their steps and tests, every
    * process its traffic and its server's staleness */
@@ -862,17 +833,16 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   else
     ok = TRUE;
 
-  if (p.sync_thread != NULL)
+  if (p.group_sync != NULL)
     {
-      g_atomic_int_set (&p.sync_stop, TRUE);
-      g_thread_join (p.sync_thread);
-      p.sync_thread = NULL;
-      if (p.sync_error != NULL && ok)
+      /* a sync that failed fails the run, unless the run failed first */
+      GError *sync_error = NULL;
+      if (!shoal_group_sync_stop (g_steal_pointer (&p.group_sync), &sync_error) && ok)
         {
-          g_propagate_error (error, p.sync_error);
-          p.sync_error = NULL;
+          g_propagate_error (error, sync_error);
           ok = FALSE;
         }
+      g_clear_error (&sync_error);
     }
   if (opts->endpoints != NULL && p.proc->workers->len > 0)
     say_done (&p);
@@ -886,12 +856,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
 out:
   shoal_process_report_stop (p.report);
-  if (p.sync_thread != NULL)
-    {
-      g_atomic_int_set (&p.sync_stop, TRUE);
-      g_thread_join (p.sync_thread);
-    }
-  g_clear_error (&p.sync_error);
+  shoal_group_sync_stop (p.group_sync, NULL);
   if (p.layout_net != NULL)
     shoal_group_net_finish (p.layout_net, ok);
   if (p.rpc != NULL)

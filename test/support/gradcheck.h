@@ -17,7 +17,7 @@
 
 #include <glib.h>
 
-#include "partition/net.h"
+#include "net/net.h"
 
 typedef struct {
   float eps;       /* finite-difference step; default 1e-2 */

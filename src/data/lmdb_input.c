@@ -14,7 +14,7 @@
  * records are decoded once at set-up: a record that does not decode or
  * whose shape differs from the first fails set-up, naming its key, instead
  * of surfacing mid-run where forward cannot report errors. */
-#include "layers/layer.h"
+#include "data/data_layers.h"
 
 #include <string.h>
 
@@ -565,7 +565,7 @@ const ShoalLayerOps shoal_layer_lmdb_input_ops = {
   .type = "lmdb_input",
   .summary = "batches of Records from LMDB datasets (shoal import), sharded, shuffled, prefetched",
   .flags = SHOAL_LAYER_INPUT | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH, .rows_key = "batch_size" },
   .min_srcs = 0,
   .max_srcs = 0,
   .options = lmdb_input_options,
@@ -576,5 +576,4 @@ const ShoalLayerOps shoal_layer_lmdb_input_ops = {
   .num_records = lmdb_input_num_records,
   .save_state = lmdb_input_save_state,
   .load_state = lmdb_input_load_state,
-  .gpu = SHOAL_LAYER_GPU (lmdb_input),
 };

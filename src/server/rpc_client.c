@@ -1,5 +1,5 @@
 /* The worker's end of the parameter service: the generated Thrift client
- * over a ShoalThriftSocket and ShoalThriftProtocol (core/thrift_util.h).
+ * over a ShoalThriftSocket and ShoalThriftProtocol (rpc/thrift_socket.h, rpc/thrift_protocol.h).
  *
  * Floats never pass through an intermediate buffer on this side: a push
  * hands the caller's floats to the generated writer through a GByteArray
@@ -15,7 +15,7 @@
  * connection is checked for a close by the server (a restart) so that it
  * does not cost a failed call.  Calls are not retried: a push whose reply
  * was lost may have been applied. */
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/thrift_util.h"
+#include "rpc/thrift_protocol.h"
+#include "rpc/thrift_socket.h"
 #include "server/rpc_types.h"
 
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
