@@ -29,6 +29,7 @@
 #include "cluster/layout.h"
 #include "tools/commands.h"
 #include "worker/runner.h"
+#include "worker/workspace.h"
 
 /* After the last worker process ended, server-only processes get this
  * long to notice and exit before they are stopped. */

@@ -18,6 +18,7 @@
 #include "comm/param_client.h"
 #include "partition/partition.h"
 #include "core/error.h"
+#include "core/param_blob.h"
 #include "server/group_sync.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
@@ -25,6 +26,7 @@
 #include "worker/metrics.h"
 #include "worker/process_report.h"
 #include "worker/worker.h"
+#include "worker/workspace.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
@@ -66,122 +68,27 @@ typedef struct {
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
 } Process;
 
-char *
-shoal_checkpoint_dir (const char *workspace, int rank)
-{
-  char *leaf = g_strdup_printf ("rank-%d", rank);
-  char *dir = g_build_filename (workspace, "checkpoint", leaf, NULL);
-  g_free (leaf);
-  return dir;
-}
-
-/* ---- params by name: init_from and the "params" checkpoint blob ---------- */
-
-static GBytes *
-params_blob (ShoalParamStore *store)
-{
-  GByteArray *b = g_byte_array_new ();
-  for (guint i = 0; i < store->params->len; i++)
-    {
-      ShoalParam *prm = g_ptr_array_index (store->params, i);
-      guint32 nlen = (guint32) strlen (prm->name), ndim = (guint32) prm->shape.ndim;
-      guint64 count = prm->count;
-      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
-      g_byte_array_append (b, (guint8 *) prm->name, nlen);
-      g_byte_array_append (b, (guint8 *) &ndim, sizeof ndim);
-      for (int d = 0; d < prm->shape.ndim; d++)
-        {
-          gint32 dim = prm->shape.dim[d];
-          g_byte_array_append (b, (guint8 *) &dim, sizeof dim);
-        }
-      g_byte_array_append (b, (guint8 *) &count, sizeof count);
-      /* the host store, also for a GPU net (whose views are on the device) */
-      g_byte_array_append (b, (guint8 *) (store->values + prm->offset), (guint) (count * sizeof (float)));
-    }
-  return g_byte_array_free_to_bytes (b);
-}
-
 /* Copies every param of the init_from workspace's newest checkpoint into
  * the param of the same name; a name with another shape is an error. */
 static gboolean
 init_from_workspace (Process *p, ShoalParamStore *store, GError **error)
 {
   const char *ws = p->job->init_from;
-  char *dir = shoal_checkpoint_dir (ws, 0);
-  ShoalCheckpoint *c = shoal_checkpoint_open (dir, FALSE, error);
-  g_free (dir);
-  if (c == NULL)
-    return FALSE;
-  gint64 steps[2];
-  GBytes *blob = NULL;
-  if (shoal_checkpoint_steps (c, "params", steps) == 0)
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: [job] init_from: no params in its checkpoint", ws);
-  else
-    blob = shoal_checkpoint_load (c, "params", steps[0], error);
-  shoal_checkpoint_close (c);
-  if (blob == NULL)
-    return FALSE;
-
-  gsize len = 0;
-  const guint8 *q = g_bytes_get_data (blob, &len), *end = q + len;
+  GError *local = NULL;
   int copied = 0;
-  gboolean ok = TRUE;
-  while (ok && q < end)
+  GBytes *blob = shoal_workspace_params (ws, NULL, &local);
+  gboolean ok = blob != NULL
+                && shoal_param_store_load_bytes (store, blob, ws, SHOAL_PARAMS_BY_NAME_ANY, &copied, &local);
+  if (blob != NULL)
+    g_bytes_unref (blob);
+  if (!ok)
     {
-      guint32 nlen, ndim;
-      guint64 count;
-      ShoalShape shape = { 0 };
-      ok = (gsize) (end - q) >= sizeof nlen;
-      if (!ok)
-        break;
-      memcpy (&nlen, q, sizeof nlen);
-      q += sizeof nlen;
-      ok = (gsize) (end - q) >= (gsize) nlen + sizeof ndim;
-      if (!ok)
-        break;
-      char *name = g_strndup ((const char *) q, nlen);
-      q += nlen;
-      memcpy (&ndim, q, sizeof ndim);
-      q += sizeof ndim;
-      ok = ndim <= SHOAL_MAX_DIMS && (gsize) (end - q) >= ndim * sizeof (gint32) + sizeof count;
-      if (ok)
-        {
-          shape.ndim = (int) ndim;
-          for (guint32 d = 0; d < ndim; d++, q += sizeof (gint32))
-            memcpy (&shape.dim[d], q, sizeof (gint32));
-          memcpy (&count, q, sizeof count);
-          q += sizeof count;
-          ok = (gsize) (end - q) >= count * sizeof (float);
-        }
-      ShoalParam *prm = ok ? shoal_param_store_find (store, name) : NULL;
-      if (prm != NULL && !shoal_shape_equal (&prm->shape, &shape))
-        {
-          char *a = shoal_shape_to_string (&shape), *b = shoal_shape_to_string (&prm->shape);
-          shoal_conf_error (p->job->conf, error, "job", "init_from",
-                            "param %s is %s in %s but %s here", name, a, ws, b);
-          g_free (a);
-          g_free (b);
-          ok = FALSE;
-        }
-      else if (prm != NULL)
-        {
-          memcpy (store->values + prm->offset, q, count * sizeof (float));
-          copied++;
-        }
-      g_free (name);
-      q += ok ? count * sizeof (float) : 0;
+      shoal_conf_error (p->job->conf, error, "job", "init_from", "%s", local->message);
+      g_error_free (local);
+      return FALSE;
     }
-  g_bytes_unref (blob);
-  if (ok && copied == 0)
-    {
-      shoal_conf_error (p->job->conf, error, "job", "init_from", "%s has no param named like one of this net's", ws);
-      ok = FALSE;
-    }
-  else if (!ok && (error == NULL || *error == NULL))
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: the checkpointed params are damaged", ws);
-  if (ok)
-    g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
-  return ok;
+  g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
+  return TRUE;
 }
 
 static gboolean
@@ -417,7 +324,7 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       g_free (name);
       return FALSE;
     }
-  GBytes *params = w->group == 0 && w->worker == 0 ? params_blob (shoal_group_net_params (w->net)) : NULL;
+  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
   const char *names[] = { name, params ? "params" : NULL, NULL };
   GBytes *blobs[] = { state, params, NULL };
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
