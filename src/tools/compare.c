@@ -828,12 +828,15 @@ paragraph_staleness (GString *md, const Scheme *s)
                               "versions stale (p95 %" G_GINT64_FORMAT ", max %" G_GINT64_FORMAT ")",
                           s->name, s->staleness_hist.count, shoal_staleness_mean (&s->staleness_hist),
                           shoal_staleness_quantile (&s->staleness_hist, 0.95), s->staleness_hist.max);
+  /* SSP: while a group computes a step on values holding each other
+   * group's pushes up to s steps behind it, that group may run on to s
+   * steps ahead: at most 2s + 1 of its pushes per other group */
+  gint64 bound = (gint64) (2 * s->staleness + 1) * (s->groups - 1);
   if (s->staleness >= 0)
     g_string_append_printf (md, "; its SSP bound is %d steps, so with %d groups no update can be more than "
-                                "%d versions stale, and %s", s->staleness, s->groups,
-                            (s->staleness + 1) * (s->groups - 1),
-                            s->staleness_hist.max <= (gint64) (s->staleness + 1) * (s->groups - 1)
-                              ? "none was" : "some were: the bound did not hold");
+                                "(2s + 1)(g - 1) = %" G_GINT64_FORMAT " versions stale, and %s", s->staleness,
+                            s->groups, bound,
+                            s->staleness_hist.max <= bound ? "none was" : "some were: the bound did not hold");
   g_string_append_printf (md, ". A staleness of s means s other updates reached the slice between the values "
                               "the gradient was computed on and its own update; with %d groups pushing in turn, "
                               "%d is what one round of the others' pushes costs.\n\n", s->groups,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SSP end to end (conf/ssp.conf, staleness = 2): 2 worker groups against
 # one server group train to the bar, and the staleness the servers
-# recorded stays within the bound: with 2 groups a gradient can meet at
-# most the other group's s + 1 pushes (its own step and the s it may be
-# ahead), so max staleness <= s + 1 = 3.
+# recorded stays within the bound: while a group computes one step on
+# values that hold the other group's pushes up to s steps behind it, the
+# other may run on to s steps ahead of it, so with 2 groups a gradient
+# meets at most 2s + 1 = 5 of the other's pushes (docs/SCHEMES.md).
 # Usage: topology_ssp.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -25,6 +26,6 @@ assert sum(hist) == count, (sum(hist), count)
 # 600 steps x 2 groups x every slice: every update recorded
 updates = sum(r["updates"] for r in proc)
 assert count == updates and count >= 1200, (count, updates)
-assert worst <= 3, "SSP with staleness 2 let an update be %d versions stale" % worst
+assert worst <= 5, "SSP with staleness 2 let an update be %d versions stale" % worst
 print("ssp: %d updates, max staleness %d, histogram %s" % (count, worst, hist[:worst + 1]))
 PY
