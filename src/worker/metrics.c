@@ -69,13 +69,18 @@ put_int (GString *s, const char *key, gint64 v)
 /* The clock fields every line starts with.  A virtual clock puts
  * "vtime" here, beside "time". */
 static GString *
-line_begin (ShoalMetricsWriter *w, const char *phase)
+line_begin (ShoalMetricsWriter *w)
 {
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
   GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "{\"time\":%s,\"phase\":\"%s\"",
-                          g_ascii_formatd (buf, sizeof buf, "%.3f", shoal_metrics_elapsed (w)), phase);
+  g_string_append_printf (s, "{\"time\":%s", g_ascii_formatd (buf, sizeof buf, "%.3f", shoal_metrics_elapsed (w)));
   return s;
+}
+
+static void
+put_phase (GString *s, const char *phase)
+{
+  g_string_append_printf (s, ",\"phase\":\"%s\"", phase);
 }
 
 static void
@@ -94,10 +99,12 @@ shoal_metrics_write (ShoalMetricsWriter *w, const ShoalMetricsRecord *r)
 {
   if (w == NULL)
     return;
-  GString *s = line_begin (w, r->phase);
+  /* the order of the first lines of shoal: scripts grep for it */
+  GString *s = line_begin (w);
   put_int (s, "step", r->step);
   put_int (s, "group", r->group);
   put_int (s, "worker", r->worker);
+  put_phase (s, r->phase);
   put_number (s, "loss", r->loss);
   if (r->accuracy >= 0)
     put_number (s, "accuracy", r->accuracy);
@@ -120,7 +127,8 @@ shoal_metrics_write_process (ShoalMetricsWriter *w, const ShoalProcessRecord *r)
 {
   if (w == NULL)
     return;
-  GString *s = line_begin (w, "process");
+  GString *s = line_begin (w);
+  put_phase (s, "process");
   put_int (s, "rank", r->rank);
   put_int (s, "bytes_sent", (gint64) r->bytes_sent);
   put_int (s, "bytes_received", (gint64) r->bytes_received);
