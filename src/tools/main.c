@@ -20,6 +20,8 @@ static const Command commands[] = {
   { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
   { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
+  { "predict", shoal_cmd_predict, "predictions of a trained model: shoal predict JOB.conf --from WS [--data D] [--out F.csv]" },
+  { "eval", shoal_cmd_eval, "loss and accuracy of a trained model: shoal eval JOB.conf --from WS [--data D]" },
   { "inspect", shoal_cmd_inspect, "how a job's net is split among a group's workers: shoal inspect JOB.conf [--graph out.dot [--png out.png]]" },
 };
 
