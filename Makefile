@@ -2,7 +2,7 @@
 # build/libshoal.a; `make test`, `make demo`, `make bench`, `make deps`.
 
 CC ?= cc
-PKGS := glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0
+PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0
 BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
@@ -12,7 +12,9 @@ BENCH_PACKAGES := python3-torch python3-numpy time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror
-SHOAL_VERSION := 0.1.0
+# The version is written once, in the public header.
+SHOAL_VERSION := $(shell sed -n 's/^\#define SHOAL_VERSION_STRING "\(.*\)"/\1/p' include/shoal/version.h)
+SHOAL_MAJOR := $(firstword $(subst ., ,$(SHOAL_VERSION)))
 # ---- sanitizers: `make SANITIZE=address,undefined test`, `make SANITIZE=thread test-threads`.
 # A sanitizer build lives in its own directory (build-asan, build-tsan, ...)
 # so it never mixes objects with build/; BUILD=... on the command line wins.
@@ -39,8 +41,8 @@ ifeq ($(CUDA),1)
   LDFLAGS += -Wl,-u,shoal_gpu_register
 endif
 
-CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
-  $(SAN_FLAGS) $(CUDA_CFLAGS) -Isrc -I$(BUILD)/gen
+CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
+  $(SAN_FLAGS) $(CUDA_CFLAGS) -Iinclude -Isrc -I$(BUILD)/gen
 
 # pkg-config runs only once the packages exist (make deps may come first).
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -109,7 +111,7 @@ $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
 
 # CUDA kernels: nvcc, host side as strict as the C code.
-NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Isrc -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
+NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Iinclude -Isrc -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
   $(if $(WERROR),-Werror all-warnings)
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/param_blob.h"
+#include "core/param.h"
 
 /* A store with params `names` of shapes (rows[i], 3), values i*100 + j. */
 static ShoalParamStore *

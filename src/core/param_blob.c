@@ -1,5 +1,6 @@
-/* Params by name as bytes; see core/param_blob.h for the format. */
-#include "core/param_blob.h"
+/* Params by name as bytes; the format is in shoal/param.h. Blobs written
+ * before the header existed (the records alone, no magic) load too. */
+#include "core/param.h"
 
 #include <string.h>
 

@@ -191,6 +191,105 @@ shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
   return TRUE;
 }
 
+/* ---- accessors (what plugins use instead of the struct) ------------------- */
+
+const char *
+shoal_layer_name (const ShoalLayer *layer)
+{
+  return layer->name;
+}
+
+const ShoalLayerOps *
+shoal_layer_ops (const ShoalLayer *layer)
+{
+  return layer->ops;
+}
+
+int
+shoal_layer_n_srcs (const ShoalLayer *layer)
+{
+  return layer->nsrcs;
+}
+
+ShoalLayer *
+shoal_layer_src (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nsrcs ? layer->srcs[i] : NULL;
+}
+
+ShoalTensor *
+shoal_layer_src_out (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nsrcs ? &layer->srcs[i]->out : NULL;
+}
+
+ShoalTensor *
+shoal_layer_src_grad (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nsrcs ? layer->src_grad[i] : NULL;
+}
+
+ShoalTensor *
+shoal_layer_out (ShoalLayer *layer)
+{
+  return &layer->out;
+}
+
+ShoalTensor *
+shoal_layer_grad (ShoalLayer *layer)
+{
+  return layer->grad.data != NULL ? &layer->grad : NULL;
+}
+
+ShoalTensor *
+shoal_layer_label (ShoalLayer *layer)
+{
+  return layer->label.data != NULL ? &layer->label : NULL;
+}
+
+void
+shoal_layer_set_out_shape (ShoalLayer *layer, const ShoalShape *shape)
+{
+  layer->out.shape = *shape;
+}
+
+int
+shoal_layer_n_params (const ShoalLayer *layer)
+{
+  return layer->nparams;
+}
+
+ShoalParam *
+shoal_layer_param (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nparams ? layer->params[i] : NULL;
+}
+
+void *
+shoal_layer_priv (ShoalLayer *layer)
+{
+  return layer->priv;
+}
+
+ShoalRng *
+shoal_layer_rng (ShoalLayer *layer)
+{
+  return &layer->rng;
+}
+
+float
+shoal_layer_loss_scale (const ShoalLayer *layer, int rows)
+{
+  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
+  return layer->loss_weight / (float) MAX (norm, 1);
+}
+
+ShoalDevice
+shoal_layer_device (const ShoalLayer *layer)
+{
+  return layer->ctx->device;
+}
+
 /* ---- registry ---------------------------------------------------------- */
 
 #define SHOAL_LAYER(type) extern const ShoalLayerOps shoal_layer_##type##_ops;

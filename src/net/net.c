@@ -729,3 +729,110 @@ shoal_net_log_summary (ShoalNet *net)
     }
   g_message ("  %zu parameters (%.1f MiB)", total, total * 4.0 / (1 << 20));
 }
+
+/* ---- what applications drive themselves ------------------------------------ */
+
+gboolean
+shoal_net_feed (ShoalNet *net, const char *name, const float *data, int rows, const float *labels,
+                GError **error)
+{
+  ShoalLayer *layer = shoal_net_find (net, name);
+  if (layer == NULL || !(layer->ops->flags & SHOAL_LAYER_INPUT))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: %s '%s'", shoal_conf_origin (net->conf),
+                   layer == NULL ? "the net has no layer" : "feed: not an input layer:", name);
+      return FALSE;
+    }
+  if (layer->ops->feed == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "layer '%s' (type %s) takes no rows from the program", name, layer->ops->type);
+      return FALSE;
+    }
+  int batch = (int) (layer->out.capacity / MAX (shoal_shape_row_size (&layer->out.shape), 1));
+  if (rows < 1 || rows > batch)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_SHAPE,
+                   "layer '%s' takes 1 to %d rows at a time, got %d", name, batch, rows);
+      return FALSE;
+    }
+  return layer->ops->feed (layer, data, rows, labels, error);
+}
+
+gboolean
+shoal_net_backward_from (ShoalNet *net, const char *name, const float *grad, GError **error)
+{
+  ShoalLayer *layer = shoal_net_find (net, name);
+  const char *why = layer == NULL ? "the net has no layer" : NULL;
+  for (guint i = 0; why == NULL && i < net->layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      for (int s = 0; s < l->nsrcs; s++)
+        if (l->srcs[s] == layer)
+          why = "other layers read the output of";
+    }
+  if (why == NULL && (!layer->needs_grad || layer->grad.data == NULL))
+    why = "nothing learns at or below";
+  if (why != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "backward from '%s': %s '%s'", name, why, name);
+      return FALSE;
+    }
+  if (net->ctx.gpu != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "backward from '%s': not on a GPU net (use a loss layer there)", name);
+      return FALSE;
+    }
+  /* Only this gradient flows: every other d loss / d out starts at zero
+   * (splits sum all their branches) and the loss layers do not run. */
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      if (l->grad.data != NULL && l != layer)
+        shoal_tensor_fill (&l->grad, 0.0f);
+    }
+  memcpy (layer->grad.data, grad, shoal_tensor_count (&layer->out) * sizeof (float));
+  for (guint i = net->layers->len; i-- > 0;)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      if (l->needs_grad && l->ops->backward != NULL && !(l->ops->flags & SHOAL_LAYER_LOSS))
+        l->ops->backward (l);
+    }
+  return TRUE;
+}
+
+gboolean
+shoal_net_save_params (ShoalNet *net, const char *path, GError **error)
+{
+  GBytes *bytes = shoal_param_store_to_bytes (net->store);
+  gsize len = 0;
+  const char *data = g_bytes_get_data (bytes, &len);
+  GError *local = NULL;
+  gboolean ok = g_file_set_contents (path, data, (gssize) len, &local);
+  g_bytes_unref (bytes);
+  if (!ok)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+    }
+  return ok;
+}
+
+gboolean
+shoal_net_load_params (ShoalNet *net, const char *path, ShoalParamsMatch match, GError **error)
+{
+  char *data = NULL;
+  gsize len = 0;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &data, &len, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  GBytes *bytes = g_bytes_new_take (data, len);
+  gboolean ok = shoal_param_store_load_bytes (net->store, bytes, path, match, NULL, error);
+  g_bytes_unref (bytes);
+  return ok;
+}

@@ -8,6 +8,8 @@
 #include "cluster/topology.h"
 #include "core/error.h"
 #include "data/data_layers.h"
+
+#include <shoal/plugin.h>
 #include "partition/partition.h"
 
 const ShoalOption shoal_job_options[] = {
@@ -30,6 +32,9 @@ const ShoalOption shoal_job_options[] = {
     "clock, then tests as at train_steps; 0 = none" },
   { "metrics_interval", SHOAL_OPT_FLOAT, "1", 0, 1e6, NULL,
     "seconds between a process's \"process\" lines in metrics.jsonl (bytes, staleness); 0 = only at the end" },
+  { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
+    "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
+    "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
   SHOAL_OPTION_END
 };
 
@@ -145,6 +150,55 @@ read_updater (ShoalConf *conf, ShoalUpdaterConf *u, GError **error)
   return ok;
 }
 
+/* Loads the [job] plugins and `extra` ones (NULL-terminated, may be
+ * NULL), and writes the full list back with paths made absolute, so that
+ * the conf as run (what every process of the job loads) names the same
+ * files from any working directory. */
+static gboolean
+load_plugins (ShoalJob *job, const char *const *extra, GError **error)
+{
+  gsize n = 0;
+  char **listed = shoal_conf_get_string_list (job->conf, "job", shoal_job_options, "plugins", &n);
+  GPtrArray *all = g_ptr_array_new_with_free_func (g_free);
+  for (gsize i = 0; i < n; i++)
+    g_ptr_array_add (all, g_strdup (listed[i]));
+  for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+    g_ptr_array_add (all, g_strdup (extra[i]));
+  g_strfreev (listed);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < all->len; i++)
+    {
+      char *name = g_ptr_array_index (all, i);
+      if (strchr (name, '/') != NULL && !g_path_is_absolute (name))
+        {
+          char *abs = g_canonicalize_filename (name, NULL);
+          g_free (name);
+          all->pdata[i] = name = abs;
+        }
+      GError *local = NULL;
+      if (!shoal_plugin_load (name, &local))
+        {
+          if (i < n)
+            shoal_conf_error (job->conf, error, "job", "plugins", "%s", local->message);
+          else
+            g_set_error (error, local->domain, local->code, "--plugin: %s", local->message);
+          g_error_free (local);
+          ok = FALSE;
+        }
+    }
+  if (ok && all->len > 0)
+    g_key_file_set_string_list (shoal_conf_keyfile (job->conf), "job", "plugins",
+                                (const char *const *) all->pdata, all->len);
+  g_ptr_array_free (all, TRUE);
+  return ok;
+}
+
+gboolean
+shoal_job_add_plugins (ShoalJob *job, const char *const *plugins, GError **error)
+{
+  return load_plugins (job, plugins, error);
+}
+
 /* Applies the overrides to conf (taken) and validates the job. */
 static ShoalJob *
 job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
@@ -187,8 +241,10 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
 
-  gboolean ok = TRUE;
-  if (job->train_steps > 0 && job->epochs > 0)
+  gboolean ok = load_plugins (job, NULL, error);
+  if (!ok)
+    ;
+  else if (job->train_steps > 0 && job->epochs > 0)
     {
       shoal_conf_error (conf, error, "job", "epochs", "give train_steps or epochs, not both");
       ok = FALSE;

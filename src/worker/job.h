@@ -11,6 +11,8 @@
 
 #include <glib.h>
 
+#include <shoal/job.h>
+
 #include "cluster/cluster_conf.h"
 #include "core/conf.h"
 #include "core/tensor.h"
@@ -18,7 +20,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct {
+struct _ShoalJob {
   ShoalConf *conf;          /* owned */
   char *name;
   gint64 train_steps;       /* resolved from epochs when given as epochs */
@@ -34,21 +36,18 @@ typedef struct {
   double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
   ShoalUpdaterConf updater;
   ShoalClusterConf cluster;
-} ShoalJob;
+};
 
-/* Loads and validates path with the -o overrides (NULL-terminated list,
- * may be NULL).  Returns a new job (shoal_job_free) or NULL with error. */
-ShoalJob *shoal_job_load (const char *path, const char *const *overrides, GError **error);
-/* Same from text; `origin` names it in messages. */
-ShoalJob *shoal_job_load_data (const char *text, const char *origin,
-                               const char *const *overrides, GError **error);
 /* shoal_job_load with the [cluster] section of the topology file at
  * topology_path (may be NULL: none) in place of the job's own, then the
  * overrides.  The topology file must hold only [cluster] and be a valid
  * layout by itself; its errors name its own lines (cluster/topology.h). */
 ShoalJob *shoal_job_load_topology (const char *job_path, const char *topology_path,
                                    const char *const *overrides, GError **error);
-void shoal_job_free (ShoalJob *job);
+/* Loads more plugins (`shoal run --plugin`), adding them to the job's
+ * [job] plugins so every process of the job loads them.  FALSE with the
+ * loader's error prefixed "--plugin: ". */
+gboolean shoal_job_add_plugins (ShoalJob *job, const char *const *plugins, GError **error);
 
 /* Resolves epochs into train_steps once the dataset size is known. */
 void shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batch);

@@ -18,7 +18,7 @@
 #include "comm/param_client.h"
 #include "partition/partition.h"
 #include "core/error.h"
-#include "core/param_blob.h"
+#include "core/param.h"
 #include "server/group_sync.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
