@@ -4,12 +4,12 @@
 # `make uninstall`.
 
 CC ?= cc
-PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib
+PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0
 BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
-  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2 help2man
+  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2 libjson-glib-dev gnuplot-nox help2man
 BENCH_PACKAGES := python3-torch python3-numpy time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math

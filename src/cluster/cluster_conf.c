@@ -7,6 +7,8 @@
 #include "cluster/layout.h"
 #include "core/error.h"
 
+#include <string.h>
+
 const ShoalOption shoal_cluster_options[] = {
   { "nworker_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker groups (async between groups)" },
   { "nworkers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "workers per group (sync inside)" },
@@ -23,11 +25,71 @@ const ShoalOption shoal_cluster_options[] = {
     "asynchronous schemes: steps whose gradients a worker sums before pushing (Downpour's n_push)" },
   { "n_fetch", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
     "asynchronous schemes: steps between fetches of fresh params (Downpour's n_fetch)" },
+  { "staleness", SHOAL_OPT_INT, "-1", -1, 1e6, NULL,
+    "SSP (Ho et al. 2013): a worker group more than this many steps ahead of the slowest waits; "
+    "-1 = unbounded (Downpour); needs nworker_groups > 1 sharing one server group" },
+  { "backup_workers", SHOAL_OPT_INT, "0", 0, 4095, NULL,
+    "Sandblaster with backup workers (Chen et al. 2016): a step is applied with the first "
+    "nworkers_per_group - b gradients, the late ones dropped; needs workers pushing each their own "
+    "gradient (nworkers_per_procs < nworkers_per_group)" },
+  { "async_lr", SHOAL_OPT_STRING, "groups", SHOAL_UNBOUNDED, "none|groups|staleness",
+    "asynchronous schemes: lr of one update: groups = lr / pushing groups, none = lr (Dean et al.), "
+    "staleness = lr / the update's staleness (Zhang et al. 2016)" },
   { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
     "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
     "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
   SHOAL_OPTION_END
 };
+
+/* The consistency keys beyond SINGA's: each only where its scheme is. */
+static gboolean
+check_consistency (ShoalConf *conf, const ShoalClusterConf *c, GError **error)
+{
+  const char *g = "cluster";
+  if (c->staleness >= 0 && c->nworker_groups == 1)
+    {
+      shoal_conf_error (conf, error, g, "staleness",
+                        "SSP bounds how far worker groups run apart; one worker group trains "
+                        "synchronously (nworker_groups = 1)");
+      return FALSE;
+    }
+  if (c->staleness >= 0 && c->nserver_groups > 1)
+    {
+      shoal_conf_error (conf, error, g, "staleness",
+                        "SSP bounds groups that share one server group; with nserver_groups = %d "
+                        "each group updates a replica of its own (Hogwild)", c->nserver_groups);
+      return FALSE;
+    }
+  if (c->backup_workers > 0 && c->nworker_groups > 1)
+    {
+      shoal_conf_error (conf, error, g, "backup_workers",
+                        "backup workers are a synchronous scheme's (nworker_groups = 1); "
+                        "%d worker groups train asynchronously", c->nworker_groups);
+      return FALSE;
+    }
+  if (c->backup_workers > 0 && c->backup_workers >= c->nworkers_per_group)
+    {
+      shoal_conf_error (conf, error, g, "backup_workers",
+                        "%d of the %d workers of the group: a step needs at least one gradient",
+                        c->backup_workers, c->nworkers_per_group);
+      return FALSE;
+    }
+  if (c->backup_workers > 0 && c->nworkers_per_procs >= c->nworkers_per_group)
+    {
+      shoal_conf_error (conf, error, g, "backup_workers",
+                        "a group whose %d workers share a process pushes one summed gradient; "
+                        "backup workers need each worker pushing its own (nworkers_per_procs < "
+                        "nworkers_per_group)", c->nworkers_per_group);
+      return FALSE;
+    }
+  if (c->async_lr != SHOAL_ASYNC_LR_GROUPS && c->nworker_groups == 1)
+    {
+      shoal_conf_error (conf, error, g, "async_lr",
+                        "sets the lr of asynchronous updates; one worker group trains synchronously");
+      return FALSE;
+    }
+  return TRUE;
+}
 
 gboolean
 shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
@@ -45,6 +107,13 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   c->all_groups_required = shoal_conf_get_bool (conf, g, t, "all_groups_required");
   c->n_push = (int) shoal_conf_get_int (conf, g, t, "n_push");
   c->n_fetch = (int) shoal_conf_get_int (conf, g, t, "n_fetch");
+  c->staleness = (int) shoal_conf_get_int (conf, g, t, "staleness");
+  c->backup_workers = (int) shoal_conf_get_int (conf, g, t, "backup_workers");
+  char *async_lr = shoal_conf_get_string (conf, g, t, "async_lr");
+  c->async_lr = strcmp (async_lr, "none") == 0        ? SHOAL_ASYNC_LR_NONE
+                : strcmp (async_lr, "staleness") == 0 ? SHOAL_ASYNC_LR_STALENESS
+                                                      : SHOAL_ASYNC_LR_GROUPS;
+  g_free (async_lr);
   if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
     {
       shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",
@@ -82,7 +151,7 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   if (layout == NULL)
     return FALSE;
   shoal_layout_free (layout);
-  return TRUE;
+  return check_consistency (conf, c, error);
 }
 
 ShoalDevice

@@ -12,6 +12,14 @@ G_BEGIN_DECLS
 
 #define SHOAL_MAX_GPU_LIST 64
 
+/* [cluster] async_lr: the learning rate of one asynchronous update. */
+typedef enum {
+  SHOAL_ASYNC_LR_GROUPS,     /* lr / g for g units pushing to a server group (the default: one
+                              * round of their pushes moves as far as one synchronous step) */
+  SHOAL_ASYNC_LR_NONE,       /* lr, as Dean et al.'s Downpour */
+  SHOAL_ASYNC_LR_STALENESS   /* lr / staleness of the update, at least 1 (Zhang et al. 2016) */
+} ShoalAsyncLr;
+
 typedef struct {
   int nworker_groups;
   int nworkers_per_group;
@@ -24,6 +32,9 @@ typedef struct {
   gboolean all_groups_required;  /* async: a lost group fails the job */
   int n_push;               /* async: steps summed per push */
   int n_fetch;              /* async: steps between fetches */
+  int staleness;            /* SSP: steps the fastest group may be ahead of the slowest; -1: unbounded */
+  int backup_workers;       /* SYNC: gradients of a step the servers do not wait for (Chen et al.) */
+  ShoalAsyncLr async_lr;
   int ngpus;                /* entries of gpus; 0: every worker on the CPU */
   int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */
 } ShoalClusterConf;

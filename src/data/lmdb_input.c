@@ -101,9 +101,15 @@ data_error (const ShoalLayer *layer, GError **error, const char *key, GError *ca
   g_error_free (cause);
 }
 
+/* Every training record has the first one's kind and shape.  A test set
+ * only needs as many values per record: data prepared elsewhere (a CSV
+ * of pixel values for a model trained on images) reads as the training
+ * data's shape, through the same scale, mean and std. */
 static gboolean
-same_layout (const LmdbInputPriv *p, const ShoalRecordView *rec)
+same_layout (const LmdbInputPriv *p, const Source *src, const ShoalRecordView *rec)
 {
+  if (src == &p->test)
+    return shoal_shape_count (&rec->shape) == p->row;
   return rec->kind == p->kind && shoal_shape_equal (&rec->shape, &p->rec_shape);
 }
 
@@ -136,7 +142,7 @@ validate_shard (const LmdbInputPriv *p, Source *src, GError **error)
       guint64 index = shard_record (src, pos);
       if (!shoal_dataset_cursor_read_record (src->cur, src->codec, index, &rec, error))
         return FALSE;
-      if (!same_layout (p, &rec))
+      if (!same_layout (p, src, &rec))
         {
           layout_error (p, src->ds, index, &rec, error);
           return FALSE;
@@ -189,7 +195,7 @@ decode_into (LmdbInputPriv *p, Source *src, guint64 index, float *out, float *la
   GError *error = NULL;
 
   if (!shoal_dataset_cursor_read_record (src->cur, src->codec, index, &rec, &error)
-      || !same_layout (p, &rec))
+      || !same_layout (p, src, &rec))
     {
       if (error == NULL)
         layout_error (p, src->ds, index, &rec, &error);

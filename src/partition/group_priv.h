@@ -90,6 +90,8 @@ struct _ShoalGroupNet {
   gboolean finished;          /* the followers were told to quit */
   GError *wire_error;         /* the first failure of the wire; later waits give up at once */
   gint64 wait_ms;             /* longest wait for bridge data and results */
+  gint64 peer_wait_us;        /* time local workers waited for bridge data and results from
+                               * other processes, summed over threads; atomic */
 
   GThread **threads;          /* [k]; only local workers but `first` have one */
   GMutex lock;

@@ -90,6 +90,18 @@ check_open (ShoalThriftSocket *s, GError **error)
   return FALSE;
 }
 
+/* The process's socket traffic (shoal_thrift_socket_totals); atomic. */
+static gsize bytes_sent, bytes_received;
+
+void
+shoal_thrift_socket_totals (guint64 *sent, guint64 *received)
+{
+  if (sent != NULL)
+    *sent = (guint64) g_atomic_pointer_get (&bytes_sent);
+  if (received != NULL)
+    *received = (guint64) g_atomic_pointer_get (&bytes_received);
+}
+
 /* Receives at least one byte, at most len. */
 static gssize
 recv_some (ShoalThriftSocket *s, guint8 *dst, gsize len, GError **error)
@@ -98,7 +110,10 @@ recv_some (ShoalThriftSocket *s, guint8 *dst, gsize len, GError **error)
     {
       gssize r = recv (s->fd, dst, len, 0);
       if (r > 0)
-        return r;
+        {
+          g_atomic_pointer_add (&bytes_received, (gssize) r);
+          return r;
+        }
       if (r == 0)
         {
           g_set_error (error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
@@ -195,6 +210,7 @@ send_iov (ShoalThriftSocket *s, struct iovec *iov, int iovcnt, GError **error)
           socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, errno, "send", error);
           return FALSE;
         }
+      g_atomic_pointer_add (&bytes_sent, r);
       while (iovcnt > 0 && (gsize) r >= iov->iov_len)
         {
           r -= (gssize) iov->iov_len;

@@ -32,6 +32,11 @@ typedef struct _ShoalThriftSocket ShoalThriftSocket;
  * read are limited to max_message bytes; timeout_ms is what the socket's
  * timeouts were set to (for error messages only).  Unref when done. */
 ShoalThriftSocket *shoal_thrift_socket_new (int fd, size_t max_message, gint64 timeout_ms);
+/* Bytes every ShoalThriftSocket of this process sent and received since
+ * it started (both may be NULL): what the process put on the network -
+ * param calls, bridge messages, Hogwild deltas, headers included - for
+ * metrics.jsonl.  Thread-safe. */
+void shoal_thrift_socket_totals (guint64 *sent, guint64 *received);
 ThriftTransport *shoal_thrift_socket_transport (ShoalThriftSocket *sock);
 /* The socket, or -1 once closed. */
 int shoal_thrift_socket_fd (ShoalThriftSocket *sock);

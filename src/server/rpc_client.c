@@ -344,6 +344,13 @@ gboolean
 shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
                        GError **error)
 {
+  return shoal_rpc_client_push_from (c, slice, grad, n, step, NULL, error);
+}
+
+gboolean
+shoal_rpc_client_push_from (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
+                            const ShoalPushOrigin *origin, GError **error)
+{
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
   GByteArray g;
@@ -352,7 +359,9 @@ shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n
   if (!call_begin (c, "push", slice, n, error))
     return FALSE;
   g = view (grad, n);
-  ok = shoal_param_service_if_push (c->client, c->token, slice, step, &g, &perr, &terr);
+  ok = shoal_param_service_if_push (c->client, c->token, slice, step, &g,
+                                    origin != NULL ? origin->base_version : -1,
+                                    origin != NULL ? origin->unit : -1, &perr, &terr);
   return call_end (c, ok, "push", slice, perr, terr, error);
 }
 
@@ -391,6 +400,14 @@ gboolean
 shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, float *dst,
                             size_t n, gint64 step, gint64 *version, GError **error)
 {
+  return shoal_rpc_client_push_pull_from (c, slice, grad, dst, n, step, NULL, version, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad, float *dst,
+                                 size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                 gint64 *version, GError **error)
+{
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
   ShoalSliceValues *ret;
@@ -403,7 +420,8 @@ shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, flo
   ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
   arm_values_sink (c, dst, n);
   ok = shoal_param_service_if_push_pull (c->client, &ret, c->token, slice, step, &g, wait_ms (c),
-                                         &perr, &terr);
+                                         origin != NULL ? origin->base_version : -1,
+                                         origin != NULL ? origin->unit : -1, &perr, &terr);
   ok = take_values (c, ok, ret->values, dst, n, &terr);
   if (ok && version != NULL)
     *version = ret->version;
@@ -463,7 +481,7 @@ shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **err
   ok = shoal_param_service_if_stats (c->client, &ret, c->token, &perr, &terr);
   if (ok)
     *stats = (ShoalServerStats) { ret->pushes, ret->pulls, ret->updates, ret->deltas,
-                                  ret->bytes_in, ret->bytes_out };
+                                  ret->bytes_in, ret->bytes_out, ret->dropped };
   g_object_unref (ret);
   return call_end (c, ok, "stats", -1, perr, terr, error);
 }

@@ -199,20 +199,59 @@ wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t 
     }
 }
 
+/* SSP: shoal_server_wait_bound in slices of WAIT_SLICE_US so that a
+ * stop is seen; the wait is bounded by the call's wait_ms. */
+static gboolean
+wait_bound (ShoalRpcServer *rpc, const char *call, int slice, int unit, gint64 step,
+            gint64 wait_ms, ShoalParamError **err)
+{
+  gint64 deadline = g_get_monotonic_time () + CLAMP (wait_ms, 0, MAX_WAIT_MS) * 1000;
+
+  for (;;)
+    {
+      gint64 chunk = MIN (MAX (deadline - g_get_monotonic_time (), 0), WAIT_SLICE_US);
+      GError *e = NULL;
+
+      if (shoal_server_wait_bound (rpc->server, slice, unit, step, chunk, &e))
+        return TRUE;
+      if (g_atomic_int_get (&rpc->stopping))
+        {
+          g_error_free (e);
+          return fault (err, SHOAL_PARAM_FAULT_REFUSED, "%s: slice %d: server stopping", call, slice);
+        }
+      if (!g_error_matches (e, SHOAL_ERROR, SHOAL_ERROR_TIMEOUT))
+        return server_fault (rpc, err, e);
+      if (g_get_monotonic_time () >= deadline)
+        {
+          fault (err, SHOAL_PARAM_FAULT_TIMEOUT, "%s: %s (for %" G_GINT64_FORMAT " ms)", call, e->message,
+                 wait_ms);
+          g_error_free (e);
+          return FALSE;
+        }
+      g_error_free (e);
+    }
+}
+
+/* The wait of a push (not push_pull) under SSP: about the client's call
+ * timeout, which it does not send; 50 s leaves the default 60 s call room. */
+#define PUSH_BOUND_WAIT_MS 50000
+
 static gboolean
 handler_push (ShoalParamServiceIf *iface, const gchar *token, const gint32 slice,
-              const gint64 step, const GByteArray *grad, ShoalParamError **err, GError **error)
+              const gint64 step, const GByteArray *grad, const gint64 base_version,
+              const gint32 unit, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
+  ShoalPushOrigin origin = { base_version, unit };
   GError *e = NULL;
   size_t n;
 
   (void) error;
   if (!token_ok (rpc, "push", token, err) || !slice_ok (rpc, "push", slice, TRUE, grad, &n, err))
     return FALSE;
-  if (!shoal_server_push (rpc->server, slice, floats_of (grad), n, step, &e))
+  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, NULL, &e))
     return server_fault (rpc, err, e);
-  return TRUE;
+  return wait_bound (rpc, "push", slice, unit, step, PUSH_BOUND_WAIT_MS, err);
 }
 
 static void
@@ -250,32 +289,34 @@ handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gcha
   return TRUE;
 }
 
-/* push, then pull the first version that holds this gradient.  That is
- * the version after the one seen before the push: in SYNC mode a push is
- * taken only for the step being aggregated (version == step), so this is
- * step + 1; in ASYNC mode the push itself made it.  The values go back in
- * the gradient's buffer: the call's arguments own it and are done with it. */
+/* push, then pull the first version that holds this gradient, which the
+ * server names (SYNC: step + 1, or at once for a backup worker's late
+ * gradient; ASYNC: the version the push made), after SSP's wait.  The
+ * values go back in the gradient's buffer: the call's arguments own it
+ * and are done with it. */
 static gboolean
 handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
                    const gint32 slice, const gint64 step, const GByteArray *grad,
-                   const gint64 wait_ms, ShoalParamError **err, GError **error)
+                   const gint64 wait_ms, const gint64 base_version, const gint32 unit,
+                   ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
+  ShoalPushOrigin origin = { base_version, unit };
   GByteArray *values;
   GError *e = NULL;
-  gint64 before, version = 0;
+  gint64 ready = 0, version = 0;
   size_t n;
 
   (void) error;
   if (!token_ok (rpc, "push_pull", token, err)
       || !slice_ok (rpc, "push_pull", slice, TRUE, grad, &n, err))
     return FALSE;
-  before = shoal_server_slice_version (rpc->server, slice);
-  if (!shoal_server_push (rpc->server, slice, floats_of (grad), n, step, &e))
+  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, &ready, &e))
     return server_fault (rpc, err, e);
+  if (!wait_bound (rpc, "push_pull", slice, unit, step, wait_ms, err))
+    return FALSE;
   values = grad != NULL ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_new ();
-  if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, before + 1, wait_ms, &version,
-                  err))
+  if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, ready, wait_ms, &version, err))
     {
       g_byte_array_unref (values);
       return FALSE;
@@ -348,8 +389,10 @@ handler_stats (ShoalParamServiceIf *iface, ShoalStatsReply **_return, const gcha
   r->deltas = st.deltas;
   r->bytes_in = st.bytes_in;
   r->bytes_out = st.bytes_out;
+  r->dropped = st.dropped;
   r->__isset_pushes = r->__isset_pulls = r->__isset_updates = TRUE;
   r->__isset_deltas = r->__isset_bytes_in = r->__isset_bytes_out = TRUE;
+  r->__isset_dropped = TRUE;
   return TRUE;
 }
 

@@ -27,6 +27,11 @@ const ShoalOption shoal_job_options[] = {
     "steps between checkpoints in WORKSPACE/checkpoint; 0 = only at the end (and on Ctrl-C)" },
   { "init_from", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
     "a workspace whose checkpointed params initialise the params of the same name (pre-training)" },
+  { "max_seconds", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL,
+    "time budget: training ends at the first step boundary after this many seconds of the job's "
+    "clock, then tests as at train_steps; 0 = none" },
+  { "metrics_interval", SHOAL_OPT_FLOAT, "1", 0, 1e6, NULL,
+    "seconds between a process's \"process\" lines in metrics.jsonl (bytes, staleness); 0 = only at the end" },
   { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
     "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
@@ -238,6 +243,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->threads = (int) shoal_conf_get_int (conf, "job", t, "threads");
   job->checkpoint_freq = shoal_conf_get_int (conf, "job", t, "checkpoint_freq");
   job->init_from = shoal_conf_get_string (conf, "job", t, "init_from");
+  job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
+  job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
 
   gboolean ok = load_plugins (job, NULL, error);
   if (!ok)

@@ -2,7 +2,7 @@
  * validated, plus the conf itself for the net's [layer NAME] groups.
  *
  * [job]      name, train_steps | epochs, test_freq, test_steps, disp_freq,
- *            seed, threads, checkpoint_freq, init_from
+ *            seed, threads, checkpoint_freq, init_from, max_seconds, metrics_interval
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
  * Any other group except "layer NAME" is an error. */
@@ -11,6 +11,8 @@
 
 #include <glib.h>
 
+#include <shoal/job.h>
+
 #include "cluster/cluster_conf.h"
 #include "core/conf.h"
 #include "core/tensor.h"
@@ -18,7 +20,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct {
+struct _ShoalJob {
   ShoalConf *conf;          /* owned */
   char *name;
   gint64 train_steps;       /* resolved from epochs when given as epochs */
@@ -30,23 +32,18 @@ typedef struct {
   int threads;              /* BLAS threads of this process; 0 = cores / local workers */
   gint64 checkpoint_freq;   /* steps between checkpoints; 0 = only at the end */
   char *init_from;          /* workspace whose params initialise ours by name; "" = none */
+  double max_seconds;       /* training ends at the first step boundary past this job time; 0 = none */
+  double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
   ShoalUpdaterConf updater;
   ShoalClusterConf cluster;
-} ShoalJob;
+};
 
-/* Loads and validates path with the -o overrides (NULL-terminated list,
- * may be NULL).  Returns a new job (shoal_job_free) or NULL with error. */
-ShoalJob *shoal_job_load (const char *path, const char *const *overrides, GError **error);
-/* Same from text; `origin` names it in messages. */
-ShoalJob *shoal_job_load_data (const char *text, const char *origin,
-                               const char *const *overrides, GError **error);
 /* shoal_job_load with the [cluster] section of the topology file at
  * topology_path (may be NULL: none) in place of the job's own, then the
  * overrides.  The topology file must hold only [cluster] and be a valid
  * layout by itself; its errors name its own lines (cluster/topology.h). */
 ShoalJob *shoal_job_load_topology (const char *job_path, const char *topology_path,
                                    const char *const *overrides, GError **error);
-void shoal_job_free (ShoalJob *job);
 /* Loads more plugins (`shoal run --plugin`), adding them to the job's
  * [job] plugins so every process of the job loads them.  FALSE with the
  * loader's error prefixed "--plugin: ". */

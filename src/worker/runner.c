@@ -24,6 +24,7 @@
 #include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/metrics.h"
+#include "worker/process_report.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
 
@@ -60,6 +61,7 @@ typedef struct {
   int server_group;
   ShoalRpcServer *rpc;
   ShoalMetricsWriter *metrics;
+  ShoalProcessReport *report;    /* this process's "process" lines */
   ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
   gint64 resume_step;            /* -1: a fresh run */
@@ -212,9 +214,31 @@ start_servers (Process *p, GError **error)
     {
       int groups_here = c->nworker_groups / c->nserver_groups;
       int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
-      sopts.lr_scale = 1.0f / (float) MAX (pushers, 1);
+      /* [cluster] async_lr: groups (the above, the default), none (Dean
+       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
+       * lr / the update's staleness, measured by the server) */
+      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
+      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
       if (p->layout->group_sync)
         sopts.delta_scale = 1.0f / (float) c->nserver_groups;
+      if (c->staleness >= 0)
+        {
+          /* SSP: the units pushing here count their steps (unit_id) */
+          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
+          sopts.ssp_bound = c->staleness;
+        }
+    }
+  else if (c->backup_workers > 0)
+    {
+      if (group_pushes)
+        {
+          shoal_conf_error (p->job->conf, error, "cluster", "backup_workers",
+                            "this group runs as one net spread over processes (its layers are not all "
+                            "split by batch) and pushes one gradient per step: there is no late "
+                            "worker's gradient to drop");
+          return FALSE;
+        }
+      sopts.backup_workers = c->backup_workers;
     }
   p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts);
   for (int s = 0; s < p->nslices; s++)
@@ -460,6 +484,14 @@ open_wire (Process *p, GError **error)
   return ok;
 }
 
+/* The id of a pushing unit: its group where a group pushes as one, else
+ * group * nworkers_per_group + worker (SSP's clocks, ShoalPushOrigin). */
+static int
+unit_id (const Process *p, int group, int worker)
+{
+  return p->whole_groups || p->spread_net ? group : group * p->layout->conf.nworkers_per_group + worker;
+}
+
 static gboolean
 connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
 {
@@ -470,6 +502,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
       return TRUE;
     }
   slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
+  shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
   int sg = shoal_layout_server_group_of (p->layout, group);
@@ -542,6 +575,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
       ShoalMember m = g_array_index (p->units, ShoalMember, i);
       slots[i].net = i == 0 ? p->layout_net : build_net (p, m, error);
       slots[i].follower = is_follower (p, m);
+      slots[i].worker.worker = m.index;
       ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
@@ -588,7 +622,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .test_loss = slots[0].worker.test_loss,
                                  .test_accuracy = slots[0].worker.test_accuracy,
                                  .samples_per_sec = slots[0].worker.train_samples_per_sec,
-                                 .stopped = slots[0].worker.stopped,
+                                 /* the time budget's end is the run's end, not a stop */
+                                 .stopped = slots[0].worker.stopped && !slots[0].worker.budget_end,
                                  .follower = slots[0].follower };
   for (guint i = 0; i < n; i++)
     {
@@ -692,15 +727,16 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (p.server != NULL && p.layout->group_sync && !start_group_sync (&p, error))
     goto out;
 
+  /* every process writes metrics: workers their steps and tests, every
+   * process its traffic and its server's staleness */
+  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
+  p.metrics = shoal_metrics_open (metrics_path, opts->append_metrics || opts->resume, error);
+  g_free (metrics_path);
+  if (p.metrics == NULL)
+    goto out;
+  p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
   if (p.proc->workers->len > 0)
-    {
-      char *path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
-      p.metrics = shoal_metrics_open (path, opts->append_metrics || opts->resume, error);
-      g_free (path);
-      if (p.metrics == NULL)
-        goto out;
-      ok = run_workers (&p, result, error);
-    }
+    ok = run_workers (&p, result, error);
   else
     ok = TRUE;
 
@@ -726,6 +762,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
 
 out:
+  shoal_process_report_stop (p.report);
   shoal_group_sync_stop (p.group_sync, NULL);
   if (p.layout_net != NULL)
     shoal_group_net_finish (p.layout_net, ok);

@@ -4,7 +4,8 @@
 # (pkg-config shoal), trains examples/custom-layer/swish.conf (a small
 # subset, as the topology tests) under conf/downpour.conf - every process
 # of the job loads it - and in one group whose two workers split every
-# layer by features, the plugin's included, to one worker's loss.  Then bad
+# layer by features, the plugin's included, to one worker's loss; shoal
+# eval of the trained model loads the plugin too.  Then bad
 # plugins, each with its exact message and a failed exit: a missing file,
 # a shared library that is no shoal plugin, a file that is no shared
 # library, a plugin that registers a type that exists (a built-in one, or
@@ -80,6 +81,13 @@ single_loss=$(test_loss "$tmp/single")
 awk -v a="$split_loss" -v b="$single_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-3 * b) }' \
   || fail "feature split: final test loss $split_loss, one worker $single_loss"
 echo "feature split: final test loss $split_loss, one worker $single_loss"
+
+# a trained model with a plugin layer: shoal eval loads the conf's plugins
+"$BUILD/shoal" eval "$tmp/single/job.conf" --from "$tmp/single" >"$tmp/eval.out" 2>"$tmp/eval.err" \
+  || { cat "$tmp/eval.err"; fail "shoal eval of the swish model"; }
+acc=$(sed -n 's/^test accuracy: //p' "$tmp/eval.out")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || { cat "$tmp/eval.out"; fail "shoal eval: accuracy '$acc' below 0.80"; }
+echo "shoal eval of the swish model: test accuracy $acc"
 
 # ---- bad plugins --------------------------------------------------------------
 bad=$tmp/bad
