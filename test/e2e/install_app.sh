@@ -194,8 +194,11 @@ grep -qxF "app: -o layer act.type: [layer act] type: unknown layer type 'swish'"
 
 # a statically linked program has its own copy of the library: it refuses
 # a plugin (which would register into libshoal.so's registry) and says why
+# (ASan reports the second copy's globals itself when it loads: off here,
+# the program's own refusal is what is tested)
 rc=0
-LD_LIBRARY_PATH=$prefix/lib "$app/app-static" --plugin "$plugin" >"$tmp/static-plugin.log" 2>&1 || rc=$?
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" LD_LIBRARY_PATH=$prefix/lib \
+  "$app/app-static" --plugin "$plugin" >"$tmp/static-plugin.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || { cat "$tmp/static-plugin.log"; fail "app-static --plugin: exit $rc, expected 1"; }
 grep -qxF "app: plugin $plugin: it calls another copy of libshoal ($prefix/lib/libshoal.so.$major) than this program's: a program linked with libshoal.a cannot load plugins, link it with libshoal.so" \
   "$tmp/static-plugin.log" || { cat "$tmp/static-plugin.log"; fail "app-static --plugin: unexpected message"; }
