@@ -78,7 +78,8 @@ done
 echo "libshoal.so.$version: soname libshoal.so.$major"
 
 # the binary finds the installed library relative to itself
-readelf -d "$prefix/bin/shoal" | grep -q 'RUNPATH.*\[\$ORIGIN:\$ORIGIN/\.\./lib\]' || fail "shoal's RUNPATH"
+dynamic=$(readelf -d "$prefix/bin/shoal")
+grep -q 'RUNPATH.*\[\$ORIGIN:\$ORIGIN/\.\./lib\]' <<<"$dynamic" || fail "shoal's RUNPATH"
 used=$(env -u LD_LIBRARY_PATH ldd "$prefix/bin/shoal" | sed -n "s/^.*libshoal.so.$major => \([^ ]*\) .*/\1/p")
 [ -n "$used" ] && [ "$(realpath "$used")" = "$prefix/lib/libshoal.so.$version" ] \
   || { ldd "$prefix/bin/shoal"; fail "the installed shoal does not use the installed library"; }
@@ -126,8 +127,10 @@ cc -std=c11 -O2 -Wall -Wextra -Werror $san app.c -o app-shared $cflags $libs -lm
 cc -std=c11 -O2 -Wall -Wextra -Werror $san app.c -o app-static $cflags "$prefix/lib/libshoal.a" \
   $(pkg-config --libs glib-2.0 gobject-2.0 gmodule-2.0 openblas) -lm -lpthread \
   || fail "building app.c against libshoal.a with GLib and OpenBLAS only"
-readelf -d app-shared | grep -q "NEEDED.*\[libshoal.so.$major\]" || fail "app-shared does not link libshoal.so.$major"
-if readelf -d app-static | grep -E 'NEEDED.*\[(libshoal|libthrift|liblmdb)'; then
+readelf -d app-shared >dyn-shared
+readelf -d app-static >dyn-static
+grep -q "NEEDED.*\[libshoal.so.$major\]" dyn-shared || fail "app-shared does not link libshoal.so.$major"
+if grep -E 'NEEDED.*\[(libshoal|libthrift|liblmdb)' dyn-static; then
   fail "app-static needs a shared libshoal, Thrift or LMDB"
 fi
 cd "$root"
@@ -174,7 +177,7 @@ LD_LIBRARY_PATH=$prefix/lib "$tmp/ex/app" --plugin "$plugin" -o "layer act.type=
 cat "$tmp/swish.log"
 [ "$rc" -eq 0 ] || { cat "$tmp/swish.err"; fail "app --plugin with swish activations exited with $rc"; }
 grep -qE '^swish gradient check: ok, [0-9]+ elements compared$' "$tmp/swish.log" || fail "no gradient check line"
-grep -qE '^  act +swish +out 64x64' "$tmp/swish.err" || grep -q 'act  *swish' "$tmp/swish.err" \
+grep -qE 'act +swish +out 64x64' "$tmp/swish.err" \
   || fail "the net's act layer is not of the plugin's type"
 
 # a bad value of the plugin's option is a located error

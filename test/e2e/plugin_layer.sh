@@ -25,7 +25,8 @@ export PKG_CONFIG_PATH=$BUILD/pkgconfig
 plugins=$tmp/plugins
 make --no-print-directory -C examples/custom-layer OUT="$plugins" CFLAGS="-O2 -g -Wall -Wextra -Werror $san" \
   LDFLAGS="$san" "$plugins/libswish.so" >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log"; fail "building libswish.so"; }
-readelf -d "$plugins/libswish.so" | grep -q 'NEEDED.*\[libshoal.so' || fail "libswish.so does not link libshoal.so"
+readelf -d "$plugins/libswish.so" >"$tmp/swish.dynamic"
+grep -q 'NEEDED.*\[libshoal.so' "$tmp/swish.dynamic" || fail "libswish.so does not link libshoal.so"
 # swish.conf names it without a path: found in SHOAL_PLUGIN_PATH
 export SHOAL_PLUGIN_PATH=$plugins
 
