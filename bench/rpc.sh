@@ -25,7 +25,7 @@ die () { echo "bench/rpc: $*" >&2; exit 1; }
 mkdir -p "$OUT" "$LOGS" || die "cannot create $OUT"
 BIN=$OUT/rpc_throughput
 # shellcheck disable=SC2046  # pkg-config prints several flags
-"${CC:-cc}" -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Isrc -I"$BUILD/gen" \
+"${CC:-cc}" -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -I"$BUILD/gen" \
   $(pkg-config --cflags $PKGS) bench/rpc_throughput.c -o "$BIN" \
   "$BUILD/libshoal.a" $(pkg-config --libs $PKGS) -lm -lpthread ||
   die "cannot build $BIN"

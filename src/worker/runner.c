@@ -6,7 +6,6 @@
  * rank R of a cluster. */
 #include "worker/runner.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -25,23 +24,13 @@
 #include "server/server.h"
 #include "worker/metrics.h"
 #include "worker/process_report.h"
+#include "worker/threads.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
 #define TARGET_SLICE_BYTES (512u << 10)
-
-int
-shoal_set_blas_threads (int requested, int local_workers)
-{
-  int cores = (int) g_get_num_processors ();
-  int n = requested > 0 ? requested : MAX (1, cores / MAX (local_workers, 1));
-  openblas_set_num_threads (n);
-  g_message ("BLAS threads: %d (%d cores, %d worker thread%s sharing them)", n, cores,
-             local_workers, local_workers == 1 ? "" : "s");
-  return n;
-}
 
 typedef struct {
   ShoalJob *job;
@@ -685,7 +674,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   g_free (ckpt_dir);
   if (p.ckpt == NULL)
     goto out;
-  shoal_set_blas_threads (job->threads, MAX (MAX ((int) p.proc->workers->len, 1), opts->host_workers));
+  shoal_threads_apply (job->threads, (int) p.proc->workers->len, opts->host_workers);
 
   if (!plan_units (&p, error))
     goto out;
