@@ -113,6 +113,30 @@ service ParamService {
   void stop_at (1: string token, 2: i64 step)
     throws (1: ParamError err),
 
+  /* Shared memory for a worker on this server's host (src/rpc/shm_region.h):
+   * the caller offers its sealed region (pid, fd, bytes, nonce, host: its
+   * boot id), whose data holds its param values at float offset
+   * values_at and its gradients at float offset grads_at, both in the
+   * job's flat layout.  From then on push_pull_shm on this connection
+   * moves slices through it; the connection's end detaches it.  REFUSED
+   * (the caller stays on the socket) where the region cannot be opened
+   * from here or fails a check: another host, another PID namespace, a
+   * region too small, unsealed or not the one offered. */
+  void attach_shm (1: string token, 2: i32 pid, 3: i32 fd, 4: i64 bytes, 5: binary nonce,
+                   6: string host, 7: i64 values_at, 8: i64 grads_at)
+    throws (1: ParamError err),
+
+  /* push_pull (or, fetch false, push) of several slices with their
+   * gradients read from the attached region and their values written
+   * into it, in one round trip: every push first, then the values.
+   * slices: count little-endian i32, each once; base_versions: count
+   * little-endian i64, as push_pull's base_version.  Returns the versions
+   * of the values written (count little-endian i64; with fetch false, the
+   * versions the pushes made ready). */
+  binary push_pull_shm (1: string token, 2: binary slices, 3: i64 step, 4: i64 wait_ms,
+                        5: binary base_versions, 6: i32 unit, 7: bool fetch)
+    throws (1: ParamError err),
+
   /* A message for this process's mailbox under (group, channel); returns
    * once it is queued there, not once it is taken.  REFUSED where the
    * process takes no bridge messages. */

@@ -35,6 +35,9 @@ const ShoalOption shoal_cluster_options[] = {
   { "async_lr", SHOAL_OPT_STRING, "groups", SHOAL_UNBOUNDED, "none|groups|staleness",
     "asynchronous schemes: lr of one update: groups = lr / pushing groups, none = lr (Dean et al.), "
     "staleness = lr / the update's staleness (Zhang et al. 2016)" },
+  { "shared_memory", SHOAL_OPT_STRING, "auto", SHOAL_UNBOUNDED, "auto|off",
+    "slices between processes on one host: auto = through shared memory where the server can "
+    "open the worker's region (the calls stay Thrift), else the socket; off = always the socket" },
   { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
     "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
     "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
@@ -114,6 +117,9 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
                 : strcmp (async_lr, "staleness") == 0 ? SHOAL_ASYNC_LR_STALENESS
                                                       : SHOAL_ASYNC_LR_GROUPS;
   g_free (async_lr);
+  char *shm = shoal_conf_get_string (conf, g, t, "shared_memory");
+  c->shared_memory = strcmp (shm, "off") != 0;
+  g_free (shm);
   if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
     {
       shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",

@@ -34,6 +34,7 @@ typedef struct {
   int n_fetch;              /* async: steps between fetches */
   int staleness;            /* SSP: steps the fastest group may be ahead of the slowest; -1: unbounded */
   int backup_workers;       /* SYNC: gradients of a step the servers do not wait for (Chen et al.) */
+  gboolean shared_memory;   /* slices to servers on this host through shared memory where possible */
   ShoalAsyncLr async_lr;
   int ngpus;                /* entries of gpus; 0: every worker on the CPU */
   int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */

@@ -48,6 +48,14 @@ void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int
  * server counts its steps (ShoalPushOrigin.unit); -1 (default): none. */
 void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
 
+/* Before start: whether the slices may move through shared memory to
+ * servers on this host ([cluster] shared_memory; default off here, the
+ * runner turns it on).  The store's values and grads then move into a
+ * shared region the store keeps. */
+void shoal_param_client_set_shared_memory (ShoalParamClient *client, gboolean enabled);
+/* After start: whether some server takes slices through shared memory. */
+gboolean shoal_param_client_shared_memory (ShoalParamClient *client);
+
 /* Connects to remote servers and starts the comm thread. */
 gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);
 

@@ -21,6 +21,8 @@ typedef struct {
   char *peer;               /* "host:port" */
   ShoalThriftSocket *sock;
   GThread *thread;
+  gpointer data;            /* shoal_rpc_listener_set_conn_data; only the connection's thread */
+  GDestroyNotify destroy;
 } Conn;
 
 struct _ShoalRpcListener {
@@ -38,14 +40,45 @@ struct _ShoalRpcListener {
   gint stopping;            /* atomic */
 };
 
-/* The peer of the connection whose thread runs a handler, for logs. */
-static GPrivate current_peer;
+/* The connection whose thread runs a handler: its peer for logs, its data. */
+static GPrivate current_conn;
 
 const char *
 shoal_rpc_listener_peer (void)
 {
-  const char *p = g_private_get (&current_peer);
-  return p != NULL ? p : "?";
+  Conn *c = g_private_get (&current_conn);
+  return c != NULL ? c->peer : "?";
+}
+
+static void
+conn_data_clear (Conn *c)
+{
+  if (c->destroy != NULL && c->data != NULL)
+    c->destroy (c->data);
+  c->data = NULL;
+  c->destroy = NULL;
+}
+
+void
+shoal_rpc_listener_set_conn_data (gpointer data, GDestroyNotify destroy)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL)
+    {
+      if (destroy != NULL && data != NULL)
+        destroy (data);
+      return;
+    }
+  conn_data_clear (c);
+  c->data = data;
+  c->destroy = destroy;
+}
+
+gpointer
+shoal_rpc_listener_conn_data (void)
+{
+  Conn *c = g_private_get (&current_conn);
+  return c != NULL ? c->data : NULL;
 }
 
 static void
@@ -65,7 +98,7 @@ conn_main (gpointer data)
   ShoalThriftProtocol *sp = shoal_thrift_protocol_new (transport);
   ThriftProtocol *protocol = shoal_thrift_protocol_base (sp);
 
-  g_private_set (&current_peer, c->peer);
+  g_private_set (&current_conn, c);
   while (!g_atomic_int_get (&rpc->stopping)
          && shoal_thrift_socket_wait_message (c->sock, rpc->wake[0]) == 1)
     {
@@ -79,7 +112,8 @@ conn_main (gpointer data)
           break;
         }
     }
-  g_private_set (&current_peer, NULL);
+  conn_data_clear (c);
+  g_private_set (&current_conn, NULL);
 
   g_mutex_lock (&rpc->lock);
   c->fd = -1;

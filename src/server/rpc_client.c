@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "rpc/shm_region.h"
 #include "rpc/thrift_protocol.h"
 #include "rpc/thrift_socket.h"
 #include "server/rpc_types.h"
@@ -48,13 +49,22 @@ struct _ShoalRpcClient {
   ShoalThriftSocket *sock;         /* these three are NULL while disconnected */
   ShoalThriftProtocol *proto;
   ShoalParamServiceIf *client;
+  /* shared memory (shoal_rpc_client_use_shm): the region to attach on
+   * every connection, and whether this connection has it */
+  gboolean shm_wanted;
+  ShoalShmOffer shm_offer;
+  gint64 shm_values_at, shm_grads_at;
+  gboolean shm_attached;
 };
+
+static gboolean attach_shm (ShoalRpcClient *c, GError **error);
 
 /* ---- connection ----------------------------------------------------------- */
 
 static void
 disconnect (ShoalRpcClient *c)
 {
+  c->shm_attached = FALSE;   /* the server detaches with the connection */
   g_clear_object (&c->client);
   g_clear_object (&c->proto);
   g_clear_object (&c->sock);   /* closes the socket */
@@ -152,7 +162,8 @@ connect_once (ShoalRpcClient *c, gboolean *retry, GError **error)
   c->proto = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
   c->client = g_object_new (SHOAL_TYPE_PARAM_SERVICE_CLIENT,
                             "input_protocol", c->proto, "output_protocol", c->proto, NULL);
-  return TRUE;
+  /* FALSE only where the call itself failed (the connection is dropped) */
+  return !c->shm_wanted || attach_shm (c, error) || c->client != NULL;
 }
 
 ShoalRpcClient *
@@ -529,6 +540,98 @@ gint64
 shoal_rpc_client_stop_step (ShoalRpcClient *c)
 {
   return c->stop_step;
+}
+
+/* ---- shared memory -------------------------------------------------------- */
+
+/* On a fresh connection: offers the region.  A refusal (another host,
+ * another PID namespace, a check failed) keeps the connection on the
+ * socket for good; a failed call drops the connection as any other. */
+static gboolean
+attach_shm (ShoalRpcClient *c, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray nonce = { c->shm_offer.nonce, SHOAL_SHM_NONCE_BYTES };
+  gboolean ok = shoal_param_service_if_attach_shm (c->client, c->token, c->shm_offer.pid,
+                                                   c->shm_offer.fd, c->shm_offer.bytes, &nonce,
+                                                   c->shm_offer.host, c->shm_values_at,
+                                                   c->shm_grads_at, &perr, &terr);
+  if (ok && perr == NULL && terr == NULL)
+    {
+      c->shm_attached = TRUE;
+      g_debug ("%s: slices move through shared memory", c->peer);
+      return TRUE;
+    }
+  if (perr != NULL)
+    {
+      g_debug ("%s: no shared memory (%s): slices go over the socket", c->peer,
+               perr->message != NULL ? perr->message : "refused");
+      c->shm_wanted = FALSE;
+      g_object_unref (perr);
+    }
+  else
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: attach_shm: %s", c->peer,
+                   terr != NULL ? terr->message : "failed");
+      disconnect (c);
+    }
+  g_clear_error (&terr);
+  return FALSE;
+}
+
+gboolean
+shoal_rpc_client_use_shm (ShoalRpcClient *c, const ShoalShmOffer *offer, gint64 values_at,
+                          gint64 grads_at)
+{
+  c->shm_wanted = TRUE;
+  c->shm_offer = *offer;
+  c->shm_values_at = values_at;
+  c->shm_grads_at = grads_at;
+  if (c->client != NULL && !c->shm_attached)
+    attach_shm (c, NULL);
+  return c->shm_attached;
+}
+
+gboolean
+shoal_rpc_client_shm_usable (ShoalRpcClient *c)
+{
+  return c->shm_attached || c->shm_wanted;
+}
+
+gboolean
+shoal_rpc_client_push_pull_shm (ShoalRpcClient *c, const gint32 *slices, int count, gint64 step,
+                                const gint64 *base_versions, int unit, gboolean fetch,
+                                gint64 *versions, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray *ret = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "push_pull_shm", slices[0], 0, error))
+    return FALSE;
+  if (!c->shm_attached)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "%s: push_pull_shm slice %d: no shared memory on this connection", c->peer, slices[0]);
+      return FALSE;
+    }
+  GByteArray ids = { (guint8 *) slices, (guint) ((size_t) count * sizeof (gint32)) };
+  GByteArray bases = { (guint8 *) base_versions, (guint) ((size_t) count * sizeof (gint64)) };
+  ok = shoal_param_service_if_push_pull_shm (c->client, &ret, c->token, &ids, step, wait_ms (c),
+                                             &bases, unit, fetch, &perr, &terr);
+  if (ok && perr == NULL && terr == NULL)
+    {
+      if (ret == NULL || ret->len != (guint) count * sizeof (gint64))
+        g_set_error (&terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply holds %u bytes of versions, %zu expected",
+                     ret != NULL ? ret->len : 0, (size_t) count * sizeof (gint64));
+      else
+        memcpy (versions, ret->data, ret->len);
+    }
+  if (ret != NULL)
+    g_byte_array_unref (ret);
+  return call_end (c, ok && terr == NULL, "push_pull_shm", slices[0], perr, terr, error);
 }
 
 gboolean

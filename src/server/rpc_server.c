@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "rpc/listener.h"
+#include "rpc/shm_region.h"
 #include "server/rpc_types.h"
 
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
@@ -484,6 +485,145 @@ handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint3
   return TRUE;
 }
 
+/* ---- shared memory -------------------------------------------------------- */
+
+/* A connection's attached region: the worker's values and gradients in
+ * the job's flat layout (the connection's data, see listener.h). */
+typedef struct {
+  ShoalShmRegion *region;
+  float *values, *grads;
+} ConnShm;
+
+static void
+conn_shm_free (gpointer data)
+{
+  ConnShm *shm = data;
+  shoal_shm_region_free (shm->region);
+  g_free (shm);
+}
+
+static gboolean
+handler_attach_shm (ShoalParamServiceIf *iface, const gchar *token, const gint32 pid,
+                    const gint32 fd, const gint64 bytes, const GByteArray *nonce, const gchar *host,
+                    const gint64 values_at, const gint64 grads_at, ShoalParamError **err,
+                    GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  GError *e = NULL;
+
+  (void) error;
+  if (!token_ok (rpc, "attach_shm", token, err))
+    return FALSE;
+  if (rpc->server == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED, "attach_shm: this process serves no slices");
+  /* the two areas in the layout's float offsets, 64-byte aligned, apart */
+  gint64 total = (gint64) shoal_server_total (rpc->server);
+  if (values_at < 0 || grads_at < 0 || values_at % 16 != 0 || grads_at % 16 != 0
+      || values_at > G_MAXINT64 / 8 - total || grads_at > G_MAXINT64 / 8 - total
+      || (values_at < grads_at ? grads_at - values_at : values_at - grads_at) < total)
+    return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH,
+                  "attach_shm: values at float %" G_GINT64_FORMAT " and gradients at %" G_GINT64_FORMAT
+                  " do not lay out two areas of %" G_GINT64_FORMAT " floats", values_at, grads_at, total);
+  if (nonce == NULL || nonce->len != SHOAL_SHM_NONCE_BYTES)
+    return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH, "attach_shm: the nonce must be %d bytes",
+                  SHOAL_SHM_NONCE_BYTES);
+  ShoalShmOffer offer = { .pid = pid, .fd = fd, .bytes = bytes };
+  memcpy (offer.nonce, nonce->data, SHOAL_SHM_NONCE_BYTES);
+  g_strlcpy (offer.host, host != NULL ? host : "", sizeof offer.host);
+  size_t need = (size_t) (MAX (values_at, grads_at) + total) * sizeof (float);
+  ShoalShmRegion *region = shoal_shm_region_attach (&offer, need, &e);
+  if (region == NULL)
+    {
+      g_debug ("rpc: %s: %s", peer (), e->message);
+      return server_fault (rpc, err, e);
+    }
+  ConnShm *shm = g_new0 (ConnShm, 1);
+  shm->region = region;
+  shm->values = (float *) shoal_shm_region_data (region) + values_at;
+  shm->grads = (float *) shoal_shm_region_data (region) + grads_at;
+  shoal_rpc_listener_set_conn_data (shm, conn_shm_free);
+  g_debug ("rpc: %s attached %" G_GINT64_FORMAT " bytes of shared memory of process %d", peer (),
+           bytes, pid);
+  return TRUE;
+}
+
+/* push_pull of several slices whose bytes lie in the connection's region:
+ * every push first (each update can run while the next slice's other
+ * contributors are awaited, and a worker that sends these slices one by
+ * one in any order finds them pushed), then SSP's wait, then the values. */
+static gboolean
+handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
+                       const GByteArray *slices, const gint64 step, const gint64 wait_ms,
+                       const GByteArray *base_versions, const gint32 unit, const gboolean fetch,
+                       ShoalParamError **err, GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  ConnShm *shm = shoal_rpc_listener_conn_data ();
+
+  (void) error;
+  if (!token_ok (rpc, "push_pull_shm", token, err))
+    return FALSE;
+  if (shm == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED,
+                  "push_pull_shm: no shared memory attached on this connection");
+  int nslices = rpc->server != NULL ? shoal_server_n_slices (rpc->server) : 0;
+  guint bytes = slices != NULL ? slices->len : 0;
+  int count = (int) (bytes / sizeof (gint32));
+  if (bytes % sizeof (gint32) != 0 || count < 1 || count > nslices)
+    return fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE,
+                  "push_pull_shm: %u bytes of slice ids: 1 to %d ids of 4 bytes expected", bytes, nslices);
+  if (base_versions == NULL || base_versions->len != (guint) count * sizeof (gint64))
+    return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH,
+                  "push_pull_shm: %d slices need %zu bytes of base versions, got %u", count,
+                  (size_t) count * sizeof (gint64), base_versions != NULL ? base_versions->len : 0);
+  gint32 *ids = g_new (gint32, count);
+  gint64 *ready = g_new (gint64, count);
+  guint8 *seen = g_new0 (guint8, nslices);
+  memcpy (ids, slices->data, (size_t) count * sizeof (gint32));
+  gboolean ok = TRUE;
+  size_t n;
+  for (int i = 0; i < count && ok; i++)
+    {
+      ok = slice_ok (rpc, "push_pull_shm", ids[i], FALSE, NULL, &n, err);
+      if (ok && seen[ids[i]]++)
+        ok = fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE, "push_pull_shm: slice %d twice in one call",
+                    ids[i]);
+    }
+  for (int i = 0; i < count && ok; i++)
+    {
+      size_t begin, end;
+      gint64 base;
+      GError *e = NULL;
+      memcpy (&base, base_versions->data + (size_t) i * sizeof base, sizeof base);
+      ShoalPushOrigin origin = { base, unit };
+      shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
+      if (!shoal_server_push_from (rpc->server, ids[i], shm->grads + begin, end - begin, step, &origin,
+                                   &ready[i], &e))
+        ok = server_fault (rpc, err, e);
+    }
+  for (int i = 0; i < count && ok; i++)
+    ok = wait_bound (rpc, "push_pull_shm", ids[i], unit, step, wait_ms, err);
+  for (int i = 0; i < count && ok && fetch; i++)
+    {
+      size_t begin, end;
+      shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
+      ok = wait_pull (rpc, "push_pull_shm", ids[i], shm->values + begin, end - begin, ready[i],
+                      wait_ms, &ready[i], err);
+    }
+  if (ok)
+    {
+      GByteArray *versions = g_byte_array_sized_new ((guint) count * sizeof (gint64));
+      g_byte_array_append (versions, (const guint8 *) ready, (guint) count * sizeof (gint64));
+      if (*_return != NULL)
+        g_byte_array_unref (*_return);
+      *_return = versions;
+    }
+  g_free (ids);
+  g_free (ready);
+  g_free (seen);
+  return ok;
+}
+
 static void
 shoal_rpc_handler_init (ShoalRpcHandler *self)
 {
@@ -505,6 +645,8 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->checkpoint = handler_checkpoint;
   h->send_bridge = handler_send_bridge;
   h->stop_at = handler_stop_at;
+  h->attach_shm = handler_attach_shm;
+  h->push_pull_shm = handler_push_pull_shm;
 }
 
 /* ---- start and stop ------------------------------------------------------- */

@@ -494,6 +494,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
   shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
+  shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory);
   int sg = shoal_layout_server_group_of (p->layout, group);
   for (int s = 0; s < p->nslices; s++)
     {
