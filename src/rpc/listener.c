@@ -23,6 +23,8 @@ typedef struct {
   GThread *thread;
   gpointer data;            /* shoal_rpc_listener_set_conn_data; only the connection's thread */
   GDestroyNotify destroy;
+  GDestroyNotify after;     /* shoal_rpc_listener_after_reply; only the connection's thread */
+  gpointer after_data;
 } Conn;
 
 struct _ShoalRpcListener {
@@ -74,6 +76,31 @@ shoal_rpc_listener_set_conn_data (gpointer data, GDestroyNotify destroy)
   c->destroy = destroy;
 }
 
+void
+shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL)
+    {
+      func (data);
+      return;
+    }
+  g_return_if_fail (c->after == NULL);
+  c->after = func;
+  c->after_data = data;
+}
+
+static void
+run_after_reply (Conn *c)
+{
+  if (c->after != NULL)
+    {
+      GDestroyNotify func = c->after;
+      c->after = NULL;
+      func (c->after_data);
+    }
+}
+
 gpointer
 shoal_rpc_listener_conn_data (void)
 {
@@ -103,7 +130,9 @@ conn_main (gpointer data)
          && shoal_thrift_socket_wait_message (c->sock, rpc->wake[0]) == 1)
     {
       GError *e = NULL;
-      if (!thrift_processor_process (rpc->processor, protocol, protocol, &e))
+      gboolean ok = thrift_processor_process (rpc->processor, protocol, protocol, &e);
+      run_after_reply (c);
+      if (!ok)
         {
           if (!g_atomic_int_get (&rpc->stopping))
             g_message ("%s: dropping the connection from %s: %s", rpc->name, c->peer,

@@ -57,6 +57,11 @@ const char *shoal_rpc_listener_peer (void);
  * handler set frees `data` at once and get returns NULL. */
 void shoal_rpc_listener_set_conn_data (gpointer data, GDestroyNotify destroy);
 gpointer shoal_rpc_listener_conn_data (void);
+/* Inside a handler: calls func (data) once the call's reply is written,
+ * before the connection reads its next call (a reply sent straight from
+ * memory the handler lent it gives the memory back).  One per call;
+ * outside a handler it runs at once. */
+void shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data);
 
 G_END_DECLS
 

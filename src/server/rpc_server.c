@@ -266,6 +266,42 @@ set_values (ShoalSliceValues *ret, GByteArray *values, gint64 version)
   ret->__isset_version = TRUE;
 }
 
+/* A reply straight from the server's values: the array lends them to the
+ * generated writer, and a reference kept here outlives the reply object,
+ * which unrefs its fields after writing; once the reply is written the
+ * memory is taken back out of the array (never freed with it). */
+static void
+lend_back (gpointer data)
+{
+  GByteArray *lent = data;
+  g_byte_array_steal (lent, NULL);
+  g_byte_array_unref (lent);
+}
+
+static GByteArray *
+lend_values (const float *values, size_t n)
+{
+  GByteArray *lent = g_byte_array_new_take ((guint8 *) values, n * sizeof (float));
+  shoal_rpc_listener_after_reply (lend_back, g_byte_array_ref (lent));
+  return lent;
+}
+
+/* Where the server's values are stable (shoal_server_values_stable), the
+ * values to answer with, lent in place; else NULL after a copy into
+ * `into` (a buffer of n floats).  FALSE with *err set on failure. */
+static gboolean
+reply_values (ShoalRpcServer *rpc, const char *call, int slice, size_t n, gint64 min_version,
+              gint64 wait_ms, float *into, GByteArray **lent, gint64 *version, ShoalParamError **err)
+{
+  *lent = NULL;
+  if (!shoal_server_values_stable (rpc->server))
+    return wait_pull (rpc, call, slice, into, n, min_version, wait_ms, version, err);
+  if (!wait_pull (rpc, call, slice, NULL, n, min_version, wait_ms, version, err))
+    return FALSE;
+  *lent = lend_values (shoal_server_lend_values (rpc->server, slice), n);
+  return TRUE;
+}
+
 static gboolean
 handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
               const gint32 slice, const gint64 min_version, const gint64 wait_ms,
@@ -279,14 +315,20 @@ handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gcha
   (void) error;
   if (!token_ok (rpc, "pull", token, err) || !slice_ok (rpc, "pull", slice, FALSE, NULL, &n, err))
     return FALSE;
-  values = g_byte_array_sized_new ((guint) (n * sizeof (float)));
-  g_byte_array_set_size (values, (guint) (n * sizeof (float)));
-  if (!wait_pull (rpc, "pull", slice, floats_of (values), n, min_version, wait_ms, &version, err))
+  GByteArray *lent;
+  values = NULL;
+  if (!shoal_server_values_stable (rpc->server))
     {
-      g_byte_array_unref (values);
+      values = g_byte_array_sized_new ((guint) (n * sizeof (float)));
+      g_byte_array_set_size (values, (guint) (n * sizeof (float)));
+    }
+  if (!reply_values (rpc, "pull", slice, n, min_version, wait_ms, floats_of (values), &lent, &version, err))
+    {
+      if (values != NULL)
+        g_byte_array_unref (values);
       return FALSE;
     }
-  set_values (*_return, values, version);
+  set_values (*_return, lent != NULL ? lent : values, version);
   return TRUE;
 }
 
@@ -316,11 +358,17 @@ handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const
     return server_fault (rpc, err, e);
   if (!wait_bound (rpc, "push_pull", slice, unit, step, wait_ms, err))
     return FALSE;
+  GByteArray *lent;
   values = grad != NULL ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_new ();
-  if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, ready, wait_ms, &version, err))
+  if (!reply_values (rpc, "push_pull", slice, n, ready, wait_ms, floats_of (values), &lent, &version, err))
     {
       g_byte_array_unref (values);
       return FALSE;
+    }
+  if (lent != NULL)
+    {
+      g_byte_array_unref (values);
+      values = lent;
     }
   set_values (*_return, values, version);
   return TRUE;

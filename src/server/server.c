@@ -432,6 +432,24 @@ shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out)
 }
 
 gboolean
+shoal_server_values_stable (ShoalServer *server)
+{
+  /* ASYNC updates whenever a push comes; backup workers let a step pass
+   * without a late worker, who may still be reading; Hogwild merges */
+  return server->opts.mode == SHOAL_UPDATE_SYNC && server->opts.backup_workers == 0
+         && !server->opts.keep_baseline;
+}
+
+const float *
+shoal_server_lend_values (ShoalServer *server, int slice)
+{
+  g_return_val_if_fail (shoal_server_values_stable (server) && shoal_server_hosts (server, slice), NULL);
+  Slice *s = &server->slices[slice];
+  stat_add (&server->stats.bytes_out, (gint64) ((s->end - s->begin) * sizeof (float)));
+  return server->values + s->begin;
+}
+
+gboolean
 shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 min_version,
                    gint64 timeout_us, gint64 *version, GError **error)
 {

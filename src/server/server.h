@@ -135,6 +135,19 @@ void shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out);
 gboolean shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n,
                             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error);
 
+/* Whether a slice's values stay as they are while a worker that asked
+ * for them reads them: SYNC without backup workers (not Hogwild), where
+ * the values of step t + 1 change only once every contributor pushed
+ * step t + 1, which a worker does only after it received them.  (A
+ * client that pushes for others could break that; it could as well send
+ * garbage gradients.) */
+gboolean shoal_server_values_stable (ShoalServer *server);
+/* Where values are stable, after shoal_server_pull (dst NULL) saw the
+ * version the worker waits for: the slice's values in the server's
+ * buffer, to be read in place (sent to the worker straight from there)
+ * instead of copied. */
+const float *shoal_server_lend_values (ShoalServer *server, int slice);
+
 /* Versions a put may set: 0 .. 2^62, so that counting updates on from
  * any of them never overflows. */
 #define SHOAL_SERVER_MAX_VERSION (G_GINT64_CONSTANT (1) << 62)
