@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "server/ssp.h"
 
 #define SLICE_ALIGN 16
@@ -231,8 +232,29 @@ checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GErro
   return s;
 }
 
+/* One segment's update, cut into chunks for shoal_parallel_for: every
+ * rule is element-wise, so the chunks give the same floats as one call. */
+typedef struct {
+  const ShoalUpdaterConf *updater;
+  int step;
+  gint t;
+  float lr_scale, wd_scale;
+  float *values, *state_a, *state_b;
+  const float *grad;
+} SegmentUpdate;
+
+static void
+update_chunk (size_t begin, size_t end, gpointer data)
+{
+  SegmentUpdate *u = data;
+  shoal_updater_apply (u->updater, u->step, u->t, u->lr_scale, u->wd_scale, u->values + begin,
+                       u->grad + begin, u->state_a != NULL ? u->state_a + begin : NULL,
+                       u->state_b != NULL ? u->state_b + begin : NULL, end - begin);
+}
+
 /* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
- * its learning rate multiplied by lr_mult. */
+ * its learning rate multiplied by lr_mult; large segments on the cores
+ * that idle meanwhile (core/parallel.h). */
 static void
 apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, gint64 step,
              float lr_mult)
@@ -245,12 +267,13 @@ apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, g
         continue;
       gint t = a == seg->offset ? g_atomic_int_add (&seg->updates, 1) + 1
                                 : g_atomic_int_get (&seg->updates);
-      float *state_a = server->state_per_value > 0 ? server->state + a : NULL;
-      float *state_b = server->state_per_value > 1 ? server->state + server->total + a : NULL;
-      shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
-                           seg->lr_scale * server->opts.lr_scale * lr_mult,
-                           seg->wd_scale, server->values + a, grad + (a - begin), state_a, state_b,
-                           b - a);
+      SegmentUpdate u = {
+        &server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
+        seg->lr_scale * server->opts.lr_scale * lr_mult, seg->wd_scale, server->values + a,
+        server->state_per_value > 0 ? server->state + a : NULL,
+        server->state_per_value > 1 ? server->state + server->total + a : NULL, grad + (a - begin),
+      };
+      shoal_parallel_for (b - a, SHOAL_PARALLEL_GRAIN, update_chunk, &u);
     }
 }
 

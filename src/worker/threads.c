@@ -3,6 +3,7 @@
 #include "worker/threads.h"
 
 #include "core/blas_threads.h"
+#include "core/parallel.h"
 
 void
 shoal_thread_plan (int requested, int local_workers, int host_workers, int machine_cores,
@@ -57,6 +58,8 @@ shoal_threads_apply (int requested, int local_workers, int host_workers)
   shoal_thread_plan (requested, local_workers, host_workers, (int) g_get_num_processors (), &plan);
   shoal_blas_set_threads (plan.blas_threads);
   int spin = shoal_blas_set_idle_spin (SHOAL_BLAS_IDLE_SPIN);
+  /* element-wise loops (updates, sums) may use every core of the process */
+  shoal_parallel_set_threads (plan.cores);
   if (plan.warning != NULL)
     g_warning ("threads: %s", plan.warning);
   g_message ("BLAS threads: %d (%d core%s, %d worker thread%s sharing them)", plan.blas_threads,
