@@ -208,7 +208,7 @@ map_params (ShoalGroupNet *g, GError **error)
                   /* replicated: this worker's gradient is its own, summed after backward */
                   v.grad = FALSE;
                   sum.priv[w] = sp->grad.data;
-                  PrivGrad pg = { sp->grad.data, sp->count };
+                  PrivGrad pg = { sp->grad.data, sp->count, pl->sums != NULL };
                   g_array_append_val (g->wctx[w].priv_grads, pg);
                 }
               if (g->wire != NULL && g->first > 0)
