@@ -257,7 +257,7 @@ stock_pull (Stock *s, const char *token, float *dst, size_t n)
   ShoalParamError *perr = NULL;
   GError *error = NULL;
 
-  if (!shoal_param_service_if_pull (s->client, &ret, token, 0, 0, 10000, &perr, &error)
+  if (!shoal_param_service_if_pull (s->client, &ret, token, 0, 0, 10000, 0, &perr, &error)
       || ret->values == NULL || ret->values->len != n * sizeof (float))
     die ("stock pull", error);
   memcpy (dst, ret->values->data, n * sizeof (float));

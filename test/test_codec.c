@@ -87,9 +87,9 @@ test_sizes (void)
   g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_FP32, 1000), ==, 4000);
   g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_FP16, 1000), ==, 2000);
   g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_BF16, 1000), ==, 2000);
-  /* 2bit: per 256 values a float and 64 bytes; 1bit: two floats and 32 */
-  g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_2BIT, 512), ==, 2 * 68);
-  g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_2BIT, 257), ==, 68 + 4 + 1);
+  /* 2bit: per 256 values two floats and 64 bytes; 1bit: two floats and 32 */
+  g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_2BIT, 512), ==, 2 * 72);
+  g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_2BIT, 257), ==, 72 + 8 + 1);
   g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_1BIT, 512), ==, 2 * 40);
   g_assert_cmpuint (shoal_codec_bytes (SHOAL_CODEC_1BIT, 9), ==, 8 + 2);
   ShoalCodec c;
@@ -140,7 +140,7 @@ test_feedback (void)
   check_feedback (SHOAL_CODEC_1BIT, 1000);
   check_feedback (SHOAL_CODEC_1BIT, 3);
   /* 1bit of one block: the two means */
-  float v[4] = { 1, 3, -2, -4 }, out[4];
+  float v[4] = { 1, 3, -2, -4 }, out[5];
   guint8 buf[16];
   shoal_codec_encode (SHOAL_CODEC_1BIT, v, NULL, 4, buf);
   g_assert_true (shoal_codec_decode (SHOAL_CODEC_1BIT, buf, shoal_codec_bytes (SHOAL_CODEC_1BIT, 4), out, 4));
@@ -148,13 +148,15 @@ test_feedback (void)
   g_assert_cmpfloat (out[1], ==, 2);
   g_assert_cmpfloat (out[2], ==, -3);
   g_assert_cmpfloat (out[3], ==, -3);
-  /* 2bit: the threshold is the mean |v| = 2.5 */
-  shoal_codec_encode (SHOAL_CODEC_2BIT, v, NULL, 4, buf);
-  g_assert_true (shoal_codec_decode (SHOAL_CODEC_2BIT, buf, shoal_codec_bytes (SHOAL_CODEC_2BIT, 4), out, 4));
+  /* 2bit: the threshold is the mean |v| = 3; past it 3 and 5 (mean 4) and -4 */
+  float w[5] = { 1, 3, -2, -4, 5 };
+  shoal_codec_encode (SHOAL_CODEC_2BIT, w, NULL, 5, buf);
+  g_assert_true (shoal_codec_decode (SHOAL_CODEC_2BIT, buf, shoal_codec_bytes (SHOAL_CODEC_2BIT, 5), out, 5));
   g_assert_cmpfloat (out[0], ==, 0);
-  g_assert_cmpfloat (out[1], ==, 2.5f);
+  g_assert_cmpfloat (out[1], ==, 4);
   g_assert_cmpfloat (out[2], ==, 0);
-  g_assert_cmpfloat (out[3], ==, -2.5f);
+  g_assert_cmpfloat (out[3], ==, -4);
+  g_assert_cmpfloat (out[4], ==, 4);
 }
 
 static void
@@ -166,11 +168,11 @@ test_refusals (void)
   g_assert_false (shoal_codec_decode (SHOAL_CODEC_1BIT, buf, 11, out, 9));
   g_assert_false (shoal_codec_decode ((ShoalCodec) 9, buf, 4, out, 1));
   /* 2bit: code 3 is no code */
-  buf[4] = 0x3;
+  buf[8] = 0x3;
   g_assert_false (shoal_codec_decode (SHOAL_CODEC_2BIT, buf, shoal_codec_bytes (SHOAL_CODEC_2BIT, 4), out, 4));
   /* codes past the last value */
   memset (buf, 0, sizeof buf);
-  buf[4] = 0x40;
+  buf[8] = 0x40;
   g_assert_false (shoal_codec_decode (SHOAL_CODEC_2BIT, buf, shoal_codec_bytes (SHOAL_CODEC_2BIT, 3), out, 3));
   memset (buf, 0, sizeof buf);
   buf[8] = 0x80;

@@ -12,6 +12,12 @@
  * receiver, so there is no call to fetch them.  Struct names starting
  * Bridge and ParamFault values 100..199 stay reserved for bridge data.
  * New calls keep argument 1 the token.
+ *
+ * Codecs (src/core/codec.h; [cluster] wire_grads, wire_values): grad_codec
+ * says how a gradient's bytes encode its floats, values_codec how the
+ * reply's values should (0 fp32, 1 fp16, 2 bf16, 3 2bit, 4 1bit; values
+ * take 0-2).  A slice's data must hold exactly the codec's bytes for the
+ * slice.  Old clients send neither: fp32.
  * Names avoid clashes with shoal's C types: ErrorCode and ServerStats
  * would generate ShoalErrorCode and ShoalServerStats. */
 namespace c_glib Shoal
@@ -65,12 +71,13 @@ service ParamService {
    * Under SSP ([cluster] staleness) the call returns once the slowest
    * unit is close enough (see push_pull). */
   void push (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
-             5: i64 base_version = -1, 6: i32 unit = -1)
+             5: i64 base_version = -1, 6: i32 unit = -1, 7: i32 grad_codec = 0)
     throws (1: ParamError err),
 
   /* Waits until the slice's version >= min_version, at most wait_ms
    * (then TIMEOUT), and returns the values. */
-  SliceValues pull (1: string token, 2: i32 slice, 3: i64 min_version, 4: i64 wait_ms)
+  SliceValues pull (1: string token, 2: i32 slice, 3: i64 min_version, 4: i64 wait_ms,
+                    5: i32 values_codec = 0)
     throws (1: ParamError err),
 
   /* push, then pull the first version that includes this gradient: the
@@ -81,7 +88,8 @@ service ParamService {
    * version.  Under SSP ([cluster] staleness = s) the reply waits until
    * every unit has pushed step - s. */
   SliceValues push_pull (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
-                         5: i64 wait_ms, 6: i64 base_version = -1, 7: i32 unit = -1)
+                         5: i64 wait_ms, 6: i64 base_version = -1, 7: i32 unit = -1,
+                         8: i32 grad_codec = 0, 9: i32 values_codec = 0)
     throws (1: ParamError err),
 
   /* Replaces values and version (initial values, restored checkpoints). */

@@ -38,6 +38,12 @@ const ShoalOption shoal_cluster_options[] = {
   { "shared_memory", SHOAL_OPT_STRING, "auto", SHOAL_UNBOUNDED, "auto|off",
     "slices between processes on one host: auto = through shared memory where the server can "
     "open the worker's region (the calls stay Thrift), else the socket; off = always the socket" },
+  { "wire_values", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|fp16|bf16",
+    "params a server sends a worker over a socket: fp32, or fp16 / bf16 (half the bytes; the servers "
+    "keep fp32)" },
+  { "wire_grads", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|fp16|bf16|2bit|1bit",
+    "gradients a worker sends a server over a socket: fp32, fp16, bf16, or quantised with error "
+    "feedback: 2bit (MXNet's, about 1/15 of the bytes), 1bit (CNTK's 1-bit SGD, about 1/25)" },
   { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
     "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
     "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
@@ -120,6 +126,14 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   char *shm = shoal_conf_get_string (conf, g, t, "shared_memory");
   c->shared_memory = strcmp (shm, "off") != 0;
   g_free (shm);
+  char *wv = shoal_conf_get_string (conf, g, t, "wire_values");
+  char *wg = shoal_conf_get_string (conf, g, t, "wire_grads");
+  if (!shoal_codec_parse (wv, &c->wire_values))
+    c->wire_values = SHOAL_CODEC_FP32;   /* the option's choices were checked */
+  if (!shoal_codec_parse (wg, &c->wire_grads))
+    c->wire_grads = SHOAL_CODEC_FP32;
+  g_free (wv);
+  g_free (wg);
   if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
     {
       shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",

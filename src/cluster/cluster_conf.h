@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
+
 #include "core/conf.h"
 #include "core/tensor.h"
 
@@ -35,6 +37,8 @@ typedef struct {
   int staleness;            /* SSP: steps the fastest group may be ahead of the slowest; -1: unbounded */
   int backup_workers;       /* SYNC: gradients of a step the servers do not wait for (Chen et al.) */
   gboolean shared_memory;   /* slices to servers on this host through shared memory where possible */
+  ShoalCodec wire_values;   /* values servers send over sockets (core/codec.h) */
+  ShoalCodec wire_grads;    /* gradients workers send over sockets */
   ShoalAsyncLr async_lr;
   int ngpus;                /* entries of gpus; 0: every worker on the CPU */
   int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */

@@ -18,6 +18,7 @@
 
 #include <string.h>
 
+#include "core/codec.h"
 #include "core/error.h"
 #include "rpc/shm_region.h"
 
@@ -58,6 +59,14 @@ struct _ShoalParamClient {
   gint64 step;
   size_t done_from;           /* gradients of offsets >= done_from are complete */
   int unqueued;               /* slices [0, unqueued) not queued yet this step */
+
+  ShoalCodec values_codec;    /* shoal_param_client_set_codecs: what crosses sockets */
+  ShoalCodec grads_codec;
+  float *residual;            /* quantised gradients: what earlier steps did not send; or NULL */
+  float *residual_next;       /* this step's, committed once the whole step went through */
+  gboolean residual_written;  /* this step encoded into residual_next */
+  guint8 *wire;               /* the comm thread's encoded gradient */
+  size_t wire_bytes;
 
   gboolean shm_enabled;       /* shoal_param_client_set_shared_memory */
   ShoalShmRegion *shm;        /* the store's values and grads, offered to the servers; owned by
@@ -104,6 +113,74 @@ shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mod
 {
   g_return_val_if_fail (store->allocated && nslices >= 1, NULL);
   return client_alloc (store, nslices, mode);
+}
+
+void
+shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, ShoalCodec grads_codec)
+{
+  g_return_if_fail (values_codec == SHOAL_CODEC_FP32 || values_codec == SHOAL_CODEC_FP16
+                    || values_codec == SHOAL_CODEC_BF16);
+  c->values_codec = values_codec;
+  c->grads_codec = grads_codec;
+  if (shoal_codec_lossy_feedback (grads_codec) && c->residual == NULL)
+    {
+      c->residual = shoal_alloc_floats (c->store->total);
+      c->residual_next = shoal_alloc_floats (c->store->total);
+    }
+}
+
+#define RESIDUAL_MAGIC 0x53485253u   /* "SRHS" */
+
+gboolean
+shoal_param_client_has_residuals (ShoalParamClient *c)
+{
+  return c->residual != NULL;
+}
+
+GBytes *
+shoal_param_client_save_residuals (ShoalParamClient *c)
+{
+  if (c->residual == NULL)
+    return NULL;
+  guint32 head[4] = { RESIDUAL_MAGIC, 1, (guint32) c->grads_codec, 0 };
+  guint64 total = c->store->total;
+  GByteArray *b = g_byte_array_sized_new ((guint) (sizeof head + sizeof total + total * sizeof (float)));
+  g_byte_array_append (b, (const guint8 *) head, sizeof head);
+  g_byte_array_append (b, (const guint8 *) &total, sizeof total);
+  g_byte_array_append (b, (const guint8 *) c->residual, (guint) (total * sizeof (float)));
+  return g_byte_array_free_to_bytes (b);
+}
+
+gboolean
+shoal_param_client_load_residuals (ShoalParamClient *c, GBytes *blob, GError **error)
+{
+  gsize len;
+  const guint8 *data = g_bytes_get_data (blob, &len);
+  guint32 head[4];
+  guint64 total;
+  if (c->residual == NULL)
+    return TRUE;
+  if (len < sizeof head + sizeof total)
+    goto bad;
+  memcpy (head, data, sizeof head);
+  memcpy (&total, data + sizeof head, sizeof total);
+  if (head[0] != RESIDUAL_MAGIC || head[1] != 1 || total != c->store->total
+      || len != sizeof head + sizeof total + total * sizeof (float))
+    goto bad;
+  if (head[2] != (guint32) c->grads_codec)
+    {
+      /* another quantiser: its residual is a fair start too, but say so */
+      g_message ("param client: the checkpoint's residuals are of wire_grads = %s, this run quantises "
+                 "with %s", head[2] < SHOAL_CODEC_COUNT ? shoal_codec_name ((ShoalCodec) head[2]) : "?",
+                 shoal_codec_name (c->grads_codec));
+    }
+  memcpy (c->residual, data + sizeof head + sizeof total, total * sizeof (float));
+  return TRUE;
+bad:
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+               "the checkpoint's gradient residuals (%zu bytes) do not fit this model's %zu values", len,
+               c->store->total);
+  return FALSE;
 }
 
 void
@@ -215,12 +292,33 @@ exchange (ShoalParamClient *c, int s, GError **error)
                                        &c->have_version[s], error));
     }
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
+  const guint8 *wire = (const guint8 *) grad;
+  if (c->grads_codec != SHOAL_CODEC_FP32)
+    {
+      size_t bytes = shoal_codec_bytes (c->grads_codec, n);
+      if (c->wire_bytes < bytes)
+        {
+          g_free (c->wire);
+          c->wire = g_malloc (bytes);
+          c->wire_bytes = bytes;
+        }
+      float *residual = NULL;
+      if (c->residual != NULL)
+        {
+          /* the step's residual is committed only once all of it went out */
+          residual = c->residual_next + b;
+          memcpy (residual, c->residual + b, n * sizeof (float));
+          c->residual_written = TRUE;
+        }
+      shoal_codec_encode (c->grads_codec, grad, residual, n, c->wire);
+      wire = c->wire;
+    }
   if (c->mode == SHOAL_UPDATE_ASYNC && !fetches_at (c, c->step))
-    return shoal_rpc_client_push_from (rpc, s, grad, n, c->step, &origin, error);
+    return shoal_rpc_client_push_coded (rpc, s, wire, c->grads_codec, n, c->step, &origin, error);
   /* one round trip: the server answers once the update is in (SYNC: once
    * every worker of the group pushed) */
-  return shoal_rpc_client_push_pull_from (rpc, s, grad, values, n, c->step, &origin,
-                                          &c->have_version[s], error);
+  return shoal_rpc_client_push_pull_coded (rpc, s, wire, c->grads_codec, values, c->values_codec, n,
+                                           c->step, &origin, &c->have_version[s], error);
 }
 
 /* After a call for slice s failed with SHOAL_ERROR_STOPPED: the step its
@@ -523,6 +621,13 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
   g_mutex_unlock (&c->lock);
   c->unqueued = c->nslices;
   c->done_from = c->store->total;
+  if (c->residual_written && failure == NULL)
+    {
+      float *t = c->residual;
+      c->residual = c->residual_next;
+      c->residual_next = t;
+    }
+  c->residual_written = FALSE;
   if (failure != NULL)
     {
       g_propagate_error (error, failure);
@@ -640,6 +745,9 @@ shoal_param_client_free (ShoalParamClient *c)
   g_ptr_array_free (c->connections, TRUE);
   if (c->error != NULL)
     g_error_free (c->error);
+  shoal_free_aligned (c->residual);
+  shoal_free_aligned (c->residual_next);
+  g_free (c->wire);
   g_mutex_clear (&c->lock);
   g_cond_clear (&c->idle);
   g_free (c->routes);

@@ -22,6 +22,7 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
 #include "server/rpc_client.h"
 #include "core/param.h"
 #include "layers/layer.h"
@@ -47,6 +48,20 @@ void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int
 /* The unit this client pushes for, sent with every push so that an SSP
  * server counts its steps (ShoalPushOrigin.unit); -1 (default): none. */
 void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
+
+/* What slices become on a socket ([cluster] wire_values, wire_grads;
+ * core/codec.h): values fp32, fp16 or bf16, gradients any codec.  The
+ * quantisers keep a residual per value (error feedback), committed at
+ * each shoal_param_client_wait that ends a step every slice of which went
+ * out, and saved with checkpoints.  Slices through shared memory or to a
+ * server in this process are not encoded: nothing crosses a socket. */
+void shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec values_codec,
+                                    ShoalCodec grads_codec);
+/* The residuals as a checkpoint blob; NULL when the gradients are not
+ * quantised.  Load checks the size (SHOAL_ERROR_DATA). */
+gboolean shoal_param_client_has_residuals (ShoalParamClient *client);
+GBytes *shoal_param_client_save_residuals (ShoalParamClient *client);
+gboolean shoal_param_client_load_residuals (ShoalParamClient *client, GBytes *blob, GError **error);
 
 /* Before start: whether the slices may move through shared memory to
  * servers on this host ([cluster] shared_memory; default off here, the

@@ -76,7 +76,7 @@ shoal_codec_bytes (ShoalCodec codec, size_t n)
     case SHOAL_CODEC_BF16:
       return n * sizeof (guint16);
     case SHOAL_CODEC_2BIT:
-      return quantised_bytes (BITS_2, 1, n);
+      return quantised_bytes (BITS_2, 2, n);
     case SHOAL_CODEC_1BIT:
       return quantised_bytes (BITS_1, 2, n);
     default:
@@ -202,40 +202,45 @@ static void
 encode_2bit_block (const float *src, float *residual, size_t n, guint8 *out)
 {
   float v[SHOAL_CODEC_BLOCK];
-  double sum = 0;
+  double sum = 0, pos = 0, neg = 0;
+  size_t npos = 0, nneg = 0;
   compensate (src, residual, v, n);
   for (size_t i = 0; i < n; i++)
     sum += fabsf (v[i]);
+  /* the threshold: the block's mean |v|; a value past it is sent as the
+   * mean of the values past it on its side */
   float t = (float) (sum / (double) n);
-  memcpy (out, &t, sizeof t);
-  guint8 *codes = out + sizeof t;
+  for (size_t i = 0; i < n && t > 0; i++)
+    if (v[i] >= t)
+      pos += v[i], npos++;
+    else if (v[i] <= -t)
+      neg += v[i], nneg++;
+  float level[3] = { 0.0f, npos > 0 ? (float) (pos / (double) npos) : 0.0f,
+                     nneg > 0 ? (float) (neg / (double) nneg) : 0.0f };
+  memcpy (out, level + 1, 2 * sizeof (float));
+  guint8 *codes = out + 2 * sizeof (float);
   memset (codes, 0, (n * BITS_2 + 7) / 8);
   for (size_t i = 0; i < n; i++)
     {
-      guint8 code = 0;
-      float sent = 0;
-      if (t > 0 && v[i] >= t)
-        code = 1, sent = t;
-      else if (t > 0 && v[i] <= -t)
-        code = 2, sent = -t;
+      guint8 code = t > 0 && v[i] >= t ? 1 : t > 0 && v[i] <= -t ? 2 : 0;
       codes[i / 4] |= (guint8) (code << (2 * (i % 4)));
       if (residual != NULL)
-        residual[i] = v[i] - sent;
+        residual[i] = v[i] - level[code];
     }
 }
 
 static gboolean
 decode_2bit_block (const guint8 *in, float *out, size_t n)
 {
-  float t;
-  memcpy (&t, in, sizeof t);
-  const guint8 *codes = in + sizeof t;
+  float level[3] = { 0.0f, 0.0f, 0.0f };
+  memcpy (level + 1, in, 2 * sizeof (float));
+  const guint8 *codes = in + 2 * sizeof (float);
   for (size_t i = 0; i < n; i++)
     {
       guint8 code = (codes[i / 4] >> (2 * (i % 4))) & 3u;
       if (code == 3)
         return FALSE;
-      out[i] = code == 1 ? t : code == 2 ? -t : 0.0f;
+      out[i] = level[code];
     }
   /* the unused codes of a last partial byte must be 0 */
   if (n % 4 != 0 && (codes[n / 4] >> (2 * (n % 4))) != 0)
@@ -308,7 +313,7 @@ shoal_codec_encode (ShoalCodec codec, const float *src, float *residual, size_t 
               encode_2bit_block (src + b, r, len, out);
             else
               encode_1bit_block (src + b, r, len, out);
-            out += two ? block_bytes (BITS_2, len, 1) : block_bytes (BITS_1, len, 2);
+            out += block_bytes (two ? BITS_2 : BITS_1, len, 2);
           }
       }
       break;
@@ -361,7 +366,7 @@ shoal_codec_decode (ShoalCodec codec, const guint8 *in, size_t bytes, float *out
             size_t len = MIN ((size_t) SHOAL_CODEC_BLOCK, n - b);
             if (!(two ? decode_2bit_block (in, out + b, len) : decode_1bit_block (in, out + b, len)))
               return FALSE;
-            in += two ? block_bytes (BITS_2, len, 1) : block_bytes (BITS_1, len, 2);
+            in += block_bytes (two ? BITS_2 : BITS_1, len, 2);
           }
         return TRUE;
       }

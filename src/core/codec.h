@@ -7,10 +7,11 @@
  *         train, which is why it is the values' option).
  *   bf16  the upper half of the float32, rounded to nearest even: float32's
  *         range with 8 bits of mantissa.
- *   2bit  per block of SHOAL_CODEC_BLOCK values a threshold t, the mean of
- *         |v| over the block, and 2 bits a value: +t where v >= t, -t where
- *         v <= -t, else 0 (MXNet's 2-bit compression, with the threshold
- *         taken from the data instead of fixed by the user).
+ *   2bit  2 bits a value: 0, or where |v| reaches a threshold t (the mean
+ *         of |v| over the block of SHOAL_CODEC_BLOCK values) the mean of
+ *         the block's values past t on that side, sent per block (MXNet's
+ *         2-bit compression, with the threshold and the levels taken from
+ *         the data instead of one fixed threshold).
  *   1bit  per block the mean of the values >= 0 and the mean of the others,
  *         and 1 bit a value saying which it gets (Seide et al. 2014, CNTK's
  *         1-bit SGD, per block of values instead of per matrix column).

@@ -13,6 +13,7 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
 #include "rpc/shm_region.h"
 #include "server/server.h"
 
@@ -51,6 +52,16 @@ gboolean shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const fl
                                           float *dst, size_t n, gint64 step,
                                           const ShoalPushOrigin *origin, gint64 *version,
                                           GError **error);
+/* The same two with the gradient encoded (`grad` holds
+ * shoal_codec_bytes (grad_codec, n) bytes, core/codec.h) and the values
+ * asked for in values_codec (fp32, fp16 or bf16), decoded into dst. */
+gboolean shoal_rpc_client_push_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                      ShoalCodec grad_codec, size_t n, gint64 step,
+                                      const ShoalPushOrigin *origin, GError **error);
+gboolean shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                           ShoalCodec grad_codec, float *dst, ShoalCodec values_codec,
+                                           size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                           gint64 *version, GError **error);
 gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
                                gint64 version, GError **error);
 /* Hogwild: send a delta to the slice's master group, get its values back. */

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "core/codec.h"
 #include "core/error.h"
 #include "rpc/listener.h"
 #include "rpc/shm_region.h"
@@ -237,20 +238,65 @@ wait_bound (ShoalRpcServer *rpc, const char *call, int slice, int unit, gint64 s
  * timeout, which it does not send; 50 s leaves the default 60 s call room. */
 #define PUSH_BOUND_WAIT_MS 50000
 
+/* The gradient's floats: the data itself (fp32), or decoded from the
+ * codec into *decoded (g_free it).  NULL with *err set when the data is
+ * not the codec's encoding of the slice. */
+static const float *
+grad_floats (const char *call, int slice, const GByteArray *grad, gint32 codec, size_t n,
+             float **decoded, ShoalParamError **err)
+{
+  *decoded = NULL;
+  if (codec == SHOAL_CODEC_FP32)
+    return floats_of (grad);
+  if (codec < 0 || codec >= SHOAL_CODEC_COUNT)
+    {
+      fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH, "%s: slice %d: unknown gradient codec %d", call, slice,
+             codec);
+      return NULL;
+    }
+  *decoded = g_new (float, MAX (n, 1));
+  gsize bytes = grad != NULL ? grad->len : 0;
+  if (!shoal_codec_decode ((ShoalCodec) codec, grad != NULL ? grad->data : NULL, bytes, *decoded, n))
+    {
+      g_clear_pointer (decoded, g_free);
+      fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH,
+             "%s: slice %d: %zu bytes are not a %s encoding of its %zu floats (%zu bytes)", call, slice,
+             bytes, shoal_codec_name ((ShoalCodec) codec), n, shoal_codec_bytes ((ShoalCodec) codec, n));
+      return NULL;
+    }
+  return *decoded;
+}
+
+static gboolean
+values_codec_ok (const char *call, int slice, gint32 codec, ShoalParamError **err)
+{
+  if (codec == SHOAL_CODEC_FP32 || codec == SHOAL_CODEC_FP16 || codec == SHOAL_CODEC_BF16)
+    return TRUE;
+  return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH, "%s: slice %d: values cannot be sent as codec %d",
+                call, slice, codec);
+}
+
 static gboolean
 handler_push (ShoalParamServiceIf *iface, const gchar *token, const gint32 slice,
               const gint64 step, const GByteArray *grad, const gint64 base_version,
-              const gint32 unit, ShoalParamError **err, GError **error)
+              const gint32 unit, const gint32 grad_codec, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   ShoalPushOrigin origin = { base_version, unit };
   GError *e = NULL;
   size_t n;
+  float *decoded;
 
   (void) error;
-  if (!token_ok (rpc, "push", token, err) || !slice_ok (rpc, "push", slice, TRUE, grad, &n, err))
+  if (!token_ok (rpc, "push", token, err)
+      || !slice_ok (rpc, "push", slice, grad_codec == SHOAL_CODEC_FP32, grad, &n, err))
     return FALSE;
-  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, NULL, &e))
+  const float *g = grad_floats ("push", slice, grad, grad_codec, n, &decoded, err);
+  if (g == NULL)
+    return FALSE;
+  gboolean ok = shoal_server_push_from (rpc->server, slice, g, n, step, &origin, NULL, &e);
+  g_free (decoded);
+  if (!ok)
     return server_fault (rpc, err, e);
   return wait_bound (rpc, "push", slice, unit, step, PUSH_BOUND_WAIT_MS, err);
 }
@@ -302,10 +348,30 @@ reply_values (ShoalRpcServer *rpc, const char *call, int slice, size_t n, gint64
   return TRUE;
 }
 
+/* Values encoded for the reply: copied out under the slice's lock, then
+ * encoded into a new array. */
+static gboolean
+coded_values (ShoalRpcServer *rpc, const char *call, int slice, size_t n, gint64 min_version,
+              gint64 wait_ms, gint32 codec, GByteArray **out, gint64 *version, ShoalParamError **err)
+{
+  float *floats = g_new (float, MAX (n, 1));
+  if (!wait_pull (rpc, call, slice, floats, n, min_version, wait_ms, version, err))
+    {
+      g_free (floats);
+      return FALSE;
+    }
+  size_t bytes = shoal_codec_bytes ((ShoalCodec) codec, n);
+  *out = g_byte_array_sized_new ((guint) bytes);
+  g_byte_array_set_size (*out, (guint) bytes);
+  shoal_codec_encode ((ShoalCodec) codec, floats, NULL, n, (*out)->data);
+  g_free (floats);
+  return TRUE;
+}
+
 static gboolean
 handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
               const gint32 slice, const gint64 min_version, const gint64 wait_ms,
-              ShoalParamError **err, GError **error)
+              const gint32 values_codec, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   GByteArray *values;
@@ -313,8 +379,16 @@ handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gcha
   size_t n;
 
   (void) error;
-  if (!token_ok (rpc, "pull", token, err) || !slice_ok (rpc, "pull", slice, FALSE, NULL, &n, err))
+  if (!token_ok (rpc, "pull", token, err) || !slice_ok (rpc, "pull", slice, FALSE, NULL, &n, err)
+      || !values_codec_ok ("pull", slice, values_codec, err))
     return FALSE;
+  if (values_codec != SHOAL_CODEC_FP32)
+    {
+      if (!coded_values (rpc, "pull", slice, n, min_version, wait_ms, values_codec, &values, &version, err))
+        return FALSE;
+      set_values (*_return, values, version);
+      return TRUE;
+    }
   GByteArray *lent;
   values = NULL;
   if (!shoal_server_values_stable (rpc->server))
@@ -341,7 +415,8 @@ static gboolean
 handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
                    const gint32 slice, const gint64 step, const GByteArray *grad,
                    const gint64 wait_ms, const gint64 base_version, const gint32 unit,
-                   ShoalParamError **err, GError **error)
+                   const gint32 grad_codec, const gint32 values_codec, ShoalParamError **err,
+                   GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   ShoalPushOrigin origin = { base_version, unit };
@@ -349,17 +424,36 @@ handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const
   GError *e = NULL;
   gint64 ready = 0, version = 0;
   size_t n;
+  float *decoded;
 
   (void) error;
   if (!token_ok (rpc, "push_pull", token, err)
-      || !slice_ok (rpc, "push_pull", slice, TRUE, grad, &n, err))
+      || !slice_ok (rpc, "push_pull", slice, grad_codec == SHOAL_CODEC_FP32, grad, &n, err)
+      || !values_codec_ok ("push_pull", slice, values_codec, err))
     return FALSE;
-  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, &ready, &e))
+  const float *g = grad_floats ("push_pull", slice, grad, grad_codec, n, &decoded, err);
+  if (g == NULL)
+    return FALSE;
+  gboolean pushed = shoal_server_push_from (rpc->server, slice, g, n, step, &origin, &ready, &e);
+  g_free (decoded);
+  if (!pushed)
     return server_fault (rpc, err, e);
   if (!wait_bound (rpc, "push_pull", slice, unit, step, wait_ms, err))
     return FALSE;
+  if (values_codec != SHOAL_CODEC_FP32)
+    {
+      if (!coded_values (rpc, "push_pull", slice, n, ready, wait_ms, values_codec, &values, &version, err))
+        return FALSE;
+      set_values (*_return, values, version);
+      return TRUE;
+    }
   GByteArray *lent;
-  values = grad != NULL ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_new ();
+  /* fp32: the values go back in the gradient's buffer (the call's
+   * arguments own it and are done with it), or lent in place */
+  gboolean reuse = grad != NULL && grad->len == n * sizeof (float);
+  values = reuse ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_sized_new ((guint) (n * sizeof (float)));
+  if (!reuse)
+    g_byte_array_set_size (values, (guint) (n * sizeof (float)));
   if (!reply_values (rpc, "push_pull", slice, n, ready, wait_ms, floats_of (values), &lent, &version, err))
     {
       g_byte_array_unref (values);

@@ -314,13 +314,51 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       return FALSE;
     }
   GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
-  const char *names[] = { name, params ? "params" : NULL, NULL };
-  GBytes *blobs[] = { state, params, NULL };
+  /* quantised gradients: what the unit has not sent yet, for an exact resume */
+  GBytes *residuals = shoal_param_client_save_residuals (w->client);
+  char *residual_name = g_strconcat (name, "/residuals", NULL);
+  const char *names[4] = { name, NULL, NULL, NULL };
+  GBytes *blobs[4] = { state, NULL, NULL, NULL };
+  int nb = 1;
+  if (params != NULL)
+    names[nb] = "params", blobs[nb++] = params;
+  if (residuals != NULL)
+    names[nb] = residual_name, blobs[nb++] = residuals;
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
   g_bytes_unref (state);
   if (params)
     g_bytes_unref (params);
+  if (residuals)
+    g_bytes_unref (residuals);
+  g_free (residual_name);
   g_free (name);
+  return ok;
+}
+
+/* Resume of a unit whose gradients are quantised: its residuals as the
+ * checkpoint kept them; a checkpoint of a run without them (another
+ * wire_grads) starts from zero, saying so. */
+static gboolean
+load_residuals (Process *p, WorkerSlot *slot, GError **error)
+{
+  char *unit = unit_name (&slot->worker);
+  char *name = g_strconcat (unit, "/residuals", NULL);
+  GError *missing = NULL;
+  GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, &missing);
+  gboolean ok = TRUE;
+  if (blob == NULL)
+    {
+      g_message ("%s: the checkpoint of step %" G_GINT64_FORMAT " holds no gradient residuals (%s); "
+                 "they start from zero", unit, p->resume_step, missing->message);
+      g_error_free (missing);
+    }
+  else
+    {
+      ok = shoal_param_client_load_residuals (slot->client, blob, error);
+      g_bytes_unref (blob);
+    }
+  g_free (name);
+  g_free (unit);
   return ok;
 }
 
@@ -495,6 +533,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
   shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory);
+  shoal_param_client_set_codecs (slot->client, p->layout->conf.wire_values, p->layout->conf.wire_grads);
   int sg = shoal_layout_server_group_of (p->layout, group);
   for (int s = 0; s < p->nslices; s++)
     {
@@ -584,6 +623,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
           ok = state != NULL && shoal_group_net_load_state (slots[i].net, state, error);
           if (state != NULL)
             g_bytes_unref (state);
+          if (ok && slots[i].client != NULL && shoal_param_client_has_residuals (slots[i].client))
+            ok = load_residuals (p, &slots[i], error);
           if (!ok)
             break;
         }
