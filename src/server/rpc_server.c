@@ -721,6 +721,7 @@ handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const g
   gint32 *ids = g_new (gint32, count);
   gint64 *ready = g_new (gint64, count);
   guint8 *seen = g_new0 (guint8, nslices);
+  gboolean *mirrored = g_new0 (gboolean, count);
   memcpy (ids, slices->data, (size_t) count * sizeof (gint32));
   gboolean ok = TRUE;
   size_t n;
@@ -739,8 +740,9 @@ handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const g
       memcpy (&base, base_versions->data + (size_t) i * sizeof base, sizeof base);
       ShoalPushOrigin origin = { base, unit };
       shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
-      if (!shoal_server_push_from (rpc->server, ids[i], shm->grads + begin, end - begin, step, &origin,
-                                   &ready[i], &e))
+      /* the update that this push makes writes the worker's values too */
+      if (!shoal_server_push_mirrored (rpc->server, ids[i], shm->grads + begin, end - begin, step, &origin,
+                                       fetch ? shm->values + begin : NULL, &ready[i], &mirrored[i], &e))
         ok = server_fault (rpc, err, e);
     }
   for (int i = 0; i < count && ok; i++)
@@ -748,6 +750,8 @@ handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const g
   for (int i = 0; i < count && ok && fetch; i++)
     {
       size_t begin, end;
+      if (mirrored[i])
+        continue;   /* the update wrote them */
       shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
       ok = wait_pull (rpc, "push_pull_shm", ids[i], shm->values + begin, end - begin, ready[i],
                       wait_ms, &ready[i], err);
@@ -763,6 +767,7 @@ handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const g
   g_free (ids);
   g_free (ready);
   g_free (seen);
+  g_free (mirrored);
   return ok;
 }
 

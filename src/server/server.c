@@ -241,6 +241,7 @@ typedef struct {
   float lr_scale, wd_scale;
   float *values, *state_a, *state_b;
   const float *grad;
+  float *mirror;          /* or NULL */
 } SegmentUpdate;
 
 static void
@@ -250,14 +251,18 @@ update_chunk (size_t begin, size_t end, gpointer data)
   shoal_updater_apply (u->updater, u->step, u->t, u->lr_scale, u->wd_scale, u->values + begin,
                        u->grad + begin, u->state_a != NULL ? u->state_a + begin : NULL,
                        u->state_b != NULL ? u->state_b + begin : NULL, end - begin);
+  /* while the chunk is in cache */
+  if (u->mirror != NULL)
+    memcpy (u->mirror + begin, u->values + begin, (end - begin) * sizeof (float));
 }
 
 /* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
  * its learning rate multiplied by lr_mult; large segments on the cores
- * that idle meanwhile (core/parallel.h). */
+ * that idle meanwhile (core/parallel.h).  mirror (or NULL): [begin, end)
+ * of a copy of the values that gets the new ones too. */
 static void
 apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, gint64 step,
-             float lr_mult)
+             float lr_mult, float *mirror)
 {
   for (int i = 0; i < server->nsegments; i++)
     {
@@ -272,6 +277,7 @@ apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, g
         seg->lr_scale * server->opts.lr_scale * lr_mult, seg->wd_scale, server->values + a,
         server->state_per_value > 0 ? server->state + a : NULL,
         server->state_per_value > 1 ? server->state + server->total + a : NULL, grad + (a - begin),
+        mirror != NULL ? mirror + (a - begin) : NULL,
       };
       shoal_parallel_for (b - a, SHOAL_PARALLEL_GRAIN, update_chunk, &u);
     }
@@ -309,6 +315,18 @@ gboolean
 shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
                         const ShoalPushOrigin *origin, gint64 *ready_version, GError **error)
 {
+  return shoal_server_push_mirrored (server, slice, grad, n, step, origin, NULL, ready_version, NULL,
+                                     error);
+}
+
+gboolean
+shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
+                            const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version,
+                            gboolean *mirrored_out, GError **error)
+{
+  gboolean mirrored = FALSE;
+  if (mirrored_out != NULL)
+    *mirrored_out = FALSE;
   Slice *s = checked_slice (server, "push", slice, n, error);
   if (s == NULL)
     return FALSE;
@@ -332,7 +350,8 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
       gint64 staleness = base >= 0 ? MAX (s->version - base, 0) : 0;
       /* Zhang et al.: lr / staleness, staleness 0 counting as 1 */
       float mult = server->opts.lr_by_staleness ? 1.0f / (float) MAX (staleness, 1) : 1.0f;
-      apply_range (server, s->begin, s->end, grad, step, mult);
+      apply_range (server, s->begin, s->end, grad, step, mult, mirror);
+      mirrored = mirror != NULL;
       if (base >= 0)
         record_staleness (server, staleness);
       s->version++;
@@ -391,7 +410,8 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
               for (size_t i = 0; i < n; i++)
                 s->accumulator[i] *= inv;
             }
-          apply_range (server, s->begin, s->end, sum, step, 1.0f);
+          apply_range (server, s->begin, s->end, sum, step, 1.0f, mirror);
+          mirrored = mirror != NULL;
           s->contributions = 0;
           s->version++;
           s->updates_since_sync++;
@@ -403,6 +423,10 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
   g_mutex_unlock (&s->lock);
   if (ok && ready_version != NULL)
     *ready_version = ready;
+  if (ok && mirrored_out != NULL)
+    *mirrored_out = mirrored;
+  if (mirrored)
+    stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
   if (ok && server->opts.keep_baseline)
     {
       /* after the slice lock: the sync thread takes slice locks inside this one */

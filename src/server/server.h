@@ -116,6 +116,13 @@ gboolean shoal_server_push (ShoalServer *server, int slice, const float *grad, s
 gboolean shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_t n,
                                  gint64 step, const ShoalPushOrigin *origin, gint64 *ready_version,
                                  GError **error);
+/* The same, and where this push makes the update (the last gradient of a
+ * SYNC step, or any ASYNC one) the new values are written into `mirror`
+ * (n floats, or NULL) too, in the same pass: *mirrored says so, and the
+ * pusher then has the values of *ready_version without a pull. */
+gboolean shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n,
+                                     gint64 step, const ShoalPushOrigin *origin, float *mirror,
+                                     gint64 *ready_version, gboolean *mirrored, GError **error);
 /* SSP: waits until unit `unit`, having pushed `step` to the slice, may
  * begin step + 1 (every unit pushed step - ssp_bound), at most
  * timeout_us (< 0: forever; then SHOAL_ERROR_TIMEOUT naming the slowest
