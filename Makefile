@@ -331,7 +331,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh; do \
+	for b in run.sh rpc.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 
