@@ -868,6 +868,15 @@ test_import_csv (void)
     { "1.5,2,3\n", 0, ":1: column 0: label '1.5' is not an integer >= 0" },
     { "1,2\n", 2, ":1: label column 2 but the row has 2 columns" },
     { "1,,3\n", 0, ":1: column 1: '' is not a number" },
+    /* NaN and infinities import as errors naming line and column */
+    { "1,2,3\n4,5, nan\n", 0, ":2: column 2: 'nan' is not a number (NaN cannot be trained on)" },
+    { "1,2,3\n4,NaN,6\n", 0, ":2: column 1: 'NaN' is not a number (NaN cannot be trained on)" },
+    { "1,2,3\n4,5,6\n7,-inf,9\n", 0, ":3: column 1: '-inf' is infinite (cannot be trained on)" },
+    { "1,Infinity,3\n", 0, ":1: column 1: 'Infinity' is infinite (cannot be trained on)" },
+    { "1,2,1e400\n", 0, ":1: column 2: '1e400' is out of range" },
+    { "1,2,-1e39\n", 0, ":1: column 2: '-1e39' is out of a float's range (+-3.4e38)" },
+    { "nan,2,3\n", 0, ":1: column 0: 'nan' is not a number (NaN cannot be trained on)" },
+    { "inf,2,3\n", 0, ":1: column 0: 'inf' is infinite (cannot be trained on)" },
     { "\n\n", 0, ": no data rows" },
   };
   for (gsize b = 0; b < G_N_ELEMENTS (bad); b++)
