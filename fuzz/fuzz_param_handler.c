@@ -57,7 +57,7 @@ target_start (Target *t, ShoalUpdateMode mode, int contributors, int nslices, gb
   GError *error = NULL;
 
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
-  t->server = shoal_server_new (layout, &upd, &sopts);
+  t->server = shoal_server_new (layout, &upd, &sopts, NULL);
   t->nslices = nslices;
   for (int i = 0; i < nslices; i++)
     if (!host_even || i % 2 == 0)
@@ -90,7 +90,7 @@ init (void)
   layout = shoal_param_store_new ();
   shoal_param_store_declare (layout, "fc/weight", &w, &spec, 4, FLOATS / 8, 1.0f, 1.0f);
   shoal_param_store_declare (layout, "fc/bias", &b, &spec, 1, 1, 1.0f, 1.0f);
-  shoal_param_store_allocate (layout);
+  g_assert_true (shoal_param_store_allocate (layout, NULL));
   for (size_t i = 0; i < layout->total; i++)
     layout->values[i] = (float) i;
   target_start (&targets[0], SHOAL_UPDATE_ASYNC, 1, 3, FALSE);

@@ -112,9 +112,9 @@ slices_new (Slices *s, int nslices, int floats)
 
   s->layout = shoal_param_store_new ();
   shoal_param_store_declare (s->layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
-  shoal_param_store_allocate (s->layout);
+  g_assert_true (shoal_param_store_allocate (s->layout, NULL));
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
-  s->server = shoal_server_new (s->layout, &upd, &so);
+  s->server = shoal_server_new (s->layout, &upd, &so, NULL);
   for (int i = 0; i < nslices; i++)
     shoal_server_host_slice (s->server, i);
 }

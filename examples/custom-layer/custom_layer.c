@@ -295,7 +295,11 @@ main (int argc, char **argv)
   updater.momentum = 0.9f;
   updater.weight_decay = 1e-4f;
   int per_value = shoal_updater_state_per_value (updater.kind);
-  shoal_param_store_allocate_state (store, per_value);
+  if (!shoal_param_store_allocate_state (store, per_value, &error))
+    {
+      fprintf (stderr, "custom_layer: %s\n", error->message);
+      return 1;
+    }
 
   float *xy = g_new (float, 2 * POINTS), *label = g_new (float, POINTS);
   uint32_t *order = g_new (uint32_t, POINTS);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/lmdb_file.h"
+#include "core/tensor.h"
 
 /* Grown before saves that need it; a huge first map would only cost
  * address space, but some environments (valgrind, ulimit -v) refuse it.
@@ -179,7 +180,9 @@ shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names
       MDB_envinfo info;
       if ((rc == EIO || rc == ENOSPC) && shoal_lmdb_free_bytes (c->dir) < need)
         {
-          char *what = g_strdup_printf ("writing %.1f MiB: %s", need / 1048576.0, g_strerror (ENOSPC));
+          char *size = shoal_format_bytes (need);
+          char *what = g_strdup_printf ("writing %s: %s", size, g_strerror (ENOSPC));
+          g_free (size);
           save_fail (c, step, names, what, error);
           g_free (what);
           return FALSE;

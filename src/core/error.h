@@ -22,8 +22,9 @@ typedef enum {
   SHOAL_ERROR_RPC,         /* a remote call failed */
   SHOAL_ERROR_INTERNAL,
   SHOAL_ERROR_TIMEOUT,     /* nothing came from a peer in the time allowed */
-  SHOAL_ERROR_STOPPED      /* SYNC: the job stops at an earlier step (a worker stopped on
+  SHOAL_ERROR_STOPPED,     /* SYNC: the job stops at an earlier step (a worker stopped on
                             * SIGINT/SIGTERM): this step is never aggregated */
+  SHOAL_ERROR_NO_MEMORY    /* an allocation whose size a conf decides failed */
 } ShoalErrorCode;
 
 G_END_DECLS

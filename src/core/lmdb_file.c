@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 static char *
 data_file (const char *dir)
@@ -95,8 +96,9 @@ shoal_lmdb_reserve_disk (MDB_env *env, size_t extra, GError **error)
   int e = errno;
   if (e != ENOSPC && e != EDQUOT && e != EFBIG)
     return TRUE;   /* EOPNOTSUPP and the like: no reservation on this file system */
-  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "needs %.1f MiB more on disk: %s",
-               extra / 1048576.0, g_strerror (e));
+  char *size = shoal_format_bytes (extra);
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "needs %s more on disk: %s", size, g_strerror (e));
+  g_free (size);
   return FALSE;
 }
 

@@ -47,8 +47,13 @@ gboolean shoal_shape_equal (const ShoalShape *a, const ShoalShape *b);
 /* "64x1x28x28"; returns a newly allocated string, g_free it */
 char *shoal_shape_to_string (const ShoalShape *shape);
 
-/* Tensors.  A zero-initialised ShoalTensor is empty and valid to clear. */
+/* Tensors.  A zero-initialised ShoalTensor is empty and valid to clear.
+ * shoal_tensor_alloc aborts when memory is short (as g_malloc does): use
+ * it for tensors whose size the caller bounds; shoal_tensor_try_alloc
+ * returns FALSE with SHOAL_ERROR_NO_MEMORY (naming the bytes) instead and
+ * leaves t empty. */
 void shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape);  /* zero-filled, 64-byte aligned */
+gboolean shoal_tensor_try_alloc (ShoalTensor *t, const ShoalShape *shape, GError **error);
 void shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape);
 void shoal_tensor_clear (ShoalTensor *t);                           /* frees owned memory */
 
@@ -74,8 +79,16 @@ static inline size_t shoal_tensor_row_size (const ShoalTensor *t) { return shoal
 void shoal_tensor_fill (ShoalTensor *t, float value);
 void shoal_tensor_copy (ShoalTensor *dst, const ShoalTensor *src); /* counts must match */
 
-/* 64-byte aligned allocation for float buffers; free with shoal_free_aligned. */
+/* 64-byte aligned allocation for float buffers; free with shoal_free_aligned.
+ * shoal_alloc_floats aborts when memory is short (as g_malloc does);
+ * buffers whose size comes from a conf (a layer's width, a net's params)
+ * use shoal_try_alloc_floats: NULL with SHOAL_ERROR_NO_MEMORY,
+ * "out of memory allocating 4294967296 bytes (4.0 GiB)". */
 float *shoal_alloc_floats (size_t count);  /* zero-filled */
+float *shoal_try_alloc_floats (size_t count, GError **error);  /* zero-filled */
+/* "1.2 GiB": bytes in binary units, one decimal, plain ASCII (g_format_size
+ * puts a no-break space in); g_free it. */
+char *shoal_format_bytes (guint64 bytes);
 void shoal_free_aligned (void *p);
 
 G_END_DECLS

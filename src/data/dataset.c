@@ -164,7 +164,8 @@ shoal_dataset_open (const char *path, GError **error)
     rc = mdb_env_open (ds->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0664);
   if (rc != 0)
     {
-      set_lmdb_error (error, path, "not an LMDB dataset", rc);
+      /* ENOMEM: the map did not fit in the address space (ulimit -v) */
+      set_lmdb_error (error, path, rc == ENOMEM ? "mapping the file" : "not an LMDB dataset", rc);
       goto fail;
     }
   /* before any page is read through the map: a short file is a SIGBUS there */

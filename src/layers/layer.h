@@ -174,6 +174,18 @@ gboolean shoal_layer_opt_is_set (const ShoalLayer *layer, const char *key);
 void shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key,
                         const char *format, ...) G_GNUC_PRINTF (4, 5);
 
+/* Out of memory in a layer: moves `local` (taken) into error with the
+ * layer's place and `what` in front ("mlp.conf:31: [layer fc1] output
+ * 64x9000000: out of memory allocating ... bytes (2.1 GiB)"), keeping its
+ * code (SHOAL_ERROR_NO_MEMORY). */
+void shoal_layer_error_nomem (const ShoalLayer *layer, GError **error, GError *local,
+                              const char *what);
+/* A layer's own float buffer (zero-filled, 64-byte aligned, free with
+ * shoal_free_aligned) whose size the conf decides: NULL with an error
+ * naming the layer, `what` and the bytes when memory is short. */
+float *shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const char *what,
+                                 GError **error);
+
 /* Declares param `pname` (one of ops->param_names) of this layer.  Its
  * init, lr_scale and wd_scale come from the conf keys <pname>_init,
  * <pname>_std, ... with `default_init` where the conf says nothing.

@@ -57,9 +57,20 @@ shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, size_t *
 
 ShoalServer *
 shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater,
-                  const ShoalServerOptions *opts)
+                  const ShoalServerOptions *opts, GError **error)
 {
   g_return_val_if_fail (layout->allocated && opts->nslices >= 1, NULL);
+  /* sized by the conf: out of memory is an error, not an abort */
+  int state_per_value = shoal_updater_state_per_value (updater->kind);
+  float *values = shoal_try_alloc_floats (layout->total, error);
+  float *state = values != NULL && state_per_value > 0
+                   ? shoal_try_alloc_floats (layout->total * (size_t) state_per_value, error) : NULL;
+  if (values == NULL || (state_per_value > 0 && state == NULL))
+    {
+      shoal_param_store_prefix_nomem (layout, error, values == NULL ? "server: values" : "server: optimiser state");
+      shoal_free_aligned (values);
+      return NULL;
+    }
   ShoalServer *server = g_new0 (ShoalServer, 1);
   server->updater = *updater;
   server->opts = *opts;
@@ -70,11 +81,10 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   if (server->opts.delta_scale <= 0)
     server->opts.delta_scale = 1;
   server->total = layout->total;
-  server->values = shoal_alloc_floats (layout->total);
+  server->values = values;
   memcpy (server->values, layout->values, layout->total * sizeof (float));
-  server->state_per_value = shoal_updater_state_per_value (updater->kind);
-  if (server->state_per_value > 0)
-    server->state = shoal_alloc_floats (layout->total * (size_t) server->state_per_value);
+  server->state_per_value = state_per_value;
+  server->state = state;
 
   server->nsegments = (int) layout->params->len;
   server->segments = g_new0 (Segment, server->nsegments);

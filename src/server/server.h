@@ -54,9 +54,11 @@ void shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, siz
 
 /* `layout` gives the param table (names, offsets, scales) and the initial
  * values, which are copied; it may be freed afterwards.  Hosts no slice
- * until shoal_server_host_slice.  Free with shoal_server_free. */
+ * until shoal_server_host_slice.  Free with shoal_server_free.  NULL with
+ * SHOAL_ERROR_NO_MEMORY when the values or the optimiser state do not fit
+ * in memory. */
 ShoalServer *shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater,
-                               const ShoalServerOptions *opts);
+                               const ShoalServerOptions *opts, GError **error);
 void shoal_server_free (ShoalServer *server);
 
 void shoal_server_host_slice (ShoalServer *server, int slice);

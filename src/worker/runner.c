@@ -321,7 +321,9 @@ start_servers (Process *p, GError **error)
       if (p->layout->group_sync)
         sopts.delta_scale = 1.0f / (float) c->nserver_groups;
     }
-  p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts);
+  p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts, error);
+  if (p->server == NULL)
+    return FALSE;
   for (int s = 0; s < p->nslices; s++)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
@@ -591,7 +593,9 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
       slot->client = shoal_param_client_new_shared (store, p->server);
       return TRUE;
     }
-  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
+  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode, error);
+  if (slot->client == NULL)
+    return FALSE;
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
   int sg = shoal_layout_server_group_of (p->layout, group);

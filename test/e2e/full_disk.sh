@@ -41,7 +41,7 @@ check_full() {  # check_full WS NAME ERRFILE RC: the message and the kept step
   cat "$err"
   [ "$rc" -eq 1 ] || fail "exit $rc, expected 1"
   grep -q 'Input/output error' "$err" && fail "a full disk reads 'Input/output error'"
-  local re="$ws/checkpoint/$store/data.mdb: checkpoint of step ([0-9]+): needs [0-9.]+ MiB more on disk: No space left on device \(the checkpoint of step ([0-9]+) is kept\)"
+  local re="$ws/checkpoint/$store/data.mdb: checkpoint of step ([0-9]+): needs [0-9.]+ (KiB|MiB) more on disk: No space left on device \(the checkpoint of step ([0-9]+) is kept\)"
   [[ "$(cat "$err")" =~ $re ]] || fail "no 'No space left on device' message naming $store"
   failed_step=${BASH_REMATCH[1]}
   kept=${BASH_REMATCH[2]}
