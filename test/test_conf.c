@@ -343,9 +343,19 @@ test_override_errors (void)
   const char *const fine[] = { "layer fc1.num_output=3", NULL };
   assert_message (net_error_o (BASE "bias = maybe\n", fine),
                   "x.conf:11: [layer fc1] bias: expected true or false, got 'maybe'");
-  /* a layer created only by -o has no line: the file is named */
+  /* -o naming a layer the conf lacks: the -o is to blame, not the file */
   const char *const new_layer[] = { "layer fc9.num_output=3", NULL };
-  assert_message (net_error_o (BASE, new_layer), "x.conf: [layer fc9] missing required key 'type'");
+  assert_message (net_error_o (BASE, new_layer),
+                  "-o layer fc9.num_output: x.conf has no [layer fc9] (did you mean 'layer fc1.num_output'?)");
+  const char *const far_layer[] = { "layer classifier.type=dense", NULL };
+  assert_message (net_error_o (BASE, far_layer), "-o layer classifier.type: x.conf has no [layer classifier]");
+  assert_message (job_error ("[job]\ntrain_steps = 10\n" BASE, new_layer),
+                  "-o layer fc9.num_output: x.conf has no [layer fc9] (did you mean 'layer fc1.num_output'?)");
+  /* a section only -o wrote: errors about it name the -o */
+  const char *const typo_section[] = { "layre fc1.num_output=3", NULL };
+  assert_message (job_error ("[job]\ntrain_steps = 10\n" BASE, typo_section),
+                  "-o layre fc1.num_output: [layre fc1] unknown section (expected [job], [updater], [cluster] "
+                  "or [layer NAME])");
 
   /* the job loader and the net see the same overridden conf */
   const char *const jo[] = { "job.train_steps=abc", NULL };
