@@ -325,6 +325,33 @@ test_override_replaces (void)
   g_assert_cmpstr (job->name, ==, "a=b");
   g_assert_cmpfloat (job->updater.schedule.lr, ==, 0.5f);
   shoal_job_free (job);
+
+  /* train_steps and epochs give the same length: the command line's wins */
+  const char *const steps[] = { "job.train_steps=5", NULL };
+  job = shoal_job_load_data ("[job]\nepochs = 3\n", "x.conf", steps, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (job->train_steps, ==, 5);
+  g_assert_cmpfloat (job->epochs, ==, 0);
+  g_assert_false (g_key_file_has_key (shoal_conf_keyfile (job->conf), "job", "epochs", NULL));
+  shoal_job_free (job);
+  const char *const epochs[] = { "job.epochs=0.5", NULL };
+  job = shoal_job_load_data ("[job]\ntrain_steps = 10\n", "x.conf", epochs, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (job->train_steps, ==, 0);
+  g_assert_cmpfloat (job->epochs, ==, 0.5);
+  shoal_job_free (job);
+  /* epochs = 0 on the command line keeps the file's train_steps */
+  const char *const zero[] = { "job.epochs=0", NULL };
+  job = shoal_job_load_data ("[job]\ntrain_steps = 10\n", "x.conf", zero, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (job->train_steps, ==, 10);
+  shoal_job_free (job);
+  /* both in the file, or both on the command line: an error */
+  assert_message (job_error ("[job]\ntrain_steps = 10\nepochs = 1\n", NULL),
+                  "x.conf:3: [job] epochs: give train_steps or epochs, not both");
+  const char *const both[] = { "job.train_steps=5", "job.epochs=1", NULL };
+  assert_message (job_error ("[job]\nepochs = 3\n", both),
+                  "-o job.epochs: [job] epochs: give train_steps or epochs, not both");
 }
 
 static void

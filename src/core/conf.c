@@ -233,6 +233,15 @@ override_key_of (ShoalConf *conf, const char *group)
   return NULL;
 }
 
+gboolean
+shoal_conf_is_override (ShoalConf *conf, const char *group, const char *key)
+{
+  char *k = line_key (group, key);
+  gboolean is = g_hash_table_contains (conf->overrides, k);
+  g_free (k);
+  return is;
+}
+
 int
 shoal_conf_line (ShoalConf *conf, const char *group, const char *key)
 {

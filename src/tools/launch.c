@@ -41,8 +41,10 @@
 
 /* ---- topology files ---------------------------------------------------- */
 
-/* The job text with its [cluster] section blanked out line by line, so
- * every other key keeps its line number in messages. */
+/* The job text with the layout keys of its [cluster] section blanked out
+ * line by line, so every other key keeps its line number in messages; its
+ * placement keys (gpus, partition_dim) stay, as they say where this job's
+ * parts run whichever scheme the topology picks. */
 static char *
 blank_cluster_section (const char *text, const char *topology_path)
 {
@@ -52,18 +54,17 @@ blank_cluster_section (const char *text, const char *topology_path)
     {
       char *trimmed = g_strstrip (g_strdup (lines[i]));
       if (trimmed[0] == '[')
+        in_cluster = strcmp (trimmed, "[cluster]") == 0;
+      else if (in_cluster && trimmed[0] != '#' && strchr (trimmed, '=') != NULL)
         {
-          in_cluster = strcmp (trimmed, "[cluster]") == 0;
-          if (in_cluster)
+          char *key = g_strstrip (g_strndup (trimmed, (gsize) (strchr (trimmed, '=') - trimmed)));
+          if (!shoal_cluster_key_is_placement (key))
             {
               g_free (lines[i]);
-              lines[i] = g_strdup_printf ("# [cluster] replaced by %s", topology_path);
-              g_free (trimmed);
-              continue;
+              lines[i] = g_strdup_printf ("# replaced by %s", topology_path);
             }
+          g_free (key);
         }
-      if (in_cluster)
-        lines[i][0] = '\0';
       g_free (trimmed);
     }
   char *out = g_strjoinv ("\n", lines);

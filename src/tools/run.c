@@ -55,8 +55,8 @@ shoal_cmd_run (int argc, char **argv)
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
       "directory for metrics.jsonl and job.conf (default: workspace/JOBNAME)", "DIR" },
     { "topology", 't', 0, G_OPTION_ARG_FILENAME, &topology,
-      "a conf with only a [cluster] section that replaces the job's (e.g. conf/downpour.conf); "
-      "-o overrides apply after it", "FILE" },
+      "a conf with only a [cluster] section whose keys replace the job's scheme keys; the job's "
+      "gpus and partition_dim stay (e.g. conf/downpour.conf); -o overrides apply after it", "FILE" },
     { "grace", 0, 0, G_OPTION_ARG_INT, &grace,
       "multi-process runs: after a process failed, seconds without new metrics before the others "
       "are stopped (default 60)", "SECONDS" },

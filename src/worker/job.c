@@ -72,6 +72,33 @@ const ShoalOption shoal_cluster_options[] = {
   SHOAL_OPTION_END
 };
 
+gboolean
+shoal_cluster_key_is_placement (const char *key)
+{
+  return strcmp (key, "gpus") == 0 || shoal_option_find (shoal_partition_options, key) != NULL;
+}
+
+/* train_steps and epochs both give the training length: one of them set
+ * with -o replaces the other from the file (the command line wins). */
+static void
+length_override_wins (ShoalConf *conf)
+{
+  static const char *const keys[2] = { "train_steps", "epochs" };
+  GKeyFile *kf = shoal_conf_keyfile (conf);
+  for (int i = 0; i < 2; i++)
+    {
+      const char *mine = keys[i], *other = keys[1 - i];
+      if (!shoal_conf_is_override (conf, "job", mine) || shoal_conf_is_override (conf, "job", other)
+          || !g_key_file_has_key (kf, "job", other, NULL))
+        continue;
+      char *raw = g_key_file_get_value (kf, "job", mine, NULL);
+      double v = g_ascii_strtod (g_strstrip (raw), NULL);
+      g_free (raw);
+      if (v > 0)
+        g_key_file_remove_key (kf, "job", other, NULL);
+    }
+}
+
 static gboolean
 check_groups (ShoalConf *conf, GError **error)
 {
@@ -242,6 +269,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
         return NULL;
       }
 
+  length_override_wins (conf);
   ShoalJob *job = g_new0 (ShoalJob, 1);
   job->conf = conf;
   const ShoalOption *const job_tables[] = { shoal_job_options, NULL };

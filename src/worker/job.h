@@ -70,6 +70,11 @@ void shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batc
  * `gpus = 0,-1` runs even groups on cuda:0 and odd ones on the CPU. */
 ShoalDevice shoal_cluster_device (const ShoalClusterConf *cluster, int group, int worker);
 
+/* [cluster] keys that say where a job's parts run rather than which
+ * scheme runs (gpus, partition_dim): a --topology replaces the job's
+ * other [cluster] keys and keeps these. */
+gboolean shoal_cluster_key_is_placement (const char *key);
+
 /* The option tables, for `shoal help conf`. */
 extern const ShoalOption shoal_job_options[];
 extern const ShoalOption shoal_updater_options[];
