@@ -7,7 +7,7 @@ BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
-  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2
+  valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux
 BENCH_PACKAGES := python3-torch python3-numpy time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
