@@ -19,6 +19,14 @@ shoal_gradcheck_options_init (ShoalGradcheckOptions *opts)
   opts->phase = SHOAL_PHASE_TRAIN;
 }
 
+/* What param gradients hold before the checked backward: a few distinct
+ * values, exact in float, so that grad - prefill is the added gradient. */
+static float
+prefill (size_t i)
+{
+  return 0.5f - 0.125f * (float) (i % 9);
+}
+
 typedef struct {
   ShoalNet *net;
   ShoalLayer *layer;
@@ -123,7 +131,12 @@ shoal_gradcheck_net (ShoalNet *net, const char *layer_name, const ShoalGradcheck
   objective (&c);
   if (layer->grad.data != NULL)
     memcpy (layer->grad.data, r, shoal_tensor_count (&layer->out) * sizeof (float));
-  shoal_param_store_zero_grads (shoal_net_params (net));
+  /* backward ADDS into param gradients (layer.h): start them from a known
+   * non-zero pattern and compare what was added; a backward that
+   * overwrites them fails here */
+  ShoalParamStore *store = shoal_net_params (net);
+  for (size_t i = 0; i < store->total; i++)
+    store->grads[i] = prefill (i);
   for (int s = 0; s < layer->nsrcs; s++)
     if (layer->src_grad[s] != NULL)
       shoal_tensor_fill (layer->src_grad[s], NAN);  /* backward must write every element */
@@ -145,6 +158,8 @@ shoal_gradcheck_net (ShoalNet *net, const char *layer_name, const ShoalGradcheck
     {
       ShoalParam *param = layer->params[p];
       float *analytic = g_memdup2 (param->grad.data, param->count * sizeof (float));
+      for (size_t i = 0; i < param->count; i++)
+        analytic[i] -= prefill (param->offset + i);
       checked += compare (&c, param->name, param->value.data, analytic, param->count, &opts,
                           &failures);
       g_free (analytic);

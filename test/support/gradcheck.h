@@ -8,6 +8,9 @@
  *   - every param of the layer, and
  *   - the outputs of every source layer that needs a gradient
  *     (feed layers with need_grad = true).
+ * Param gradients start from a known non-zero pattern and the check
+ * compares what backward added to it: backward must ADD into them
+ * (layer.h), never overwrite.
  * Elements whose finite difference straddles a kink (ReLU at 0, a max-pool
  * tie) are skipped: an element is skipped when the one-sided differences
  * disagree by more than `kink`.  A check fails when
