@@ -29,6 +29,38 @@ typedef struct {
   Peer *peers;                  /* nprocs; this_proc's unused */
 } ThriftWire;
 
+/* A failed send to a process that was reached before: whether the error
+ * reads "cannot connect", "receive: Connection reset by peer" or "send:
+ * Broken pipe" depends only on where the call was when the process died.
+ * A probe tells a dead process ("is gone", as wire_alive says it) from a
+ * call that failed on a live one.  Takes `e`. */
+static void
+fail_send (ThriftWire *tw, int proc, GError *e, GError **error)
+{
+  Peer *peer = &tw->peers[proc];
+  g_mutex_lock (&peer->lock);
+  gboolean reached = peer->reached;
+  ShoalRpcClientOptions opts = peer->opts;
+  opts.connect_retries = MIN (opts.connect_retries, RECONNECT_RETRIES);
+  g_mutex_unlock (&peer->lock);
+  GError *probe = NULL;
+  ShoalRpcClient *c = reached ? shoal_rpc_client_connect (&opts, &probe) : NULL;
+  if (reached && c == NULL)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d is gone: %s (a call to it "
+                 "failed: %s)", tw->group, proc, probe->message, e->message);
+  else
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d: %s", tw->group, proc,
+                 e->message);
+  if (c != NULL)
+    {
+      g_mutex_lock (&peer->lock);
+      g_ptr_array_add (peer->idle, c);
+      g_mutex_unlock (&peer->lock);
+    }
+  g_clear_error (&probe);
+  g_error_free (e);
+}
+
 static gboolean
 wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error)
 {
@@ -68,9 +100,7 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
     {
       /* a refused or broken call: the next send starts from a fresh connection */
       shoal_rpc_client_free (c);
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d: %s", tw->group,
-                   proc, e->message);
-      g_error_free (e);
+      fail_send (tw, proc, e, error);
       return FALSE;
     }
   g_mutex_lock (&peer->lock);

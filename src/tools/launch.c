@@ -378,11 +378,14 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
               running--;
               if (WIFEXITED (status) && WEXITSTATUS (status) == 130 && !failed && !interrupted && !stopping)
                 {
-                  /* stopped on a signal sent to it alone (a scheduler preempting
-                   * its node): the job stops with it, everyone with a checkpoint */
+                  /* a signal sent to one rank alone (a scheduler preempting its
+                   * node): the job stops with it, everyone with a checkpoint.
+                   * The first rank to end need not be the one signalled (a SYNC
+                   * group's other processes stop at the same step), so the
+                   * message says only what is known */
                   char *who = describe_rank (layout, r);
-                  fprintf (stderr, "shoal run: %s stopped on a signal; stopping %d process%s\n", who,
-                           running, running == 1 ? "" : "es");
+                  fprintf (stderr, "shoal run: %s stopped with a checkpoint (a stop request); stopping %d "
+                           "process%s\n", who, running, running == 1 ? "" : "es");
                   g_free (who);
                   signal_running (children, n, SIGINT);
                   interrupted = TRUE;

@@ -58,13 +58,15 @@ for after in 10 30 50; do
   [ "$seen" = yes ] && kill -INT "$pid" \
     || { cat "$ws.out"; echo "no train line of step $after while it runs"; exit 1; }
   start=$(date +%s%N)
-  for _ in $(seq 200); do  # a clean stop takes a second or two; a hung one 60 s (bounded: 20 s)
+  # a clean stop takes a second or two, a call that waits out its 60 s
+  # timeout says "timed out" (checked below); past 90 s it hangs
+  for _ in $(seq 900); do  # bounded: 90 s
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
   if kill -0 "$pid" 2>/dev/null; then
     cat "$ws.out"
-    echo "SIGINT after step $after: still running 20 s after the signal"
+    echo "SIGINT after step $after: still running 90 s after the signal"
     exit 1
   fi
   status=0
@@ -105,11 +107,18 @@ for _ in $(seq 300); do  # until the train line of step 20 (bounded: 30 s)
 done
 pkill -INT -f "shoal proc $ws/job.conf --rank 1 " || { cat "$ws.out"; echo "no rank 1 to signal"; exit 1; }
 status=0
-timeout 30 tail --pid="$pid" -f /dev/null || { cat "$ws.out"; echo "still running 30 s after the signal"; exit 1; }
+timeout 90 tail --pid="$pid" -f /dev/null || { cat "$ws.out"; echo "still running 90 s after the signal"; exit 1; }
 wait "$pid" || status=$?
 pid=
-grep -q "rank 1 (1 worker of group 0) stopped on a signal; stopping" "$ws.out" && [ "$status" -eq 130 ] \
-  || { cat "$ws.out"; echo "SIGINT to rank 1 alone: exit $status"; exit 1; }
+# Which rank ends first races (rank 0 is refused the stop step by the
+# servers and may exit before rank 1 has written its checkpoint): the
+# launcher names the first, either one; rank 1's worker stopped on its own
+# request, rank 0's with its group or, had the launcher's SIGINT reached it
+# first, on request as well.
+grep -qE "rank [01] \(1 worker of group 0\) stopped with a checkpoint \(a stop request\); stopping [12] process(es)?$" \
+  "$ws.out" && [ "$status" -eq 130 ] || { cat "$ws.out"; echo "SIGINT to rank 1 alone: exit $status"; exit 1; }
+grep -qE "\[group 0 worker 1\] stopped at step [0-9]+ on request; checkpoint saved" "$ws.out" \
+  || { cat "$ws.out"; echo "rank 1 did not stop on its own request"; exit 1; }
 step=$(grep -o 'group 0 worker 1: stopped at step [0-9]*' "$ws.out" | grep -o '[0-9]*$')
 [ "$(grep -c "group 0 worker [01]: stopped at step $step with" "$ws.out")" -eq 2 ] \
   || { cat "$ws.out"; echo "the two workers stopped at different steps"; exit 1; }
