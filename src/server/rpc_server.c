@@ -572,6 +572,16 @@ reap (ShoalRpcServer *rpc, gboolean all)
   g_list_free (finished);
 }
 
+guint
+shoal_rpc_server_reap (ShoalRpcServer *rpc)
+{
+  reap (rpc, FALSE);
+  g_mutex_lock (&rpc->lock);
+  guint open = g_list_length (rpc->conns);
+  g_mutex_unlock (&rpc->lock);
+  return open;
+}
+
 static char *
 address_string (const struct sockaddr *addr, socklen_t len)
 {
