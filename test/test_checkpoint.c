@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/checkpoint.h"
+#include "data/checkpoint.h"
 #include "core/error.h"
 
 static void

@@ -12,7 +12,7 @@
 #include "comm/param_client.h"
 #include "core/error.h"
 #include "core/param.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "server/server.h"
 
 #define MiB ((guint64) 1 << 20)
@@ -39,19 +39,19 @@ test_try_alloc (void)
 {
   GError *error = NULL;
   g_assert_null (shoal_try_alloc_floats ((size_t) 1 << 46, &error));
-  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_cmpstr (error->message, ==, "out of memory allocating 281474976710656 bytes (256.0 TiB)");
   g_clear_error (&error);
 
   g_assert_null (shoal_try_alloc_floats (G_MAXSIZE / 2, &error));
-  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_cmpstr (error->message, ==,
                    "out of memory allocating 9223372036854775807 floats (more bytes than size_t holds)");
   g_clear_error (&error);
 
   ShoalTensor t = { 0 };
   g_assert_false (shoal_tensor_try_alloc (&t, &huge_shape, &error));
-  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_clear_error (&error);
   g_assert_null (t.data);
   g_assert_cmpuint (t.capacity, ==, 0);
@@ -81,7 +81,7 @@ test_param_store (void)
   GError *error = NULL;
   ShoalParamStore *store = store_of ("huge/weight", &huge_shape);
   g_assert_false (shoal_param_store_allocate (store, &error));
-  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_cmpstr (error->message, ==,
                    "values of 2 params (largest: huge/weight 65536x65536x16384, 256.0 TiB): "
                    "out of memory allocating 281474976710720 bytes (256.0 TiB)");
@@ -90,7 +90,7 @@ test_param_store (void)
   g_assert_null (store->values);
 
   g_assert_false (shoal_param_store_allocate_state (store, 2, &error));
-  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_true (g_str_has_prefix (error->message, "optimiser state of 2 params (largest: huge/weight"));
   g_clear_error (&error);
   g_assert_null (store->state);
@@ -108,7 +108,7 @@ test_param_store_grads (void)
       ShoalParamStore *store = store_of ("wide/weight", &shape);
       cap_address_space (192 * MiB);
       g_assert_false (shoal_param_store_allocate (store, &error));
-      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
       g_assert_cmpstr (error->message, ==,
                        "gradients of 2 params (largest: wide/weight 32768x1024, 128.0 MiB): "
                        "out of memory allocating 134217792 bytes (128.0 MiB)");
@@ -137,7 +137,7 @@ test_server (void)
       ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 2 };
       cap_address_space (192 * MiB);
       g_assert_null (shoal_server_new (layout, &u, &o, &error));
-      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
       g_assert_cmpstr (error->message, ==,
                        "server: optimiser state of 2 params (largest: wide/weight 32768x1024, 128.0 MiB): "
                        "out of memory allocating 268435584 bytes (256.0 MiB)");
@@ -160,7 +160,7 @@ test_param_client (void)
       g_assert_true (shoal_param_store_allocate (store, &error));
       cap_address_space (64 * MiB);
       g_assert_null (shoal_param_client_new (store, 2, SHOAL_UPDATE_ASYNC, &error));
-      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
       g_assert_cmpstr (error->message, ==,
                        "param client: send buffer of 2 params (largest: wide/weight 32768x1024, 128.0 MiB): "
                        "out of memory allocating 134217792 bytes (128.0 MiB)");
@@ -179,7 +179,7 @@ expect_net_nomem (const char *text, const char *want)
   ShoalConf *conf = shoal_conf_load_data (text, "huge.conf", &error);
   g_assert_no_error (error);
   g_assert_null (shoal_net_new (conf, NULL, &error));
-  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_cmpstr (error->message, ==, want);
   g_error_free (error);
   shoal_conf_free (conf);

@@ -2,12 +2,12 @@
  * cache lines, and views so that params can live in one buffer. */
 #include "core/tensor.h"
 
-#include "core/device.h"
-#include "core/error.h"
-
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/device.h"
+#include "core/error.h"
 
 ShoalShape
 shoal_shape_make (int ndim, ...)
@@ -85,7 +85,7 @@ shoal_try_alloc_floats (size_t count, GError **error)
 
   if (count > (G_MAXSIZE - 63) / sizeof (float))
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY,
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
                    "out of memory allocating %zu floats (more bytes than size_t holds)", count);
       return NULL;
     }
@@ -95,7 +95,7 @@ shoal_try_alloc_floats (size_t count, GError **error)
   if (posix_memalign (&p, 64, bytes) != 0)
     {
       char *size = shoal_format_bytes (bytes);
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY, "out of memory allocating %zu bytes (%s)",
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "out of memory allocating %zu bytes (%s)",
                    bytes, size);
       g_free (size);
       return NULL;
@@ -118,6 +118,44 @@ void
 shoal_free_aligned (void *p)
 {
   free (p);
+}
+
+/* ---- accessors (the public face of a tensor) ------------------------------ */
+
+float *
+shoal_tensor_data (const ShoalTensor *t)
+{
+  return t->data;
+}
+
+const ShoalShape *
+shoal_tensor_shape (const ShoalTensor *t)
+{
+  return &t->shape;
+}
+
+int
+shoal_tensor_rows (const ShoalTensor *t)
+{
+  return t->shape.ndim > 0 ? t->shape.dim[0] : 1;
+}
+
+size_t
+shoal_tensor_count (const ShoalTensor *t)
+{
+  return shoal_shape_count (&t->shape);
+}
+
+size_t
+shoal_tensor_row_size (const ShoalTensor *t)
+{
+  return shoal_shape_row_size (&t->shape);
+}
+
+ShoalDevice
+shoal_tensor_device (const ShoalTensor *t)
+{
+  return t->device;
 }
 
 void

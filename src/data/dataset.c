@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "core/lmdb_file.h"
+#include "data/lmdb_file.h"
 
 #define MAP_ALIGN ((size_t) 64 << 10)
 #define MAP_MAX ((size_t) 1 << 40)

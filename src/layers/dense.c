@@ -102,7 +102,7 @@ dense_backward (ShoalLayer *layer)
 const ShoalLayerOps shoal_layer_dense_ops = {
   .type = "dense",
   .summary = "inner product y = x W^T + b (W is num_output x inputs)",
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE, .units_key = "num_output" },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = dense_options,
@@ -111,5 +111,4 @@ const ShoalLayerOps shoal_layer_dense_ops = {
   .setup = dense_setup,
   .forward = dense_forward,
   .backward = dense_backward,
-  .gpu = SHOAL_LAYER_GPU (dense),
 };

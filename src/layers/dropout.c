@@ -57,7 +57,7 @@ dropout_setup (ShoalLayer *layer, GError **error)
   p->draws = g_try_new (guint32, count / 2 + 1);
   if (p->draws == NULL)
     {
-      shoal_layer_error_nomem (layer, error, g_error_new (SHOAL_ERROR, SHOAL_ERROR_NO_MEMORY,
+      shoal_layer_error_nomem (layer, error, g_error_new (SHOAL_ERROR, SHOAL_ERROR_MEMORY,
                                                           "out of memory allocating %zu bytes",
                                                           (count / 2 + 1) * sizeof (guint32)),
                                "random draws");
@@ -140,7 +140,7 @@ const ShoalLayerOps shoal_layer_dropout_ops = {
   .type = "dropout",
   .summary = "inverted dropout: drops units with probability ratio in training",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = dropout_options,
@@ -149,5 +149,4 @@ const ShoalLayerOps shoal_layer_dropout_ops = {
   .forward = dropout_forward,
   .backward = dropout_backward,
   .finalize = dropout_finalize,
-  .gpu = SHOAL_LAYER_GPU (dropout),
 };

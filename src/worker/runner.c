@@ -1,6 +1,7 @@
 /* One process's share of a job: its servers (and their RPC service), its
- * worker threads with their param clients, and - in Hogwild - the thread
- * that syncs this server group with the slices' master groups.  The same
+ * worker threads with their param clients, and - in Hogwild - the group
+ * sync of this server group with the slices' master groups
+ * (server/group_sync.h).  The same
  * code runs a one-process job (every slice local, no Thrift at all) and
  * rank R of a cluster. */
 #include "worker/runner.h"
@@ -10,17 +11,22 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cluster/endpoints.h"
 #include "cluster/layout.h"
 #include "comm/group_wire.h"
 #include "comm/mailbox.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
-#include "comm/rpc_client.h"
 #include "core/error.h"
+#include "core/param.h"
+#include "server/group_sync.h"
+#include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/metrics.h"
+#include "worker/process_report.h"
 #include "worker/worker.h"
+#include "worker/workspace.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
@@ -55,48 +61,12 @@ typedef struct {
   int server_group;
   ShoalRpcServer *rpc;
   ShoalMetricsWriter *metrics;
-  GThread *sync_thread;
-  gint sync_stop;
-  GError *sync_error;
+  ShoalProcessReport *report;    /* this process's "process" lines */
+  ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
   gint64 resume_step;            /* -1: a fresh run */
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
 } Process;
-
-char *
-shoal_checkpoint_dir (const char *workspace, int rank)
-{
-  char *leaf = g_strdup_printf ("rank-%d", rank);
-  char *dir = g_build_filename (workspace, "checkpoint", leaf, NULL);
-  g_free (leaf);
-  return dir;
-}
-
-/* ---- params by name: init_from and the "params" checkpoint blob ---------- */
-
-static GBytes *
-params_blob (ShoalParamStore *store)
-{
-  GByteArray *b = g_byte_array_new ();
-  for (guint i = 0; i < store->params->len; i++)
-    {
-      ShoalParam *prm = g_ptr_array_index (store->params, i);
-      guint32 nlen = (guint32) strlen (prm->name), ndim = (guint32) prm->shape.ndim;
-      guint64 count = prm->count;
-      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
-      g_byte_array_append (b, (guint8 *) prm->name, nlen);
-      g_byte_array_append (b, (guint8 *) &ndim, sizeof ndim);
-      for (int d = 0; d < prm->shape.ndim; d++)
-        {
-          gint32 dim = prm->shape.dim[d];
-          g_byte_array_append (b, (guint8 *) &dim, sizeof dim);
-        }
-      g_byte_array_append (b, (guint8 *) &count, sizeof count);
-      /* the host store, also for a GPU net (whose views are on the device) */
-      g_byte_array_append (b, (guint8 *) (store->values + prm->offset), (guint) (count * sizeof (float)));
-    }
-  return g_byte_array_free_to_bytes (b);
-}
 
 /* Copies every param of the init_from workspace's newest checkpoint into
  * the param of the same name; a name with another shape is an error. */
@@ -104,81 +74,21 @@ static gboolean
 init_from_workspace (Process *p, ShoalParamStore *store, GError **error)
 {
   const char *ws = p->job->init_from;
-  char *dir = shoal_checkpoint_dir (ws, 0);
-  ShoalCheckpoint *c = shoal_checkpoint_open (dir, FALSE, error);
-  g_free (dir);
-  if (c == NULL)
-    return FALSE;
-  gint64 steps[2];
-  GBytes *blob = NULL;
-  if (shoal_checkpoint_steps (c, "params", steps) == 0)
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: [job] init_from: no params in its checkpoint", ws);
-  else
-    blob = shoal_checkpoint_load (c, "params", steps[0], error);
-  shoal_checkpoint_close (c);
-  if (blob == NULL)
-    return FALSE;
-
-  gsize len = 0;
-  const guint8 *q = g_bytes_get_data (blob, &len), *end = q + len;
+  GError *local = NULL;
   int copied = 0;
-  gboolean ok = TRUE;
-  while (ok && q < end)
+  GBytes *blob = shoal_workspace_params (ws, NULL, &local);
+  gboolean ok = blob != NULL
+                && shoal_param_store_load_bytes (store, blob, ws, SHOAL_PARAMS_BY_NAME_ANY, &copied, &local);
+  if (blob != NULL)
+    g_bytes_unref (blob);
+  if (!ok)
     {
-      guint32 nlen, ndim;
-      guint64 count;
-      ShoalShape shape = { 0 };
-      ok = (gsize) (end - q) >= sizeof nlen;
-      if (!ok)
-        break;
-      memcpy (&nlen, q, sizeof nlen);
-      q += sizeof nlen;
-      ok = (gsize) (end - q) >= (gsize) nlen + sizeof ndim;
-      if (!ok)
-        break;
-      char *name = g_strndup ((const char *) q, nlen);
-      q += nlen;
-      memcpy (&ndim, q, sizeof ndim);
-      q += sizeof ndim;
-      ok = ndim <= SHOAL_MAX_DIMS && (gsize) (end - q) >= ndim * sizeof (gint32) + sizeof count;
-      if (ok)
-        {
-          shape.ndim = (int) ndim;
-          for (guint32 d = 0; d < ndim; d++, q += sizeof (gint32))
-            memcpy (&shape.dim[d], q, sizeof (gint32));
-          memcpy (&count, q, sizeof count);
-          q += sizeof count;
-          ok = (gsize) (end - q) >= count * sizeof (float);
-        }
-      ShoalParam *prm = ok ? shoal_param_store_find (store, name) : NULL;
-      if (prm != NULL && !shoal_shape_equal (&prm->shape, &shape))
-        {
-          char *a = shoal_shape_to_string (&shape), *b = shoal_shape_to_string (&prm->shape);
-          shoal_conf_error (p->job->conf, error, "job", "init_from",
-                            "param %s is %s in %s but %s here", name, a, ws, b);
-          g_free (a);
-          g_free (b);
-          ok = FALSE;
-        }
-      else if (prm != NULL)
-        {
-          memcpy (store->values + prm->offset, q, count * sizeof (float));
-          copied++;
-        }
-      g_free (name);
-      q += ok ? count * sizeof (float) : 0;
+      shoal_conf_error (p->job->conf, error, "job", "init_from", "%s", local->message);
+      g_error_free (local);
+      return FALSE;
     }
-  g_bytes_unref (blob);
-  if (ok && copied == 0)
-    {
-      shoal_conf_error (p->job->conf, error, "job", "init_from", "%s has no param named like one of this net's", ws);
-      ok = FALSE;
-    }
-  else if (!ok && (error == NULL || *error == NULL))
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: the checkpointed params are damaged", ws);
-  if (ok)
-    g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
-  return ok;
+  g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
+  return TRUE;
 }
 
 static gboolean
@@ -200,23 +110,6 @@ prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
 }
 
 static gboolean
-parse_endpoint (const char *endpoint, char **host, int *port, GError **error)
-{
-  const char *colon = endpoint ? strrchr (endpoint, ':') : NULL;
-  gint64 p = 0;
-  if (colon == NULL || colon == endpoint
-      || !g_ascii_string_to_signed (colon + 1, 10, 1, 65535, &p, NULL))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "endpoint '%s' is not host:port",
-                   endpoint ? endpoint : "");
-      return FALSE;
-    }
-  *host = g_strndup (endpoint, (gsize) (colon - endpoint));
-  *port = (int) p;
-  return TRUE;
-}
-
-static gboolean
 endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
 {
   if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
@@ -227,7 +120,7 @@ endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, G
       return FALSE;
     }
   memset (o, 0, sizeof *o);
-  if (!parse_endpoint (p->opts->endpoints[rank], host, &o->port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[rank], host, &o->port, error))
     return FALSE;
   o->host = *host;
   o->token = p->opts->token;
@@ -269,15 +162,19 @@ start_rpc (Process *p, GError **error)
   ShoalProcess *proc = p->proc;
   char *host = NULL;
   ShoalRpcServerOptions ropts = { 0 };
-  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
     return FALSE;
   ropts.bind_address = host;
   ropts.token = p->opts->token;
   ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
   ropts.give_up = servers_give_up;
-  ropts.mailbox = p->mailbox;
+  if (p->mailbox != NULL)
+    {
+      ropts.bridge_sink = shoal_mailbox_sink;
+      ropts.bridge_data = p->mailbox;
+    }
   if (p->wire != NULL)
-    ropts.mailbox_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
+    ropts.bridge_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
@@ -317,9 +214,31 @@ start_servers (Process *p, GError **error)
     {
       int groups_here = c->nworker_groups / c->nserver_groups;
       int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
-      sopts.lr_scale = 1.0f / (float) MAX (pushers, 1);
+      /* [cluster] async_lr: groups (the above, the default), none (Dean
+       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
+       * lr / the update's staleness, measured by the server) */
+      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
+      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
       if (p->layout->group_sync)
         sopts.delta_scale = 1.0f / (float) c->nserver_groups;
+      if (c->staleness >= 0)
+        {
+          /* SSP: the units pushing here count their steps (unit_id) */
+          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
+          sopts.ssp_bound = c->staleness;
+        }
+    }
+  else if (c->backup_workers > 0)
+    {
+      if (group_pushes)
+        {
+          shoal_conf_error (p->job->conf, error, "cluster", "backup_workers",
+                            "this group runs as one net spread over processes (its layers are not all "
+                            "split by batch) and pushes one gradient per step: there is no late "
+                            "worker's gradient to drop");
+          return FALSE;
+        }
+      sopts.backup_workers = c->backup_workers;
     }
   p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts, error);
   if (p->server == NULL)
@@ -337,58 +256,41 @@ start_servers (Process *p, GError **error)
   return start_rpc (p, error);
 }
 
-/* Hogwild: send what this group learned on each due slice to the slice's
- * master group, take the master's values back. */
-static gpointer
-sync_thread (gpointer data)
+/* Hogwild: the sync thread beside this process's server group, told
+ * where each slice's master lives. */
+static gboolean
+start_group_sync (Process *p, GError **error)
 {
-  Process *p = data;
-  int nclients = p->layout->conf.nserver_groups;
-  ShoalRpcClient **masters = g_new0 (ShoalRpcClient *, nclients * p->layout->conf.nservers_per_group);
-  float *buf = shoal_alloc_floats (shoal_server_total (p->server));
-  GError *error = NULL;
+  const ShoalLayout *l = p->layout;
+  int per = l->conf.nservers_per_group, nend = l->conf.nserver_groups * per;
+  ShoalSliceMaster *masters = g_new0 (ShoalSliceMaster, p->nslices);
+  ShoalRpcClientOptions *endpoints = g_new0 (ShoalRpcClientOptions, nend);
+  char **hosts = g_new0 (char *, nend);
+  gboolean ok = TRUE;
 
-  while (!g_atomic_int_get (&p->sync_stop))
+  for (int s = 0; s < p->nslices; s++)
     {
-      int s = shoal_server_wait_sync_due (p->server, p->layout->conf.sync_freq, 100 * 1000);
-      if (s < 0)
-        continue;
-      int master = shoal_layout_master_group_of_slice (p->layout, s % p->layout->nslices);
-      size_t b, e;
-      shoal_server_slice_range (p->server, s, &b, &e);
-      float *delta = buf + b;
-      if (master == p->server_group)
-        {
-          /* the master's own values are the reference: just restart the count */
-          if (!shoal_server_take_delta (p->server, s, delta, e - b, &error))
-            break;
-          continue;
-        }
-      int si = shoal_layout_server_of_slice (p->layout, s % p->layout->nslices);
-      int idx = master * p->layout->conf.nservers_per_group + si;
-      if (masters[idx] == NULL)
-        {
-          ShoalRpcClientOptions o;
-          char *host = NULL;
-          if (!endpoint_options (p, shoal_layout_server_rank (p->layout, master, si), &o, &host, &error))
-            break;
-          masters[idx] = shoal_rpc_client_connect (&o, &error);
-          g_free (host);
-          if (masters[idx] == NULL)
-            break;
-        }
-      if (!shoal_server_take_delta (p->server, s, delta, e - b, &error)
-          || !shoal_rpc_client_apply_delta (masters[idx], s, delta, delta, e - b, &error)
-          || !shoal_server_merge_master (p->server, s, delta, e - b, &error))
-        break;
+      masters[s].group = shoal_layout_master_group_of_slice (l, s % l->nslices);
+      masters[s].endpoint = masters[s].group * per + shoal_layout_server_of_slice (l, s % l->nslices);
     }
-  if (error != NULL)
-    p->sync_error = error;
-  for (int i = 0; i < nclients * p->layout->conf.nservers_per_group; i++)
-    shoal_rpc_client_free (masters[i]);
+  for (int g = 0; ok && g < l->conf.nserver_groups; g++)
+    for (int si = 0; ok && si < per && g != p->server_group; si++)
+      ok = endpoint_options (p, shoal_layout_server_rank (l, g, si), &endpoints[g * per + si],
+                             &hosts[g * per + si], error);
+  if (ok)
+    {
+      ShoalGroupSyncOptions o = { .server = p->server, .server_group = p->server_group,
+                                  .sync_freq = l->conf.sync_freq, .masters = masters,
+                                  .endpoints = endpoints, .nendpoints = nend };
+      p->group_sync = shoal_group_sync_start (&o, error);
+      ok = p->group_sync != NULL;
+    }
+  for (int i = 0; i < nend; i++)
+    g_free (hosts[i]);
+  g_free (hosts);
+  g_free (endpoints);
   g_free (masters);
-  shoal_free_aligned (buf);
-  return NULL;
+  return ok;
 }
 
 typedef struct {
@@ -424,7 +326,7 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       g_free (name);
       return FALSE;
     }
-  GBytes *params = w->group == 0 && w->worker == 0 ? params_blob (shoal_group_net_params (w->net)) : NULL;
+  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
   const char *names[] = { name, params ? "params" : NULL, NULL };
   GBytes *blobs[] = { state, params, NULL };
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
@@ -584,6 +486,14 @@ open_wire (Process *p, GError **error)
   return ok;
 }
 
+/* The id of a pushing unit: its group where a group pushes as one, else
+ * group * nworkers_per_group + worker (SSP's clocks, ShoalPushOrigin). */
+static int
+unit_id (const Process *p, int group, int worker)
+{
+  return p->whole_groups || p->spread_net ? group : group * p->layout->conf.nworkers_per_group + worker;
+}
+
 static gboolean
 connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
 {
@@ -596,6 +506,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
   slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode, error);
   if (slot->client == NULL)
     return FALSE;
+  shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
   int sg = shoal_layout_server_group_of (p->layout, group);
@@ -668,6 +579,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
       ShoalMember m = g_array_index (p->units, ShoalMember, i);
       slots[i].net = i == 0 ? p->layout_net : build_net (p, m, error);
       slots[i].follower = is_follower (p, m);
+      slots[i].worker.worker = m.index;
       ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
@@ -714,7 +626,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .test_loss = slots[0].worker.test_loss,
                                  .test_accuracy = slots[0].worker.test_accuracy,
                                  .samples_per_sec = slots[0].worker.train_samples_per_sec,
-                                 .stopped = slots[0].worker.stopped,
+                                 /* the time budget's end is the run's end, not a stop */
+                                 .stopped = slots[0].worker.stopped && !slots[0].worker.budget_end,
                                  .follower = slots[0].follower };
   for (guint i = 0; i < n; i++)
     {
@@ -815,32 +728,32 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
   if (!start_servers (&p, error))
     goto out;
-  if (p.server != NULL && p.layout->group_sync)
-    p.sync_thread = g_thread_new ("group-sync", sync_thread, &p);
+  if (p.server != NULL && p.layout->group_sync && !start_group_sync (&p, error))
+    goto out;
 
+  /* every process writes metrics: workers their steps and tests, every
+   * process its traffic and its server's staleness */
+  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
+  p.metrics = shoal_metrics_open (metrics_path, opts->append_metrics || opts->resume, error);
+  g_free (metrics_path);
+  if (p.metrics == NULL)
+    goto out;
+  p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
   if (p.proc->workers->len > 0)
-    {
-      char *path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
-      p.metrics = shoal_metrics_open (path, opts->append_metrics || opts->resume, error);
-      g_free (path);
-      if (p.metrics == NULL)
-        goto out;
-      ok = run_workers (&p, result, error);
-    }
+    ok = run_workers (&p, result, error);
   else
     ok = TRUE;
 
-  if (p.sync_thread != NULL)
+  if (p.group_sync != NULL)
     {
-      g_atomic_int_set (&p.sync_stop, TRUE);
-      g_thread_join (p.sync_thread);
-      p.sync_thread = NULL;
-      if (p.sync_error != NULL && ok)
+      /* a sync that failed fails the run, unless the run failed first */
+      GError *sync_error = NULL;
+      if (!shoal_group_sync_stop (g_steal_pointer (&p.group_sync), &sync_error) && ok)
         {
-          g_propagate_error (error, p.sync_error);
-          p.sync_error = NULL;
+          g_propagate_error (error, sync_error);
           ok = FALSE;
         }
+      g_clear_error (&sync_error);
     }
   if (opts->endpoints != NULL && p.proc->workers->len > 0)
     say_done (&p);
@@ -853,12 +766,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
 
 out:
-  if (p.sync_thread != NULL)
-    {
-      g_atomic_int_set (&p.sync_stop, TRUE);
-      g_thread_join (p.sync_thread);
-    }
-  g_clear_error (&p.sync_error);
+  shoal_process_report_stop (p.report);
+  shoal_group_sync_stop (p.group_sync, NULL);
   if (p.layout_net != NULL)
     shoal_group_net_finish (p.layout_net, ok);
   if (p.rpc != NULL)

@@ -30,9 +30,16 @@ flock build-cuda/.lock env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-d
 }
 echo "make CUDA=1 BUILD=build-cuda build-only: ok in $(( $(date +%s) - start )) s"
 
+# the GPU objects keep the layering too (src/gpu registers itself; nothing
+# below it names CUDA)
+scripts/check-layers.sh build-cuda
+
 # the CUDA libraries are linked, not merely declared
+# (ldd's whole output first: grep -q stops reading at its match, and under
+# pipefail ldd's SIGPIPE then failed the check at random)
+libs=$(ldd build-cuda/test/test_gpu)
 for lib in libcudart libcublas libcudnn; do
-  ldd build-cuda/test/test_gpu | grep -q "$lib" || { echo "test_gpu does not link $lib"; exit 1; }
+  grep -q "$lib" <<<"$libs" || { echo "test_gpu does not link $lib"; exit 1; }
 done
 
 log=build-cuda/test_gpu.log

@@ -40,6 +40,16 @@ gboolean shoal_rpc_client_pull (ShoalRpcClient *c, int slice, float *dst, size_t
 /* push then pull in one round trip (ASYNC schemes: send a gradient, get fresh values) */
 gboolean shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, float *dst,
                                      size_t n, gint64 step, gint64 *version, GError **error);
+/* The same two, telling the server where the gradient comes from
+ * (shoal_server_push_from; origin NULL: unknown).  push_pull then
+ * returns the values at the version the server names: a backup worker's
+ * late gradient gets the current ones at once. */
+gboolean shoal_rpc_client_push_from (ShoalRpcClient *c, int slice, const float *grad, size_t n,
+                                     gint64 step, const ShoalPushOrigin *origin, GError **error);
+gboolean shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad,
+                                          float *dst, size_t n, gint64 step,
+                                          const ShoalPushOrigin *origin, gint64 *version,
+                                          GError **error);
 gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
                                gint64 version, GError **error);
 /* Hogwild: send a delta to the slice's master group, get its values back. */

@@ -1,5 +1,5 @@
 /* The worker's end of the parameter service: the generated Thrift client
- * over a ShoalThriftSocket and ShoalThriftProtocol (core/thrift_util.h).
+ * over a ShoalThriftSocket and ShoalThriftProtocol (rpc/thrift_socket.h, rpc/thrift_protocol.h).
  *
  * Floats never pass through an intermediate buffer on this side: a push
  * hands the caller's floats to the generated writer through a GByteArray
@@ -15,7 +15,7 @@
  * connection is checked for a close by the server (a restart) so that it
  * does not cost a failed call.  Calls are not retried: a push whose reply
  * was lost may have been applied. */
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,8 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/thrift_util.h"
+#include "rpc/thrift_protocol.h"
+#include "rpc/thrift_socket.h"
 #include "server/rpc_types.h"
 
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
@@ -343,6 +344,13 @@ gboolean
 shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
                        GError **error)
 {
+  return shoal_rpc_client_push_from (c, slice, grad, n, step, NULL, error);
+}
+
+gboolean
+shoal_rpc_client_push_from (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
+                            const ShoalPushOrigin *origin, GError **error)
+{
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
   GByteArray g;
@@ -351,7 +359,9 @@ shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n
   if (!call_begin (c, "push", slice, n, error))
     return FALSE;
   g = view (grad, n);
-  ok = shoal_param_service_if_push (c->client, c->token, slice, step, &g, &perr, &terr);
+  ok = shoal_param_service_if_push (c->client, c->token, slice, step, &g,
+                                    origin != NULL ? origin->base_version : -1,
+                                    origin != NULL ? origin->unit : -1, &perr, &terr);
   return call_end (c, ok, "push", slice, perr, terr, error);
 }
 
@@ -390,6 +400,14 @@ gboolean
 shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, float *dst,
                             size_t n, gint64 step, gint64 *version, GError **error)
 {
+  return shoal_rpc_client_push_pull_from (c, slice, grad, dst, n, step, NULL, version, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad, float *dst,
+                                 size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                 gint64 *version, GError **error)
+{
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
   ShoalSliceValues *ret;
@@ -402,7 +420,8 @@ shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, flo
   ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
   arm_values_sink (c, dst, n);
   ok = shoal_param_service_if_push_pull (c->client, &ret, c->token, slice, step, &g, wait_ms (c),
-                                         &perr, &terr);
+                                         origin != NULL ? origin->base_version : -1,
+                                         origin != NULL ? origin->unit : -1, &perr, &terr);
   ok = take_values (c, ok, ret->values, dst, n, &terr);
   if (ok && version != NULL)
     *version = ret->version;
@@ -462,7 +481,7 @@ shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **err
   ok = shoal_param_service_if_stats (c->client, &ret, c->token, &perr, &terr);
   if (ok)
     *stats = (ShoalServerStats) { ret->pushes, ret->pulls, ret->updates, ret->deltas,
-                                  ret->bytes_in, ret->bytes_out };
+                                  ret->bytes_in, ret->bytes_out, ret->dropped };
   g_object_unref (ret);
   return call_end (c, ok, "stats", -1, perr, terr, error);
 }

@@ -14,7 +14,7 @@
  * records are decoded once at set-up: a record that does not decode or
  * whose shape differs from the first fails set-up, naming its key, instead
  * of surfacing mid-run where forward cannot report errors. */
-#include "layers/layer.h"
+#include "data/data_layers.h"
 
 #include <string.h>
 
@@ -72,6 +72,9 @@ typedef struct {
   GCond cond;
   gboolean want, ready, stop;  /* under lock */
   gint64 wait_us, waits;       /* time forward spent waiting for the thread */
+
+  float *fed, *fed_lab;        /* rows the program gave (shoal_net_feed), for the next forward */
+  int fed_rows;                /* 0: none waiting */
 } LmdbInputPriv;
 
 static guint64
@@ -98,9 +101,15 @@ data_error (const ShoalLayer *layer, GError **error, const char *key, GError *ca
   g_error_free (cause);
 }
 
+/* Every training record has the first one's kind and shape.  A test set
+ * only needs as many values per record: data prepared elsewhere (a CSV
+ * of pixel values for a model trained on images) reads as the training
+ * data's shape, through the same scale, mean and std. */
 static gboolean
-same_layout (const LmdbInputPriv *p, const ShoalRecordView *rec)
+same_layout (const LmdbInputPriv *p, const Source *src, const ShoalRecordView *rec)
 {
+  if (src == &p->test)
+    return shoal_shape_count (&rec->shape) == p->row;
   return rec->kind == p->kind && shoal_shape_equal (&rec->shape, &p->rec_shape);
 }
 
@@ -133,7 +142,7 @@ validate_shard (const LmdbInputPriv *p, Source *src, GError **error)
       guint64 index = shard_record (src, pos);
       if (!shoal_dataset_cursor_read_record (src->cur, src->codec, index, &rec, error))
         return FALSE;
-      if (!same_layout (p, &rec))
+      if (!same_layout (p, src, &rec))
         {
           layout_error (p, src->ds, index, &rec, error);
           return FALSE;
@@ -186,7 +195,7 @@ decode_into (LmdbInputPriv *p, Source *src, guint64 index, float *out, float *la
   GError *error = NULL;
 
   if (!shoal_dataset_cursor_read_record (src->cur, src->codec, index, &rec, &error)
-      || !same_layout (p, &rec))
+      || !same_layout (p, src, &rec))
     {
       if (error == NULL)
         layout_error (p, src->ds, index, &rec, &error);
@@ -434,9 +443,40 @@ forward_test (ShoalLayer *layer)
   bind_front (layer, rows);
 }
 
+/* Rows from the program: raw values as the records hold them, through
+ * the same scale, mean and std, for the next forward of either phase. */
+static gboolean
+lmdb_input_feed (ShoalLayer *layer, const float *data, int rows, const float *labels, GError **error)
+{
+  LmdbInputPriv *p = layer->priv;
+  (void) error;
+  if (p->fed == NULL)
+    {
+      p->fed = shoal_alloc_floats ((size_t) p->batch * p->row);
+      p->fed_lab = shoal_alloc_floats ((size_t) p->batch);
+    }
+  size_t n = (size_t) rows * p->row;
+  for (size_t i = 0; i < n; i++)
+    p->fed[i] = data[i] * p->mul + p->add;
+  for (int r = 0; r < rows; r++)
+    p->fed_lab[r] = labels != NULL ? labels[r] : 0.0f;
+  p->fed_rows = rows;
+  return TRUE;
+}
+
 static void
 lmdb_input_forward (ShoalLayer *layer, ShoalPhase phase)
 {
+  LmdbInputPriv *p = layer->priv;
+  if (p->fed_rows > 0)
+    {
+      layer->out.data = p->fed;
+      layer->label.data = p->fed_lab;
+      shoal_tensor_set_rows (&layer->out, p->fed_rows);
+      shoal_tensor_set_rows (&layer->label, p->fed_rows);
+      p->fed_rows = 0;
+      return;
+    }
   if (phase == SHOAL_PHASE_TRAIN)
     forward_train (layer);
   else
@@ -535,6 +575,9 @@ lmdb_input_finalize (ShoalLayer *layer)
 
   if (p == NULL)
     return;
+  shoal_free_aligned (p->fed);
+  shoal_free_aligned (p->fed_lab);
+  p->fed = p->fed_lab = NULL;
   if (p->thread != NULL)
     {
       stop_prefetch (p);
@@ -567,7 +610,7 @@ const ShoalLayerOps shoal_layer_lmdb_input_ops = {
   .type = "lmdb_input",
   .summary = "batches of Records from LMDB datasets (shoal import), sharded, shuffled, prefetched",
   .flags = SHOAL_LAYER_INPUT | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH, .rows_key = "batch_size" },
   .min_srcs = 0,
   .max_srcs = 0,
   .options = lmdb_input_options,
@@ -576,7 +619,7 @@ const ShoalLayerOps shoal_layer_lmdb_input_ops = {
   .forward = lmdb_input_forward,
   .finalize = lmdb_input_finalize,
   .num_records = lmdb_input_num_records,
+  .feed = lmdb_input_feed,
   .save_state = lmdb_input_save_state,
   .load_state = lmdb_input_load_state,
-  .gpu = SHOAL_LAYER_GPU (lmdb_input),
 };

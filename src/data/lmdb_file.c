@@ -3,7 +3,7 @@
  * through the map) and reports a write that came back short, the usual
  * face of a full disk, as EIO.  Both checks live here so the dataset
  * reader, the dataset writer and the checkpoint store word them alike. */
-#include "core/lmdb_file.h"
+#include "data/lmdb_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* Checkpoint blobs in LMDB.  Keys: "<name>@<step, 20 digits>" for blobs,
  * "<name>" for the list of kept steps (two gint64, newest first, -1 when
  * absent).  One write transaction per save keeps it atomic. */
-#include "core/checkpoint.h"
+#include "data/checkpoint.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/lmdb_file.h"
+#include "data/lmdb_file.h"
 #include "core/tensor.h"
 
 /* Grown before saves that need it; a huge first map would only cost

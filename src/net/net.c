@@ -1,35 +1,18 @@
 /* Building a net from a conf: graph checks, topological order, split
- * insertion for fan-out, set-up and memory.  The partitioner builds on
- * the same pieces to make the sub-nets of a worker group.
+ * insertion for fan-out, set-up and memory; and running it on the CPU.
+ * The partitioner builds on the same pieces to make the sub-nets of a
+ * worker group.
  *
  * A net on a GPU runs the same graph through the layers' GPU paths; what
  * only it needs (param traffic between the host store and the device,
- * overlapped with compute through events) is in the "GPU nets" part. */
-#include "partition/net.h"
+ * overlapped with compute through events) is net_gpu.c. */
+#include "net/net_priv.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "layers/split.h"
-
-struct _ShoalNet {
-  ShoalConf *conf;                /* borrowed */
-  ShoalLayerContext ctx;
-  GPtrArray *layers;              /* ShoalLayer *, topological order, owned */
-  ShoalParamStore *store;         /* owned */
-  ShoalLayer *input;
-
-  /* GPU nets (ctx.gpu != NULL), per layer index; NULL for layers without params */
-  gboolean upload_every_forward;  /* forward uploads every param's values first */
-  ShoalEvent **uploaded;          /* copy stream: the layer's param values are on the device */
-  ShoalEvent **computed;          /* compute stream: the layer's backward is done */
-  ShoalEvent **downloaded;        /* copy stream: its gradients are in staging */
-  ShoalEvent *manual_upload;      /* the last shoal_net_upload_params */
-  gboolean manual_pending;
-  float *staging;                 /* pinned host, store->total floats: device gradients land here */
-  GError *device_error;           /* the first device error */
-};
 
 #define LAYER_GROUP_PREFIX "layer "
 
@@ -51,8 +34,8 @@ layer_new (ShoalNet *net, const char *name, const ShoalLayerOps *ops, const char
 static void
 layer_free (ShoalLayer *layer)
 {
-  if (layer->ctx->gpu != NULL && layer->ops->gpu != NULL && layer->ops->gpu->finalize != NULL)
-    layer->ops->gpu->finalize (layer);
+  if (layer->gpu != NULL && layer->gpu->finalize != NULL)
+    layer->gpu->finalize (layer);
   if (layer->ops->finalize != NULL)
     layer->ops->finalize (layer);
   shoal_tensor_clear (&layer->out);
@@ -385,14 +368,6 @@ insert_splits (ShoalNet *net, GPtrArray *layers)
     }
 }
 
-/* A loss's or metric's 1-element out stays on the host on a GPU net:
- * the net and the workers read it after every forward. */
-static gboolean
-keeps_host_out (const ShoalLayer *layer)
-{
-  return (layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)) != 0;
-}
-
 /* A layer's output (or its gradient) on the CPU: its size comes from the
  * conf, so running out of memory is an error naming the layer. */
 static gboolean
@@ -435,63 +410,6 @@ allocate_params (ShoalNet *net, GError **error)
     }
   g_propagate_error (error, local);
   return FALSE;
-}
-
-/* The GPU part of a layer's set-up, after ops->setup: out and grad in
- * device memory, then the layer's own GPU set-up, then a check that
- * nothing the next layers read was left on the host. */
-static gboolean
-setup_layer_gpu (ShoalNet *net, ShoalLayer *layer, GError **error)
-{
-  const ShoalLayerGpuOps *gpu = layer->ops->gpu;
-  ShoalDevice dev = net->ctx.device;
-  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
-  char *where = shoal_device_to_string (dev);
-  gboolean ok = TRUE;
-
-  if (gpu == NULL || gpu->forward == NULL || (layer->ops->backward != NULL && gpu->backward == NULL))
-    {
-      shoal_layer_error (layer, error, "type",
-                         "layer '%s' (type %s) has no GPU path, and this net runs on %s "
-                         "(a GPU worker never falls back to the CPU): run this worker on the CPU "
-                         "or use layers that have one (`shoal layers`)",
-                         layer->name, layer->ops->type, where);
-      ok = FALSE;
-    }
-  if (ok)
-    {
-      GError *local = NULL;
-      if (layer->out.data == NULL)
-        ok = shoal_tensor_alloc_on (&layer->out, &layer->out.shape,
-                                    keeps_host_out (layer) ? cpu : dev, &local);
-      if (ok && layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
-        ok = shoal_tensor_alloc_on (&layer->grad, &layer->out.shape, dev, &local);
-      if (!ok)
-        {
-          shoal_layer_error (layer, error, NULL, "layer '%s': %s", layer->name, local->message);
-          g_error_free (local);
-        }
-    }
-  if (ok && gpu->setup != NULL)
-    {
-      GError *local = NULL;
-      ok = gpu->setup (layer, &local);
-      if (!ok && local == NULL)
-        shoal_layer_error (layer, &local, NULL, "GPU set-up of layer '%s' on %s failed", layer->name,
-                           where);
-      if (!ok)
-        g_propagate_error (error, local);
-    }
-  gboolean out_on_host = !keeps_host_out (layer) && layer->out.device.kind != dev.kind;
-  gboolean labels_on_host = layer->label.data != NULL && layer->label.device.kind != dev.kind;
-  if (ok && (out_on_host || labels_on_host))
-    {
-      shoal_layer_error (layer, error, NULL, "GPU set-up of layer '%s' (%s) left its %s on the host",
-                         layer->name, layer->ops->type, out_on_host ? "output" : "labels");
-      ok = FALSE;
-    }
-  g_free (where);
-  return ok;
 }
 
 /* Every dim positive and the count within an int: layers index rows and
@@ -554,7 +472,7 @@ setup_layers (ShoalNet *net, GError **error)
         layer->needs_grad |= layer->srcs[s]->needs_grad;
       if (net->ctx.gpu != NULL)
         {
-          if (!setup_layer_gpu (net, layer, error))
+          if (!shoal_net_gpu_setup_layer (net, layer, error))
             return FALSE;
           continue;
         }
@@ -599,10 +517,6 @@ setup_layers (ShoalNet *net, GError **error)
     }
   return TRUE;
 }
-
-static double forward_gpu (ShoalNet *net, ShoalPhase phase);
-static void backward_gpu (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
-static gboolean prepare_gpu (ShoalNet *net, GError **error);
 
 ShoalNet *
 shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
@@ -652,7 +566,7 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
       shoal_net_free (net);
       return NULL;
     }
-  if (net->ctx.gpu != NULL && !prepare_gpu (net, error))
+  if (net->ctx.gpu != NULL && !shoal_net_gpu_prepare (net, error))
     {
       shoal_net_free (net);
       return NULL;
@@ -661,8 +575,8 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
 }
 
 /* Out's rows (and grad's) follow the first source's, unless the layer sets them. */
-static void
-follow_rows (ShoalLayer *layer)
+void
+shoal_net_follow_rows (ShoalLayer *layer)
 {
   if (!(layer->ops->flags & SHOAL_LAYER_OWN_ROWS) && layer->nsrcs > 0)
     {
@@ -677,12 +591,12 @@ double
 shoal_net_forward (ShoalNet *net, ShoalPhase phase)
 {
   if (net->ctx.gpu != NULL)
-    return forward_gpu (net, phase);
+    return shoal_net_gpu_forward (net, phase);
   double loss = 0;
   for (guint i = 0; i < net->layers->len; i++)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      follow_rows (layer);
+      shoal_net_follow_rows (layer);
       layer->ops->forward (layer, phase);
       if (layer->ops->flags & SHOAL_LAYER_LOSS)
         loss += layer->loss_weight * layer->out.data[0];
@@ -695,7 +609,7 @@ shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer u
 {
   if (net->ctx.gpu != NULL)
     {
-      backward_gpu (net, ready, user_data);
+      shoal_net_gpu_backward (net, ready, user_data);
       return;
     }
   for (guint i = net->layers->len; i-- > 0;)
@@ -865,208 +779,109 @@ shoal_net_log_summary (ShoalNet *net)
   g_message ("  %zu parameters (%.1f MiB)", total, total * 4.0 / (1 << 20));
 }
 
-/* ---- GPU nets -------------------------------------------------------------
- * The layers run on the context's compute stream.  Param values go up and
- * gradients come down on its copy stream, ordered by events, so that a
- * layer waits only for its own params in forward and a layer's gradient
- * travels while the layers below compute in backward.  Every entry point
- * returns with both streams idle, so the host buffers are the caller's
- * again (param clients write values and read grads between steps). */
+/* ---- what applications drive themselves ------------------------------------ */
 
-/* Keeps the first device error and reports it once. */
-static void
-device_failed (ShoalNet *net, GError *error)
+gboolean
+shoal_net_feed (ShoalNet *net, const char *name, const float *data, int rows, const float *labels,
+                GError **error)
 {
-  if (net->device_error == NULL)
+  ShoalLayer *layer = shoal_net_find (net, name);
+  if (layer == NULL || !(layer->ops->flags & SHOAL_LAYER_INPUT))
     {
-      char *where = shoal_device_to_string (net->ctx.device);
-      g_critical ("net on %s: %s", where, error->message);
-      g_free (where);
-      net->device_error = error;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: %s '%s'", shoal_conf_origin (net->conf),
+                   layer == NULL ? "the net has no layer" : "feed: not an input layer:", name);
+      return FALSE;
     }
-  else
-    g_error_free (error);
-}
-
-static gboolean
-prepare_gpu (ShoalNet *net, GError **error)
-{
-  ShoalDevice dev = net->ctx.device;
-  guint n = net->layers->len;
-
-  if (!shoal_param_store_allocate_device (net->store, dev, error))
-    return FALSE;
-  net->staging = shoal_device_host_alloc (dev, MAX (net->store->total, (size_t) 1) * sizeof (float),
-                                          error);
-  if (net->staging == NULL)
-    return FALSE;
-  net->uploaded = g_new0 (ShoalEvent *, n);
-  net->computed = g_new0 (ShoalEvent *, n);
-  net->downloaded = g_new0 (ShoalEvent *, n);
-  net->manual_upload = shoal_event_new (dev, error);
-  if (net->manual_upload == NULL)
-    return FALSE;
-  for (guint i = 0; i < n; i++)
+  if (layer->ops->feed == NULL)
     {
-      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      if (layer->nparams == 0)
-        continue;
-      if ((net->uploaded[i] = shoal_event_new (dev, error)) == NULL
-          || (net->computed[i] = shoal_event_new (dev, error)) == NULL
-          || (net->downloaded[i] = shoal_event_new (dev, error)) == NULL)
-        return FALSE;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "layer '%s' (type %s) takes no rows from the program", name, layer->ops->type);
+      return FALSE;
     }
-  return shoal_device_context_ready (net->ctx.gpu, error);
-}
-
-/* Every layer's param values, host -> device, in layer order. */
-static void
-upload_all (ShoalNet *net)
-{
-  ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
-  for (guint i = 0; i < net->layers->len; i++)
+  int batch = (int) (layer->out.capacity / MAX (shoal_shape_row_size (&layer->out.shape), 1));
+  if (rows < 1 || rows > batch)
     {
-      size_t b, e;
-      if (net->uploaded[i] == NULL || !shoal_layer_param_range (g_ptr_array_index (net->layers, i), &b, &e))
-        continue;
-      shoal_stream_copy (copy, net->store->dev_values + b, net->store->values + b, (e - b) * sizeof (float));
-      shoal_event_record (net->uploaded[i], copy);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_SHAPE,
+                   "layer '%s' takes 1 to %d rows at a time, got %d", name, batch, rows);
+      return FALSE;
     }
-}
-
-static double
-forward_gpu (ShoalNet *net, ShoalPhase phase)
-{
-  ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
-  double loss = 0;
-
-  shoal_device_activate (net->ctx.device);
-  if (net->upload_every_forward)
-    upload_all (net);
-  if (net->manual_pending)
-    {
-      shoal_stream_wait (compute, net->manual_upload);
-      net->manual_pending = FALSE;
-    }
-  for (guint i = 0; i < net->layers->len; i++)
-    {
-      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      follow_rows (layer);
-      if (net->upload_every_forward && net->uploaded[i] != NULL)
-        shoal_stream_wait (compute, net->uploaded[i]);
-      layer->ops->gpu->forward (layer, phase);
-    }
-  GError *error = NULL;
-  if (!shoal_device_context_sync (net->ctx.gpu, &error))
-    {
-      device_failed (net, error);
-      return NAN;
-    }
-  for (guint i = 0; i < net->layers->len; i++)
-    {
-      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      if (layer->ops->flags & SHOAL_LAYER_LOSS)
-        loss += layer->loss_weight * layer->out.data[0];
-    }
-  return loss;
-}
-
-/* Adds the downloaded gradients of the pending layers into the host
- * grads, oldest first, and hands each layer to `ready`; without `block`
- * only while their copies are done. */
-static void
-deliver (ShoalNet *net, GQueue *pending, gboolean block, ShoalParamsReadyFunc ready,
-         gpointer user_data)
-{
-  while (!g_queue_is_empty (pending))
-    {
-      guint i = GPOINTER_TO_UINT (g_queue_peek_head (pending)) - 1;
-      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      GError *error = NULL;
-      if (!block && !shoal_event_done (net->downloaded[i]))
-        return;
-      g_queue_pop_head (pending);
-      if (!shoal_event_sync (net->downloaded[i], &error))
-        device_failed (net, error);
-      else
-        {
-          size_t b, e;
-          shoal_layer_param_range (layer, &b, &e);
-          float *restrict g = net->store->grads + b;
-          const float *restrict d = net->staging + b;
-          for (size_t j = 0; j < e - b; j++)
-            g[j] += d[j];
-        }
-      if (ready != NULL)
-        ready (layer, user_data);
-    }
-}
-
-static void
-backward_gpu (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
-{
-  ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
-  ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
-  float *dev_grads = net->store->dev_grads;
-  GQueue pending = G_QUEUE_INIT;
-
-  shoal_device_activate (net->ctx.device);
-  for (guint i = net->layers->len; i-- > 0;)
-    {
-      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-      size_t b, e;
-      if (!layer->needs_grad || layer->ops->backward == NULL)
-        continue;
-      layer->ops->gpu->backward (layer);
-      if (shoal_layer_param_range (layer, &b, &e))
-        {
-          size_t bytes = (e - b) * sizeof (float);
-          shoal_event_record (net->computed[i], compute);
-          shoal_stream_wait (copy, net->computed[i]);
-          shoal_stream_copy (copy, net->staging + b, dev_grads + b, bytes);
-          shoal_stream_zero (copy, dev_grads + b, bytes);
-          shoal_event_record (net->downloaded[i], copy);
-          g_queue_push_tail (&pending, GUINT_TO_POINTER (i + 1));
-        }
-      deliver (net, &pending, FALSE, ready, user_data);
-    }
-  deliver (net, &pending, TRUE, ready, user_data);
-  GError *error = NULL;
-  if (!shoal_device_context_sync (net->ctx.gpu, &error))
-    device_failed (net, error);
-}
-
-ShoalDevice
-shoal_net_device (ShoalNet *net)
-{
-  return net->ctx.device;
-}
-
-void
-shoal_net_set_param_upload (ShoalNet *net, gboolean every_forward)
-{
-  net->upload_every_forward = every_forward && net->ctx.gpu != NULL;
-}
-
-void
-shoal_net_upload_params (ShoalNet *net, size_t begin, size_t end)
-{
-  if (net->ctx.gpu == NULL || end <= begin)
-    return;
-  g_return_if_fail (end <= net->store->total);
-  ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
-  shoal_device_activate (net->ctx.device);
-  shoal_stream_copy (copy, net->store->dev_values + begin, net->store->values + begin,
-                     (end - begin) * sizeof (float));
-  shoal_event_record (net->manual_upload, copy);
-  net->manual_pending = TRUE;
+  return layer->ops->feed (layer, data, rows, labels, error);
 }
 
 gboolean
-shoal_net_device_error (ShoalNet *net, GError **error)
+shoal_net_backward_from (ShoalNet *net, const char *name, const float *grad, GError **error)
 {
-  if (net->device_error == NULL)
-    return TRUE;
-  g_propagate_error (error, g_error_copy (net->device_error));
-  return FALSE;
+  ShoalLayer *layer = shoal_net_find (net, name);
+  const char *why = layer == NULL ? "the net has no layer" : NULL;
+  for (guint i = 0; why == NULL && i < net->layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      for (int s = 0; s < l->nsrcs; s++)
+        if (l->srcs[s] == layer)
+          why = "other layers read the output of";
+    }
+  if (why == NULL && (!layer->needs_grad || layer->grad.data == NULL))
+    why = "nothing learns at or below";
+  if (why != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "backward from '%s': %s '%s'", name, why, name);
+      return FALSE;
+    }
+  if (net->ctx.gpu != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "backward from '%s': not on a GPU net (use a loss layer there)", name);
+      return FALSE;
+    }
+  /* Only this gradient flows: every other d loss / d out starts at zero
+   * (splits sum all their branches) and the loss layers do not run. */
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      if (l->grad.data != NULL && l != layer)
+        shoal_tensor_fill (&l->grad, 0.0f);
+    }
+  memcpy (layer->grad.data, grad, shoal_tensor_count (&layer->out) * sizeof (float));
+  for (guint i = net->layers->len; i-- > 0;)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      if (l->needs_grad && l->ops->backward != NULL && !(l->ops->flags & SHOAL_LAYER_LOSS))
+        l->ops->backward (l);
+    }
+  return TRUE;
+}
+
+gboolean
+shoal_net_save_params (ShoalNet *net, const char *path, GError **error)
+{
+  GBytes *bytes = shoal_param_store_to_bytes (net->store);
+  gsize len = 0;
+  const char *data = g_bytes_get_data (bytes, &len);
+  GError *local = NULL;
+  gboolean ok = g_file_set_contents (path, data, (gssize) len, &local);
+  g_bytes_unref (bytes);
+  if (!ok)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+    }
+  return ok;
+}
+
+gboolean
+shoal_net_load_params (ShoalNet *net, const char *path, ShoalParamsMatch match, GError **error)
+{
+  char *data = NULL;
+  gsize len = 0;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &data, &len, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  GBytes *bytes = g_bytes_new_take (data, len);
+  gboolean ok = shoal_param_store_load_bytes (net->store, bytes, path, match, NULL, error);
+  g_bytes_unref (bytes);
+  return ok;
 }
