@@ -20,7 +20,10 @@
 /* 2^46 floats, 256 TiB: more than a 47-bit user address space holds */
 static const ShoalShape huge_shape = { 3, { 65536, 65536, 16384 } };
 
-/* Caps this process's address space at what it maps now plus `extra`. */
+static struct rlimit saved_limit;
+
+/* Caps this process's address space (the soft limit) at what it maps now
+ * plus `extra`; uncap_address_space undoes it. */
 static void
 cap_address_space (guint64 extra)
 {
@@ -30,8 +33,19 @@ cap_address_space (guint64 extra)
   g_assert_nonnull (line);
   guint64 kb = g_ascii_strtoull (line + strlen ("VmSize:"), NULL, 10);
   g_free (status);
-  struct rlimit r = { .rlim_cur = kb * 1024 + extra, .rlim_max = kb * 1024 + extra };
+  g_assert_cmpint (getrlimit (RLIMIT_AS, &saved_limit), ==, 0);
+  struct rlimit r = saved_limit;
+  r.rlim_cur = kb * 1024 + extra;
   g_assert_cmpint (setrlimit (RLIMIT_AS, &r), ==, 0);
+}
+
+/* Before the subprocess ends: OpenBLAS's thread, if it started under the
+ * cap, retries its buffer's allocation for ever, and its library
+ * destructor waits for that thread. */
+static void
+uncap_address_space (void)
+{
+  g_assert_cmpint (setrlimit (RLIMIT_AS, &saved_limit), ==, 0);
 }
 
 static void
@@ -115,6 +129,7 @@ test_param_store_grads (void)
       g_error_free (error);
       g_assert_false (store->allocated);
       shoal_param_store_free (store);
+      uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
@@ -143,6 +158,7 @@ test_server (void)
                        "out of memory allocating 268435584 bytes (256.0 MiB)");
       g_error_free (error);
       shoal_param_store_free (layout);
+      uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
@@ -166,6 +182,7 @@ test_param_client (void)
                        "out of memory allocating 134217792 bytes (128.0 MiB)");
       g_error_free (error);
       shoal_param_store_free (store);
+      uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
@@ -205,6 +222,7 @@ test_net (void)
                         "[layer loss]\ntype = softmax_loss\nsrc = fc, in\n",
                         "huge.conf:5: [layer fc] output 256x4000000: out of memory allocating "
                         "4096000000 bytes (3.8 GiB)");
+      uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);

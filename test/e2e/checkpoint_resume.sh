@@ -35,9 +35,11 @@ echo "stopped at 55:       $early"
 #    (a stop request cuts the wait short; the math is the same), so the run
 #    cannot end before the signal: it comes once step 10 is in the
 #    metrics, and the run must stop with a checkpoint (exit 130).  timeout
-#    passes the SIGINT on (-s INT) and bounds the run.
+#    bounds the run and passes the SIGINT on once: --foreground, because
+#    without it timeout also signals its process group, a second SIGINT,
+#    which ends a run at once (seen on the ASan build).
 SHOAL_INJECT_STEP_DELAY=0:600000@40 \
-  timeout -s INT -k 10 240 "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o job.train_steps=80 \
+  timeout --foreground -s INT -k 10 240 "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o job.train_steps=80 \
   -o job.checkpoint_freq=0 --workspace "$dir/sig" >"$dir/sig.out" 2>&1 &
 pid=$!
 trained=0
