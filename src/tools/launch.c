@@ -373,6 +373,10 @@ again:;
   g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
   g_free (start_us);
   pid_t parent = getpid ();
+  /* a rank ignores a second stop signal from its launcher (tools/run.c) */
+  char *launcher = g_strdup_printf ("%d", (int) parent);
+  g_setenv ("SHOAL_LAUNCHER_PID", launcher, TRUE);
+  g_free (launcher);
   int started = 0;
   /* every rank runs here: their worker threads share this machine's cores */
   int all_workers = 0;
