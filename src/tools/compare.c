@@ -407,7 +407,7 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
           r + 1, plan->repeats, run->seed, run->train_steps,
           plan->budget.kind == BUDGET_SECONDS ? " at most" : "", run->workspace);
   fflush (stdout);
-  if (layout->nprocs > 1)
+  if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
     run->status = shoal_launch (job, layout, run->workspace, plan->quiet, 60, FALSE, 0);
   else
     {
