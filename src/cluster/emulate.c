@@ -277,8 +277,8 @@ parse_worker (ShoalConf *conf, const ShoalClusterConf *c, const char *item, int 
       if (ok && n >= total)
         {
           shoal_conf_error (conf, error, G, "slow_workers",
-                            "worker %s does not exist: the layout has %d workers (%d groups of %d), 0 .. %d",
-                            item, total, c->nworker_groups, k, total - 1);
+                            "worker %s does not exist: the layout has %d workers (%d group%s of %d), 0 .. %d",
+                            item, total, c->nworker_groups, c->nworker_groups == 1 ? "" : "s", k, total - 1);
           return FALSE;
         }
       g = n / k;
@@ -458,6 +458,23 @@ check_fault_layout (ShoalConf *conf, const ShoalClusterConf *c, int group, GErro
   return ok;
 }
 
+/* bandwidth_mbit, absent (0: no limit) or above 0. */
+static gboolean
+read_bandwidth (ShoalConf *conf, double *mbit, GError **error)
+{
+  *mbit = 0;
+  if (!g_key_file_has_key (shoal_conf_keyfile (conf), G, "bandwidth_mbit", NULL))
+    return TRUE;
+  *mbit = shoal_conf_get_float (conf, G, shoal_emulate_options, "bandwidth_mbit");
+  if (*mbit > 0 && *mbit <= 1e7)
+    return TRUE;
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  shoal_conf_error (conf, error, G, "bandwidth_mbit",
+                    "%s is not a bandwidth: give Mbit/s above 0 and at most 1e7 (leave the key out for no limit)",
+                    g_ascii_formatd (buf, sizeof buf, "%g", *mbit));
+  return FALSE;
+}
+
 gboolean
 shoal_emulate_conf_read (ShoalConf *conf, const ShoalClusterConf *c, ShoalEmulateConf *e, GError **error)
 {
@@ -477,18 +494,8 @@ shoal_emulate_conf_read (ShoalConf *conf, const ShoalClusterConf *c, ShoalEmulat
       shoal_conf_error (conf, error, G, "step_ms", "only the virtual clock uses it (clock = virtual)");
       return FALSE;
     }
-  if (g_key_file_has_key (kf, G, "bandwidth_mbit", NULL))
-    {
-      e->bandwidth_mbit = shoal_conf_get_float (conf, G, shoal_emulate_options, "bandwidth_mbit");
-      if (!(e->bandwidth_mbit > 0) || e->bandwidth_mbit > 1e7)
-        {
-          char buf[G_ASCII_DTOSTR_BUF_SIZE];
-          shoal_conf_error (conf, error, G, "bandwidth_mbit",
-                            "%s is not a bandwidth: give Mbit/s above 0 and at most 1e7 (leave the key out for "
-                            "no limit)", g_ascii_formatd (buf, sizeof buf, "%g", e->bandwidth_mbit));
-          return FALSE;
-        }
-    }
+  if (!read_bandwidth (conf, &e->bandwidth_mbit, error))
+    return FALSE;
   if (!read_slow (conf, c, e, error))
     {
       shoal_emulate_conf_clear (e);
@@ -524,6 +531,67 @@ shoal_emulate_conf_read (ShoalConf *conf, const ShoalClusterConf *c, ShoalEmulat
   if (!ok)
     shoal_emulate_conf_clear (e);
   return ok;
+}
+
+char **
+shoal_emulate_file_overrides (const char *path, GError **error)
+{
+  ShoalConf *conf = shoal_conf_load_file (path, error);
+  if (conf == NULL)
+    return NULL;
+  GKeyFile *kf = shoal_conf_keyfile (conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && groups[i] != NULL; i++)
+    if (strcmp (groups[i], G) != 0)
+      {
+        shoal_conf_error (conf, error, groups[i], NULL, "an emulation file holds only an [emulate] section");
+        ok = FALSE;
+      }
+  g_strfreev (groups);
+  if (ok && !g_key_file_has_group (kf, G))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no [emulate] section", path);
+      ok = FALSE;
+    }
+  const ShoalOption *const tables[] = { shoal_emulate_options, NULL };
+  double mbit = 0;
+  ok = ok && shoal_conf_check_group (conf, G, tables, NULL, NULL, error) && read_bandwidth (conf, &mbit, error);
+  if (ok && g_key_file_has_key (kf, G, "slow_delay", NULL))
+    {
+      /* the distribution alone, so its errors name this file's line */
+      char *text = shoal_conf_get_string (conf, G, shoal_emulate_options, "slow_delay");
+      ShoalDelay d;
+      GError *local = NULL;
+      if (!shoal_delay_parse (text, &d, &local))
+        {
+          shoal_conf_error (conf, error, G, "slow_delay", "%s", local->message);
+          g_error_free (local);
+          ok = FALSE;
+        }
+      g_free (text);
+    }
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
+  if (ok)
+    {
+      gsize n = 0;
+      char **keys = g_key_file_get_keys (kf, G, &n, NULL);
+      for (gsize i = 0; i < n; i++)
+        {
+          char *value = g_key_file_get_value (kf, G, keys[i], NULL);
+          g_ptr_array_add (out, g_strdup_printf ("emulate.%s=%s", keys[i], g_strstrip (value)));
+          g_free (value);
+        }
+      g_strfreev (keys);
+    }
+  shoal_conf_free (conf);
+  if (!ok)
+    {
+      g_ptr_array_free (out, TRUE);
+      return NULL;
+    }
+  g_ptr_array_add (out, NULL);
+  return (char **) g_ptr_array_free (out, FALSE);
 }
 
 void

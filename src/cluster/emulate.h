@@ -98,6 +98,12 @@ void shoal_emulate_conf_copy (ShoalEmulateConf *dst, const ShoalEmulateConf *src
 /* Whether anything is emulated at all. */
 gboolean shoal_emulate_active (const ShoalEmulateConf *emu);
 
+/* An emulation file (`shoal compare --emulate FILE`): a conf holding only
+ * an [emulate] section, its keys checked against the table (errors name
+ * its lines), as overrides "emulate.KEY=VALUE" (g_strfreev), or NULL with
+ * error.  What depends on the layout is checked when a job loads them. */
+char **shoal_emulate_file_overrides (const char *path, GError **error);
+
 /* "exponential(20)" and the like; FALSE with a message (no conf place). */
 gboolean shoal_delay_parse (const char *text, ShoalDelay *delay, GError **error);
 /* One draw in ms (>= 0). */

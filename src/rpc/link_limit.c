@@ -7,9 +7,10 @@
 #include <math.h>
 
 /* At least this many bytes per piece, so a fast link is not paced in
- * tiny sends; at most 5 ms of traffic otherwise. */
+ * tiny sends; otherwise 20 ms of traffic, so a sender descheduled for
+ * less than that loses no rate. */
 #define MIN_BURST 16384.0
-#define BURST_SECONDS 0.005
+#define BURST_SECONDS 0.02
 
 static GMutex default_lock;
 static ShoalLinkLimit default_limit;
