@@ -30,7 +30,7 @@
 /* The schemes of conf/ in the order a report lists them; other confs in
  * the directory follow in name order. */
 static const char *const known_schemes[] = {
-  "sandblaster", "allreduce", "downpour", "hogwild", "ssp", "backup", "stale-lr", "downpour-dean", NULL
+  "sandblaster", "allreduce", "downpour", "hogwild", "ssp", "backup", "stale-lr", "downpour-dean", "elastic", NULL
 };
 
 typedef enum { BUDGET_CONF, BUDGET_SAMPLES, BUDGET_SECONDS } BudgetKind;
