@@ -963,12 +963,14 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
       else
         g_string_append (md, "failed | - | - | - | - | - | - |\n");
     }
-  g_string_append (md, "\nfinal accuracy: group 0's last test pass, mean ± sd over the runs. time and samples to "
+  g_string_append_printf (md, "\nfinal accuracy: group 0's last test pass, mean ± sd over the runs. time and samples to "
                        "target: group 0's first test pass at or above the target (mean over the runs that got "
-                       "there). bytes: everything every process sent over the network, headers included. "
+                       "there). bytes: %s. "
                        "staleness: over every update with a known base version, all servers together. waiting: "
                        "the workers' time blocked on the servers (summed over worker units), computing: their "
-                       "forward and backward time.\n\n");
+                       "forward and backward time.\n\n",
+                          virt ? "the payloads of the emulated messages between the layout's processes"
+                               : "everything every process sent over the network, headers included");
   for (guint i = 0; i < pngs->len; i++)
     {
       const char *png = g_ptr_array_index (pngs, i);
