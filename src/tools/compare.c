@@ -902,8 +902,12 @@ paragraph_throughput (GString *md, GPtrArray *schemes)
                               wait_share (top));
       if (r->len > 1)
         g_string_append_printf (md, ", %s's %.0f %%", low->name, wait_share (low));
-      g_string_append (md, ": waiting for values is where a synchronous step loses to an asynchronous one, and "
-                           "shared cores are where every extra process loses.");
+      if (virtual_runs (schemes))
+        g_string_append (md, ": waiting for values is where a synchronous step loses to an asynchronous one; "
+                             "on the virtual clock every worker has a machine of its own, so nothing else does.");
+      else
+        g_string_append (md, ": waiting for values is where a synchronous step loses to an asynchronous one, and "
+                             "shared cores are where every extra process loses.");
     }
   else
     g_string_append (md, "No run finished.");
