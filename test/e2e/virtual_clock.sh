@@ -59,6 +59,8 @@ assert max(r["accuracy"] for r in test if r["group"] == 0) > 0.6, test
 assert max(r["bytes_sent"] for r in proc) > 0, proc
 print("virtual run: group ends at %.3f and %.3f virtual s" % (end[0], end[1]))
 PY
+"$BUILD/shoal" plot "$dir/a" "$dir/c" --out "$dir/plot.png" >/dev/null 2>&1 || fail "shoal plot of virtual runs"
+grep -q 'set xlabel "virtual time (s)"' "$dir/plot.png.gp" || fail "shoal plot's axis is not virtual time"
 echo "1. repeatable: ok"
 
 # 2. eight groups of one worker on this machine's cores
