@@ -1100,14 +1100,18 @@ test_input_errors (void)
   g_assert_nonnull (strstr (error->message, fx.test));
   g_clear_error (&error);
 
-  /* a test set whose records have another shape: set-up names the key */
+  /* a test set whose records hold another count of values: set-up names
+   * the key (another shape of the same count reads as the training shape:
+   * a CSV of pixels for an image model) */
   ShoalDatasetWriter *w = shoal_dataset_writer_new (fx.test, &error);
   guint8 px[12] = { 0 };
   ShoalRecordView rec = { .shape = shoal_shape_make (3, 1, H, W), .pixels = px };
   for (int i = 0; i < 5; i++)
     {
-      if (i == 3)
+      if (i == 2)
         rec.shape = shoal_shape_make (3, 1, W, H);
+      if (i == 3)
+        rec.shape = shoal_shape_make (3, 1, 2, 2);
       g_assert_true (shoal_dataset_writer_put_record (w, &rec, &error));
     }
   g_assert_true (shoal_dataset_writer_finish (w, &error));
@@ -1115,7 +1119,7 @@ test_input_errors (void)
   net = input_net (&fx, "batch_size = 4", 0, 1, 0, &error);
   g_assert_null (net);
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
-  if (strstr (error->message, "key 0000000003: record is 1x3x2 pixels, the first record is 1x2x3 pixels") == NULL)
+  if (strstr (error->message, "key 0000000003: record is 1x2x2 pixels, the first record is 1x2x3 pixels") == NULL)
     g_error ("unexpected: %s", error->message);
   g_clear_error (&error);
 

@@ -187,8 +187,13 @@ load_plugins (ShoalJob *job, const char *const *extra, GError **error)
         }
     }
   if (ok && all->len > 0)
-    g_key_file_set_string_list (shoal_conf_keyfile (job->conf), "job", "plugins",
-                                (const char *const *) all->pdata, all->len);
+    {
+      /* the conf's list syntax ("a, b"), not GKeyFile's ("a;b;") */
+      g_ptr_array_add (all, NULL);
+      char *joined = g_strjoinv (", ", (char **) all->pdata);
+      g_key_file_set_string (shoal_conf_keyfile (job->conf), "job", "plugins", joined);
+      g_free (joined);
+    }
   g_ptr_array_free (all, TRUE);
   return ok;
 }

@@ -37,9 +37,17 @@ echo "make CUDA=1 BUILD=build-cuda build-only: ok in $(( $(date +%s) - start )) 
 scripts/check-layers.sh build-cuda
 
 # the CUDA libraries are linked, not merely declared
+# (ldd's output kept first: under pipefail, `ldd | grep -q` fails when grep
+# stops reading before ldd has written everything)
+deps=$(ldd build-cuda/test/test_gpu)
 for lib in libcudart libcublas libcudnn; do
-  ldd build-cuda/test/test_gpu | grep -q "$lib" || { echo "test_gpu does not link $lib"; exit 1; }
+  grep -q "$lib" <<<"$deps" || { echo "test_gpu does not link $lib"; exit 1; }
 done
+# the shared library carries the GPU backend too (shoal and plugins use it)
+dynamic=$(readelf -d build-cuda/libshoal.so)
+grep -q 'NEEDED.*\[libcudart' <<<"$dynamic" || { echo "libshoal.so does not link libcudart"; exit 1; }
+symbols=$(nm -D --defined-only build-cuda/libshoal.so)
+grep -qw shoal_gpu_register <<<"$symbols" || { echo "libshoal.so has no GPU backend (shoal_gpu_register)"; exit 1; }
 
 log=build-cuda/test_gpu.log
 rc=0
