@@ -290,9 +290,9 @@ static void
 test_unknown_section (void)
 {
   assert_message (job_error ("[job]\ntrain_steps = 5\n\n[jobb]\nname = x\n", NULL),
-                  "x.conf:4: [jobb] unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                  "x.conf:4: [jobb] unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
   assert_message (job_error ("[job]\ntrain_steps = 5\n[layerfc]\ntype = relu\n", NULL),
-                  "x.conf:3: [layerfc] unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                  "x.conf:3: [layerfc] unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
   assert_message (job_error ("[job]\ntrain_steps = 5\ntest_frq = 5\n", NULL),
                   "x.conf:3: [job] test_frq: unknown key (did you mean 'test_freq'?)");
 }

@@ -23,13 +23,14 @@
 #include "tools/commands.h"
 #include "tools/gnuplot.h"
 #include "tools/runlog.h"
+#include "worker/emulator.h"
 #include "worker/job.h"
 #include "worker/runner.h"
 
 /* The schemes of conf/ in the order a report lists them; other confs in
  * the directory follow in name order. */
 static const char *const known_schemes[] = {
-  "sandblaster", "allreduce", "downpour", "hogwild", "ssp", "backup", "stale-lr", "downpour-dean", NULL
+  "sandblaster", "allreduce", "downpour", "hogwild", "ssp", "backup", "stale-lr", "downpour-dean", "elastic", NULL
 };
 
 typedef enum { BUDGET_CONF, BUDGET_SAMPLES, BUDGET_SECONDS } BudgetKind;
@@ -326,6 +327,11 @@ typedef struct {
   int repeats;
   const char *out;
   gboolean quiet;
+  /* [emulate] of every run (the first scheme's job says): its words for
+   * the report, and the virtual clock's step, measured once */
+  char *emulation;
+  gboolean virtual_clock;
+  double step_ms;
 } Plan;
 
 static char **
@@ -407,7 +413,7 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
           r + 1, plan->repeats, run->seed, run->train_steps,
           plan->budget.kind == BUDGET_SECONDS ? " at most" : "", run->workspace);
   fflush (stdout);
-  if (layout->nprocs > 1)
+  if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
     run->status = shoal_launch (job, layout, run->workspace, plan->quiet, 60, FALSE, 0);
   else
     {
@@ -502,6 +508,30 @@ wait_share (const Scheme *s)
 }
 
 /* ---- writing ------------------------------------------------------------ */
+
+/* Whether the runs' times are virtual ([emulate] clock = virtual). */
+static gboolean
+virtual_runs (GPtrArray *schemes)
+{
+  for (guint i = 0; i < schemes->len; i++)
+    {
+      Scheme *s = g_ptr_array_index (schemes, i);
+      for (guint j = 0; j < s->runs->len; j++)
+        {
+          Run *r = g_ptr_array_index (s->runs, j);
+          if (r->log != NULL && r->log->virtual_time)
+            return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static const char *
+clock_name (GPtrArray *schemes)
+{
+  return virtual_runs (schemes) ? "virtual time" : "wall time";
+}
+
 
 static void
 csv_number (GString *c, double v, const char *format, gboolean have)
@@ -652,15 +682,20 @@ figures_script (GPtrArray *schemes, double target, GPtrArray *pngs)
 {
   GString *gp = g_string_new (SHOAL_GNUPLOT_HEADER);
   g_string_append (gp, "set key bottom right inside\n");
-  curves_figure (gp, schemes, "accuracy-time.png", "test accuracy vs wall time", "wall time (s)",
-                 "test accuracy (group 0)", FALSE, 1, target);
+  const char *clock = clock_name (schemes);
+  char *title = g_strdup_printf ("test accuracy vs %s", clock), *xlabel = g_strdup_printf ("%s (s)", clock);
+  curves_figure (gp, schemes, "accuracy-time.png", title, xlabel, "test accuracy (group 0)", FALSE, 1, target);
+  g_free (title);
   g_ptr_array_add (pngs, g_strdup ("accuracy-time.png"));
   curves_figure (gp, schemes, "accuracy-samples.png", "test accuracy vs samples seen",
                  "samples seen (all workers)", "test accuracy (group 0)", FALSE, 2, target);
   g_ptr_array_add (pngs, g_strdup ("accuracy-samples.png"));
   g_string_append (gp, "set key top right inside\n");
-  curves_figure (gp, schemes, "loss-time.png", "train loss vs wall time", "wall time (s)",
-                 "train loss (group 0, mean over disp_freq steps)", TRUE, 1, 0);
+  title = g_strdup_printf ("train loss vs %s", clock);
+  curves_figure (gp, schemes, "loss-time.png", title, xlabel, "train loss (group 0, mean over disp_freq steps)",
+                 TRUE, 1, 0);
+  g_free (title);
+  g_free (xlabel);
   g_ptr_array_add (pngs, g_strdup ("loss-time.png"));
   g_string_append (gp, "set key off\nset style fill solid 0.6 border -1\nset boxwidth 0.8\n"
                        "set yrange [0:*]\nset xtics rotate by -30\n");
@@ -679,8 +714,10 @@ figures_script (GPtrArray *schemes, double target, GPtrArray *pngs)
       g_free (q);
       g_ptr_array_add (pngs, png);
     }
-  g_string_append (gp, "set output 'throughput.png'\nset title \"throughput\"\nset xlabel \"scheme\"\n"
-                       "set ylabel \"samples/s (all workers, test time excluded)\"\nset xtics rotate by -30\n"
+  g_string_append_printf (gp, "set output 'throughput.png'\nset title \"throughput\"\nset xlabel \"scheme\"\n"
+                              "set ylabel \"samples/s%s (all workers, test time excluded)\"\nset xtics rotate by -30\n",
+                          virtual_runs (schemes) ? " of virtual time" : "");
+  g_string_append (gp, 
                        "plot 'data/throughput.dat' using 0:2:($0+1):xtic(1) with boxes lc variable\n");
   g_ptr_array_add (pngs, g_strdup ("throughput.png"));
   return gp;
@@ -690,7 +727,7 @@ static const char *
 budget_words (const Budget *b, double samples, char *buf, gsize len)
 {
   if (b->kind == BUDGET_SECONDS)
-    g_snprintf (buf, len, "%g s of training per run", b->amount);
+    g_snprintf (buf, len, "%g s of training per run (virtual seconds on the virtual clock)", b->amount);
   else
     g_snprintf (buf, len, "%.0f samples per run (all workers together)%s", samples,
                 b->kind == BUDGET_CONF ? ", the job's own length for one group" : "");
@@ -751,17 +788,23 @@ paragraph_time (GString *md, GPtrArray *schemes, double target)
   else
     {
       Scheme *first = g_ptr_array_index (r, 0), *last = g_ptr_array_index (r, r->len - 1);
-      g_string_append_printf (md, "%s reached the target accuracy %.4f first, after %.1f s of wall time "
+      g_string_append_printf (md, "%s reached the target accuracy %.4f first, after %.1f s of %s "
                                   "(mean over %d run%s).", first->name, target, first->time_to_target,
-                              first->reached, first->reached == 1 ? "" : "s");
+                              clock_name (schemes), first->reached, first->reached == 1 ? "" : "s");
       if (r->len > 1)
         g_string_append_printf (md, " %s was the slowest to get there, at %.1f s (%.2fx %s's time).", last->name,
                                 last->time_to_target, last->time_to_target / MAX (first->time_to_target, 1e-9),
                                 first->name);
     }
   not_reached (md, schemes);
-  g_string_append (md, " Wall time here is one machine's: the processes of every scheme share its cores, "
-                       "so a scheme with more processes or threads pays for them in each step.\n\n");
+  if (virtual_runs (schemes))
+    g_string_append (md, " The time is virtual: each worker had a machine of its own, each step cost the "
+                         "same measured compute time times the worker's emulated slowdown, each message "
+                         "its bytes over the emulated link (docs/SCHEMES.md, \"Emulation\"). It is what "
+                         "such a cluster would show under that model, not a measurement.\n\n");
+  else
+    g_string_append (md, " Wall time here is one machine's: the processes of every scheme share its cores, "
+                         "so a scheme with more processes or threads pays for them in each step.\n\n");
   g_ptr_array_free (r, TRUE);
 }
 
@@ -814,8 +857,8 @@ paragraph_loss (GString *md, GPtrArray *schemes)
                                   "mean over its runs)", lo->name, lo->final_loss);
       if (r->len > 1)
         g_string_append_printf (md, " and %s the highest (%.4f)", hi->name, hi->final_loss);
-      g_string_append (md, ". The curves show how fast each scheme brings the loss down in wall time, before "
-                           "the test passes see it.");
+      g_string_append_printf (md, ". The curves show how fast each scheme brings the loss down in %s, before "
+                                  "the test passes see it.", clock_name (schemes));
     }
   g_string_append (md, "\n\n");
   g_ptr_array_free (r, TRUE);
@@ -859,8 +902,12 @@ paragraph_throughput (GString *md, GPtrArray *schemes)
                               wait_share (top));
       if (r->len > 1)
         g_string_append_printf (md, ", %s's %.0f %%", low->name, wait_share (low));
-      g_string_append (md, ": waiting for values is where a synchronous step loses to an asynchronous one, and "
-                           "shared cores are where every extra process loses.");
+      if (virtual_runs (schemes))
+        g_string_append (md, ": waiting for values is where a synchronous step loses to an asynchronous one; "
+                             "on the virtual clock every worker has a machine of its own, so nothing else does.");
+      else
+        g_string_append (md, ": waiting for values is where a synchronous step loses to an asynchronous one, and "
+                             "shared cores are where every extra process loses.");
     }
   else
     g_string_append (md, "No run finished.");
@@ -887,10 +934,17 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
                           target_given ? "--target" : "95 % of the best scheme's mean final accuracy",
                           plan->job_path);
   g_free (date);
-  g_string_append (md, "| scheme | runs ok | time to target (s) | samples to target | final accuracy | samples/s "
-                       "| bytes sent / sample | staleness mean | staleness p95 | waiting / computing (s per run) "
-                       "| late gradients dropped |\n"
-                       "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  if (plan->emulation != NULL)
+    g_string_append_printf (md, "**Emulated** (docs/SCHEMES.md, \"Emulation\"): %s. This is emulation, not "
+                                "measurement: slowed workers sleep or are charged their slowdown, links are "
+                                "paced, and the numbers show what each scheme does under those conditions.\n\n",
+                            plan->emulation);
+  gboolean virt = virtual_runs (schemes);
+  g_string_append_printf (md, "| scheme | runs ok | time to target (%ss) | samples to target | final accuracy | samples/s "
+                              "| bytes sent / sample | staleness mean | staleness p95 | waiting / computing (%ss per "
+                              "run) | late gradients dropped |\n"
+                              "|---|---|---|---|---|---|---|---|---|---|---|\n",
+                          virt ? "virtual " : "", virt ? "virtual " : "");
   for (guint i = 0; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
@@ -913,12 +967,14 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
       else
         g_string_append (md, "failed | - | - | - | - | - | - |\n");
     }
-  g_string_append (md, "\nfinal accuracy: group 0's last test pass, mean ± sd over the runs. time and samples to "
+  g_string_append_printf (md, "\nfinal accuracy: group 0's last test pass, mean ± sd over the runs. time and samples to "
                        "target: group 0's first test pass at or above the target (mean over the runs that got "
-                       "there). bytes: everything every process sent over the network, headers included. "
+                       "there). bytes: %s. "
                        "staleness: over every update with a known base version, all servers together. waiting: "
                        "the workers' time blocked on the servers (summed over worker units), computing: their "
-                       "forward and backward time.\n\n");
+                       "forward and backward time.\n\n",
+                          virt ? "the payloads of the emulated messages between the layout's processes"
+                               : "everything every process sent over the network, headers included");
   for (guint i = 0; i < pngs->len; i++)
     {
       const char *png = g_ptr_array_index (pngs, i);
@@ -948,12 +1004,35 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
   return ok;
 }
 
+/* The [emulate] keys as the runs got them, for the report's header. */
+static char *
+describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
+{
+  GKeyFile *kf = shoal_conf_keyfile (job->conf);
+  GString *d = g_string_new (NULL);
+  gsize n = 0;
+  char **keys = g_key_file_get_keys (kf, "emulate", &n, NULL);
+  for (gsize i = 0; i < n; i++)
+    {
+      if (strcmp (keys[i], "step_ms") == 0)
+        continue;
+      char *v = g_key_file_get_value (kf, "emulate", keys[i], NULL);
+      g_string_append_printf (d, "%s`%s = %s`", d->len > 0 ? ", " : "", keys[i], g_strstrip (v));
+      g_free (v);
+    }
+  g_strfreev (keys);
+  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+    g_string_append_printf (d, "; one step of a group's batch costs a machine %.3f ms%s", step_ms,
+                            measured ? " (measured once on this machine, the same for every run)" : "");
+  return g_string_free (d, FALSE);
+}
+
 /* ---- the command -------------------------------------------------------- */
 
 int
 shoal_cmd_compare (int argc, char **argv)
 {
-  char *schemes_arg = NULL, *out = NULL, *budget_arg = NULL, *conf_dir = NULL;
+  char *schemes_arg = NULL, *out = NULL, *budget_arg = NULL, *conf_dir = NULL, *emulate_file = NULL;
   char **overrides = NULL;
   double target = 0;
   int repeats = 1, points = 10;
@@ -972,6 +1051,9 @@ shoal_cmd_compare (int argc, char **argv)
     { "points", 0, 0, G_OPTION_ARG_INT, &points, "test passes per run with a samples budget (default 10)", "N" },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides, "set a conf key in every run", "SECTION.KEY=VALUE" },
     { "conf-dir", 0, 0, G_OPTION_ARG_FILENAME, &conf_dir, "where SCHEME.conf files are (default conf/)", "DIR" },
+    { "emulate", 'e', 0, G_OPTION_ARG_FILENAME, &emulate_file,
+      "a file with an [emulate] section for every run (stragglers, links, a lost group, the virtual clock; "
+      "docs/SCHEMES.md); -o emulate.KEY=VALUE goes over it", "FILE" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines from the runs", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
@@ -1010,6 +1092,25 @@ shoal_cmd_compare (int argc, char **argv)
     }
   if (!parse_budget (budget_arg, &plan.budget, &error))
     goto out;
+  if (emulate_file != NULL)
+    {
+      /* its keys first: the user's -o go over them */
+      char **emu = shoal_emulate_file_overrides (emulate_file, &error);
+      if (emu == NULL)
+        {
+          g_prefix_error (&error, "--emulate: ");
+          goto out;
+        }
+      char **all = g_new0 (char *, g_strv_length (emu) + (overrides ? g_strv_length (overrides) : 0) + 1);
+      int n = 0;
+      for (int i = 0; emu[i] != NULL; i++)
+        all[n++] = g_strdup (emu[i]);
+      for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
+        all[n++] = g_strdup (overrides[i]);
+      g_strfreev (emu);
+      g_strfreev (overrides);
+      overrides = all;
+    }
   if (conf_dir == NULL)
     conf_dir = default_conf_dir ();
   schemes = resolve_schemes (schemes_arg, conf_dir, &error);
@@ -1023,6 +1124,27 @@ shoal_cmd_compare (int argc, char **argv)
   first = shoal_job_load_topology (argv[1], s0->conf, (const char *const *) overrides, &error);
   if (first == NULL)
     goto out;
+  gboolean measured = FALSE;
+  if (first->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+    {
+      plan.virtual_clock = TRUE;
+      plan.step_ms = first->emulate.step_ms;
+      if (plan.step_ms <= 0)
+        {
+          /* once, the same for every scheme and repeat: the runs repeat exactly */
+          if (!shoal_emulator_measure_step_ms (first, &plan.step_ms, &error))
+            goto out;
+          measured = TRUE;
+          guint n = overrides ? g_strv_length (overrides) : 0;
+          overrides = g_renew (char *, overrides, n + 2);
+          overrides[n] = g_strdup_printf ("emulate.step_ms=%.3f", plan.step_ms);
+          overrides[n + 1] = NULL;
+          printf ("virtual clock: one step of a group's batch measured once on this machine: %.3f ms, given to "
+                  "every run (-o emulate.step_ms=%.3f repeats it)\n", plan.step_ms, plan.step_ms);
+        }
+    }
+  if (shoal_emulate_active (&first->emulate))
+    plan.emulation = describe_emulation (first, plan.step_ms, measured);
   for (guint i = 1; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
@@ -1143,6 +1265,8 @@ out:
   g_free (budget_arg);
   g_free (conf_dir);
   g_strfreev (overrides);
+  g_free (emulate_file);
+  g_free (plan.emulation);
   g_option_context_free (ctx);
   return status;
 }

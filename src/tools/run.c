@@ -117,7 +117,8 @@ shoal_cmd_run (int argc, char **argv)
   char *ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
   /* the job loaded, so the layout is valid */
   ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, NULL);
-  if (layout->nprocs > 1)
+  /* the virtual clock runs every unit in this process */
+  if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
     {
       status = shoal_launch (job, layout, ws, quiet, grace, resume, no_restart ? 0 : 3);
       shoal_layout_free (layout);

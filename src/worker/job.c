@@ -91,10 +91,10 @@ check_groups (ShoalConf *conf, GError **error)
     {
       const char *g = groups[i];
       if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
-          || g_str_has_prefix (g, "layer "))
+          || strcmp (g, "emulate") == 0 || g_str_has_prefix (g, "layer "))
         continue;
       shoal_conf_error (conf, error, g, NULL,
-                        "unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                        "unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
       ok = FALSE;
     }
   g_strfreev (groups);
@@ -282,7 +282,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = read_updater (conf, &job->updater, error) && shoal_cluster_conf_read (conf, &job->cluster, error);
+    ok = read_updater (conf, &job->updater, error) && shoal_cluster_conf_read (conf, &job->cluster, error)
+         && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error);
   if (!ok)
     {
       shoal_job_free (job);
@@ -343,6 +344,7 @@ shoal_job_free (ShoalJob *job)
   if (job == NULL)
     return;
   shoal_conf_free (job->conf);
+  shoal_emulate_conf_clear (&job->emulate);
   g_free (job->name);
   g_free (job->init_from);
   g_free (job);

@@ -323,11 +323,19 @@ shoal_worker_train (ShoalWorker *w)
         injected_sleep (delay_us);
       push.step = step;
       /* forward and backward in one wake-up of the group's workers; with
-       * clipping the whole gradient must exist before anything is sent */
+       * clipping the whole gradient must exist before anything is sent,
+       * and an emulated straggler sends nothing before its step's end */
       gint64 t_compute = g_get_monotonic_time ();
-      double loss = shoal_group_net_train_step (w->net, clip ? NULL : push_layer, &push);
+      double loss = shoal_group_net_train_step (w->net, clip || w->slowdown ? NULL : push_layer, &push);
       if (clip)
         shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
+      if (w->slowdown != NULL)
+        {
+          /* [emulate]: as if computing took (factor x) longer, plus delays */
+          double extra = shoal_slowdown_extra_s (w->slowdown, (double) (g_get_monotonic_time () - t_compute) / 1e6);
+          if (extra > 0)
+            g_usleep ((gulong) (extra * 1e6));
+        }
       shoal_param_client_step_done (w->client, step);
       window_compute += (double) (g_get_monotonic_time () - t_compute) / 1e6;
 
