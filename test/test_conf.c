@@ -381,7 +381,7 @@ test_override_errors (void)
   /* a section only -o wrote: errors about it name the -o */
   const char *const typo_section[] = { "layre fc1.num_output=3", NULL };
   assert_message (job_error ("[job]\ntrain_steps = 10\n" BASE, typo_section),
-                  "-o layre fc1.num_output: [layre fc1] unknown section (expected [job], [updater], [cluster] "
+                  "-o layre fc1.num_output: [layre fc1] unknown section (expected [job], [updater], [cluster], [emulate] "
                   "or [layer NAME])");
 
   /* the job loader and the net see the same overridden conf */
