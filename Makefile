@@ -9,7 +9,8 @@ BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
-  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2 libjson-glib-dev gnuplot-nox help2man
+  valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
+  libjson-glib-dev gnuplot-nox help2man
 BENCH_PACKAGES := python3-torch python3-numpy time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
@@ -362,12 +363,15 @@ test-threads: deps
 	@test/run-tests.sh $(BUILD) '$(THREAD_TESTS)'
 
 # `make fuzz`: libFuzzer targets fuzz/fuzz_*.c built with clang, ASan and
-# UBSan into build-fuzz/, each run FUZZ_SECONDS from its seed corpus
-# fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, crashes to
-# build-fuzz/crashes/).  test/e2e/fuzz_smoke.sh runs each 10 s in `make test`.
+# UBSan into build-fuzz/, each run from its seed corpus fuzz/corpus/NAME
+# until FUZZ_RUNS executions or FUZZ_SECONDS, whichever comes first (10 M
+# or an hour: fuzz/README.md has the figures; new inputs go to
+# build-fuzz/corpus/NAME, crashes to build-fuzz/crashes/).
+# test/e2e/fuzz_smoke.sh runs each 10 s in `make test`.
 # -Werror is gcc's contract; clang only warns here (and ignores gcc's pragmas).
 FUZZ_BUILD := build-fuzz
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 3600
+FUZZ_RUNS ?= 10000000
 FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 .PHONY: fuzz fuzz-build fuzz-bins
@@ -376,7 +380,7 @@ fuzz-build:
 	  CFLAGS=-Wno-unknown-pragmas SANITIZE=fuzzer-no-link,address,undefined fuzz-bins
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
-	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	@SHOAL_FUZZ_RUNS=$(FUZZ_RUNS) fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz/%: $(BUILD)/obj/fuzz/%.o $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)

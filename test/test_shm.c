@@ -142,7 +142,7 @@ make_store (void)
   ShoalShape a = shoal_shape_make (1, FLOATS / 2), b = shoal_shape_make (2, 2, FLOATS / 4);
   shoal_param_store_declare (store, "fc/weight", &a, &init, 1, 1, 1.0f, 1.0f);
   shoal_param_store_declare (store, "fc/bias", &b, &init, 1, 1, 1.0f, 1.0f);
-  shoal_param_store_allocate (store);
+  g_assert_true (shoal_param_store_allocate (store, NULL));
   value_pattern (store->values, store->total, 0);
   return store;
 }
@@ -157,7 +157,8 @@ env_start (Env *env, ShoalUpdateMode mode, int contributors)
   env->layout = make_store ();
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
   upd.schedule.lr = 0.5f;
-  env->server = shoal_server_new (env->layout, &upd, &sopts);
+  env->server = shoal_server_new (env->layout, &upd, &sopts, &error);
+  g_assert_no_error (error);
   shoal_server_host_all (env->server);
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);

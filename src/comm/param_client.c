@@ -115,18 +115,30 @@ shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mod
   return client_alloc (store, nslices, mode);
 }
 
-void
-shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, ShoalCodec grads_codec)
+gboolean
+shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, ShoalCodec grads_codec,
+                               GError **error)
 {
-  g_return_if_fail (values_codec == SHOAL_CODEC_FP32 || values_codec == SHOAL_CODEC_FP16
-                    || values_codec == SHOAL_CODEC_BF16);
-  c->values_codec = values_codec;
-  c->grads_codec = grads_codec;
+  g_return_val_if_fail (values_codec == SHOAL_CODEC_FP32 || values_codec == SHOAL_CODEC_FP16
+                        || values_codec == SHOAL_CODEC_BF16, FALSE);
   if (shoal_codec_lossy_feedback (grads_codec) && c->residual == NULL)
     {
-      c->residual = shoal_alloc_floats (c->store->total);
-      c->residual_next = shoal_alloc_floats (c->store->total);
+      /* two buffers the size of the params: the conf decides, so running
+       * out of memory is an error naming them, not an abort */
+      float *residual = shoal_try_alloc_floats (c->store->total, error);
+      float *next = residual != NULL ? shoal_try_alloc_floats (c->store->total, error) : NULL;
+      if (next == NULL)
+        {
+          shoal_free_aligned (residual);
+          shoal_param_store_prefix_nomem (c->store, error, "param client: gradient residuals");
+          return FALSE;
+        }
+      c->residual = residual;
+      c->residual_next = next;
     }
+  c->values_codec = values_codec;
+  c->grads_codec = grads_codec;
+  return TRUE;
 }
 
 #define RESIDUAL_MAGIC 0x53485253u   /* "SRHS" */

@@ -6,8 +6,8 @@
  * Communication runs on the client's own comm thread, so it overlaps
  * compute:
  *   - during backward the worker calls shoal_param_client_layer_done after
- *     each layer; every slice whose gradient is now complete is copied
- *     into a send buffer and queued (so the worker can clear its grads);
+ *     each layer; every slice whose gradient is now complete is queued
+ *     and goes out from the store (the comm thread clears it after);
  *   - the comm thread pushes each queued slice and pulls its new values
  *     (SYNC: at the version after this step, i.e. once every worker of the
  *     group pushed; ASYNC: whatever the server has) straight into the
@@ -34,7 +34,8 @@ typedef struct _ShoalParamClient ShoalParamClient;
 
 /* A client for the worker whose params are `store` (borrowed; must
  * outlive the client), over `nslices` slices (shoal_slice_range).
- * Route every slice, then start. */
+ * Route every slice, then start.  It needs no buffer the size of the
+ * params (gradients go out from the store). */
 ShoalParamClient *shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode);
 void shoal_param_client_route_local (ShoalParamClient *client, int slice, ShoalServer *server);
 /* `endpoint` is copied; clients to the same host:port share a connection. */
@@ -54,9 +55,11 @@ void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
  * quantisers keep a residual per value (error feedback), committed at
  * each shoal_param_client_wait that ends a step every slice of which went
  * out, and saved with checkpoints.  Slices through shared memory or to a
- * server in this process are not encoded: nothing crosses a socket. */
-void shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec values_codec,
-                                    ShoalCodec grads_codec);
+ * server in this process are not encoded: nothing crosses a socket.
+ * FALSE with SHOAL_ERROR_MEMORY when the residuals (2 x the params) do
+ * not fit in memory. */
+gboolean shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec values_codec,
+                                        ShoalCodec grads_codec, GError **error);
 /* The residuals as a checkpoint blob; NULL when the gradients are not
  * quantised.  Load checks the size (SHOAL_ERROR_DATA). */
 gboolean shoal_param_client_has_residuals (ShoalParamClient *client);

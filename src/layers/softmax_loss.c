@@ -31,9 +31,9 @@ softmax_loss_setup (ShoalLayer *layer, GError **error)
   if (!shoal_layer_check_labels (layer, error))
     return FALSE;
   p->classes = (int) shoal_tensor_row_size (&logits->out);
-  p->prob = shoal_alloc_floats (shoal_tensor_count (&logits->out));
+  p->prob = shoal_layer_alloc_floats (layer, shoal_tensor_count (&logits->out), "probabilities", error);
   layer->out.shape = shoal_shape_make (1, 1);
-  return TRUE;
+  return p->prob != NULL;
 }
 
 static void

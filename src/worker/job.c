@@ -62,6 +62,27 @@ const ShoalOption shoal_updater_options[] = {
   SHOAL_OPTION_END
 };
 
+/* train_steps and epochs both give the training length: one of them set
+ * with -o replaces the other from the file (the command line wins). */
+static void
+length_override_wins (ShoalConf *conf)
+{
+  static const char *const keys[2] = { "train_steps", "epochs" };
+  GKeyFile *kf = shoal_conf_keyfile (conf);
+  for (int i = 0; i < 2; i++)
+    {
+      const char *mine = keys[i], *other = keys[1 - i];
+      if (!shoal_conf_is_override (conf, "job", mine) || shoal_conf_is_override (conf, "job", other)
+          || !g_key_file_has_key (kf, "job", other, NULL))
+        continue;
+      char *raw = g_key_file_get_value (kf, "job", mine, NULL);
+      double v = g_ascii_strtod (g_strstrip (raw), NULL);
+      g_free (raw);
+      if (v > 0)
+        g_key_file_remove_key (kf, "job", other, NULL);
+    }
+}
+
 static gboolean
 check_groups (ShoalConf *conf, GError **error)
 {
@@ -71,10 +92,10 @@ check_groups (ShoalConf *conf, GError **error)
     {
       const char *g = groups[i];
       if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
-          || g_str_has_prefix (g, "layer "))
+          || strcmp (g, "emulate") == 0 || g_str_has_prefix (g, "layer "))
         continue;
       shoal_conf_error (conf, error, g, NULL,
-                        "unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                        "unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
       ok = FALSE;
     }
   g_strfreev (groups);
@@ -219,6 +240,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
         return NULL;
       }
 
+  length_override_wins (conf);
   ShoalJob *job = g_new0 (ShoalJob, 1);
   job->conf = conf;
   const ShoalOption *const job_tables[] = { shoal_job_options, NULL };
@@ -261,7 +283,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = read_updater (conf, &job->updater, error) && shoal_cluster_conf_read (conf, &job->cluster, error);
+    ok = read_updater (conf, &job->updater, error) && shoal_cluster_conf_read (conf, &job->cluster, error)
+         && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error);
   if (!ok)
     {
       shoal_job_free (job);
@@ -322,6 +345,7 @@ shoal_job_free (ShoalJob *job)
   if (job == NULL)
     return;
   shoal_conf_free (job->conf);
+  shoal_emulate_conf_clear (&job->emulate);
   g_free (job->name);
   g_free (job->init_from);
   g_free (job);

@@ -15,8 +15,9 @@
  *              the process started), and where it serves slices updates,
  *              dropped and the staleness summary and histogram.
  * The clock fields are written in one place (line_begin in metrics.c):
- * a virtual clock adds "vtime" there, beside "time", and no reader has to
- * change. */
+ * a virtual-clock run (worker/emulator.h) adds "vtime", its virtual
+ * seconds, beside "time"; readers that know it (tools/runlog.c) use it
+ * in place of "time", others need not change. */
 #ifndef SHOAL_METRICS_H
 #define SHOAL_METRICS_H
 
@@ -63,6 +64,9 @@ typedef struct {
 void shoal_metrics_write (ShoalMetricsWriter *writer, const ShoalMetricsRecord *record);
 void shoal_metrics_write_process (ShoalMetricsWriter *writer, const ShoalProcessRecord *record);
 double shoal_metrics_elapsed (ShoalMetricsWriter *writer);
+/* The virtual clock: lines written from now on carry "vtime": vtime
+ * (seconds; < 0: no field).  The emulator writes from one thread. */
+void shoal_metrics_set_vtime (ShoalMetricsWriter *writer, double vtime);
 
 G_END_DECLS
 
