@@ -25,9 +25,12 @@
  * The server runs in --mode sync (Sandblaster's: a push of step t makes
  * version t + 1; its values stay put until the next step, so replies are
  * sent straight from them) or async (Downpour's: every push applied as it
- * comes; replies are copied under the slice's lock first).
+ * comes; replies are copied under the slice's lock first).  The update
+ * runs on --threads threads (default: the machine's cores), as in a
+ * process of servers, whose plan gives its loops every core.
  *
- * Usage: rpc_throughput [--sizes 1,4,16] [--seconds 1] [--kinds K,...] [--mode sync|async] [--no-breakdown]
+ * Usage: rpc_throughput [--sizes 1,4,16] [--seconds 1] [--kinds K,...] [--mode sync|async] [--threads N]
+ *                       [--no-breakdown]
  * Output: one "rpc_throughput ..." line per size (key=value), then
  * "rpc_breakdown ..." lines. */
 #include <errno.h>
@@ -46,6 +49,7 @@
 #include <thrift/c_glib/transport/thrift_buffered_transport.h>
 #include <thrift/c_glib/transport/thrift_socket.h>
 
+#include "core/parallel.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/rpc_types.h"
@@ -419,6 +423,7 @@ main (int argc, char **argv)
   char *sizes_arg = NULL, *kinds_arg = NULL, *mode_arg = NULL;
   gboolean breakdown = TRUE, no_breakdown = FALSE;
   double seconds = 1.0;
+  int threads = 0;
   GError *error = NULL;
   GOptionEntry entries[] = {
     { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes_arg, "slice sizes in MiB (1,4,16)", "LIST" },
@@ -426,6 +431,8 @@ main (int argc, char **argv)
     { "kinds", 0, 0, G_OPTION_ARG_STRING, &kinds_arg, "kinds to time (all), e.g. rpc_push_pull,raw_push_pull", "LIST" },
     { "no-breakdown", 0, 0, G_OPTION_ARG_NONE, &no_breakdown, "skip the breakdown", NULL },
     { "mode", 0, 0, G_OPTION_ARG_STRING, &mode_arg, "the server's mode: sync (default) or async", "MODE" },
+    { "threads", 0, 0, G_OPTION_ARG_INT, &threads,
+      "threads of the server's update (default: the machine's cores, as a process of servers plans)", "N" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *octx = g_option_context_new ("- parameter service throughput vs raw TCP");
@@ -453,6 +460,9 @@ main (int argc, char **argv)
   for (char **s = sizes; *s != NULL; s++)
     max_floats = MAX (max_floats, (size_t) (g_ascii_strtod (*s, NULL) * MIB) / sizeof (float));
 
+  /* a process of servers only (shoal_threads_apply with no workers)
+   * spreads its updates over every core */
+  shoal_parallel_set_threads (threads > 0 ? threads : (int) g_get_num_processors ());
   shoal_rpc_types_init ();
   for (char **s = sizes; *s != NULL; s++)
     {

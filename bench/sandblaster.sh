@@ -7,8 +7,9 @@
 # stay in place) and, for comparison, over the loopback socket
 # (shared_memory = off).  The layouts take turns run by run, so that load
 # from outside hits them alike.  Prints each layout's median samples/s
-# with the runs' range and the step-time ratio separate / in-process
-# (target <= 1.10), and the machine's load ("other": CPUs that other
+# with the runs' range, the step-time ratio separate / in-process of the
+# medians and the median [min-max] of that ratio over the interleaved
+# pairs (target <= 1.10), and the machine's load ("other": CPUs that other
 # processes kept busy during the runs, from /proc/stat).
 #   bench/sandblaster.sh [BUILD_DIR]
 #   knobs: BENCH_SB_REPEATS=5 BENCH_SB_STEPS_MLP=400 BENCH_SB_STEPS_CNN=150 BENCH_SB_MODELS="mlp cnn"
@@ -25,7 +26,7 @@ trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 
-printf "%-5s %-12s %10s  %-22s %s\n" model layout samples/s "range" "step time / in-process"
+printf "%-5s %-12s %10s  %-22s %-6s %s\n" model layout samples/s "range" "ratio" "step time / in-process, pairs: median [min-max]"
 for model in $MODELS; do
   steps=$([ "$model" = mlp ] && echo "${BENCH_SB_STEPS_MLP:-400}" || echo "${BENCH_SB_STEPS_CNN:-150}")
   common=(-o job.epochs=0 -o "job.train_steps=$steps" -o job.test_freq=0 -o job.test_steps=1
@@ -49,7 +50,11 @@ for model in $MODELS; do
     med=$(median <"$tmp/$model-$layout.runs")
     range=$(sort -g "$tmp/$model-$layout.runs" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "[%.0f-%.0f]", lo, hi }')
     ratio=$(awk -v a="$base" -v b="$med" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')
-    printf "%-5s %-12s %10.0f  %-22s %s\n" "$model" "$layout" "$med" "$range" "$ratio"
+    # step time / in-process over each interleaved pair (run i of both)
+    pairs=$(paste -d' ' "$tmp/$model-in-process.runs" "$tmp/$model-$layout.runs" | awk '$2 > 0 { print $1 / $2 }' |
+            sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+                                                  printf "%.2f [%.2f-%.2f]", m, v[1], v[NR] }')
+    printf "%-5s %-12s %10.0f  %-22s %-6s %s\n" "$model" "$layout" "$med" "$range" "$ratio" "$pairs"
   done
   echo "$model: other CPUs busy during the runs (median): $(median <"$tmp/other")  (target: separate / in-process <= 1.10)"
 done
