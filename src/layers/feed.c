@@ -9,6 +9,8 @@ static const ShoalOption feed_options[] = {
     "compute the gradient with respect to this data (gradient checks)" },
   { "num_classes", SHOAL_OPT_INT, "0", 0, 1 << 30, NULL,
     "when > 0, labels drawn uniformly from [0, num_classes)" },
+  { "label_steps", SHOAL_OPT_INT, "1", 1, 1 << 24, NULL,
+    "labels per row (> 1: a sequence's targets, one per step)" },
   SHOAL_OPTION_END
 };
 
@@ -45,9 +47,10 @@ feed_setup (ShoalLayer *layer, GError **error)
   int classes = (int) shoal_layer_opt_int (layer, "num_classes");
   if (classes > 0)
     {
-      ShoalShape rows = shoal_shape_make (1, shape.dim[0]);
+      int steps = (int) shoal_layer_opt_int (layer, "label_steps");
+      ShoalShape rows = steps > 1 ? shoal_shape_make (2, shape.dim[0], steps) : shoal_shape_make (1, shape.dim[0]);
       shoal_tensor_alloc (&layer->label, &rows);
-      for (int i = 0; i < shape.dim[0]; i++)
+      for (size_t i = 0; i < shoal_tensor_count (&layer->label); i++)
         layer->label.data[i] = (float) shoal_rng_below (&layer->rng, (guint32) classes);
     }
   layer->needs_grad = shoal_layer_opt_bool (layer, "need_grad");

@@ -71,11 +71,14 @@ typedef enum {
   SHOAL_LAYER_INPUT    = 1u << 0,  /* reads data from outside the net; no sources */
   SHOAL_LAYER_LOSS     = 1u << 1,  /* 1-element out: the batch's mean loss; seeds backward */
   SHOAL_LAYER_METRIC   = 1u << 2,  /* 1-element out reported each step, no backward */
-  SHOAL_LAYER_OWN_ROWS = 1u << 3   /* sets out's rows itself in forward (inputs, losses) */
+  SHOAL_LAYER_OWN_ROWS = 1u << 3,  /* sets out's rows itself in forward (inputs, losses) */
+  SHOAL_LAYER_CD       = 1u << 4   /* an RBM layer: with ctx->cd_k > 0 (`[job] alg = cd`) its train
+                                    * forward runs the Gibbs chain and its backward ADDS the CD
+                                    * gradient, averaged over loss_norm rows like a loss */
 } ShoalLayerFlags;
 
 #define SHOAL_LAYER_MAX_SRCS 8
-#define SHOAL_LAYER_MAX_PARAMS 4
+#define SHOAL_LAYER_MAX_PARAMS 32  /* a stacked recurrent layer: 4 per level */
 
 typedef struct _ShoalLayer ShoalLayer;
 
@@ -88,6 +91,7 @@ typedef struct {
   int group;
   ShoalDevice device;    /* where the net computes; CPU unless built for a GPU */
   ShoalDeviceContext *gpu; /* GPU nets: streams and library handles; NULL on the CPU */
+  int cd_k;              /* Gibbs steps of SHOAL_LAYER_CD layers ([job] alg = cd); 0: trained by BP */
 } ShoalLayerContext;
 
 /* A layer type's GPU path; see the contract at the top. */

@@ -575,6 +575,7 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
       net->ctx.worker = opts->worker;
       net->ctx.group = opts->group;
       net->ctx.device = opts->device;
+      net->ctx.cd_k = opts->cd_k;
     }
   if (!shoal_device_is_cpu (net->ctx.device))
     {

@@ -24,6 +24,7 @@ typedef struct {
   int shard_index, shard_count;   /* data shard of this net's input layers; 0 of 1 by default */
   int worker, group;
   ShoalDevice device;             /* where the net computes: the CPU (zero) or a GPU, see below */
+  int cd_k;                       /* [job] alg = cd: Gibbs steps of RBM layers; 0 (BP) by default */
 } ShoalNetOptions;
 
 typedef struct {

@@ -37,6 +37,7 @@ static const TypeRule type_rules[] = {
   { "dense", "num_output", NULL },
   { "feed", NULL, "shape" },
   { "lmdb_input", NULL, "batch_size" },
+  { "text_input", NULL, "batch_size" },
 };
 
 static const TypeRule *
@@ -171,6 +172,8 @@ piece (Plan *pl, int s, int i, int j)
   ShoalShape shape = part_shape (pl, o, i);
   node_set (dst, "shape", shape_list (&shape));
   node_set (dst, "labels", g_strdup (o->label ? "true" : "false"));
+  if (o->label_steps > 1)
+    node_set (dst, "label_steps", g_strdup_printf ("%d", o->label_steps));
   node_set (src, "peer", g_strdup_printf ("worker %d: %s", j, dst->name));
   node_set (dst, "peer", g_strdup_printf ("worker %d: %s", i, src->name));
   PlanPair *pair = g_new0 (PlanPair, 1);
@@ -309,6 +312,9 @@ refusal (const Plan *pl, const PlanLayer *o, int dim)
   if (strcmp (o->ops->type, "concat") == 0 && dim == 1
       && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 1)
     return "a block of joined features is not the join of the sources' blocks";
+  if (strcmp (o->ops->type, "dense") == 0 && dim == 1
+      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") != 1)
+    return "its output units are not dim 1 (axis > 1: units of every step)";
   if (strcmp (o->ops->type, "slice") == 0 && dim == 0
       && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 0)
     return "a block of one worker's rows is not a block of the batch";
@@ -516,6 +522,7 @@ shoal_plan_read (Plan *pl, ShoalConf *conf, int k, ShoalNet *full)
       o->dim = layer->partition_dim;
       o->shape = layer->out.shape;
       o->label = layer->label.data != NULL;
+      o->label_steps = o->label ? (int) shoal_tensor_row_size (&layer->label) : 0;
       o->needs_grad = layer->needs_grad;
       o->param_layer = -1;
       o->parts = g_new0 (ShoalLayer *, k);
