@@ -23,7 +23,7 @@ shoal_cmd_layers (int argc, char **argv)
   printf ("keys of every [layer NAME]:\n");
   print_options (shoal_layer_common_options, "  ");
   printf ("\nper param P (e.g. weight_init): P_init, P_value, P_mean, P_std, P_low, P_high, "
-          "P_lr_scale, P_wd_scale\n");
+          "P_lr_scale, P_wd_scale, P_init_from\n");
   for (int i = 0; types[i] != NULL; i++)
     {
       const ShoalLayerOps *ops = shoal_layer_lookup (types[i]);

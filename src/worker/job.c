@@ -22,8 +22,13 @@ const ShoalOption shoal_job_options[] = {
     "(all ranks that `shoal run` starts, or `shoal proc --host-workers`)" },
   { "checkpoint_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL,
     "steps between checkpoints in WORKSPACE/checkpoint; 0 = only at the end (and on Ctrl-C)" },
-  { "init_from", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
-    "a workspace whose checkpointed params initialise the params of the same name (pre-training)" },
+  { "init_from", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
+    "workspaces whose checkpointed params initialise the params of the same name (pre-training; "
+    "a later workspace wins; <param>_init_from renames)" },
+  { "alg", SHOAL_OPT_STRING, "bp", SHOAL_UNBOUNDED, "bp|cd",
+    "training algorithm: bp (back-propagation, through time for recurrent layers) or cd "
+    "(contrastive divergence of the RBM layers)" },
+  { "cd_k", SHOAL_OPT_INT, "1", 1, 1000, NULL, "alg = cd: Gibbs steps per update (CD-k)" },
   SHOAL_OPTION_END
 };
 
@@ -229,6 +234,47 @@ shoal_cluster_device (const ShoalClusterConf *c, int group, int worker)
   return gpu < 0 ? cpu : (ShoalDevice) { SHOAL_DEVICE_CUDA, gpu };
 }
 
+/* alg = cd needs layers that CD trains, and BP cannot train them: the
+ * layer types say which they are (SHOAL_LAYER_CD). */
+static gboolean
+check_algorithm (ShoalConf *conf, int cd_k, GError **error)
+{
+  GKeyFile *kf = shoal_conf_keyfile (conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  char *cd_group = NULL, *cd_type = NULL;
+  for (int i = 0; groups[i] != NULL && cd_group == NULL; i++)
+    {
+      if (!g_str_has_prefix (groups[i], "layer "))
+        continue;
+      char *type = g_key_file_get_value (kf, groups[i], "type", NULL);
+      const ShoalLayerOps *ops = type ? shoal_layer_lookup (g_strstrip (type)) : NULL;
+      if (ops != NULL && (ops->flags & SHOAL_LAYER_CD))
+        {
+          cd_group = g_strdup (groups[i]);
+          cd_type = g_strdup (type);
+        }
+      g_free (type);
+    }
+  g_strfreev (groups);
+  gboolean ok = TRUE;
+  if (cd_k > 0 && cd_group == NULL)
+    {
+      shoal_conf_error (conf, error, "job", "alg",
+                        "alg = cd trains RBM layers (rbm_visible, rbm_hidden) by contrastive divergence, "
+                        "and this net has none");
+      ok = FALSE;
+    }
+  else if (cd_k == 0 && cd_group != NULL)
+    {
+      shoal_conf_error (conf, error, cd_group, "type",
+                        "a %s layer is trained by contrastive divergence: set [job] alg = cd", cd_type);
+      ok = FALSE;
+    }
+  g_free (cd_group);
+  g_free (cd_type);
+  return ok;
+}
+
 /* Applies the overrides to conf (taken) and validates the job. */
 static ShoalJob *
 job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
@@ -266,7 +312,11 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->seed = (guint64) shoal_conf_get_int (conf, "job", t, "seed");
   job->threads = (int) shoal_conf_get_int (conf, "job", t, "threads");
   job->checkpoint_freq = shoal_conf_get_int (conf, "job", t, "checkpoint_freq");
-  job->init_from = shoal_conf_get_string (conf, "job", t, "init_from");
+  gsize ninit = 0;
+  job->init_from = shoal_conf_get_string_list (conf, "job", t, "init_from", &ninit);
+  char *alg = shoal_conf_get_string (conf, "job", t, "alg");
+  job->cd_k = strcmp (alg, "cd") == 0 ? (int) shoal_conf_get_int (conf, "job", t, "cd_k") : 0;
+  g_free (alg);
 
   gboolean ok = TRUE;
   if (job->train_steps > 0 && job->epochs > 0)
@@ -280,7 +330,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = read_updater (conf, &job->updater, error) && read_cluster (conf, &job->cluster, error);
+    ok = check_algorithm (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
+         && read_cluster (conf, &job->cluster, error);
   if (!ok)
     {
       shoal_job_free (job);
@@ -309,7 +360,7 @@ shoal_job_free (ShoalJob *job)
     return;
   shoal_conf_free (job->conf);
   g_free (job->name);
-  g_free (job->init_from);
+  g_strfreev (job->init_from);
   g_free (job);
 }
 

@@ -20,6 +20,7 @@
 #include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/metrics.h"
+#include "worker/named_params.h"
 #include "worker/worker.h"
 
 /* Slices of about this many bytes, so that large models are sent in
@@ -70,115 +71,6 @@ shoal_checkpoint_dir (const char *workspace, int rank)
   char *dir = g_build_filename (workspace, "checkpoint", leaf, NULL);
   g_free (leaf);
   return dir;
-}
-
-/* ---- params by name: init_from and the "params" checkpoint blob ---------- */
-
-static GBytes *
-params_blob (ShoalParamStore *store)
-{
-  GByteArray *b = g_byte_array_new ();
-  for (guint i = 0; i < store->params->len; i++)
-    {
-      ShoalParam *prm = g_ptr_array_index (store->params, i);
-      guint32 nlen = (guint32) strlen (prm->name), ndim = (guint32) prm->shape.ndim;
-      guint64 count = prm->count;
-      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
-      g_byte_array_append (b, (guint8 *) prm->name, nlen);
-      g_byte_array_append (b, (guint8 *) &ndim, sizeof ndim);
-      for (int d = 0; d < prm->shape.ndim; d++)
-        {
-          gint32 dim = prm->shape.dim[d];
-          g_byte_array_append (b, (guint8 *) &dim, sizeof dim);
-        }
-      g_byte_array_append (b, (guint8 *) &count, sizeof count);
-      /* the host store, also for a GPU net (whose views are on the device) */
-      g_byte_array_append (b, (guint8 *) (store->values + prm->offset), (guint) (count * sizeof (float)));
-    }
-  return g_byte_array_free_to_bytes (b);
-}
-
-/* Copies every param of the init_from workspace's newest checkpoint into
- * the param of the same name; a name with another shape is an error. */
-static gboolean
-init_from_workspace (Process *p, ShoalParamStore *store, GError **error)
-{
-  const char *ws = p->job->init_from;
-  char *dir = shoal_checkpoint_dir (ws, 0);
-  ShoalCheckpoint *c = shoal_checkpoint_open (dir, FALSE, error);
-  g_free (dir);
-  if (c == NULL)
-    return FALSE;
-  gint64 steps[2];
-  GBytes *blob = NULL;
-  if (shoal_checkpoint_steps (c, "params", steps) == 0)
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: [job] init_from: no params in its checkpoint", ws);
-  else
-    blob = shoal_checkpoint_load (c, "params", steps[0], error);
-  shoal_checkpoint_close (c);
-  if (blob == NULL)
-    return FALSE;
-
-  gsize len = 0;
-  const guint8 *q = g_bytes_get_data (blob, &len), *end = q + len;
-  int copied = 0;
-  gboolean ok = TRUE;
-  while (ok && q < end)
-    {
-      guint32 nlen, ndim;
-      guint64 count;
-      ShoalShape shape = { 0 };
-      ok = (gsize) (end - q) >= sizeof nlen;
-      if (!ok)
-        break;
-      memcpy (&nlen, q, sizeof nlen);
-      q += sizeof nlen;
-      ok = (gsize) (end - q) >= (gsize) nlen + sizeof ndim;
-      if (!ok)
-        break;
-      char *name = g_strndup ((const char *) q, nlen);
-      q += nlen;
-      memcpy (&ndim, q, sizeof ndim);
-      q += sizeof ndim;
-      ok = ndim <= SHOAL_MAX_DIMS && (gsize) (end - q) >= ndim * sizeof (gint32) + sizeof count;
-      if (ok)
-        {
-          shape.ndim = (int) ndim;
-          for (guint32 d = 0; d < ndim; d++, q += sizeof (gint32))
-            memcpy (&shape.dim[d], q, sizeof (gint32));
-          memcpy (&count, q, sizeof count);
-          q += sizeof count;
-          ok = (gsize) (end - q) >= count * sizeof (float);
-        }
-      ShoalParam *prm = ok ? shoal_param_store_find (store, name) : NULL;
-      if (prm != NULL && !shoal_shape_equal (&prm->shape, &shape))
-        {
-          char *a = shoal_shape_to_string (&shape), *b = shoal_shape_to_string (&prm->shape);
-          shoal_conf_error (p->job->conf, error, "job", "init_from",
-                            "param %s is %s in %s but %s here", name, a, ws, b);
-          g_free (a);
-          g_free (b);
-          ok = FALSE;
-        }
-      else if (prm != NULL)
-        {
-          memcpy (store->values + prm->offset, q, count * sizeof (float));
-          copied++;
-        }
-      g_free (name);
-      q += ok ? count * sizeof (float) : 0;
-    }
-  g_bytes_unref (blob);
-  if (ok && copied == 0)
-    {
-      shoal_conf_error (p->job->conf, error, "job", "init_from", "%s has no param named like one of this net's", ws);
-      ok = FALSE;
-    }
-  else if (!ok && (error == NULL || *error == NULL))
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: the checkpointed params are damaged", ws);
-  if (ok)
-    g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
-  return ok;
 }
 
 static gboolean
@@ -422,7 +314,7 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       g_free (name);
       return FALSE;
     }
-  GBytes *params = w->group == 0 && w->worker == 0 ? params_blob (shoal_group_net_params (w->net)) : NULL;
+  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_named_params_blob (shoal_group_net_params (w->net)) : NULL;
   const char *names[] = { name, params ? "params" : NULL, NULL };
   GBytes *blobs[] = { state, params, NULL };
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
@@ -452,7 +344,7 @@ static ShoalGroupNet *
 build_net (Process *p, ShoalMember unit, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
-  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group };
+  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group, .cd_k = p->job->cd_k };
   /* a process of servers only builds the net for its layout: no GPU */
   if (p->units->len > 0)
     nopts.device = shoal_cluster_device (&p->job->cluster, unit.group, unit.index);
@@ -474,12 +366,16 @@ build_net (Process *p, ShoalMember unit, GError **error)
   if (net == NULL)
     return NULL;
   shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
-  if (p->job->init_from != NULL && *p->job->init_from
-      && !init_from_workspace (p, shoal_group_net_params (net), error))
+  int copied = 0;
+  ShoalParamStore *store = shoal_group_net_params (net);
+  if (p->job->init_from[0] != NULL
+      && !shoal_named_params_init (store, p->job->conf, (const char *const *) p->job->init_from, &copied, error))
     {
       shoal_group_net_free (net);
       return NULL;
     }
+  if (p->job->init_from[0] != NULL)
+    g_message ("init_from: %d of %u params initialised by name", copied, store->params->len);
   return net;
 }
 
