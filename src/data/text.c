@@ -228,6 +228,8 @@ shoal_import_text (const char *const *files, const char *out, int seq_len, doubl
   ok = ok && write_part (train, text->data, st.train_bytes, seq_len, &st.train_sequences, error);
   if (ok && st.val_bytes > 0)
     ok = write_part (val, text->data + st.train_bytes, st.val_bytes, seq_len, &st.val_sequences, error);
+  else if (ok)
+    remove_dataset (val);  /* an older import's, replaced with --force */
   ok = ok && write_vocab (out, bytes, size, seq_len, &st, files, error);
   if (!ok)
     {

@@ -9,7 +9,7 @@
  * forward cannot fail, and a model that sees such ids was set up with
  * the wrong vocab_size.  Backward adds each row of the output gradient
  * into the weight row it was read from; the ids get no gradient. */
-#include "layers/layer.h"
+#include "layers/text_input.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,6 +41,14 @@ embedding_setup (ShoalLayer *layer, GError **error)
       shoal_layer_error (layer, error, "src", "ids '%s' (%s) have %d dims; at most %d leave room for the vectors",
                          layer->srcs[0]->name, s, in->ndim, SHOAL_MAX_DIMS - 1);
       g_free (s);
+      return FALSE;
+    }
+  const ShoalLayer *src = layer->srcs[0];
+  if (src->ops == &shoal_layer_text_input_ops && shoal_text_input_vocab_size (src) != p->vocab)
+    {
+      shoal_layer_error (layer, error, "vocab_size", "is %d but the text of '%s' has %d ids "
+                         "(`shoal import text` printed it)", p->vocab, src->name,
+                         shoal_text_input_vocab_size (src));
       return FALSE;
     }
   layer->out.shape = *in;

@@ -13,7 +13,7 @@
  * The first batch of every stream stores its row's first id negated,
  * -(id + 1), which tells recurrent layers to start that row afresh and
  * which embedding reads as the id (recurrent.h). */
-#include "layers/layer.h"
+#include "layers/text_input.h"
 
 #include <string.h>
 
@@ -242,6 +242,12 @@ text_input_num_records (ShoalLayer *layer, ShoalPhase phase)
   /* a pass is `length` batches: as many records as that many full batches */
   const Part *part = phase == SHOAL_PHASE_TRAIN ? &p->train : &p->test;
   return (gint64) (part->length * (guint64) p->batch);
+}
+
+int
+shoal_text_input_vocab_size (const ShoalLayer *layer)
+{
+  return ((const TextInputPriv *) layer->priv)->vocab;
 }
 
 #define STATE_MAGIC 0x54585431u  /* "TXT1" */

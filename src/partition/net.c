@@ -708,6 +708,7 @@ shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
       if (!(layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
         continue;
       out[k].layer = layer->name;
+      out[k].type = layer->ops->type;
       out[k].is_loss = (layer->ops->flags & SHOAL_LAYER_LOSS) != 0;
       out[k].value = layer->out.data[0];
       k++;

@@ -29,6 +29,7 @@ typedef struct {
 
 typedef struct {
   const char *layer;  /* borrowed from the net */
+  const char *type;   /* the layer's type, static */
   gboolean is_loss;
   double value;
 } ShoalMetric;

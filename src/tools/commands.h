@@ -11,6 +11,7 @@ int shoal_cmd_proc (int argc, char **argv);
 int shoal_cmd_import (int argc, char **argv);
 int shoal_cmd_layers (int argc, char **argv);
 int shoal_cmd_inspect (int argc, char **argv);
+int shoal_cmd_sample (int argc, char **argv);
 
 /* launch.c: the job conf at job_path with the [cluster] section of
  * topology_path (may be NULL) in place of its own, then the overrides.

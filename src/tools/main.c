@@ -16,8 +16,9 @@ typedef struct {
 static const Command commands[] = {
   { "run", shoal_cmd_run, "train a job: shoal run JOB.conf [--topology T.conf] [-o section.key=value ...]" },
   { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
-  { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv ..." },
+  { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv|text ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
+  { "sample", shoal_cmd_sample, "generate text with a trained character model: shoal sample JOB.conf --from WORKSPACE [--prime TEXT] [--length N] [--temperature T] [--seed S]" },
   { "inspect", shoal_cmd_inspect, "how a job's net is split among a group's workers: shoal inspect JOB.conf [--graph out.dot [--png out.png]]" },
 };
 

@@ -267,7 +267,7 @@ check_algorithm (ShoalConf *conf, int cd_k, GError **error)
   else if (cd_k == 0 && cd_group != NULL)
     {
       shoal_conf_error (conf, error, cd_group, "type",
-                        "a %s layer is trained by contrastive divergence: set [job] alg = cd", cd_type);
+                        "%s layers are trained by contrastive divergence: set [job] alg = cd", cd_type);
       ok = FALSE;
     }
   g_free (cd_group);
