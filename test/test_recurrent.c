@@ -5,9 +5,11 @@
  * afresh), the checkpointed state, and bad sources. */
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/updater.h"
 #include "layers/recurrent.h"
 #include "support/expect.h"
 #include "support/gradcheck.h"
@@ -311,6 +313,170 @@ test_per_step_layers (void)
   shoal_conf_free (conf);
 }
 
+/* ---- equal to PyTorch ------------------------------------------------------
+ * test/golden/rnn_*.txt come from test/golden/make_rnn_golden.py (torch
+ * nn.GRU / nn.LSTM, 2 levels, batch_first, non-zero initial states): the
+ * same params by name, the same x and initial states give the same y and
+ * final states, and for the loss sum(y * dy) the same dx and gradient of
+ * every param. */
+
+static GHashTable *
+load_golden (const char *path)
+{
+  char *text = NULL;
+  GError *error = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &error))
+    g_error ("%s (run the tests from the repository root)", error->message);
+  GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_array_unref);
+  char **lines = g_strsplit (text, "\n", -1);
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      if (lines[i][0] == '#' || lines[i][0] == '\0')
+        continue;
+      char **f = g_strsplit (lines[i], " ", -1);
+      int ndim = atoi (f[1]);
+      size_t count = 1;
+      for (int d = 0; d < ndim; d++)
+        count *= (size_t) atoi (f[2 + d]);
+      GArray *v = g_array_sized_new (FALSE, FALSE, sizeof (float), (guint) count);
+      for (size_t j = 0; j < count; j++)
+        {
+          g_assert_nonnull (f[2 + ndim + j]);
+          float x = (float) g_ascii_strtod (f[2 + ndim + j], NULL);
+          g_array_append_val (v, x);
+        }
+      g_hash_table_insert (t, g_strdup (f[0]), v);
+      g_strfreev (f);
+    }
+  g_strfreev (lines);
+  g_free (text);
+  return t;
+}
+
+static const float *
+golden (GHashTable *t, const char *name, size_t count)
+{
+  GArray *v = g_hash_table_lookup (t, name);
+  if (v == NULL)
+    g_error ("golden tensor %s missing", name);
+  g_assert_cmpuint (v->len, ==, count);
+  return (const float *) v->data;
+}
+
+static void
+assert_close (const char *what, const float *got, const float *want, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (fabsf (got[i] - want[i]) > 2e-5f + 2e-5f * fabsf (want[i]))
+      g_error ("%s[%zu]: shoal %.8g, torch %.8g", what, i, got[i], want[i]);
+}
+
+static void
+check_torch (const char *type, const char *path)
+{
+  GHashTable *t = load_golden (path);
+  enum { B = 3, T = 4, I = 5, H = 6, L = 2 };
+  ShoalConf *conf;
+  char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = 3,4,5\nneed_grad = true\n"
+                                "[layer r]\ntype = %s\nsrc = x\nhidden_size = 6\nnum_layers = 2\n", type);
+  ShoalNet *net = build (text, &conf, 1);
+  ShoalLayer *x = shoal_net_find (net, "x"), *r = shoal_net_find (net, "r");
+  gboolean lstm = strcmp (type, "lstm") == 0;
+  memcpy (x->out.data, golden (t, "x", B * T * I), B * T * I * sizeof (float));
+  for (int p = 0; p < r->nparams; p++)
+    {
+      const char *name = strchr (r->params[p]->name, '/') + 1;
+      memcpy (r->params[p]->value.data, golden (t, name, r->params[p]->count), r->params[p]->count * sizeof (float));
+    }
+  g_assert_cmpint (r->nparams, ==, 4 * L);
+  for (int l = 0; l < L; l++)
+    {
+      memcpy (shoal_recurrent_state (r, SHOAL_PHASE_TRAIN, l, FALSE), golden (t, "h0", L * B * H) + l * B * H,
+              B * H * sizeof (float));
+      if (lstm)
+        memcpy (shoal_recurrent_state (r, SHOAL_PHASE_TRAIN, l, TRUE), golden (t, "c0", L * B * H) + l * B * H,
+                B * H * sizeof (float));
+    }
+  shoal_param_store_zero_grads (shoal_net_params (net));
+  shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  assert_close ("y", r->out.data, golden (t, "y", B * T * H), B * T * H);
+  for (int l = 0; l < L; l++)
+    {
+      assert_close ("h_n", shoal_recurrent_state (r, SHOAL_PHASE_TRAIN, l, FALSE),
+                    golden (t, "h_n", L * B * H) + l * B * H, B * H);
+      if (lstm)
+        assert_close ("c_n", shoal_recurrent_state (r, SHOAL_PHASE_TRAIN, l, TRUE),
+                      golden (t, "c_n", L * B * H) + l * B * H, B * H);
+    }
+  memcpy (r->grad.data, golden (t, "dy", B * T * H), B * T * H * sizeof (float));
+  shoal_net_backward (net);
+  assert_close ("dx", x->grad.data, golden (t, "dx", B * T * I), B * T * I);
+  for (int p = 0; p < r->nparams; p++)
+    {
+      char *name = g_strconcat ("grad_", strchr (r->params[p]->name, '/') + 1, NULL);
+      assert_close (name, r->params[p]->grad.data, golden (t, name, r->params[p]->count), r->params[p]->count);
+      g_free (name);
+    }
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+  g_free (text);
+  g_hash_table_destroy (t);
+}
+
+static void
+test_gru_equals_torch (void)
+{
+  check_torch ("gru", "test/golden/rnn_gru.txt");
+}
+
+static void
+test_lstm_equals_torch (void)
+{
+  check_torch ("lstm", "test/golden/rnn_lstm.txt");
+}
+
+/* [updater] clip_norm: the worker clips the whole store's gradient, the
+ * recurrent layers' included, to that global L2 norm, keeping its
+ * direction (shoal_clip_gradients, as worker.c calls it). */
+static void
+test_clip_norm (void)
+{
+  ShoalConf *conf;
+  ShoalNet *net = build ("[layer ids]\ntype = feed\nshape = 4,6\nnum_classes = 9\nlabel_steps = 6\n"
+                         "[layer e]\ntype = embedding\nsrc = ids\nvocab_size = 9\nembedding_dim = 5\n"
+                         "[layer r]\ntype = lstm\nsrc = e\nhidden_size = 7\n"
+                         "[layer fc]\ntype = dense\nsrc = r\nnum_output = 9\naxis = 2\n"
+                         "[layer loss]\ntype = softmax_loss\nsrc = fc, ids\nloss_weight = 50\n", &conf, 4);
+  ShoalLayer *ids = shoal_net_find (net, "ids");
+  for (int i = 0; i < 24; i++)
+    ids->out.data[i] = (float) (i % 9);
+  ShoalParamStore *store = shoal_net_params (net);
+  shoal_param_store_zero_grads (store);
+  shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  shoal_net_backward (net);
+  double norm = 0;
+  for (size_t i = 0; i < store->total; i++)
+    norm += (double) store->grads[i] * store->grads[i];
+  norm = sqrt (norm);
+  g_assert_cmpfloat (norm, >, 2.0);
+  float *before = g_memdup2 (store->grads, store->total * sizeof (float));
+  shoal_clip_gradients (store->grads, store->total, 0, 1.0f);
+  double clipped = 0;
+  for (size_t i = 0; i < store->total; i++)
+    {
+      clipped += (double) store->grads[i] * store->grads[i];
+      g_assert_cmpfloat_with_epsilon (store->grads[i], before[i] / norm, 1e-6);
+    }
+  g_assert_cmpfloat_with_epsilon (sqrt (clipped), 1.0, 1e-5);
+  /* a gradient inside the norm is left alone */
+  memcpy (store->grads, before, store->total * sizeof (float));
+  shoal_clip_gradients (store->grads, store->total, 0, (float) (2 * norm));
+  g_assert_cmpmem (store->grads, store->total * sizeof (float), before, store->total * sizeof (float));
+  g_free (before);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
 static void
 test_bad_sources (void)
 {
@@ -345,6 +511,9 @@ main (int argc, char **argv)
   g_test_add_func ("/recurrent/state-carries", test_state_carries);
   g_test_add_func ("/recurrent/embedding", test_embedding);
   g_test_add_func ("/recurrent/per-step-layers", test_per_step_layers);
+  g_test_add_func ("/recurrent/gru-equals-torch", test_gru_equals_torch);
+  g_test_add_func ("/recurrent/lstm-equals-torch", test_lstm_equals_torch);
+  g_test_add_func ("/recurrent/clip-norm", test_clip_norm);
   g_test_add_func ("/recurrent/bad-sources", test_bad_sources);
   return g_test_run ();
 }
