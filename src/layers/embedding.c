@@ -9,6 +9,7 @@
  * forward cannot fail, and a model that sees such ids was set up with
  * the wrong vocab_size.  Backward adds each row of the output gradient
  * into the weight row it was read from; the ids get no gradient. */
+#include "layers/split.h"
 #include "layers/text_input.h"
 
 #include <math.h>
@@ -44,6 +45,8 @@ embedding_setup (ShoalLayer *layer, GError **error)
       return FALSE;
     }
   const ShoalLayer *src = layer->srcs[0];
+  while (src->ops == &shoal_layer_split_ops)  /* the input feeds other layers too */
+    src = src->srcs[0];
   if (src->ops == &shoal_layer_text_input_ops && shoal_text_input_vocab_size (src) != p->vocab)
     {
       shoal_layer_error (layer, error, "vocab_size", "is %d but the text of '%s' has %d ids "

@@ -65,11 +65,12 @@ make_sampling_conf (ShoalConf *conf, Roles *r, GError **error)
         {
           if (ops == softmax_loss && r->logits == NULL)
             {
-              gsize n = 0;
-              char **srcs = g_key_file_get_string_list (kf, g, "src", &n, NULL);
-              if (n >= 1)
-                r->logits = g_strstrip (g_strdup (srcs[0]));
+              char *value = g_key_file_get_value (kf, g, "src", NULL);
+              char **srcs = g_strsplit (value ? value : "", ",", -1);
+              if (srcs[0] != NULL && *g_strstrip (srcs[0]) != '\0')
+                r->logits = g_strdup (srcs[0]);
               g_strfreev (srcs);
+              g_free (value);
             }
           g_key_file_remove_group (kf, g, NULL);
         }

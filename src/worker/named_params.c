@@ -170,7 +170,7 @@ init_error (ShoalConf *conf, const Target *t, GError **error, const char *fmt, .
     shoal_conf_error (conf, error, t && t->group ? t->group : "job", t && t->key ? t->key : "init_from",
                       "%s", msg);
   else
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "init_from: %s", msg);
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s", msg);
   g_free (msg);
 }
 
