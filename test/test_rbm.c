@@ -178,7 +178,7 @@ test_free_energy (void)
         char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = 2,3\n"
                                       "[layer v]\ntype = rbm_visible\nsrc = x\nunits = %s\n"
                                       "[layer h]\ntype = rbm_hidden\nsrc = v\nnum_output = 2\nunits = %s\n"
-                                      "[layer fe]\ntype = rbm_free_energy\nsrc = h\n", units[vu], units[hu]);
+                                      "[layer fe]\ntype = rbm_free_energy\nsrc = v, h\n", units[vu], units[hu]);
         ShoalNet *net = build (text, &conf, 1);
         ShoalLayer *x = shoal_net_find (net, "x"), *vl = shoal_net_find (net, "v"), *hl = shoal_net_find (net, "h");
         for (int i = 0; i < V; i++)
@@ -310,10 +310,11 @@ test_bad_nets (void)
                           "[layer h]\ntype = rbm_hidden\nsrc = x\nnum_output = 3\n",
                           "bad.conf:6: [layer h] src: an rbm_hidden layer reads an rbm_visible layer directly; "
                           "'x' is a feed layer");
-  shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,5\n"
-                          "[layer f]\ntype = rbm_free_energy\nsrc = x\n",
-                          "bad.conf:6: [layer f] src: an rbm_free_energy layer reads an rbm_hidden layer; "
-                          "'x' is a feed layer");
+  shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,5\n[layer v]\ntype = rbm_visible\nsrc = x\n"
+                          "[layer h]\ntype = rbm_hidden\nsrc = v\nnum_output = 3\n"
+                          "[layer f]\ntype = rbm_free_energy\nsrc = x, h\n",
+                          "bad.conf:13: [layer f] src: an rbm_free_energy layer reads an RBM: its rbm_visible layer "
+                          "and the rbm_hidden layer over it; 'x' is a feed layer, 'h' a rbm_hidden layer");
   shoal_expect_net_error ("[layer x]\ntype = feed\nshape = 4,5\n[layer t]\ntype = feed\nshape = 4,6\n"
                           "[layer l]\ntype = sigmoid_cross_entropy_loss\nsrc = x, t\n",
                           "bad.conf:9: [layer l] src: logits 'x' (4x5) and target 't' (4x6) differ in rows or row size");

@@ -45,6 +45,9 @@ typedef enum {
 extern const ShoalLayerOps shoal_layer_rbm_visible_ops;
 extern const ShoalLayerOps shoal_layer_rbm_hidden_ops;
 
+/* The layer itself, or the one before the split layers the net put
+ * after it (a layer feeding several). */
+const ShoalLayer *shoal_rbm_through_splits (const ShoalLayer *layer);
 /* The visible units of an rbm_visible layer. */
 ShoalRbmUnits shoal_rbm_visible_units (const ShoalLayer *visible);
 /* The mean free energy of the last forward's rows under the RBM of an

@@ -15,6 +15,7 @@
 #include <string.h>
 
 typedef struct {
+  const ShoalLayer *vis;  /* the rbm_visible layer (srcs[0], or before its split) */
   int visible, hidden, cap;
   ShoalRbmUnits vunits, hunits;
   gboolean sample_visible;
@@ -42,8 +43,9 @@ static gboolean
 rbm_hidden_setup (ShoalLayer *layer, GError **error)
 {
   RbmHiddenPriv *p = layer->priv;
-  const ShoalLayer *vis = layer->srcs[0];
+  const ShoalLayer *vis = shoal_rbm_through_splits (layer->srcs[0]);
 
+  p->vis = vis;
   if (vis->ops != &shoal_layer_rbm_visible_ops)
     {
       shoal_layer_error (layer, error, "src", "an rbm_hidden layer reads an rbm_visible layer directly; "
@@ -126,7 +128,7 @@ static void
 visible_mean (const ShoalLayer *layer, const float *h, float *pv, int n)
 {
   const RbmHiddenPriv *p = layer->priv;
-  affine (h, layer->params[0]->value.data, FALSE, layer->srcs[0]->params[0]->value.data, pv, n, p->hidden,
+  affine (h, layer->params[0]->value.data, FALSE, p->vis->params[0]->value.data, pv, n, p->hidden,
           p->visible);
   if (p->vunits == SHOAL_RBM_BINARY)
     sigmoid_in_place (pv, (size_t) n * p->visible);
@@ -157,7 +159,7 @@ static double
 mean_free_energy (const ShoalLayer *layer, const float *v, const float *pre, int n)
 {
   const RbmHiddenPriv *p = layer->priv;
-  const float *b = layer->srcs[0]->params[0]->value.data;
+  const float *b = p->vis->params[0]->value.data;
   double total = 0;
   for (int i = 0; i < n; i++)
     {

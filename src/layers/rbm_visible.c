@@ -5,6 +5,7 @@
  * local to the RBM, so no gradient goes further down: layers below (the
  * lower RBMs' encoders of a stack) stay as they are. */
 #include "layers/rbm.h"
+#include "layers/split.h"
 
 #include <string.h>
 
@@ -62,6 +63,14 @@ rbm_visible_backward (ShoalLayer *layer)
       shoal_tensor_set_rows (layer->src_grad[0], rows);
       shoal_tensor_fill (layer->src_grad[0], 0.0f);
     }
+}
+
+const ShoalLayer *
+shoal_rbm_through_splits (const ShoalLayer *layer)
+{
+  while (layer->ops == &shoal_layer_split_ops)
+    layer = layer->srcs[0];
+  return layer;
 }
 
 ShoalRbmUnits
