@@ -31,8 +31,12 @@ shoal_cmd_layers (int argc, char **argv)
       if (ops->param_names != NULL)
         {
           printf ("  params:");
-          for (const char *const *p = ops->param_names; *p; p++)
-            printf (" %s", *p);
+          int n = 0;
+          for (const char *const *p = ops->param_names; *p; p++, n++)
+            if (n < 8)
+              printf (" %s", *p);
+          if (n > 8)
+            printf (" ... (%d in all)", n);  /* a stacked recurrent layer's levels */
           printf ("\n");
         }
       print_options (ops->options, "  ");
