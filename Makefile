@@ -2,18 +2,21 @@
 # build/libshoal.a; `make test`, `make demo`, `make bench`, `make deps`.
 
 CC ?= cc
-PKGS := glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib
+PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0
 BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
-  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2 libpython3.11-stdlib
+  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2 libjson-glib-dev gnuplot-nox \
+  libpython3.11-stdlib
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror
-SHOAL_VERSION := 0.1.0
+# The version is written once, in the public header.
+SHOAL_VERSION := $(shell sed -n 's/^\#define SHOAL_VERSION_STRING "\(.*\)"/\1/p' include/shoal/version.h)
+SHOAL_MAJOR := $(firstword $(subst ., ,$(SHOAL_VERSION)))
 # ---- sanitizers: `make SANITIZE=address,undefined test`, `make SANITIZE=thread test-threads`.
 # A sanitizer build lives in its own directory (build-asan, build-tsan, ...)
 # so it never mixes objects with build/; BUILD=... on the command line wins.
@@ -36,10 +39,12 @@ ifeq ($(CUDA),1)
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
   CUDA_CFLAGS := -DSHOAL_CUDA -I$(CUDA_HOME)/include
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart -lstdc++
+  # nothing below src/gpu names the backend: pull its registration out of the archive
+  LDFLAGS += -Wl,-u,shoal_gpu_register
 endif
 
-CFLAGS_BASE := -DSHOAL_VERSION=\"$(SHOAL_VERSION)\" -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
-  $(SAN_FLAGS) $(CUDA_CFLAGS) -Isrc -I$(BUILD)/gen
+CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
+  $(SAN_FLAGS) $(CUDA_CFLAGS) -Iinclude -Isrc -I$(BUILD)/gen
 
 # pkg-config runs only once the packages exist (make deps may come first).
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -50,7 +55,7 @@ LIBS = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
 THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
 
-LIB_SRC := $(wildcard src/core/*.c src/layers/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
+LIB_SRC := $(wildcard src/core/*.c src/rpc/*.c src/layers/*.c src/net/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
   src/server/*.c src/worker/*.c src/data/*.c)
 ifeq ($(CUDA),1)
 LIB_SRC += $(wildcard src/gpu/*.c)
@@ -108,7 +113,7 @@ $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
 
 # CUDA kernels: nvcc, host side as strict as the C code.
-NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Isrc -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
+NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Iinclude -Isrc -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
   $(if $(WERROR),-Werror all-warnings)
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -139,7 +144,7 @@ EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 examples: $(EXAMPLE_BIN)
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
 
 # ---- data ---------------------------------------------------------------
 FMNIST := /usr/share/datasets/fashion-mnist
@@ -177,6 +182,11 @@ bench: deps
 	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh rnn.sh rbm.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
+
+# includes and calls point down the layers of src/ (docs/ARCHITECTURE.md)
+.PHONY: check-layers
+check-layers: all
+	@scripts/check-layers.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

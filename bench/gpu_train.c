@@ -23,7 +23,7 @@
 
 #include "core/device.h"
 #include "core/updater.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "worker/job.h"
 
 static int

@@ -41,7 +41,7 @@
 #include <thrift/c_glib/transport/thrift_buffered_transport.h>
 #include <thrift/c_glib/transport/thrift_socket.h>
 
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/rpc_types.h"
 #include "server/server.h"

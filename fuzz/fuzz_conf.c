@@ -11,7 +11,7 @@
 
 #include "core/conf.h"
 #include "fuzz_common.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "worker/job.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);

@@ -4,7 +4,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "core/checkpoint.h"
+#include "data/checkpoint.h"
 #include "core/error.h"
 
 static void

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "worker/job.h"
 
 /* Lines 1-10; groups appended by a test start at line 11. */

@@ -8,10 +8,11 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "data/data_layers.h"
 #include "data/dataset.h"
 #include "data/import.h"
 #include "data/record.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -345,7 +346,7 @@ test_record_corrupt (void)
   g_assert_cmpmem (out.pixels, 6, px, 6);
   g_byte_array_unref (b);
 
-  /* what the hardened protocol (core/thrift_util.c) refuses before the
+  /* what the hardened protocol (rpc/thrift_protocol.c) refuses before the
    * generated reader could leak or crash on it */
   for (int c = 0; c < 4; c++)
     {
@@ -1139,6 +1140,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  shoal_data_register_layers ();
   shoal_record_types_init ();
   g_test_add_func ("/data/record/roundtrip-pixels", test_record_roundtrip_pixels);
   g_test_add_func ("/data/record/roundtrip-floats", test_record_roundtrip_floats);

@@ -18,8 +18,9 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "data/data_layers.h"
 #include "data/dataset.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "partition/partition.h"
 #include "layers/recurrent.h"
 
@@ -1109,6 +1110,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  shoal_data_register_layers ();
   if (shoal_device_count () == 0)
     g_test_message ("no CUDA device%s: the GPU comparisons skip",
                     shoal_device_cuda_built () ? "" : " (built without make CUDA=1)");

@@ -9,7 +9,7 @@
 
 #include "comm/group_wire.h"
 #include "comm/mailbox.h"
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "core/error.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
@@ -54,7 +54,8 @@ rpc_start (ShoalServer *server, ShoalMailbox *mailbox, int port, int expected_sh
 {
   ShoalRpcServerOptions o = { .bind_address = "127.0.0.1", .port = port, .token = TOKEN,
                               .io_timeout_ms = 10000, .expected_shutdowns = expected_shutdowns,
-                              .mailbox = mailbox };
+                              .bridge_sink = mailbox != NULL ? shoal_mailbox_sink : NULL,
+                              .bridge_data = mailbox };
   GError *error = NULL;
   ShoalRpcServer *rpc = shoal_rpc_server_start (server, &o, &error);
   g_assert_no_error (error);

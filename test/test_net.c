@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "layers/split.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "support/gradcheck.h"
 
 static ShoalNet *

@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "layers/layer.h"
 #include "layers/slice.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "partition/partition.h"
 #include "support/gradcheck.h"
 

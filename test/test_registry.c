@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "support/gradcheck.h"
 
 /* ---- scale2: y = 2x ------------------------------------------------------ */
@@ -46,7 +46,7 @@ scale2_backward (ShoalLayer *layer)
 static const ShoalLayerOps scale2_ops = {
   .type = "scale2",
   .summary = "y = 2x (test)",
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = scale2_options,
@@ -118,7 +118,7 @@ shift_backward (ShoalLayer *layer)
 static const ShoalLayerOps shift_ops = {
   .type = "shift",
   .summary = "y = gain * x + offset (test)",
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = shift_options,

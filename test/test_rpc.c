@@ -13,7 +13,7 @@
 
 #include <arpa/inet.h>
 
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "core/error.h"
 #include "server/rpc_server.h"
 #include "server/server.h"

@@ -43,7 +43,7 @@ struct SliceValues {
 }
 
 /* Counters since the server started (ShoalServerStats).
- * Next free field id: 7 */
+ * Next free field id: 8 */
 struct StatsReply {
   1: i64 pushes,
   2: i64 pulls,
@@ -51,11 +51,21 @@ struct StatsReply {
   4: i64 deltas,
   5: i64 bytes_in,
   6: i64 bytes_out,
+  7: i64 dropped,      /* SYNC with backup workers: late gradients dropped */
 }
 
 service ParamService {
-  /* A gradient of the whole slice for 0-based step (shoal_server_push). */
-  void push (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad)
+  /* A gradient of the whole slice for 0-based step (shoal_server_push_from).
+   * base_version: the slice's version the gradient was computed on (the
+   * version of the values the worker last received), from which the
+   * server records the update's staleness; -1 (an older client): not
+   * recorded.  unit: the pushing unit (its worker group, or group *
+   * nworkers_per_group + worker where a group's workers push each their
+   * own gradient), whose step the server counts for SSP; -1: none.
+   * Under SSP ([cluster] staleness) the call returns once the slowest
+   * unit is close enough (see push_pull). */
+  void push (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
+             5: i64 base_version = -1, 6: i32 unit = -1)
     throws (1: ParamError err),
 
   /* Waits until the slice's version >= min_version, at most wait_ms
@@ -64,9 +74,14 @@ service ParamService {
     throws (1: ParamError err),
 
   /* push, then pull the first version that includes this gradient: the
-   * next version in SYNC mode, the current one in ASYNC mode. */
+   * next version in SYNC mode, the current one in ASYNC mode.  A SYNC
+   * gradient that came too late for its step (backup workers: the step
+   * was applied with the first k - b gradients) is dropped and the reply
+   * holds the current values at once; the worker goes on at their
+   * version.  Under SSP ([cluster] staleness = s) the reply waits until
+   * every unit has pushed step - s. */
   SliceValues push_pull (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
-                         5: i64 wait_ms)
+                         5: i64 wait_ms, 6: i64 base_version = -1, 7: i32 unit = -1)
     throws (1: ParamError err),
 
   /* Replaces values and version (initial values, restored checkpoints). */

@@ -15,7 +15,7 @@
 #include "core/rng.h"
 #include "core/updater.h"
 #include "layers/layer.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 /* ---- the swish layer ----------------------------------------------------
  * Its options are declared once in a table: the net checks the conf's
@@ -83,7 +83,7 @@ swish_backward (ShoalLayer *layer)
 static const ShoalLayerOps swish_ops = {
   .type = "swish",
   .summary = "x * sigmoid(beta * x)",
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = swish_options,

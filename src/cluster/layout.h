@@ -24,7 +24,7 @@
 #include <glib.h>
 
 #include "server/server.h"
-#include "worker/job.h"
+#include "cluster/cluster_conf.h"
 
 G_BEGIN_DECLS
 

@@ -15,7 +15,7 @@
 #include <glib.h>
 
 #include "comm/mailbox.h"
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "partition/group_wire.h"
 
 G_BEGIN_DECLS

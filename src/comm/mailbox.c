@@ -124,3 +124,9 @@ shoal_mailbox_pending (ShoalMailbox *mb)
   g_mutex_unlock (&mb->lock);
   return n;
 }
+
+void
+shoal_mailbox_sink (gpointer mailbox, int group, guint32 channel, GBytes *msg)
+{
+  shoal_mailbox_put (mailbox, group, channel, msg);
+}

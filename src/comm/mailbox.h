@@ -22,6 +22,9 @@ void shoal_mailbox_free (ShoalMailbox *mb);
  * has one owner at a time, handed over under the mailbox's lock
  * (ThreadSanitizer sees that, not GLib's atomic reference counts). */
 void shoal_mailbox_put (ShoalMailbox *mb, int group, guint32 channel, GBytes *msg);
+/* shoal_mailbox_put with the mailbox as a gpointer: the bridge sink of
+ * an RPC server (server/rpc_server.h's ShoalBridgeSink). */
+void shoal_mailbox_sink (gpointer mailbox, int group, guint32 channel, GBytes *msg);
 /* The oldest message under (group, channel), waiting at most timeout_ms
  * for one: a reference the caller owns, or NULL with error:
  * SHOAL_ERROR_TIMEOUT on timeout, SHOAL_ERROR_RPC once the mailbox is

@@ -28,6 +28,10 @@ struct _ShoalParamClient {
   ShoalServer *shared;        /* new_shared: the one local server */
 
   int n_push, n_fetch;        /* async knobs, >= 1 */
+  int unit;                   /* SSP clock id sent with every push; -1 none */
+  gint64 *have_version;       /* per slice: the version of the values in the store (what its
+                               * next gradient is computed on); written by the comm thread,
+                               * read by the worker after shoal_param_client_wait */
 
   /* the step in flight; written by the worker before queuing */
   gint64 step;
@@ -63,6 +67,8 @@ client_alloc (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
   c->unqueued = nslices;
   c->done_from = store->total;
   c->n_push = c->n_fetch = 1;
+  c->unit = -1;
+  c->have_version = g_new0 (gint64, nslices);
   c->stop_step = -1;
   g_mutex_init (&c->lock);
   g_cond_init (&c->idle);
@@ -121,6 +127,12 @@ shoal_param_client_route_remote (ShoalParamClient *c, int slice, const ShoalRpcC
 }
 
 void
+shoal_param_client_set_unit (ShoalParamClient *c, int unit)
+{
+  c->unit = unit;
+}
+
+void
 shoal_param_client_set_frequency (ShoalParamClient *c, int n_push, int n_fetch)
 {
   g_return_if_fail (n_push >= 1 && n_fetch >= 1);
@@ -142,27 +154,34 @@ fetches_at (const ShoalParamClient *c, gint64 step)
   return (step + 1) % c->n_fetch == 0;
 }
 
-/* Pushes the slice's gradient from sendbuf and pulls its values into the store. */
+/* Pushes the slice's gradient from sendbuf and pulls its values into
+ * the store, with the version they are of.  The push says which version
+ * the gradient was computed on, so the server can tell its staleness. */
 static gboolean
 exchange (ShoalParamClient *c, int s, GError **error)
 {
   size_t b = c->begin[s], n = c->end[s] - b;
   float *values = c->store->values + b;
   const float *grad = c->sendbuf + b;
-  gint64 min_version = c->mode == SHOAL_UPDATE_SYNC ? c->step + 1 : 0;
+  ShoalPushOrigin origin = { c->have_version[s], c->unit };
   Route *r = &c->routes[s];
 
   if (r->local != NULL)
-    return shoal_server_push (r->local, s, grad, n, c->step, error)
-           && (!fetches_at (c, c->step)
-               || shoal_server_pull (r->local, s, values, n, min_version, PULL_TIMEOUT_US, NULL, error));
+    {
+      gint64 ready = 0;
+      return shoal_server_push_from (r->local, s, grad, n, c->step, &origin, &ready, error)
+             && shoal_server_wait_bound (r->local, s, c->unit, c->step, PULL_TIMEOUT_US, error)
+             && (!fetches_at (c, c->step)
+                 || shoal_server_pull (r->local, s, values, n, ready, PULL_TIMEOUT_US,
+                                       &c->have_version[s], error));
+    }
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
   if (c->mode == SHOAL_UPDATE_ASYNC && !fetches_at (c, c->step))
-    return shoal_rpc_client_push (rpc, s, grad, n, c->step, error);
+    return shoal_rpc_client_push_from (rpc, s, grad, n, c->step, &origin, error);
   /* one round trip: the server answers once the update is in (SYNC: once
-   * every worker of the group pushed, i.e. at min_version) */
-  (void) min_version;
-  return shoal_rpc_client_push_pull (rpc, s, grad, values, n, c->step, NULL, error);
+   * every worker of the group pushed) */
+  return shoal_rpc_client_push_pull_from (rpc, s, grad, values, n, c->step, &origin,
+                                          &c->have_version[s], error);
 }
 
 /* After a call for slice s failed with SHOAL_ERROR_STOPPED: the step its
@@ -247,17 +266,22 @@ gboolean
 shoal_param_client_fetch (ShoalParamClient *c, GError **error)
 {
   if (c->shared != NULL)
-    return TRUE;
+    {
+      for (int s = 0; s < c->nslices; s++)
+        c->have_version[s] = shoal_server_slice_version (c->shared, s);
+      return TRUE;
+    }
   for (int s = 0; s < c->nslices; s++)
     {
       size_t b = c->begin[s], n = c->end[s] - b;
       Route *r = &c->routes[s];
       gboolean ok;
       if (r->local != NULL)
-        ok = shoal_server_pull (r->local, s, c->store->values + b, n, 0, PULL_TIMEOUT_US, NULL, error);
+        ok = shoal_server_pull (r->local, s, c->store->values + b, n, 0, PULL_TIMEOUT_US,
+                                &c->have_version[s], error);
       else
         ok = shoal_rpc_client_pull (((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc,
-                                    s, c->store->values + b, n, 0, NULL, error);
+                                    s, c->store->values + b, n, 0, &c->have_version[s], error);
       if (!ok)
         return FALSE;
     }
@@ -275,7 +299,9 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
       if (c->shared != NULL)
         {
           GError *error = NULL;
-          if (!shoal_server_push (c->shared, s, grads + b, n, step, &error))
+          ShoalPushOrigin origin = { c->have_version[s], c->unit };
+          if (!shoal_server_push_from (c->shared, s, grads + b, n, step, &origin, &c->have_version[s],
+                                       &error))
             keep_failure (c, s, error);
         }
       else
@@ -353,6 +379,17 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
       return FALSE;
     }
   return TRUE;
+}
+
+gint64
+shoal_param_client_catch_up_step (ShoalParamClient *c, gint64 step)
+{
+  if (c->mode != SHOAL_UPDATE_SYNC)
+    return step;
+  gint64 at = G_MAXINT64;
+  for (int s = 0; s < c->nslices; s++)
+    at = MIN (at, c->have_version[s]);
+  return MAX (step, at);
 }
 
 gint64
@@ -450,6 +487,7 @@ shoal_param_client_free (ShoalParamClient *c)
   g_mutex_clear (&c->lock);
   g_cond_clear (&c->idle);
   g_free (c->routes);
+  g_free (c->have_version);
   g_free (c->begin);
   g_free (c->end);
   g_free (c);

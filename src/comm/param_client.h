@@ -2,7 +2,7 @@
  *
  * A client belongs to one worker thread.  It routes each slice to the
  * server that serves it: a server in this process (direct calls, no
- * serialisation) or one in another process (Thrift, src/comm/rpc_client).
+ * serialisation) or one in another process (Thrift, src/server/rpc_client).
  * Communication runs on the client's own comm thread, so it overlaps
  * compute:
  *   - during backward the worker calls shoal_param_client_layer_done after
@@ -22,7 +22,7 @@
 
 #include <glib.h>
 
-#include "comm/rpc_client.h"
+#include "server/rpc_client.h"
 #include "core/param.h"
 #include "layers/layer.h"
 #include "server/server.h"
@@ -44,6 +44,9 @@ void shoal_param_client_route_remote (ShoalParamClient *client, int slice,
  * n_fetch steps; in between the worker keeps computing on the params it
  * has.  Default 1 and 1. */
 void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int n_fetch);
+/* The unit this client pushes for, sent with every push so that an SSP
+ * server counts its steps (ShoalPushOrigin.unit); -1 (default): none. */
+void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
 
 /* Connects to remote servers and starts the comm thread. */
 gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);
@@ -66,6 +69,14 @@ void shoal_param_client_step_done (ShoalParamClient *client, gint64 step);
  * SHOAL_ERROR_STOPPED: the servers stop the job at a step, see
  * shoal_param_client_stop_step, and the step's values did not change). */
 gboolean shoal_param_client_wait (ShoalParamClient *client, GError **error);
+
+/* After shoal_param_client_wait, before step `step` begins: the step the
+ * servers are at.  SYNC with backup workers a unit whose gradients came
+ * late got the newest values back (of a later version than `step`); it
+ * goes on at the lowest version among its slices, where its next push is
+ * taken (or dropped again, and it catches up again: never a wait for a
+ * step that is gone).  Otherwise, and in ASYNC mode, `step`. */
+gint64 shoal_param_client_catch_up_step (ShoalParamClient *client, gint64 step);
 
 /* After shoal_param_client_wait failed with SHOAL_ERROR_STOPPED (a SYNC
  * step given up because a unit of the group stopped, see stop_at): the

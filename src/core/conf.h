@@ -12,47 +12,12 @@
 
 #include <glib.h>
 
+#include <shoal/conf.h>
+
 G_BEGIN_DECLS
 
-typedef enum {
-  SHOAL_OPT_INT,
-  SHOAL_OPT_FLOAT,
-  SHOAL_OPT_BOOL,
-  SHOAL_OPT_STRING,      /* with choices "a|b|c" it must be one of them */
-  SHOAL_OPT_INT_LIST,    /* "1, 2, 3" */
-  SHOAL_OPT_FLOAT_LIST,
-  SHOAL_OPT_STRING_LIST
-} ShoalOptType;
-
-typedef struct {
-  const char *key;
-  ShoalOptType type;
-  const char *default_value;  /* as it would be written in the file; NULL = required */
-  double min, max;            /* inclusive bounds for numbers and list items; min > max: none */
-  const char *choices;        /* SHOAL_OPT_STRING only: "a|b|c", or NULL for any */
-  const char *help;
-} ShoalOption;
-
-/* Terminates option tables. */
-#define SHOAL_OPTION_END { NULL, 0, NULL, 0, 0, NULL, NULL }
-/* No bounds. */
-#define SHOAL_UNBOUNDED 1, 0
-
-typedef struct _ShoalConf ShoalConf;
-
-/* Returns a new conf (free with shoal_conf_free) or NULL with error set. */
-ShoalConf *shoal_conf_load_file (const char *path, GError **error);
-/* `origin` names the text in messages (a file name, "test"). */
-ShoalConf *shoal_conf_load_data (const char *text, const char *origin, GError **error);
-void shoal_conf_free (ShoalConf *conf);
-
-/* "section.key=value"; a layer section is written "layer NAME.key=value".
- * Sets the key (creating it if absent); later validation names "-o". */
-gboolean shoal_conf_override (ShoalConf *conf, const char *assignment, GError **error);
-
-/* Borrowed; valid while conf lives. */
+/* The key file itself.  Borrowed; valid while conf lives. */
 GKeyFile *shoal_conf_keyfile (ShoalConf *conf);
-const char *shoal_conf_origin (ShoalConf *conf);
 /* 1-based line of the key (or of the group when key is NULL); 0 if unknown. */
 int shoal_conf_line (ShoalConf *conf, const char *group, const char *key);
 

@@ -1,18 +1,23 @@
 /* The device interface: the CPU handled here, GPUs forwarded to the
- * CUDA backend when the build has one.  Keeping the dispatch in one
- * place is what lets the rest of shoal (tensors, params, nets, tests)
- * compile identically with and without CUDA. */
+ * backend that registered itself (src/gpu in a CUDA build).  Keeping the
+ * dispatch in one place is what lets the rest of shoal (tensors, params,
+ * nets, tests) compile identically with and without CUDA; core names no
+ * backend. */
 #include "core/device_backend.h"
 
 #include <string.h>
 
 #include "core/error.h"
 
-#ifdef SHOAL_CUDA
-static const ShoalDeviceBackend *const gpu_backend = &shoal_cuda_backend;
-#else
-static const ShoalDeviceBackend *const gpu_backend = NULL;
-#endif
+/* Set once, before any GPU is asked for (the backend registers itself
+ * when it is loaded). */
+static const ShoalDeviceBackend *gpu_backend;
+
+void
+shoal_device_register_backend (const ShoalDeviceBackend *backend)
+{
+  gpu_backend = backend;
+}
 
 gboolean
 shoal_device_cuda_built (void)

@@ -1,7 +1,8 @@
 /* The table a GPU backend fills in for core/device.c (internal to
  * shoal: src/core and src/gpu).  core/device.c handles the CPU itself and
- * forwards everything about GPUs here; a build without CUDA has no such
- * table, and every GPU request fails with a message saying so.
+ * forwards everything about GPUs to the backend registered with
+ * shoal_device_register_backend; without one (a build without CUDA)
+ * every GPU request fails with a message saying so.
  * Devices are given by index (the GPU ordinal). */
 #ifndef SHOAL_DEVICE_BACKEND_H
 #define SHOAL_DEVICE_BACKEND_H
@@ -47,8 +48,9 @@ typedef struct {
   gboolean (*context_sync) (ShoalDeviceContext *ctx, GError **error);
 } ShoalDeviceBackend;
 
-/* Defined by src/gpu/device_cuda.c in a `make CUDA=1` build. */
-extern const ShoalDeviceBackend shoal_cuda_backend;
+/* Makes `backend` (static, never freed) the GPU backend; called once by
+ * the backend when it is loaded (src/gpu/register.c). */
+void shoal_device_register_backend (const ShoalDeviceBackend *backend);
 
 G_END_DECLS
 

@@ -8,23 +8,9 @@
 
 #include <glib.h>
 
+#include <shoal/error.h>
+
 G_BEGIN_DECLS
-
-#define SHOAL_ERROR (shoal_error_quark ())
-GQuark shoal_error_quark (void);
-
-typedef enum {
-  SHOAL_ERROR_CONF,        /* the job conf is wrong */
-  SHOAL_ERROR_SHAPE,       /* shapes of neighbouring layers do not fit */
-  SHOAL_ERROR_DATA,        /* a data file or record is missing or malformed */
-  SHOAL_ERROR_IO,          /* reading or writing a file failed */
-  SHOAL_ERROR_UNSUPPORTED, /* valid request this build or layer cannot do */
-  SHOAL_ERROR_RPC,         /* a remote call failed */
-  SHOAL_ERROR_INTERNAL,
-  SHOAL_ERROR_TIMEOUT,     /* nothing came from a peer in the time allowed */
-  SHOAL_ERROR_STOPPED      /* SYNC: the job stops at an earlier step (a worker stopped on
-                            * SIGINT/SIGTERM): this step is never aggregated */
-} ShoalErrorCode;
 
 G_END_DECLS
 

@@ -13,27 +13,11 @@
 
 #include <glib.h>
 
+#include <shoal/param.h>
+
 #include "core/rng.h"
 
 G_BEGIN_DECLS
-
-typedef enum {
-  SHOAL_INIT_CONSTANT,
-  SHOAL_INIT_GAUSSIAN,
-  SHOAL_INIT_UNIFORM,
-  SHOAL_INIT_GAUSSIAN_SQRT_FAN_IN,
-  SHOAL_INIT_UNIFORM_SQRT_FAN_IN,
-  SHOAL_INIT_GLOROT_UNIFORM,
-  SHOAL_INIT_GLOROT_NORMAL,
-  SHOAL_INIT_COUNT
-} ShoalInitKind;
-
-typedef struct {
-  ShoalInitKind kind;
-  float value;      /* constant */
-  float mean, std;  /* gaussian kinds */
-  float low, high;  /* uniform kinds */
-} ShoalInitSpec;
 
 /* Name as written in confs ("xavier" is accepted as an alias when parsing). */
 const char *shoal_init_kind_name (ShoalInitKind kind);

@@ -208,3 +208,71 @@ shoal_param_store_zero_grads (ShoalParamStore *store)
         }
     }
 }
+
+/* ---- accessors (the public face of params and the store) ------------------ */
+
+const char *
+shoal_param_name (const ShoalParam *param)
+{
+  return param->name;
+}
+
+const ShoalShape *
+shoal_param_shape (const ShoalParam *param)
+{
+  return &param->shape;
+}
+
+ShoalTensor *
+shoal_param_value (ShoalParam *param)
+{
+  return &param->value;
+}
+
+ShoalTensor *
+shoal_param_grad (ShoalParam *param)
+{
+  return &param->grad;
+}
+
+float
+shoal_param_lr_scale (const ShoalParam *param)
+{
+  return param->lr_scale;
+}
+
+float
+shoal_param_wd_scale (const ShoalParam *param)
+{
+  return param->wd_scale;
+}
+
+guint
+shoal_param_store_n_params (const ShoalParamStore *store)
+{
+  return store->params->len;
+}
+
+ShoalParam *
+shoal_param_store_get (ShoalParamStore *store, guint i)
+{
+  return i < store->params->len ? g_ptr_array_index (store->params, i) : NULL;
+}
+
+float *
+shoal_param_store_values (ShoalParamStore *store)
+{
+  return store->values;
+}
+
+float *
+shoal_param_store_grads (ShoalParamStore *store)
+{
+  return store->grads;
+}
+
+size_t
+shoal_param_store_size (const ShoalParamStore *store)
+{
+  return store->total;
+}

@@ -1,4 +1,4 @@
-/* The param store: every parameter of a net in one contiguous buffer,
+/* The param store (its public face: shoal/param.h): every parameter of a net in one contiguous buffer,
  * every gradient in a second one and the optimiser state in a third, so
  * that a slice sent to a server is a pointer range.
  *
@@ -11,12 +11,14 @@
 
 #include <glib.h>
 
+#include <shoal/param.h>
+
 #include "core/init.h"
 #include "core/tensor.h"
 
 G_BEGIN_DECLS
 
-typedef struct {
+struct _ShoalParam {
   char *name;            /* "<layer>/<param>", e.g. "fc1/weight"; owned by the param */
   ShoalShape shape;
   size_t offset;         /* index of the first float in the store's buffers */
@@ -26,9 +28,9 @@ typedef struct {
   float lr_scale, wd_scale;
   ShoalTensor value;     /* view into store->values after allocation */
   ShoalTensor grad;      /* view into store->grads after allocation */
-} ShoalParam;
+};
 
-typedef struct {
+struct _ShoalParamStore {
   GPtrArray *params;     /* ShoalParam *, declaration order; owned */
   size_t total;          /* floats in each buffer, padding included */
   float *values;         /* owned unless values_borrowed */
@@ -45,7 +47,7 @@ typedef struct {
   float *dev_grads;
   gboolean host_pinned;  /* values (unless borrowed) and grads are pinned host memory */
   gboolean borrowed_pinned;  /* this store pinned the borrowed values */
-} ShoalParamStore;
+};
 
 ShoalParamStore *shoal_param_store_new (void);
 void shoal_param_store_free (ShoalParamStore *store);
@@ -56,7 +58,6 @@ ShoalParam *shoal_param_store_declare (ShoalParamStore *store, const char *name,
                                        const ShoalShape *shape, const ShoalInitSpec *init,
                                        int fan_in, int fan_out,
                                        float lr_scale, float wd_scale);
-ShoalParam *shoal_param_store_find (ShoalParamStore *store, const char *name);
 
 /* Allocates zeroed values and grads and binds every param's views. */
 void shoal_param_store_allocate (ShoalParamStore *store);
@@ -73,13 +74,6 @@ gboolean shoal_param_store_allocate_device (ShoalParamStore *store, ShoalDevice 
 /* Allocates (zeroed) optimiser state of per_value floats per value. */
 void shoal_param_store_allocate_state (ShoalParamStore *store, int per_value);
 
-/* Initialises every param from its spec.  Each param draws from its own
- * stream derived from (seed, param name), so values do not depend on the
- * order of declaration or on how the net is partitioned.  Writes the
- * host values (a GPU net uploads them before its forward). */
-void shoal_param_store_init_values (ShoalParamStore *store, guint64 seed);
-/* Zeroes the host grads and, on a GPU store, the device grads. */
-void shoal_param_store_zero_grads (ShoalParamStore *store);
 
 G_END_DECLS
 

@@ -2,11 +2,12 @@
  * cache lines, and views so that params can live in one buffer. */
 #include "core/tensor.h"
 
-#include "core/device.h"
-
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/device.h"
+#include "core/error.h"
 
 ShoalShape
 shoal_shape_make (int ndim, ...)
@@ -81,6 +82,67 @@ void
 shoal_free_aligned (void *p)
 {
   free (p);
+}
+
+float *
+shoal_try_alloc_floats (size_t count, GError **error)
+{
+  size_t bytes = count > (G_MAXSIZE - 63) / sizeof (float) ? 0 : (count * sizeof (float) + 63) & ~(size_t) 63;
+  void *p = NULL;
+
+  if (bytes == 0 && count > 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "cannot allocate %zu floats: too many", count);
+      return NULL;
+    }
+  if (bytes == 0)
+    bytes = 64;
+  if (posix_memalign (&p, 64, bytes) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "cannot allocate %zu bytes (%.1f MiB)",
+                   bytes, bytes / 1048576.0);
+      return NULL;
+    }
+  memset (p, 0, bytes);
+  return p;
+}
+
+/* ---- accessors (the public face of a tensor) ------------------------------ */
+
+float *
+shoal_tensor_data (const ShoalTensor *t)
+{
+  return t->data;
+}
+
+const ShoalShape *
+shoal_tensor_shape (const ShoalTensor *t)
+{
+  return &t->shape;
+}
+
+int
+shoal_tensor_rows (const ShoalTensor *t)
+{
+  return t->shape.ndim > 0 ? t->shape.dim[0] : 1;
+}
+
+size_t
+shoal_tensor_count (const ShoalTensor *t)
+{
+  return shoal_shape_count (&t->shape);
+}
+
+size_t
+shoal_tensor_row_size (const ShoalTensor *t)
+{
+  return shoal_shape_row_size (&t->shape);
+}
+
+ShoalDevice
+shoal_tensor_device (const ShoalTensor *t)
+{
+  return t->device;
 }
 
 void

@@ -1,4 +1,5 @@
-/* Float32 tensors of up to four dimensions.
+/* Float32 tensors of up to four dimensions (the public half, the shapes
+ * and accessors, is shoal/tensor.h).
  *
  * A tensor either owns its memory (shoal_tensor_alloc) or views memory
  * owned by someone else (shoal_tensor_view), for instance a range of the
@@ -12,40 +13,17 @@
 #include <glib.h>
 #include <stddef.h>
 
+#include <shoal/tensor.h>
+
 G_BEGIN_DECLS
 
-#define SHOAL_MAX_DIMS 4
-
-typedef enum {
-  SHOAL_DEVICE_CPU = 0,
-  SHOAL_DEVICE_CUDA = 1
-} ShoalDeviceKind;
-
-typedef struct {
-  ShoalDeviceKind kind;
-  int index; /* GPU ordinal; 0 for the CPU */
-} ShoalDevice;
-
-typedef struct {
-  int ndim;
-  int dim[SHOAL_MAX_DIMS];
-} ShoalShape;
-
-typedef struct {
+struct _ShoalTensor {
   float *data;       /* NULL until allocated or viewed */
   ShoalShape shape;
   size_t capacity;   /* floats available at data */
   ShoalDevice device;
   gboolean owns_data;
-} ShoalTensor;
-
-/* Shapes */
-ShoalShape shoal_shape_make (int ndim, ...);         /* shoal_shape_make (2, 64, 784) */
-size_t shoal_shape_count (const ShoalShape *shape);  /* product of all dims; 1 for ndim 0 */
-size_t shoal_shape_row_size (const ShoalShape *shape); /* product of dims 1.. */
-gboolean shoal_shape_equal (const ShoalShape *a, const ShoalShape *b);
-/* "64x1x28x28"; returns a newly allocated string, g_free it */
-char *shoal_shape_to_string (const ShoalShape *shape);
+};
 
 /* Tensors.  A zero-initialised ShoalTensor is empty and valid to clear. */
 void shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape);  /* zero-filled, 64-byte aligned */
@@ -66,17 +44,9 @@ gboolean shoal_tensor_download (const ShoalTensor *t, float *host, GError **erro
 /* Sets shape[0] to rows; rows * row_size must fit the capacity. */
 void shoal_tensor_set_rows (ShoalTensor *t, int rows);
 
-static inline size_t shoal_tensor_count (const ShoalTensor *t) { return shoal_shape_count (&t->shape); }
-static inline int shoal_tensor_rows (const ShoalTensor *t) { return t->shape.ndim > 0 ? t->shape.dim[0] : 1; }
-static inline size_t shoal_tensor_row_size (const ShoalTensor *t) { return shoal_shape_row_size (&t->shape); }
-
 /* CPU tensors only. */
 void shoal_tensor_fill (ShoalTensor *t, float value);
 void shoal_tensor_copy (ShoalTensor *dst, const ShoalTensor *src); /* counts must match */
-
-/* 64-byte aligned allocation for float buffers; free with shoal_free_aligned. */
-float *shoal_alloc_floats (size_t count);  /* zero-filled */
-void shoal_free_aligned (void *p);
 
 G_END_DECLS
 

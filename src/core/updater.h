@@ -21,66 +21,11 @@
 
 #include <glib.h>
 
+#include <shoal/updater.h>
+
 #include "core/param.h"
 
 G_BEGIN_DECLS
-
-typedef enum {
-  SHOAL_UPDATER_SGD,
-  SHOAL_UPDATER_NESTEROV,
-  SHOAL_UPDATER_ADAGRAD,
-  SHOAL_UPDATER_RMSPROP,
-  SHOAL_UPDATER_ADADELTA,
-  SHOAL_UPDATER_ADAM,
-  SHOAL_UPDATER_COUNT
-} ShoalUpdaterKind;
-
-typedef enum {
-  SHOAL_LR_FIXED,        /* lr */
-  SHOAL_LR_STEP,         /* lr * gamma^floor(step / step_size) */
-  SHOAL_LR_FIXED_STEP,   /* lr_list[i] from step_list[i] on (step_list ascending, first is 0) */
-  SHOAL_LR_EXPONENTIAL,  /* lr * gamma^(step / step_size) */
-  SHOAL_LR_INVERSE,      /* lr * (1 + gamma*step)^(-power) */
-  SHOAL_LR_COUNT
-} ShoalLrPolicy;
-
-#define SHOAL_LR_MAX_STEPS 16
-
-typedef struct {
-  ShoalLrPolicy policy;
-  float lr;
-  float gamma;
-  float power;
-  int step_size;
-  int nsteps;                          /* fixed_step entries */
-  int step_list[SHOAL_LR_MAX_STEPS];
-  float lr_list[SHOAL_LR_MAX_STEPS];
-  int warmup_steps;                    /* linear warm-up from lr/warmup to the policy's lr; 0 = none */
-} ShoalLrSchedule;
-
-typedef struct {
-  ShoalUpdaterKind kind;
-  ShoalLrSchedule schedule;
-  float momentum;       /* sgd, nesterov */
-  float weight_decay;
-  float beta1, beta2;   /* adam */
-  float rho;            /* rmsprop, adadelta */
-  float epsilon;
-  float clip_value;     /* 0 = off */
-  float clip_norm;      /* 0 = off */
-} ShoalUpdaterConf;
-
-const char *shoal_updater_kind_name (ShoalUpdaterKind kind);
-gboolean shoal_updater_kind_parse (const char *name, ShoalUpdaterKind *kind);
-const char *shoal_lr_policy_name (ShoalLrPolicy policy);
-gboolean shoal_lr_policy_parse (const char *name, ShoalLrPolicy *policy);
-
-/* Defaults: sgd, fixed lr 0.01, momentum 0, beta1 0.9, beta2 0.999,
- * rho 0.9 (adadelta 0.95), epsilon 1e-8 (adagrad/rmsprop/adadelta 1e-6). */
-void shoal_updater_conf_defaults (ShoalUpdaterConf *conf, ShoalUpdaterKind kind);
-
-/* The learning rate at a 0-based step. */
-float shoal_lr_at (const ShoalLrSchedule *schedule, int step);
 
 /* Floats of optimiser state per param value: 0, 1 or 2. */
 int shoal_updater_state_per_value (ShoalUpdaterKind kind);

@@ -11,7 +11,7 @@
  *  - The generated reader appends to the shape list and frees a binary
  *    field it meets twice with g_free (heap corruption: the array came from
  *    g_slice).  The decode struct is reset by hand before every read, and
- *    the hardened protocol of core/thrift_util.h rejects records that
+ *    the hardened protocol of rpc/thrift_protocol.h rejects records that
  *    repeat a field (and bounds lengths and counts by the bytes left). */
 #include "data/record.h"
 
@@ -21,7 +21,8 @@
 #include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "core/error.h"
-#include "core/thrift_util.h"
+#include "rpc/thrift_protocol.h"
+#include "rpc/thrift_types.h"
 #include "shoal_record_types.h"
 
 /* ---- a memory transport that reads from borrowed bytes --------------- */

@@ -89,12 +89,11 @@ const ShoalLayerOps shoal_layer_accuracy_ops = {
   .type = "accuracy",
   .summary = "fraction of rows whose label is among the top_k logits",
   .flags = SHOAL_LAYER_METRIC | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,
   .max_srcs = 2,
   .options = accuracy_options,
   .priv_size = sizeof (AccuracyPriv),
   .setup = accuracy_setup,
   .forward = accuracy_forward,
-  .gpu = SHOAL_LAYER_GPU (accuracy),
 };

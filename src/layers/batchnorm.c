@@ -337,11 +337,24 @@ batchnorm_backward (ShoalLayer *layer)
   backward_rows (dy, p->xhat, p->row_a, p->row_b, p->row_c, n, r, dst->data);
 }
 
+/* Batch statistics are the whole batch's: a worker with a share of the
+ * rows would normalise with its own rows' statistics, and every worker
+ * would write the running statistics. */
+static const char *
+batchnorm_refuse (ShoalConf *conf, const char *group, int dim)
+{
+  (void) conf;
+  (void) group;
+  return dim == 0 ? "each worker would normalise with its own rows' statistics and all would write "
+                    "the running statistics"
+                  : NULL;
+}
+
 const ShoalLayerOps shoal_layer_batchnorm_ops = {
   .type = "batchnorm",
   .summary = "batch normalisation per channel (4-D) or feature (2-D), running stats for test",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE, .refuse = batchnorm_refuse },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = batchnorm_options,
@@ -351,5 +364,4 @@ const ShoalLayerOps shoal_layer_batchnorm_ops = {
   .forward = batchnorm_forward,
   .backward = batchnorm_backward,
   .finalize = batchnorm_finalize,
-  .gpu = SHOAL_LAYER_GPU (batchnorm),
 };

@@ -71,8 +71,8 @@ bridge_dst_backward (ShoalLayer *layer)
 const ShoalLayerOps shoal_layer_bridge_dst_ops = {
   .type = "bridge_dst",
   .summary = "receiving end of an edge between two workers' sub-nets (inserted by the partitioner)",
-  .flags = SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .flags = SHOAL_LAYER_OWN_ROWS | SHOAL_LAYER_CONNECTION,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 0,
   .max_srcs = 0,
   .options = bridge_dst_options,

@@ -111,8 +111,8 @@ shoal_bridge_link_attach (ShoalBridgeLink *link, GError **error)
 const ShoalLayerOps shoal_layer_bridge_src_ops = {
   .type = "bridge_src",
   .summary = "sending end of an edge between two workers' sub-nets (inserted by the partitioner)",
-  .flags = SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .flags = SHOAL_LAYER_OWN_ROWS | SHOAL_LAYER_CONNECTION,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = bridge_src_options,

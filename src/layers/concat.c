@@ -207,11 +207,19 @@ concat_backward (ShoalLayer *layer)
     }
 }
 
+static const char *
+concat_refuse (ShoalConf *conf, const char *group, int dim)
+{
+  if (dim == 1 && shoal_conf_get_int (conf, group, concat_options, "axis") == 1)
+    return "a block of joined features is not the join of the sources' blocks";
+  return NULL;
+}
+
 const ShoalLayerOps shoal_layer_concat_ops = {
   .type = "concat",
   .summary = "joins 2 to 8 sources along rows (axis 0) or features / channels (axis 1)",
-  .flags = SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .flags = SHOAL_LAYER_OWN_ROWS | SHOAL_LAYER_CONNECTION,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE, .refuse = concat_refuse },
   .min_srcs = 2,
   .max_srcs = SHOAL_LAYER_MAX_SRCS,
   .options = concat_options,
@@ -219,5 +227,4 @@ const ShoalLayerOps shoal_layer_concat_ops = {
   .setup = concat_setup,
   .forward = concat_forward,
   .backward = concat_backward,
-  .gpu = SHOAL_LAYER_GPU (concat),
 };

@@ -406,7 +406,7 @@ const ShoalLayerOps shoal_layer_conv_ops = {
   .type = "conv",
   .summary = "2-D convolution of (N, C, H, W) data: im2col + SGEMM over chunks of the batch",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE, .units_key = "num_filters" },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = conv_options,
@@ -417,5 +417,4 @@ const ShoalLayerOps shoal_layer_conv_ops = {
   .backward = conv_backward,
   .finalize = conv_finalize,
   .num_records = NULL,
-  .gpu = SHOAL_LAYER_GPU (conv),
 };

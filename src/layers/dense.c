@@ -125,10 +125,20 @@ dense_backward (ShoalLayer *layer)
                  1.0f, dy, o, layer->params[0]->value.data, d, 0.0f, layer->src_grad[0]->data, d);
 }
 
+/* A feature split hands each worker a block of dim 1's units; with axis
+ * > 1 the units are the last dim of every step. */
+static const char *
+dense_refuse (ShoalConf *conf, const char *group, int dim)
+{
+  if (dim == 1 && shoal_conf_get_int (conf, group, dense_options, "axis") != 1)
+    return "its output units are not dim 1 (axis > 1: units of every step)";
+  return NULL;
+}
+
 const ShoalLayerOps shoal_layer_dense_ops = {
   .type = "dense",
   .summary = "inner product y = x W^T + b (W is num_output x inputs)",
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE, .units_key = "num_output", .refuse = dense_refuse },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = dense_options,
@@ -137,5 +147,4 @@ const ShoalLayerOps shoal_layer_dense_ops = {
   .setup = dense_setup,
   .forward = dense_forward,
   .backward = dense_backward,
-  .gpu = SHOAL_LAYER_GPU (dense),
 };

@@ -128,7 +128,7 @@ const ShoalLayerOps shoal_layer_dropout_ops = {
   .type = "dropout",
   .summary = "inverted dropout: drops units with probability ratio in training",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = dropout_options,
@@ -137,5 +137,4 @@ const ShoalLayerOps shoal_layer_dropout_ops = {
   .forward = dropout_forward,
   .backward = dropout_backward,
   .finalize = dropout_finalize,
-  .gpu = SHOAL_LAYER_GPU (dropout),
 };

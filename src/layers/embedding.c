@@ -7,10 +7,10 @@
  * a row's first batch of a stream that way, see recurrent.h).  An id
  * outside [0, vocab_size) looks up a zero vector and is reported once:
  * forward cannot fail, and a model that sees such ids was set up with
- * the wrong vocab_size.  Backward adds each row of the output gradient
+ * the wrong vocab_size (a job checks it against its text_input's data,
+ * worker/families.h).  Backward adds each row of the output gradient
  * into the weight row it was read from; the ids get no gradient. */
-#include "layers/split.h"
-#include "layers/text_input.h"
+#include "layers/layer.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,16 +42,6 @@ embedding_setup (ShoalLayer *layer, GError **error)
       shoal_layer_error (layer, error, "src", "ids '%s' (%s) have %d dims; at most %d leave room for the vectors",
                          layer->srcs[0]->name, s, in->ndim, SHOAL_MAX_DIMS - 1);
       g_free (s);
-      return FALSE;
-    }
-  const ShoalLayer *src = layer->srcs[0];
-  while (src->ops == &shoal_layer_split_ops)  /* the input feeds other layers too */
-    src = src->srcs[0];
-  if (src->ops == &shoal_layer_text_input_ops && shoal_text_input_vocab_size (src) != p->vocab)
-    {
-      shoal_layer_error (layer, error, "vocab_size", "is %d but the text of '%s' has %d ids "
-                         "(`shoal import text` printed it)", p->vocab, src->name,
-                         shoal_text_input_vocab_size (src));
       return FALSE;
     }
   layer->out.shape = *in;
@@ -127,7 +117,7 @@ const ShoalLayerOps shoal_layer_embedding_ops = {
   .type = "embedding",
   .summary = "ids -> vectors (B, T) -> (B, T, embedding_dim), as torch.nn.Embedding "
              "(weight: vocab_size x embedding_dim)",
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = embedding_options,
@@ -136,5 +126,4 @@ const ShoalLayerOps shoal_layer_embedding_ops = {
   .setup = embedding_setup,
   .forward = embedding_forward,
   .backward = embedding_backward,
-  .gpu = SHOAL_LAYER_GPU (embedding),
 };

@@ -115,7 +115,7 @@ const ShoalLayerOps shoal_layer_euclidean_loss_ops = {
   .type = "euclidean_loss",
   .summary = "0.5 * squared distance of prediction (src 1) and target (src 2)",
   .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,
   .max_srcs = 2,
   .priv_size = sizeof (EuclideanLossPriv),
@@ -123,5 +123,4 @@ const ShoalLayerOps shoal_layer_euclidean_loss_ops = {
   .forward = euclidean_loss_forward,
   .backward = euclidean_loss_backward,
   .finalize = euclidean_loss_finalize,
-  .gpu = SHOAL_LAYER_GPU (euclidean_loss),
 };

@@ -3,12 +3,16 @@
  * use it as a seeded gaussian source.  forward leaves out untouched. */
 #include "layers/layer.h"
 
+#include <string.h>
+
 static const ShoalOption feed_options[] = {
   { "shape", SHOAL_OPT_INT_LIST, NULL, 1, 1 << 30, NULL, "output shape, batch first: N,C,H,W or N,D" },
   { "need_grad", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
     "compute the gradient with respect to this data (gradient checks)" },
   { "num_classes", SHOAL_OPT_INT, "0", 0, 1 << 30, NULL,
     "when > 0, labels drawn uniformly from [0, num_classes)" },
+  { "labels", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
+    "carry labels, given with the data (shoal_net_feed); implied by num_classes > 0" },
   { "label_steps", SHOAL_OPT_INT, "1", 1, 1 << 24, NULL,
     "labels per row (> 1: a sequence's targets, one per step)" },
   SHOAL_OPTION_END
@@ -45,15 +49,40 @@ feed_setup (ShoalLayer *layer, GError **error)
     layer->out.data[i] = shoal_rng_gaussian (&layer->rng);
 
   int classes = (int) shoal_layer_opt_int (layer, "num_classes");
-  if (classes > 0)
+  if (classes > 0 || shoal_layer_opt_bool (layer, "labels"))
     {
       int steps = (int) shoal_layer_opt_int (layer, "label_steps");
       ShoalShape rows = steps > 1 ? shoal_shape_make (2, shape.dim[0], steps) : shoal_shape_make (1, shape.dim[0]);
       shoal_tensor_alloc (&layer->label, &rows);
-      for (size_t i = 0; i < shoal_tensor_count (&layer->label); i++)
+      for (size_t i = 0; classes > 0 && i < shoal_tensor_count (&layer->label); i++)
         layer->label.data[i] = (float) shoal_rng_below (&layer->rng, (guint32) classes);
     }
   layer->needs_grad = shoal_layer_opt_bool (layer, "need_grad");
+  return TRUE;
+}
+
+/* Rows from the program: they are the output values.  Labels go where
+ * the layer carries labels (num_classes > 0, or made here on first use). */
+static gboolean
+feed_feed (ShoalLayer *layer, const float *data, int rows, const float *labels, GError **error)
+{
+  /* a GPU net's tensors are device memory: upload copies the new count */
+  shoal_tensor_set_rows (&layer->out, rows);
+  if (!shoal_device_is_cpu (layer->out.device))
+    {
+      if (!shoal_tensor_upload (&layer->out, data, error))
+        return FALSE;
+    }
+  else
+    memcpy (layer->out.data, data, (size_t) rows * shoal_tensor_row_size (&layer->out) * sizeof (float));
+  if (layer->label.data == NULL)
+    return TRUE;
+  shoal_tensor_set_rows (&layer->label, rows);
+  if (labels == NULL)
+    return TRUE;
+  if (!shoal_device_is_cpu (layer->label.device))
+    return shoal_tensor_upload (&layer->label, labels, error);
+  memcpy (layer->label.data, labels, (size_t) rows * shoal_tensor_row_size (&layer->label) * sizeof (float));
   return TRUE;
 }
 
@@ -68,11 +97,11 @@ const ShoalLayerOps shoal_layer_feed_ops = {
   .type = "feed",
   .summary = "data written into the net by the program (libshoal users, tests)",
   .flags = SHOAL_LAYER_INPUT | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH, .rows_key = "shape" },
   .min_srcs = 0,
   .max_srcs = 0,
   .options = feed_options,
   .setup = feed_setup,
   .forward = feed_forward,
-  .gpu = SHOAL_LAYER_GPU (feed),
+  .feed = feed_feed,
 };

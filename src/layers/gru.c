@@ -109,7 +109,7 @@ const ShoalLayerOps shoal_layer_gru_ops = {
   .summary = "GRU over (batch, steps, features) -> (batch, steps, hidden_size), stacked, stateful "
              "(truncated BPTT; src 2, optional: where streams restart); weights laid out as "
              "torch.nn.GRU's (weight_ih_l0 = [W_ir; W_iz; W_in], gates r, z, n)",
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 2,
   .options = shoal_recurrent_options,
@@ -121,5 +121,4 @@ const ShoalLayerOps shoal_layer_gru_ops = {
   .finalize = shoal_recurrent_finalize,
   .save_state = shoal_recurrent_save_state,
   .load_state = shoal_recurrent_load_state,
-  .gpu = SHOAL_LAYER_GPU (gru),
 };

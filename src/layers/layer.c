@@ -194,6 +194,105 @@ shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
   return TRUE;
 }
 
+/* ---- accessors (what plugins use instead of the struct) ------------------- */
+
+const char *
+shoal_layer_name (const ShoalLayer *layer)
+{
+  return layer->name;
+}
+
+const ShoalLayerOps *
+shoal_layer_ops (const ShoalLayer *layer)
+{
+  return layer->ops;
+}
+
+int
+shoal_layer_n_srcs (const ShoalLayer *layer)
+{
+  return layer->nsrcs;
+}
+
+ShoalLayer *
+shoal_layer_src (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nsrcs ? layer->srcs[i] : NULL;
+}
+
+ShoalTensor *
+shoal_layer_src_out (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nsrcs ? &layer->srcs[i]->out : NULL;
+}
+
+ShoalTensor *
+shoal_layer_src_grad (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nsrcs ? layer->src_grad[i] : NULL;
+}
+
+ShoalTensor *
+shoal_layer_out (ShoalLayer *layer)
+{
+  return &layer->out;
+}
+
+ShoalTensor *
+shoal_layer_grad (ShoalLayer *layer)
+{
+  return layer->grad.data != NULL ? &layer->grad : NULL;
+}
+
+ShoalTensor *
+shoal_layer_label (ShoalLayer *layer)
+{
+  return layer->label.data != NULL ? &layer->label : NULL;
+}
+
+void
+shoal_layer_set_out_shape (ShoalLayer *layer, const ShoalShape *shape)
+{
+  layer->out.shape = *shape;
+}
+
+int
+shoal_layer_n_params (const ShoalLayer *layer)
+{
+  return layer->nparams;
+}
+
+ShoalParam *
+shoal_layer_param (const ShoalLayer *layer, int i)
+{
+  return i >= 0 && i < layer->nparams ? layer->params[i] : NULL;
+}
+
+void *
+shoal_layer_priv (ShoalLayer *layer)
+{
+  return layer->priv;
+}
+
+ShoalRng *
+shoal_layer_rng (ShoalLayer *layer)
+{
+  return &layer->rng;
+}
+
+float
+shoal_layer_loss_scale (const ShoalLayer *layer, int rows)
+{
+  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
+  return layer->loss_weight / (float) MAX (norm, 1);
+}
+
+ShoalDevice
+shoal_layer_device (const ShoalLayer *layer)
+{
+  return layer->ctx->device;
+}
+
 /* ---- registry ---------------------------------------------------------- */
 
 #define SHOAL_LAYER(type) extern const ShoalLayerOps shoal_layer_##type##_ops;
@@ -231,6 +330,25 @@ shoal_layer_lookup (const char *type)
   return found;
 }
 
+/* The partitioner writes a worker's share into ops->split's keys: they
+ * must be options of the type, of a type it can write. */
+static gboolean
+split_keys_ok (const ShoalLayerOps *ops, const char **bad_key)
+{
+  const ShoalOption *units = ops->split.units_key != NULL
+                               ? shoal_option_find (ops->options, ops->split.units_key) : NULL;
+  const ShoalOption *rows = ops->split.rows_key != NULL
+                              ? shoal_option_find (ops->options, ops->split.rows_key) : NULL;
+  if (ops->split.units_key != NULL && (units == NULL || units->type != SHOAL_OPT_INT))
+    *bad_key = ops->split.units_key;
+  else if (ops->split.rows_key != NULL
+           && (rows == NULL || (rows->type != SHOAL_OPT_INT && rows->type != SHOAL_OPT_INT_LIST)))
+    *bad_key = ops->split.rows_key;
+  else
+    return TRUE;
+  return FALSE;
+}
+
 gboolean
 shoal_layer_register (const ShoalLayerOps *ops, GError **error)
 {
@@ -244,6 +362,14 @@ shoal_layer_register (const ShoalLayerOps *ops, GError **error)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
                    "layer type '%s': sources must be within 0..%d", ops->type, SHOAL_LAYER_MAX_SRCS);
+      return FALSE;
+    }
+  const char *bad_key = NULL;
+  if (!split_keys_ok (ops, &bad_key))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "layer type '%s': split key '%s' is not an option of the type (units: an int; "
+                   "rows: an int or an int list)", ops->type, bad_key);
       return FALSE;
     }
   if (shoal_layer_lookup (ops->type) != NULL || strcmp (ops->type, shoal_layer_split_ops.type) == 0)
@@ -260,6 +386,12 @@ shoal_layer_register (const ShoalLayerOps *ops, GError **error)
   return TRUE;
 }
 
+static gint
+compare_names (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
 const char **
 shoal_layer_types (void)
 {
@@ -270,6 +402,32 @@ shoal_layer_types (void)
   for (guint i = 0; custom_layers != NULL && i < custom_layers->len; i++)
     g_ptr_array_add (names, (gpointer) ((const ShoalLayerOps *) g_ptr_array_index (custom_layers, i))->type);
   g_mutex_unlock (&registry_lock);
+  g_ptr_array_sort (names, compare_names);
   g_ptr_array_add (names, NULL);
   return (const char **) g_ptr_array_free (names, FALSE);
+}
+
+/* ---- GPU paths registered by name ----------------------------------------- */
+
+static GHashTable *gpu_paths;   /* type name -> const ShoalLayerGpuOps *, under registry_lock */
+
+void
+shoal_layer_register_gpu (const char *type, const ShoalLayerGpuOps *gpu)
+{
+  g_mutex_lock (&registry_lock);
+  if (gpu_paths == NULL)
+    gpu_paths = g_hash_table_new (g_str_hash, g_str_equal);
+  g_hash_table_insert (gpu_paths, (gpointer) type, (gpointer) gpu);
+  g_mutex_unlock (&registry_lock);
+}
+
+const ShoalLayerGpuOps *
+shoal_layer_gpu_ops (const ShoalLayerOps *ops)
+{
+  if (ops->gpu != NULL)
+    return ops->gpu;
+  g_mutex_lock (&registry_lock);
+  const ShoalLayerGpuOps *gpu = gpu_paths != NULL ? g_hash_table_lookup (gpu_paths, ops->type) : NULL;
+  g_mutex_unlock (&registry_lock);
+  return gpu;
 }

@@ -1,4 +1,6 @@
-/* The layer contract.
+/* The layer contract, inside shoal (the public contract, with the
+ * accessors plugins use, is shoal/layer.h; built-in layers read the
+ * struct below directly).
  *
  * A layer type is one file in src/layers exporting one const ShoalLayerOps
  * (named shoal_layer_<type>_ops) listed in src/layers/layer_list.h.  The
@@ -30,7 +32,7 @@
  * Per-row labels travel in `label` (shape: rows), made by input layers and
  * passed through by layers that keep rows (split, slice, bridge).
  *
- * GPU path (ops->gpu, NULL = none).  On a net built for a GPU
+ * GPU path (shoal_layer_gpu_ops: ops->gpu or a registered one; NULL = none).  On a net built for a GPU
  * (ShoalNetOptions.device) the net runs ops->setup as on the CPU (shapes,
  * params), allocates out and grad in device memory - except the
  * 1-element out of loss and metric layers, which stays on the host - and
@@ -40,7 +42,7 @@
  * gpu->forward and gpu->backward keep the contract above with every
  * tensor in device memory: srcs' out, grad, src_grad, label, and the
  * params' value and grad views (the param store's host buffers are the
- * net's business, see partition/net.h).  They enqueue work on the net's
+ * net's business, see net/net.h).  They enqueue work on the net's
  * compute stream (layer->ctx->gpu) and do not wait for it; a loss or
  * metric layer enqueues the copy of its value into its host out.  A
  * layer type without a GPU path on a GPU net fails the net's set-up,
@@ -50,6 +52,8 @@
 
 #include <glib.h>
 
+#include <shoal/layer.h>
+
 #include "core/conf.h"
 #include "core/device.h"
 #include "core/param.h"
@@ -57,30 +61,6 @@
 #include "core/tensor.h"
 
 G_BEGIN_DECLS
-
-typedef enum {
-  SHOAL_PHASE_TRAIN,
-  SHOAL_PHASE_TEST
-} ShoalPhase;
-
-/* Partition dims a layer can be split on (issue: partitioning). */
-#define SHOAL_SPLIT_BATCH   (1u << 0)   /* partition_dim = 0: rows */
-#define SHOAL_SPLIT_FEATURE (1u << 1)   /* partition_dim = 1: output units / filters */
-
-typedef enum {
-  SHOAL_LAYER_INPUT    = 1u << 0,  /* reads data from outside the net; no sources */
-  SHOAL_LAYER_LOSS     = 1u << 1,  /* 1-element out: the batch's mean loss; seeds backward */
-  SHOAL_LAYER_METRIC   = 1u << 2,  /* 1-element out reported each step, no backward */
-  SHOAL_LAYER_OWN_ROWS = 1u << 3,  /* sets out's rows itself in forward (inputs, losses) */
-  SHOAL_LAYER_CD       = 1u << 4   /* an RBM layer: with ctx->cd_k > 0 (`[job] alg = cd`) its train
-                                    * forward runs the Gibbs chain and its backward ADDS the CD
-                                    * gradient, averaged over loss_norm rows like a loss */
-} ShoalLayerFlags;
-
-#define SHOAL_LAYER_MAX_SRCS 8
-#define SHOAL_LAYER_MAX_PARAMS 32  /* a stacked recurrent layer: 4 per level */
-
-typedef struct _ShoalLayer ShoalLayer;
 
 /* What every layer of one net shares: where data comes from, seeds. */
 typedef struct {
@@ -93,49 +73,6 @@ typedef struct {
   ShoalDeviceContext *gpu; /* GPU nets: streams and library handles; NULL on the CPU */
   int cd_k;              /* Gibbs steps of SHOAL_LAYER_CD layers ([job] alg = cd); 0: trained by BP */
 } ShoalLayerContext;
-
-/* A layer type's GPU path; see the contract at the top. */
-typedef struct {
-  gboolean (*setup) (ShoalLayer *layer, GError **error);  /* may be NULL */
-  void (*forward) (ShoalLayer *layer, ShoalPhase phase);
-  void (*backward) (ShoalLayer *layer);                   /* NULL when ops->backward is */
-  void (*finalize) (ShoalLayer *layer);                   /* may be NULL; runs before ops->finalize */
-} ShoalLayerGpuOps;
-
-typedef struct {
-  const char *type;                 /* name in confs: "dense" */
-  const char *summary;              /* one line for `shoal layers` / help */
-  guint flags;                      /* ShoalLayerFlags */
-  guint split_dims;                 /* SHOAL_SPLIT_* this layer supports */
-  int min_srcs, max_srcs;
-  const ShoalOption *options;       /* layer keys, SHOAL_OPTION_END-terminated */
-  const char *const *param_names;   /* NULL-terminated ("weight", "bias"), or NULL */
-  gsize priv_size;                  /* zeroed private state at layer->priv */
-  gboolean (*setup) (ShoalLayer *layer, GError **error);
-  void (*forward) (ShoalLayer *layer, ShoalPhase phase);
-  void (*backward) (ShoalLayer *layer);           /* NULL: no backward (inputs, metrics) */
-  void (*finalize) (ShoalLayer *layer);           /* frees what setup allocated; may be NULL */
-  /* Input layers: records available to this shard in a phase; else NULL. */
-  gint64 (*num_records) (ShoalLayer *layer, ShoalPhase phase);
-  /* State that is no param but must survive a checkpoint so that a resumed
-   * run continues exactly (a data cursor).  save_state returns a new
-   * GBytes; load_state runs before the first forward of a resumed run.
-   * Layers without them get their random stream (layer->rng) saved. */
-  GBytes *(*save_state) (ShoalLayer *layer);
-  gboolean (*load_state) (ShoalLayer *layer, GBytes *state, GError **error);
-  const ShoalLayerGpuOps *gpu;      /* GPU path, or NULL: built-ins write SHOAL_LAYER_GPU (type) */
-} ShoalLayerOps;
-
-/* The GPU path of built-in type `type` (shoal_layer_<type>_gpu, defined
- * in src/gpu) in a CUDA build (make CUDA=1), NULL otherwise. */
-#ifdef SHOAL_CUDA
-#define SHOAL_LAYER_GPU(type) (&shoal_layer_##type##_gpu)
-#else
-#define SHOAL_LAYER_GPU(type) NULL
-#endif
-#define SHOAL_LAYER(type) extern const ShoalLayerGpuOps shoal_layer_##type##_gpu;
-#include "layers/layer_list.h"
-#undef SHOAL_LAYER
 
 struct _ShoalLayer {
   char *name;                       /* owned */
@@ -162,53 +99,13 @@ struct _ShoalLayer {
   float loss_weight;                /* loss layers; default 1 */
   int loss_norm;                    /* rows the loss is averaged over; 0 = this batch's rows */
   void *priv;                       /* ops->priv_size zeroed bytes, owned by the net */
-  void *gpu_priv;                   /* GPU nets: state of ops->gpu, made by its setup, freed by its finalize */
+  const ShoalLayerGpuOps *gpu;      /* GPU nets: the path it runs (shoal_layer_gpu_ops), set by the net */
+  void *gpu_priv;                   /* GPU nets: state of that path, made by its setup, freed by its finalize */
 };
-
-/* Option getters for this layer's own table (ops->options); defaults apply.
- * Strings and lists are newly allocated (g_free). */
-gint64 shoal_layer_opt_int (const ShoalLayer *layer, const char *key);
-double shoal_layer_opt_float (const ShoalLayer *layer, const char *key);
-gboolean shoal_layer_opt_bool (const ShoalLayer *layer, const char *key);
-char *shoal_layer_opt_string (const ShoalLayer *layer, const char *key);
-gint *shoal_layer_opt_int_list (const ShoalLayer *layer, const char *key, gsize *n);
-gboolean shoal_layer_opt_is_set (const ShoalLayer *layer, const char *key);
-
-/* Sets a SHOAL_ERROR_SHAPE / _CONF error naming the file, line and layer. */
-void shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key,
-                        const char *format, ...) G_GNUC_PRINTF (4, 5);
-
-/* Declares param `pname` (one of ops->param_names) of this layer.  Its
- * init, lr_scale and wd_scale come from the conf keys <pname>_init,
- * <pname>_std, ... with `default_init` where the conf says nothing.
- * Returns the param (owned by the store), NULL with error set when the
- * conf's init keys are wrong. */
-ShoalParam *shoal_layer_declare_param (ShoalLayer *layer, const char *pname,
-                                       const ShoalShape *shape, int fan_in, int fan_out,
-                                       const ShoalInitSpec *default_init, GError **error);
-
-/* For layers of (scores, labels) sources - losses, metrics: checks that
- * srcs[1] carries labels, one per row of srcs[0]; else a set-up error. */
-gboolean shoal_layer_check_labels (const ShoalLayer *layer, GError **error);
 
 /* [begin, end) of the layer's params in the store (a layer declares its
  * params together, so they are contiguous); FALSE when it has none. */
 gboolean shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end);
-
-/* Registry.  Built-in types are in a static table; applications may add
- * their own before building a net.  Returns NULL for an unknown type. */
-const ShoalLayerOps *shoal_layer_lookup (const char *type);
-/* Fails when the type name is taken or the table is malformed.  The ops
- * table must outlive every net (use a static const). */
-gboolean shoal_layer_register (const ShoalLayerOps *ops, GError **error);
-/* Newly allocated NULL-terminated list of type names (g_free the array only). */
-const char **shoal_layer_types (void);
-
-/* Keys every [layer NAME] group may hold besides the layer's options. */
-extern const ShoalOption shoal_layer_common_options[];
-/* Keys <pname>_<suffix> for every param name: init, value, mean, std, low,
- * high, lr_scale, wd_scale. */
-extern const ShoalOption shoal_param_options[];
 
 G_END_DECLS
 

@@ -186,7 +186,7 @@ const ShoalLayerOps shoal_layer_lrn_ops = {
   .type = "lrn",
   .summary = "local response normalisation across channels (AlexNet, Caffe LRN)",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = lrn_options,
@@ -197,5 +197,4 @@ const ShoalLayerOps shoal_layer_lrn_ops = {
   .backward = lrn_backward,
   .finalize = lrn_finalize,
   .num_records = NULL,
-  .gpu = SHOAL_LAYER_GPU (lrn),
 };

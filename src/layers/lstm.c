@@ -107,7 +107,7 @@ const ShoalLayerOps shoal_layer_lstm_ops = {
   .summary = "LSTM over (batch, steps, features) -> (batch, steps, hidden_size), stacked, stateful "
              "(truncated BPTT; src 2, optional: where streams restart); weights laid out as "
              "torch.nn.LSTM's (weight_ih_l0 = [W_ii; W_if; W_ig; W_io], gates i, f, g, o)",
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 2,
   .options = shoal_recurrent_options,
@@ -119,5 +119,4 @@ const ShoalLayerOps shoal_layer_lstm_ops = {
   .finalize = shoal_recurrent_finalize,
   .save_state = shoal_recurrent_save_state,
   .load_state = shoal_recurrent_load_state,
-  .gpu = SHOAL_LAYER_GPU (lstm),
 };

@@ -342,7 +342,7 @@ const ShoalLayerOps shoal_layer_pooling_ops = {
   .type = "pooling",
   .summary = "max or average pooling over the H, W planes of (N, C, H, W) data",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = pool_options,
@@ -353,5 +353,4 @@ const ShoalLayerOps shoal_layer_pooling_ops = {
   .backward = pool_backward,
   .finalize = pool_finalize,
   .num_records = NULL,
-  .gpu = SHOAL_LAYER_GPU (pooling),
 };

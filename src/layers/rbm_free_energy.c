@@ -36,10 +36,9 @@ const ShoalLayerOps shoal_layer_rbm_free_energy_ops = {
   .summary = "metric: mean free energy of the batch's data under an RBM (src: its rbm_visible, "
              "its rbm_hidden); test minus train: the free-energy gap",
   .flags = SHOAL_LAYER_METRIC | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,
   .max_srcs = 2,
   .setup = rbm_free_energy_setup,
   .forward = rbm_free_energy_forward,
-  .gpu = SHOAL_LAYER_GPU (rbm_free_energy),
 };

@@ -271,7 +271,7 @@ const ShoalLayerOps shoal_layer_rbm_hidden_ops = {
   .summary = "hidden units and weights of an RBM over an rbm_visible layer; [job] alg = cd trains it "
              "by CD-k; out: the reconstruction error (reported as its loss)",
   .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS | SHOAL_LAYER_CD,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = rbm_hidden_options,
@@ -281,5 +281,4 @@ const ShoalLayerOps shoal_layer_rbm_hidden_ops = {
   .forward = rbm_hidden_forward,
   .backward = rbm_hidden_backward,
   .finalize = rbm_hidden_finalize,
-  .gpu = SHOAL_LAYER_GPU (rbm_hidden),
 };

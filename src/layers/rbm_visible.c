@@ -84,7 +84,7 @@ const ShoalLayerOps shoal_layer_rbm_visible_ops = {
   .summary = "visible units of an RBM (binary or gaussian; param: bias); read by an rbm_hidden layer, "
              "trained by contrastive divergence ([job] alg = cd)",
   .flags = SHOAL_LAYER_CD,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = rbm_visible_options,
@@ -93,5 +93,4 @@ const ShoalLayerOps shoal_layer_rbm_visible_ops = {
   .setup = rbm_visible_setup,
   .forward = rbm_visible_forward,
   .backward = rbm_visible_backward,
-  .gpu = SHOAL_LAYER_GPU (rbm_visible),
 };

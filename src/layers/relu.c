@@ -72,7 +72,7 @@ const ShoalLayerOps shoal_layer_relu_ops = {
   .type = "relu",
   .summary = "rectified linear unit, leaky when negative_slope > 0",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = relu_options,
@@ -81,5 +81,4 @@ const ShoalLayerOps shoal_layer_relu_ops = {
   .setup = relu_setup,
   .forward = relu_forward,
   .backward = relu_backward,
-  .gpu = SHOAL_LAYER_GPU (relu),
 };

@@ -55,11 +55,10 @@ const ShoalLayerOps shoal_layer_sigmoid_ops = {
   .type = "sigmoid",
   .summary = "logistic sigmoid 1 / (1 + exp(-x))",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .setup = sigmoid_setup,
   .forward = sigmoid_forward,
   .backward = sigmoid_backward,
-  .gpu = SHOAL_LAYER_GPU (sigmoid),
 };

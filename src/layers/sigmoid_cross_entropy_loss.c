@@ -90,11 +90,10 @@ const ShoalLayerOps shoal_layer_sigmoid_cross_entropy_loss_ops = {
   .summary = "cross-entropy of sigmoid(logits) (src 1) against targets in [0, 1] (src 2's out), "
              "summed over units: an autoencoder's reconstruction loss",
   .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,
   .max_srcs = 2,
   .setup = sigmoid_cross_entropy_loss_setup,
   .forward = sigmoid_cross_entropy_loss_forward,
   .backward = sigmoid_cross_entropy_loss_backward,
-  .gpu = SHOAL_LAYER_GPU (sigmoid_cross_entropy_loss),
 };

@@ -157,12 +157,20 @@ slice_backward (ShoalLayer *layer)
     }
 }
 
+static const char *
+slice_refuse (ShoalConf *conf, const char *group, int dim)
+{
+  if (dim == 0 && shoal_conf_get_int (conf, group, slice_options, "axis") == 0)
+    return "a block of one worker's rows is not a block of the batch";
+  return NULL;
+}
+
 const ShoalLayerOps shoal_layer_slice_ops = {
   .type = "slice",
   .summary = "block `index` of `parts` of the source along rows (axis 0) or features / channels (axis 1)",
-  .flags = SHOAL_LAYER_OWN_ROWS,
+  .flags = SHOAL_LAYER_OWN_ROWS | SHOAL_LAYER_CONNECTION,
   /* a block of a worker's part is not a block of the whole */
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH, .refuse = slice_refuse },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = slice_options,

@@ -200,7 +200,7 @@ const ShoalLayerOps shoal_layer_softmax_loss_ops = {
   .summary = "softmax cross-entropy of logits (src 1) against labels (src 2); labels with S per row: "
              "one softmax per step over (N, S, K) logits",
   .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH,
+  .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,
   .max_srcs = 2,
   .priv_size = sizeof (SoftmaxLossPriv),
@@ -208,5 +208,4 @@ const ShoalLayerOps shoal_layer_softmax_loss_ops = {
   .forward = softmax_loss_forward,
   .backward = softmax_loss_backward,
   .finalize = softmax_loss_finalize,
-  .gpu = SHOAL_LAYER_GPU (softmax_loss),
 };

@@ -130,8 +130,8 @@ static const ShoalOption split_options[] = { SHOAL_OPTION_END };
 const ShoalLayerOps shoal_layer_split_ops = {
   .type = "split",
   .summary = "one source to several consumers (inserted by the net)",
-  .flags = SHOAL_LAYER_OWN_ROWS,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .flags = SHOAL_LAYER_OWN_ROWS | SHOAL_LAYER_CONNECTION,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .options = split_options,
@@ -140,5 +140,4 @@ const ShoalLayerOps shoal_layer_split_ops = {
   .forward = split_forward,
   .backward = split_backward,
   .finalize = split_finalize,
-  .gpu = SHOAL_LAYER_GPU (split),
 };

@@ -10,7 +10,6 @@
 G_BEGIN_DECLS
 
 extern const ShoalLayerOps shoal_layer_split_ops;
-extern const ShoalLayerGpuOps shoal_layer_split_gpu;   /* CUDA builds (src/gpu) */
 
 /* Before setup: how many consumers the split feeds. */
 void shoal_split_set_branches (ShoalLayer *split, int nbranches);

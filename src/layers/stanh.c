@@ -58,11 +58,10 @@ const ShoalLayerOps shoal_layer_stanh_ops = {
   .type = "stanh",
   .summary = "scaled tanh 1.7159 * tanh(2/3 x)",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .setup = stanh_setup,
   .forward = stanh_forward,
   .backward = stanh_backward,
-  .gpu = SHOAL_LAYER_GPU (stanh),
 };

@@ -54,11 +54,10 @@ const ShoalLayerOps shoal_layer_tanh_ops = {
   .type = "tanh",
   .summary = "hyperbolic tangent",
   .flags = 0,
-  .split_dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE,
+  .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,
   .max_srcs = 1,
   .setup = tanh_setup,
   .forward = tanh_forward,
   .backward = tanh_backward,
-  .gpu = SHOAL_LAYER_GPU (tanh),
 };

@@ -1,5 +1,6 @@
-/* Internals of the group net shared by partition.c (the sub-nets and
- * their threads) and spread.c (a group spread over processes).  Not a
+/* Internals of the group net shared by its files: group_net.c (building
+ * it), group_run.c (its threads), group_state.c, group_graph.c,
+ * inproc_link.c and spread.c (a group spread over processes).  Not a
  * public header. */
 #ifndef SHOAL_GROUP_PRIV_H
 #define SHOAL_GROUP_PRIV_H
@@ -89,6 +90,8 @@ struct _ShoalGroupNet {
   gboolean finished;          /* the followers were told to quit */
   GError *wire_error;         /* the first failure of the wire; later waits give up at once */
   gint64 wait_ms;             /* longest wait for bridge data and results */
+  gint64 peer_wait_us;        /* time local workers waited for bridge data and results from
+                               * other processes, summed over threads; atomic */
 
   GThread **threads;          /* [k]; only local workers but `first` have one */
   GMutex lock;
@@ -113,14 +116,25 @@ group_is_local (const ShoalGroupNet *g, int w)
   return w >= g->first && w < g->first + g->nlocal;
 }
 
-/* partition.c: runs `cmd` on the local workers (the leader also on the
+/* group_run.c: runs `cmd` on the local workers (the leader also on the
  * followers, through spread.c), waiting for all of them. */
 void group_run_command (ShoalGroupNet *g, Command cmd);
-/* partition.c: before a backward, every layer's count of workers. */
+/* group_run.c: before a backward, every layer's count of workers. */
 void group_arm_backward (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data);
-/* partition.c: `n` more workers finished player i's backward; the last
+/* group_run.c: `n` more workers finished player i's backward; the last
  * completes its gradient in the store.  Called with g->lock NOT held. */
 void group_players_done (ShoalGroupNet *g, int i, int n);
+
+/* inproc_link.c: a bridge link between two workers of this process
+ * (src and dst still to set); group_link_free frees any link. */
+ShoalBridgeLink *group_inproc_link_new (void);
+void group_link_free (ShoalBridgeLink *link);
+
+/* group_run.c: sub-net params read their values in the group store; the
+ * thread of a local worker but the first; joining them. */
+void group_bind_values (ShoalGroupNet *g);
+gpointer group_helper_thread (gpointer data);
+void group_stop_threads (ShoalGroupNet *g);
 
 /* spread.c */
 gboolean spread_prepare (ShoalGroupNet *g, GError **error);   /* after map_params */

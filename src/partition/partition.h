@@ -44,7 +44,7 @@
 
 #include "core/conf.h"
 #include "partition/group_wire.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 G_BEGIN_DECLS
 
@@ -86,6 +86,10 @@ void shoal_group_net_finish (ShoalGroupNet *group, gboolean ok);
 /* FALSE with error once a spread group's wire failed (a peer died, a
  * timeout); the forwards of a failed step return NaN.  TRUE otherwise. */
 gboolean shoal_group_net_ok (ShoalGroupNet *group, GError **error);
+/* Seconds the group's workers in this process waited for bridge data and
+ * results from its other processes since it was made, summed over the
+ * workers (0 in one process). */
+double shoal_group_net_peer_wait_seconds (ShoalGroupNet *group);
 /* Largest message a spread group's process receives (0 in one process),
  * for the RPC server's limit. */
 size_t shoal_group_net_max_message_bytes (ShoalGroupNet *group);

@@ -24,31 +24,6 @@
 #include "layers/split.h"
 #include "partition/partition.h"
 
-/* ---- what the partitioner knows of layer types -------------------------- */
-
-/* Types whose split needs an option changed.  A feature-split type listed
- * with units_key computes its block of output units from its whole input
- * (the block is the option's share); a feature-split type not listed is
- * element-wise or per channel: its block of dim 1 comes from the same
- * block of its input.  An input type is batch-split by giving each
- * worker its share of rows_key (a list: its first item). */
-static const TypeRule type_rules[] = {
-  { "conv", "num_filters", NULL },
-  { "dense", "num_output", NULL },
-  { "feed", NULL, "shape" },
-  { "lmdb_input", NULL, "batch_size" },
-  { "text_input", NULL, "batch_size" },
-};
-
-static const TypeRule *
-type_rule (const ShoalLayerOps *ops)
-{
-  for (gsize i = 0; i < G_N_ELEMENTS (type_rules); i++)
-    if (strcmp (type_rules[i].type, ops->type) == 0)
-      return &type_rules[i];
-  return NULL;
-}
-
 const char *
 shoal_plan_dim_name (int dim)
 {
@@ -237,7 +212,7 @@ plan_part (Plan *pl, int l, int j)
       int s = o->srcs[i];
       if (o->dim == 0)
         srcs[i] = block (pl, s, j, 0);
-      else if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
+      else if (o->dim == 1 && o->ops->split.units_key != NULL)
         srcs[i] = whole (pl, s, j);
       else if (o->dim == 1)
         srcs[i] = block (pl, s, j, 1);
@@ -248,22 +223,23 @@ plan_part (Plan *pl, int l, int j)
   for (int i = 0; i < o->nsrcs; i++)
     node_add_src (n, srcs[i]);
   int lo, hi;
-  if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
+  if (o->dim == 1 && o->ops->split.units_key != NULL)
     {
       shoal_block_range (o->units, pl->k, j, &lo, &hi);
-      node_set (n, o->rule->units_key, g_strdup_printf ("%d", hi - lo));
+      node_set (n, o->ops->split.units_key, g_strdup_printf ("%d", hi - lo));
     }
   if (o->dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT))
     {
       shoal_block_range (o->shape.dim[0], pl->k, j, &lo, &hi);
-      if (strcmp (o->rule->rows_key, "shape") == 0)
+      const char *key = o->ops->split.rows_key;
+      if (shoal_option_find (o->ops->options, key)->type == SHOAL_OPT_INT_LIST)
         {
-          ShoalShape s = o->shape;
+          ShoalShape s = o->shape;   /* the list's first item is the rows */
           s.dim[0] = hi - lo;
-          node_set (n, "shape", shape_list (&s));
+          node_set (n, key, shape_list (&s));
         }
       else
-        node_set (n, o->rule->rows_key, g_strdup_printf ("%d", hi - lo));
+        node_set (n, key, g_strdup_printf ("%d", hi - lo));
     }
   o->native[j] = n->name;
 }
@@ -301,24 +277,11 @@ refusal (const Plan *pl, const PlanLayer *o, int dim)
   guint bit = dim == 0 ? SHOAL_SPLIT_BATCH : SHOAL_SPLIT_FEATURE;
   if (dim < 0)
     return NULL;
-  if (!(o->ops->split_dims & bit))
+  if (!(o->ops->split.dims & bit))
     return "its type does not support it";
-  if (dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT)
-      && (o->rule == NULL || o->rule->rows_key == NULL))
-    return "the partitioner does not know which option holds its batch rows";
-  if (dim == 0 && strcmp (o->ops->type, "batchnorm") == 0)
-    return "each worker would normalise with its own rows' statistics and all would write "
-           "the running statistics";
-  if (strcmp (o->ops->type, "concat") == 0 && dim == 1
-      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 1)
-    return "a block of joined features is not the join of the sources' blocks";
-  if (strcmp (o->ops->type, "dense") == 0 && dim == 1
-      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") != 1)
-    return "its output units are not dim 1 (axis > 1: units of every step)";
-  if (strcmp (o->ops->type, "slice") == 0 && dim == 0
-      && shoal_conf_get_int (pl->conf, o->group, o->ops->options, "axis") == 0)
-    return "a block of one worker's rows is not a block of the batch";
-  return NULL;
+  if (dim == 0 && (o->ops->flags & SHOAL_LAYER_INPUT) && o->ops->split.rows_key == NULL)
+    return "its type does not say which option holds its batch rows";
+  return o->ops->split.refuse != NULL ? o->ops->split.refuse (pl->conf, o->group, dim) : NULL;
 }
 
 static const char *
@@ -375,13 +338,13 @@ choose_dims (Plan *pl, int net_default, GError **error)
                             o->batch_rows, pl->k);
           return FALSE;
         }
-      if (o->dim == 1 && o->rule != NULL && o->rule->units_key != NULL)
+      if (o->dim == 1 && o->ops->split.units_key != NULL)
         {
           o->units = (int) shoal_conf_get_int (pl->conf, o->group, o->ops->options,
-                                               o->rule->units_key);
+                                               o->ops->split.units_key);
           if (o->units < pl->k)
             {
-              shoal_conf_error (pl->conf, error, o->group, o->rule->units_key,
+              shoal_conf_error (pl->conf, error, o->group, o->ops->split.units_key,
                                 "%d cannot be split by feature among %d workers", o->units, pl->k);
               return FALSE;
             }
@@ -518,7 +481,6 @@ shoal_plan_read (Plan *pl, ShoalConf *conf, int k, ShoalNet *full)
       o->name = g_strdup (layer->name);
       o->group = g_strdup (layer->group);
       o->ops = layer->ops;
-      o->rule = type_rule (layer->ops);
       o->dim = layer->partition_dim;
       o->shape = layer->out.shape;
       o->label = layer->label.data != NULL;

@@ -1,6 +1,6 @@
 /* The partitioner's plan (internal to src/partition): which layers each
  * worker of a group runs and which connection layers join them, written
- * as one conf per worker.  partition.c builds the sub-nets from these
+ * as one conf per worker.  group_net.c builds the sub-nets from these
  * confs and runs them; docs/PARTITIONING.md has the rules. */
 #ifndef SHOAL_PLAN_H
 #define SHOAL_PLAN_H
@@ -8,16 +8,9 @@
 #include <glib.h>
 
 #include "core/conf.h"
-#include "partition/net.h"
+#include "net/net.h"
 
 G_BEGIN_DECLS
-
-/* What a layer type's split changes (plan.c's table). */
-typedef struct {
-  const char *type;
-  const char *units_key;   /* feature split: option of output units; the layer reads its whole input */
-  const char *rows_key;    /* batch-split input: option of the batch rows (a list: its first item) */
-} TypeRule;
 
 typedef enum {
   NODE_PART,         /* a worker's part of an original layer */
@@ -43,14 +36,13 @@ typedef struct {
   char *name;
   char *group;                       /* "layer NAME" */
   const ShoalLayerOps *ops;
-  const TypeRule *rule;
   int dim;
   int srcs[SHOAL_LAYER_MAX_SRCS];    /* indices of original layers */
   int nsrcs;
   ShoalShape shape;                  /* out of the unpartitioned net */
   gboolean label, needs_grad;
   int label_steps;                   /* labels per row (sequences: > 1) */
-  int units;                         /* dim 1 with a units_key: the whole count */
+  int units;                         /* dim 1 with ops->split.units_key: the whole count */
   int batch_rows;                    /* rows of its batch (of srcs[0] for losses, metrics) */
   /* plan caches, names borrowed from nodes; [k] or [k * k] */
   const char **native, **whole, **rows, **features, **bridged;

@@ -91,8 +91,22 @@ send_msg (ShoalGroupNet *g, int proc, guint32 channel, GByteArray *b)
  * failure recorded) - at once when the wire already failed, so that one
  * dead peer does not cost a timeout per bridge, and within about a second
  * of `from` dying where the wire can tell. */
+static GBytes *recv_msg_wait (ShoalGroupNet *g, guint32 channel, int from, gint64 timeout_ms);
+
+/* recv_msg_wait, counting the wait for data and results (not a
+ * follower's idle wait for commands) as the group's peer wait. */
 static GBytes *
 recv_msg (ShoalGroupNet *g, guint32 channel, int from, gint64 timeout_ms)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  GBytes *msg = recv_msg_wait (g, channel, from, timeout_ms);
+  if (channel < CH_COMMAND || channel >= CH_RESULT)
+    g_atomic_pointer_add ((gssize *) &g->peer_wait_us, (gssize) (g_get_monotonic_time () - t0));
+  return msg;
+}
+
+static GBytes *
+recv_msg_wait (ShoalGroupNet *g, guint32 channel, int from, gint64 timeout_ms)
 {
   const ShoalGroupWire *wire = g->wire;
   gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
@@ -852,6 +866,12 @@ shoal_group_net_finish (ShoalGroupNet *g, gboolean ok)
         }
       g_bytes_unref (msg);
     }
+}
+
+double
+shoal_group_net_peer_wait_seconds (ShoalGroupNet *g)
+{
+  return (double) (gint64) g_atomic_pointer_get ((gssize *) &g->peer_wait_us) / 1e6;
 }
 
 gboolean

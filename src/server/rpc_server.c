@@ -1,39 +1,21 @@
-/* The parameter service of thrift/param.thrift over a ShoalServer.
+/* The parameter service of thrift/param.thrift over a ShoalServer,
+ * served by an rpc/listener.h listener (a thread per connection).
  *
- * c_glib's only server takes one connection at a time, and its server
- * socket binds every address; so this file listens itself (on the bind
- * address asked for), accepts in one thread and gives every connection a
- * thread that loops thrift_processor_process around one shared processor.
  * The handler is a subclass of the generated one; every call checks the
  * token, the slice and the data length before it reaches the ShoalServer,
  * which is thread-safe.  Without a ShoalServer (a process holding only
  * workers of a group spread over processes) every param call fails the
- * slice check.  send_bridge hands its data to the mailbox without a copy:
- * the buffer was received for this call alone.  Connections use
- * ShoalThriftSocket and ShoalThriftProtocol (core/thrift_util.h): bounded
- * messages, garbage refused without allocating what it declares, payloads
- * sent and received without extra copies.  A bad message closes its
- * connection only.
- *
- * Stopping never waits for a peer: a pipe written at stop wakes every idle
- * connection and the accept loop, shutdown(2) wakes sockets blocked in
- * the middle of a message, and pulls waiting for a version wait in slices
- * of 100 ms that check for the stop. */
+ * slice check.  send_bridge hands its data to the bridge sink without a
+ * copy: the buffer was received for this call alone.  Pulls waiting for a
+ * version wait in slices of 100 ms that check for the stop, so stopping
+ * never waits for a peer. */
 #include "server/rpc_server.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <thrift/c_glib/processor/thrift_processor.h>
 
 #include "core/error.h"
-#include "core/thrift_util.h"
+#include "rpc/listener.h"
 #include "server/rpc_types.h"
 
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
@@ -45,48 +27,29 @@
 #define MAX_WAIT_MS ((gint64) 24 * 3600 * 1000)
 #define BRIDGE_MESSAGE_BYTES ((size_t) 256 << 20)   /* default limit where bridge messages come */
 
-typedef struct {
-  ShoalRpcServer *rpc;
-  int fd;                   /* the socket until the connection ends, then -1; under rpc->lock */
-  gboolean done;            /* under rpc->lock */
-  char *peer;               /* "host:port" */
-  ShoalThriftSocket *sock;
-  GThread *thread;
-} Conn;
-
 struct _ShoalRpcServer {
   ShoalServer *server;      /* borrowed, may be NULL */
-  ShoalMailbox *mailbox;    /* borrowed, may be NULL */
+  ShoalBridgeSink bridge_sink;  /* NULL: send_bridge refused */
+  gpointer bridge_data;
   char *token;
   gsize token_len;
-  size_t max_message;
-  gint64 io_timeout_ms;
   int expected_shutdowns;
   ShoalCheckpoint *checkpoint;  /* borrowed, may be NULL */
   gboolean (*give_up) (void);   /* may be NULL */
-  int listen_fd;
-  int port;
-  char *address;
-  int wake[2];              /* a pipe written once at stop; every poll watches wake[0] */
-  GThread *acceptor;
+  ShoalRpcListener *listener;
   ThriftProcessor *processor;
   GObject *handler;
 
   GMutex lock;
   GCond cond;               /* shutdowns or stopping changed */
-  GList *conns;             /* Conn *, under lock */
   int shutdowns;            /* under lock */
   gint stopping;            /* atomic */
 };
 
-/* The peer of the connection whose thread runs a handler, for logs. */
-static GPrivate current_peer;
-
 static const char *
 peer (void)
 {
-  const char *p = g_private_get (&current_peer);
-  return p != NULL ? p : "?";
+  return shoal_rpc_listener_peer ();
 }
 
 /* ---- the handler ---------------------------------------------------------- */
@@ -236,20 +199,59 @@ wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t 
     }
 }
 
+/* SSP: shoal_server_wait_bound in slices of WAIT_SLICE_US so that a
+ * stop is seen; the wait is bounded by the call's wait_ms. */
+static gboolean
+wait_bound (ShoalRpcServer *rpc, const char *call, int slice, int unit, gint64 step,
+            gint64 wait_ms, ShoalParamError **err)
+{
+  gint64 deadline = g_get_monotonic_time () + CLAMP (wait_ms, 0, MAX_WAIT_MS) * 1000;
+
+  for (;;)
+    {
+      gint64 chunk = MIN (MAX (deadline - g_get_monotonic_time (), 0), WAIT_SLICE_US);
+      GError *e = NULL;
+
+      if (shoal_server_wait_bound (rpc->server, slice, unit, step, chunk, &e))
+        return TRUE;
+      if (g_atomic_int_get (&rpc->stopping))
+        {
+          g_error_free (e);
+          return fault (err, SHOAL_PARAM_FAULT_REFUSED, "%s: slice %d: server stopping", call, slice);
+        }
+      if (!g_error_matches (e, SHOAL_ERROR, SHOAL_ERROR_TIMEOUT))
+        return server_fault (rpc, err, e);
+      if (g_get_monotonic_time () >= deadline)
+        {
+          fault (err, SHOAL_PARAM_FAULT_TIMEOUT, "%s: %s (for %" G_GINT64_FORMAT " ms)", call, e->message,
+                 wait_ms);
+          g_error_free (e);
+          return FALSE;
+        }
+      g_error_free (e);
+    }
+}
+
+/* The wait of a push (not push_pull) under SSP: about the client's call
+ * timeout, which it does not send; 50 s leaves the default 60 s call room. */
+#define PUSH_BOUND_WAIT_MS 50000
+
 static gboolean
 handler_push (ShoalParamServiceIf *iface, const gchar *token, const gint32 slice,
-              const gint64 step, const GByteArray *grad, ShoalParamError **err, GError **error)
+              const gint64 step, const GByteArray *grad, const gint64 base_version,
+              const gint32 unit, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
+  ShoalPushOrigin origin = { base_version, unit };
   GError *e = NULL;
   size_t n;
 
   (void) error;
   if (!token_ok (rpc, "push", token, err) || !slice_ok (rpc, "push", slice, TRUE, grad, &n, err))
     return FALSE;
-  if (!shoal_server_push (rpc->server, slice, floats_of (grad), n, step, &e))
+  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, NULL, &e))
     return server_fault (rpc, err, e);
-  return TRUE;
+  return wait_bound (rpc, "push", slice, unit, step, PUSH_BOUND_WAIT_MS, err);
 }
 
 static void
@@ -287,32 +289,34 @@ handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gcha
   return TRUE;
 }
 
-/* push, then pull the first version that holds this gradient.  That is
- * the version after the one seen before the push: in SYNC mode a push is
- * taken only for the step being aggregated (version == step), so this is
- * step + 1; in ASYNC mode the push itself made it.  The values go back in
- * the gradient's buffer: the call's arguments own it and are done with it. */
+/* push, then pull the first version that holds this gradient, which the
+ * server names (SYNC: step + 1, or at once for a backup worker's late
+ * gradient; ASYNC: the version the push made), after SSP's wait.  The
+ * values go back in the gradient's buffer: the call's arguments own it
+ * and are done with it. */
 static gboolean
 handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
                    const gint32 slice, const gint64 step, const GByteArray *grad,
-                   const gint64 wait_ms, ShoalParamError **err, GError **error)
+                   const gint64 wait_ms, const gint64 base_version, const gint32 unit,
+                   ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
+  ShoalPushOrigin origin = { base_version, unit };
   GByteArray *values;
   GError *e = NULL;
-  gint64 before, version = 0;
+  gint64 ready = 0, version = 0;
   size_t n;
 
   (void) error;
   if (!token_ok (rpc, "push_pull", token, err)
       || !slice_ok (rpc, "push_pull", slice, TRUE, grad, &n, err))
     return FALSE;
-  before = shoal_server_slice_version (rpc->server, slice);
-  if (!shoal_server_push (rpc->server, slice, floats_of (grad), n, step, &e))
+  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, &ready, &e))
     return server_fault (rpc, err, e);
+  if (!wait_bound (rpc, "push_pull", slice, unit, step, wait_ms, err))
+    return FALSE;
   values = grad != NULL ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_new ();
-  if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, before + 1, wait_ms, &version,
-                  err))
+  if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, ready, wait_ms, &version, err))
     {
       g_byte_array_unref (values);
       return FALSE;
@@ -385,8 +389,10 @@ handler_stats (ShoalParamServiceIf *iface, ShoalStatsReply **_return, const gcha
   r->deltas = st.deltas;
   r->bytes_in = st.bytes_in;
   r->bytes_out = st.bytes_out;
+  r->dropped = st.dropped;
   r->__isset_pushes = r->__isset_pulls = r->__isset_updates = TRUE;
   r->__isset_deltas = r->__isset_bytes_in = r->__isset_bytes_out = TRUE;
+  r->__isset_dropped = TRUE;
   return TRUE;
 }
 
@@ -462,7 +468,7 @@ handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint3
   (void) error;
   if (!token_ok (rpc, "send_bridge", token, err))
     return FALSE;
-  if (rpc->mailbox == NULL)
+  if (rpc->bridge_sink == NULL)
     return fault (err, SHOAL_PARAM_FAULT_REFUSED,
                   "send_bridge group %d channel %u: this process takes no bridge messages", group,
                   (guint32) channel);
@@ -474,7 +480,7 @@ handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint3
     }
   else
     msg = g_bytes_new (NULL, 0);
-  shoal_mailbox_put (rpc->mailbox, group, (guint32) channel, msg);
+  rpc->bridge_sink (rpc->bridge_data, group, (guint32) channel, msg);
   return TRUE;
 }
 
@@ -501,215 +507,7 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->stop_at = handler_stop_at;
 }
 
-/* ---- connections ---------------------------------------------------------- */
-
-static void
-conn_free (Conn *c)
-{
-  g_object_unref (c->sock);   /* closes the socket if still open */
-  g_free (c->peer);
-  g_free (c);
-}
-
-static gpointer
-conn_main (gpointer data)
-{
-  Conn *c = data;
-  ShoalRpcServer *rpc = c->rpc;
-  ThriftTransport *transport = shoal_thrift_socket_transport (c->sock);
-  ShoalThriftProtocol *sp = shoal_thrift_protocol_new (transport);
-  ThriftProtocol *protocol = shoal_thrift_protocol_base (sp);
-
-  g_private_set (&current_peer, c->peer);
-  while (!g_atomic_int_get (&rpc->stopping)
-         && shoal_thrift_socket_wait_message (c->sock, rpc->wake[0]) == 1)
-    {
-      GError *e = NULL;
-      if (!thrift_processor_process (rpc->processor, protocol, protocol, &e))
-        {
-          if (!g_atomic_int_get (&rpc->stopping))
-            g_message ("rpc: dropping the connection from %s: %s", c->peer,
-                       e != NULL ? e->message : "the call failed");
-          g_clear_error (&e);
-          break;
-        }
-    }
-  g_private_set (&current_peer, NULL);
-
-  g_mutex_lock (&rpc->lock);
-  c->fd = -1;
-  thrift_transport_close (transport, NULL);
-  c->done = TRUE;
-  g_mutex_unlock (&rpc->lock);
-  g_object_unref (sp);
-  return NULL;
-}
-
-/* Joins and frees finished connections (all of them when `all`). */
-static void
-reap (ShoalRpcServer *rpc, gboolean all)
-{
-  GList *finished = NULL;
-
-  g_mutex_lock (&rpc->lock);
-  for (GList *l = rpc->conns, *next; l != NULL; l = next)
-    {
-      Conn *c = l->data;
-      next = l->next;
-      if (all || c->done)
-        {
-          rpc->conns = g_list_remove_link (rpc->conns, l);
-          finished = g_list_concat (l, finished);
-        }
-    }
-  g_mutex_unlock (&rpc->lock);
-  for (GList *l = finished; l != NULL; l = l->next)
-    {
-      Conn *c = l->data;
-      g_thread_join (c->thread);
-      conn_free (c);
-    }
-  g_list_free (finished);
-}
-
-static char *
-address_string (const struct sockaddr *addr, socklen_t len)
-{
-  char host[NI_MAXHOST], serv[NI_MAXSERV];
-
-  if (getnameinfo (addr, len, host, sizeof host, serv, sizeof serv,
-                   NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return g_strdup ("?");
-  return addr->sa_family == AF_INET6 ? g_strdup_printf ("[%s]:%s", host, serv)
-                                     : g_strdup_printf ("%s:%s", host, serv);
-}
-
-static gpointer
-accept_main (gpointer data)
-{
-  ShoalRpcServer *rpc = data;
-
-  for (;;)
-    {
-      struct pollfd p[2] = { { rpc->listen_fd, POLLIN, 0 }, { rpc->wake[0], POLLIN, 0 } };
-      struct sockaddr_storage addr;
-      socklen_t alen = sizeof addr;
-      GError *e = NULL;
-      int fd;
-
-      if (poll (p, 2, -1) < 0)
-        {
-          if (errno == EINTR)
-            continue;
-          g_warning ("rpc: polling port %d: %s; no more connections accepted", rpc->port,
-                     g_strerror (errno));
-          break;
-        }
-      if (p[1].revents != 0 || g_atomic_int_get (&rpc->stopping))
-        break;
-      fd = accept4 (rpc->listen_fd, (struct sockaddr *) &addr, &alen, SOCK_CLOEXEC);
-      if (fd < 0)
-        {
-          if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
-            {
-              g_warning ("rpc: accepting on port %d: %s", rpc->port, g_strerror (errno));
-              g_usleep (100 * 1000);   /* out of descriptors: let connections end */
-            }
-          continue;
-        }
-      reap (rpc, FALSE);
-      if (!shoal_socket_tune (fd, rpc->io_timeout_ms, &e))
-        {
-          g_warning ("rpc: a connection on port %d: %s", rpc->port, e->message);
-          g_error_free (e);
-          close (fd);
-          continue;
-        }
-
-      Conn *c = g_new0 (Conn, 1);
-      c->rpc = rpc;
-      c->fd = fd;
-      c->peer = address_string ((struct sockaddr *) &addr, alen);
-      c->sock = shoal_thrift_socket_new (fd, rpc->max_message, rpc->io_timeout_ms);
-      g_mutex_lock (&rpc->lock);
-      if (g_atomic_int_get (&rpc->stopping))
-        {
-          g_mutex_unlock (&rpc->lock);
-          conn_free (c);
-          break;
-        }
-      c->thread = g_thread_try_new ("shoal-rpc-conn", conn_main, c, &e);
-      if (c->thread == NULL)
-        {
-          g_mutex_unlock (&rpc->lock);
-          g_warning ("rpc: no thread for the connection from %s: %s", c->peer, e->message);
-          g_error_free (e);
-          conn_free (c);
-          continue;
-        }
-      rpc->conns = g_list_prepend (rpc->conns, c);
-      g_mutex_unlock (&rpc->lock);
-    }
-  return NULL;
-}
-
 /* ---- start and stop ------------------------------------------------------- */
-
-static int
-listen_on (const char *address, int port, int *bound, GError **error)
-{
-  struct addrinfo hints = { 0 }, *res = NULL;
-  char service[16];
-  int fd = -1, err = 0, rc;
-
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  g_snprintf (service, sizeof service, "%d", port);
-  if ((rc = getaddrinfo (address, service, &hints, &res)) != 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "rpc server: bind address %s: %s",
-                   address, gai_strerror (rc));
-      return -1;
-    }
-  for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
-    {
-      int one = 1;
-      fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-      if (fd < 0)
-        {
-          err = errno;
-          continue;
-        }
-      setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (bind (fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen (fd, 128) == 0)
-        break;
-      err = errno;
-      close (fd);
-      fd = -1;
-    }
-  freeaddrinfo (res);
-  if (fd < 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "rpc server: cannot listen on %s:%d: %s",
-                   address, port, g_strerror (err));
-      return -1;
-    }
-
-  struct sockaddr_storage addr;
-  socklen_t alen = sizeof addr;
-  if (getsockname (fd, (struct sockaddr *) &addr, &alen) < 0)
-    {
-      err = errno;
-      close (fd);
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "rpc server: %s:%d: getsockname: %s",
-                   address, port, g_strerror (err));
-      return -1;
-    }
-  *bound = ntohs (addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &addr)->sin6_port
-                                             : ((struct sockaddr_in *) &addr)->sin_port);
-  return fd;
-}
 
 static size_t
 largest_slice_bytes (ShoalServer *server)
@@ -730,21 +528,9 @@ largest_slice_bytes (ShoalServer *server)
 ShoalRpcServer *
 shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, GError **error)
 {
-  const char *address;
-  size_t slice_bytes;
-  ShoalRpcServer *rpc;
-  int fd, port = 0;
-
   g_return_val_if_fail (opts != NULL, NULL);
   shoal_rpc_types_init ();
-  address = opts->bind_address != NULL ? opts->bind_address : "127.0.0.1";
-  if (opts->port < 0 || opts->port > 65535)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "rpc server: port %d out of range",
-                   opts->port);
-      return NULL;
-    }
-  slice_bytes = largest_slice_bytes (server);
+  size_t slice_bytes = largest_slice_bytes (server);
   if (slice_bytes > (size_t) G_MAXINT32 - HEADROOM)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
@@ -752,69 +538,56 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
                    slice_bytes);
       return NULL;
     }
-  if ((fd = listen_on (address, opts->port, &port, error)) < 0)
-    return NULL;
 
-  rpc = g_new0 (ShoalRpcServer, 1);
+  ShoalRpcServer *rpc = g_new0 (ShoalRpcServer, 1);
   rpc->server = server;
-  rpc->mailbox = opts->mailbox;
+  rpc->bridge_sink = opts->bridge_sink;
+  rpc->bridge_data = opts->bridge_data;
   rpc->token = g_strdup (opts->token != NULL ? opts->token : "");
   rpc->token_len = strlen (rpc->token);
-  /* bridge messages (activations, gradients of a batch) are not bounded
-   * by the slices */
-  rpc->max_message = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
-                     : server == NULL || opts->mailbox != NULL
-                       ? MIN (MAX (MAX (slice_bytes + HEADROOM, BRIDGE_MESSAGE_BYTES),
-                                   opts->mailbox != NULL ? opts->mailbox_message_bytes : 0),
-                              (size_t) G_MAXINT32)
-                       : slice_bytes + HEADROOM;
-  rpc->io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000;
   rpc->expected_shutdowns = opts->expected_shutdowns;
   rpc->checkpoint = opts->checkpoint;
   rpc->give_up = opts->give_up;
-  rpc->listen_fd = fd;
-  rpc->port = port;
-  rpc->address = g_strdup (address);
   g_mutex_init (&rpc->lock);
   g_cond_init (&rpc->cond);
-  if (pipe2 (rpc->wake, O_CLOEXEC) < 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "rpc server: pipe: %s", g_strerror (errno));
-      close (fd);
-      g_mutex_clear (&rpc->lock);
-      g_cond_clear (&rpc->cond);
-      g_free (rpc->token);
-      g_free (rpc->address);
-      g_free (rpc);
-      return NULL;
-    }
-
   ShoalRpcHandler *handler = g_object_new (shoal_rpc_handler_get_type (), NULL);
   handler->rpc = rpc;
   rpc->handler = G_OBJECT (handler);
   rpc->processor = g_object_new (SHOAL_TYPE_PARAM_SERVICE_PROCESSOR, "handler", handler, NULL);
 
-  GError *e = NULL;
-  rpc->acceptor = g_thread_try_new ("shoal-rpc-accept", accept_main, rpc, &e);
-  if (rpc->acceptor == NULL)
+  /* bridge messages (activations, gradients of a batch) are not bounded
+   * by the slices */
+  gboolean bridges = opts->bridge_sink != NULL;
+  ShoalRpcListenerOptions lo = {
+    .bind_address = opts->bind_address,
+    .port = opts->port,
+    .max_message_bytes = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
+                         : server == NULL || bridges
+                           ? MIN (MAX (MAX (slice_bytes + HEADROOM, BRIDGE_MESSAGE_BYTES),
+                                       bridges ? opts->bridge_message_bytes : 0),
+                                  (size_t) G_MAXINT32)
+                           : slice_bytes + HEADROOM,
+    .io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000,
+    .name = "rpc server",
+  };
+  rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
+  if (rpc->listener == NULL)
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "rpc server: no accept thread: %s",
-                   e->message);
-      g_error_free (e);
-      g_atomic_int_set (&rpc->stopping, 1);
       shoal_rpc_server_stop (rpc);
       return NULL;
     }
   g_debug ("rpc: serving %d slices%s on %s:%d, messages up to %zu bytes",
            server != NULL ? shoal_server_n_slices (server) : 0,
-           opts->mailbox != NULL ? " and bridge messages" : "", address, port, rpc->max_message);
+           bridges ? " and bridge messages" : "",
+           opts->bind_address != NULL ? opts->bind_address : "127.0.0.1",
+           shoal_rpc_listener_port (rpc->listener), lo.max_message_bytes);
   return rpc;
 }
 
 int
 shoal_rpc_server_port (ShoalRpcServer *rpc)
 {
-  return rpc->port;
+  return shoal_rpc_listener_port (rpc->listener);
 }
 
 void
@@ -838,32 +611,14 @@ shoal_rpc_server_stop (ShoalRpcServer *rpc)
   if (rpc == NULL)
     return;
   g_mutex_lock (&rpc->lock);
-  g_atomic_int_set (&rpc->stopping, 1);
+  g_atomic_int_set (&rpc->stopping, 1);   /* waiting pulls give up within 100 ms */
   g_cond_broadcast (&rpc->cond);
   g_mutex_unlock (&rpc->lock);
-  if (write (rpc->wake[1], "x", 1) < 0)
-    g_warning ("rpc: waking the server threads: %s", g_strerror (errno));
-  if (rpc->acceptor != NULL)
-    g_thread_join (rpc->acceptor);   /* no connection is added after this */
-
-  g_mutex_lock (&rpc->lock);
-  for (GList *l = rpc->conns; l != NULL; l = l->next)
-    {
-      Conn *c = l->data;
-      if (c->fd >= 0)
-        shutdown (c->fd, SHUT_RDWR);
-    }
-  g_mutex_unlock (&rpc->lock);
-  reap (rpc, TRUE);
-
-  close (rpc->listen_fd);
-  close (rpc->wake[0]);
-  close (rpc->wake[1]);
+  shoal_rpc_listener_stop (rpc->listener);
   g_object_unref (rpc->processor);
   g_object_unref (rpc->handler);
   g_mutex_clear (&rpc->lock);
   g_cond_clear (&rpc->cond);
   g_free (rpc->token);
-  g_free (rpc->address);
   g_free (rpc);
 }

@@ -1,17 +1,14 @@
-/* Serving a process's ShoalServer over Apache Thrift (c_glib).
- *
- * c_glib ships only a one-connection server, so this is our own accept
- * loop with a thread per connection around thrift_processor_process.
- * Every accepted socket gets TCP_NODELAY (without it small calls stall
- * ~40 ms on delayed ACKs) and send/receive timeouts; message and frame
- * limits are raised from the largest slice and anything above them is
- * refused with an error reply.  Every call carries the job token; a call
+/* Serving a process's ShoalServer over Apache Thrift (c_glib), on an
+ * rpc/listener.h listener (a thread per connection, TCP_NODELAY,
+ * timeouts).  The message limit is raised from the largest slice and
+ * anything above it is refused.  Every call carries the job token; a call
  * without the right one is refused and logged.  The handler never exits
  * the process: a bad call gets an error reply and the server keeps
  * serving.
  *
  * The same port takes the bridge messages of a worker group spread over
- * processes (send_bridge, src/comm/group_wire.h) into a ShoalMailbox.  A
+ * processes (send_bridge, src/comm/group_wire.h) into a bridge sink (the
+ * process's ShoalMailbox, comm/mailbox.h).  A
  * process that holds such workers but no server slices runs this with
  * server == NULL: its param calls are refused, its shutdowns counted. */
 #ifndef SHOAL_RPC_SERVER_H
@@ -19,27 +16,30 @@
 
 #include <glib.h>
 
-#include "comm/mailbox.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
 
 typedef struct _ShoalRpcServer ShoalRpcServer;
 
+/* Takes a bridge message (`msg` is handed over) for (group, channel);
+ * called from connection threads, so it must be thread-safe. */
+typedef void (*ShoalBridgeSink) (gpointer data, int group, guint32 channel, GBytes *msg);
+
 typedef struct {
   const char *bind_address;   /* "127.0.0.1" by default (NULL) */
   int port;                   /* 0: any free port, see shoal_rpc_server_port */
   const char *token;          /* the job token every call must carry */
   size_t max_message_bytes;   /* largest accepted message; 0: the largest slice plus headroom,
-                               * at least 256 MiB when there is a mailbox or no server */
+                               * at least 256 MiB when bridge messages come or no server */
   gint64 io_timeout_ms;       /* per-socket send/receive timeout; 0: 60 s */
   int expected_shutdowns;     /* shoal_rpc_server_wait returns after this many shutdown calls */
   ShoalCheckpoint *checkpoint;  /* where checkpoint calls save; NULL: they are refused */
   gboolean (*give_up) (void);   /* shoal_rpc_server_wait also returns once this says TRUE (a stop
                                  * signal); NULL: only shutdowns end the wait */
-  ShoalMailbox *mailbox;        /* borrowed, must outlive the RPC server; where send_bridge puts
-                                 * messages; NULL: send_bridge is refused */
-  size_t mailbox_message_bytes; /* with a mailbox: its largest message (shoal_group_net_max_message_bytes);
+  ShoalBridgeSink bridge_sink;  /* where send_bridge puts messages; NULL: send_bridge is refused */
+  gpointer bridge_data;         /* the sink's first argument; must outlive the RPC server */
+  size_t bridge_message_bytes;  /* with a sink: its largest message (shoal_group_net_max_message_bytes);
                                  * the default limit is raised to it where it passes 256 MiB */
 } ShoalRpcServerOptions;
 

@@ -2,7 +2,7 @@
  * added to the IDL is added here (rpc_types.h says why). */
 #include "server/rpc_types.h"
 
-#include "core/thrift_util.h"
+#include "rpc/thrift_types.h"
 
 void
 shoal_rpc_types_init (void)

@@ -1,5 +1,5 @@
 /* The generated types of thrift/param.thrift, for both ends of the
- * parameter service (rpc_server.c, comm/rpc_client.c). */
+ * parameter service (rpc_server.c, server/rpc_client.c). */
 #ifndef SHOAL_RPC_TYPES_H
 #define SHOAL_RPC_TYPES_H
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "server/ssp.h"
 
 #define SLICE_ALIGN 16
 
@@ -17,6 +18,7 @@ typedef struct {
   float *accumulator;      /* SYNC with several contributors: the running sum; owned */
   float *baseline;         /* Hogwild: values at the last sync; owned, NULL until first take */
   gint64 updates_since_sync;
+  ShoalClocks *clocks;     /* SSP: the pushing units' clocks; owned, NULL without SSP */
   GMutex lock;
   GCond changed;
 } Slice;
@@ -45,6 +47,8 @@ struct _ShoalServer {
   GMutex sync_lock;         /* Hogwild: wakes the sync thread after updates */
   GCond sync_due;
   ShoalServerStats stats;   /* atomics */
+  GMutex staleness_lock;    /* taken inside slice locks */
+  ShoalStaleness staleness; /* since the last shoal_server_take_staleness */
 };
 
 void
@@ -69,6 +73,10 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
     server->opts.lr_scale = 1;
   if (server->opts.delta_scale <= 0)
     server->opts.delta_scale = 1;
+  server->opts.backup_workers = CLAMP (server->opts.backup_workers, 0, server->opts.sync_contributors - 1);
+  server->opts.ssp_bound = MAX (server->opts.ssp_bound, 0);
+  if (opts->mode != SHOAL_UPDATE_ASYNC)
+    server->opts.ssp_units = 0;
   server->total = layout->total;
   server->values = shoal_alloc_floats (layout->total);
   memcpy (server->values, layout->values, layout->total * sizeof (float));
@@ -87,6 +95,7 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   g_mutex_init (&server->sync_lock);
   g_cond_init (&server->sync_due);
   g_mutex_init (&server->checkpoint_lock);
+  g_mutex_init (&server->staleness_lock);
   server->last_checkpoint = -1;
   server->stop_step = G_MAXINT64;
   server->slices = g_new0 (Slice, opts->nslices);
@@ -96,6 +105,8 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
       shoal_slice_range (layout->total, opts->nslices, i, &s->begin, &s->end);
       g_mutex_init (&s->lock);
       g_cond_init (&s->changed);
+      if (server->opts.ssp_units > 0)
+        s->clocks = shoal_clocks_new (server->opts.ssp_units);
     }
   return server;
 }
@@ -112,7 +123,9 @@ shoal_server_free (ShoalServer *server)
       g_cond_clear (&s->changed);
       shoal_free_aligned (s->accumulator);
       shoal_free_aligned (s->baseline);
+      shoal_clocks_free (s->clocks);
     }
+  g_mutex_clear (&server->staleness_lock);
   g_mutex_clear (&server->sync_lock);
   g_cond_clear (&server->sync_due);
   g_mutex_clear (&server->checkpoint_lock);
@@ -218,9 +231,11 @@ checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GErro
   return s;
 }
 
-/* Applies one update of [begin, end) with gradient grad[0 .. end-begin). */
+/* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
+ * its learning rate multiplied by lr_mult. */
 static void
-apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, gint64 step)
+apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, gint64 step,
+             float lr_mult)
 {
   for (int i = 0; i < server->nsegments; i++)
     {
@@ -233,7 +248,7 @@ apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, g
       float *state_a = server->state_per_value > 0 ? server->state + a : NULL;
       float *state_b = server->state_per_value > 1 ? server->state + server->total + a : NULL;
       shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
-                           seg->lr_scale * server->opts.lr_scale,
+                           seg->lr_scale * server->opts.lr_scale * lr_mult,
                            seg->wd_scale, server->values + a, grad + (a - begin), state_a, state_b,
                            b - a);
     }
@@ -251,23 +266,57 @@ stop_step (ShoalServer *server)
   return (gint64) g_atomic_pointer_get ((gssize *) &server->stop_step);
 }
 
+/* Under the slice's lock: one applied gradient's staleness. */
+static void
+record_staleness (ShoalServer *server, gint64 staleness)
+{
+  g_mutex_lock (&server->staleness_lock);
+  shoal_staleness_add (&server->staleness, staleness);
+  g_mutex_unlock (&server->staleness_lock);
+}
+
 gboolean
 shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
                    GError **error)
 {
+  return shoal_server_push_from (server, slice, grad, n, step, NULL, NULL, error);
+}
+
+gboolean
+shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
+                        const ShoalPushOrigin *origin, gint64 *ready_version, GError **error)
+{
   Slice *s = checked_slice (server, "push", slice, n, error);
   if (s == NULL)
     return FALSE;
+  gint64 base = origin != NULL ? origin->base_version : -1;
+  int unit = origin != NULL ? origin->unit : -1;
+  if (s->clocks != NULL && unit >= server->opts.ssp_units)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "push: slice %d: unit %d is not one of the %d units this server bounds (SSP)",
+                   slice, unit, server->opts.ssp_units);
+      return FALSE;
+    }
   stat_add (&server->stats.pushes, 1);
   stat_add (&server->stats.bytes_in, (gint64) (n * sizeof (float)));
 
   g_mutex_lock (&s->lock);
   gboolean ok = TRUE;
+  gint64 ready = s->version;
   if (server->opts.mode == SHOAL_UPDATE_ASYNC)
     {
-      apply_range (server, s->begin, s->end, grad, step);
+      gint64 staleness = base >= 0 ? MAX (s->version - base, 0) : 0;
+      /* Zhang et al.: lr / staleness, staleness 0 counting as 1 */
+      float mult = server->opts.lr_by_staleness ? 1.0f / (float) MAX (staleness, 1) : 1.0f;
+      apply_range (server, s->begin, s->end, grad, step, mult);
+      if (base >= 0)
+        record_staleness (server, staleness);
       s->version++;
       s->updates_since_sync++;
+      if (s->clocks != NULL && unit >= 0)
+        shoal_clocks_advance (s->clocks, unit, step);
+      ready = s->version;
       stat_add (&server->stats.updates, 1);
       g_cond_broadcast (&s->changed);
     }
@@ -280,6 +329,11 @@ shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, 
                    slice, stop_step (server), step);
       ok = FALSE;
     }
+  else if (step < s->version && server->opts.backup_workers > 0)
+    {
+      /* a backup worker's late gradient: its step was applied without it */
+      stat_add (&server->stats.dropped, 1);
+    }
   else if (step != s->version)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
@@ -289,9 +343,12 @@ shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, 
     }
   else
     {
-      int k = server->opts.sync_contributors;
+      /* the first `need` gradients of the step make the update */
+      int need = server->opts.sync_contributors - server->opts.backup_workers;
       const float *sum = grad;
-      if (k > 1)
+      if (base >= 0)
+        record_staleness (server, MAX (s->version - base, 0));
+      if (need > 1)
         {
           if (s->accumulator == NULL)
             s->accumulator = shoal_alloc_floats (n);
@@ -303,23 +360,26 @@ shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, 
               acc[i] += grad[i];
           sum = acc;
         }
-      if (++s->contributions == k)
+      if (++s->contributions == need)
         {
-          if (k > 1)
+          if (need > 1)
             {
-              float inv = 1.0f / (float) k;
+              float inv = 1.0f / (float) need;
               for (size_t i = 0; i < n; i++)
                 s->accumulator[i] *= inv;
             }
-          apply_range (server, s->begin, s->end, sum, step);
+          apply_range (server, s->begin, s->end, sum, step, 1.0f);
           s->contributions = 0;
           s->version++;
           s->updates_since_sync++;
           stat_add (&server->stats.updates, 1);
           g_cond_broadcast (&s->changed);
         }
+      ready = step + 1;
     }
   g_mutex_unlock (&s->lock);
+  if (ok && ready_version != NULL)
+    *ready_version = ready;
   if (ok && server->opts.keep_baseline)
     {
       /* after the slice lock: the sync thread takes slice locks inside this one */
@@ -328,6 +388,47 @@ shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n, 
       g_mutex_unlock (&server->sync_lock);
     }
   return ok;
+}
+
+gboolean
+shoal_server_wait_bound (ShoalServer *server, int slice, int unit, gint64 step, gint64 timeout_us,
+                         GError **error)
+{
+  if (server->opts.ssp_units <= 0 || unit < 0)
+    return TRUE;
+  if (slice < 0 || slice >= server->opts.nslices || !server->slices[slice].hosted)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "wait_bound: slice %d is not served here", slice);
+      return FALSE;
+    }
+  Slice *s = &server->slices[slice];
+  gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
+  int bound = server->opts.ssp_bound;
+  g_mutex_lock (&s->lock);
+  while (!shoal_clocks_may_go_on (s->clocks, step, bound) && !g_atomic_int_get (&server->stopping))
+    if (!g_cond_wait_until (&s->changed, &s->lock, deadline))
+      break;
+  gboolean ok = shoal_clocks_may_go_on (s->clocks, step, bound);
+  if (!ok)
+    {
+      int slowest = 0;
+      gint64 at = shoal_clocks_slowest (s->clocks, &slowest);
+      g_set_error (error, SHOAL_ERROR, g_atomic_int_get (&server->stopping) ? SHOAL_ERROR_RPC : SHOAL_ERROR_TIMEOUT,
+                   "slice %d: unit %d pushed step %" G_GINT64_FORMAT " and waits (SSP, staleness %d) for unit %d, "
+                   "which pushed %" G_GINT64_FORMAT " steps%s", slice, unit, step, bound, slowest, at,
+                   g_atomic_int_get (&server->stopping) ? "; server stopping" : "");
+    }
+  g_mutex_unlock (&s->lock);
+  return ok;
+}
+
+void
+shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out)
+{
+  g_mutex_lock (&server->staleness_lock);
+  *out = server->staleness;
+  memset (&server->staleness, 0, sizeof server->staleness);
+  g_mutex_unlock (&server->staleness_lock);
 }
 
 gboolean
@@ -516,6 +617,7 @@ shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
   stats->deltas = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.deltas);
   stats->bytes_in = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_in);
   stats->bytes_out = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_out);
+  stats->dropped = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.dropped);
 }
 
 /* ---- checkpoints --------------------------------------------------------- */

@@ -21,9 +21,10 @@
 
 #include <glib.h>
 
-#include "core/checkpoint.h"
+#include "data/checkpoint.h"
 #include "core/param.h"
 #include "core/updater.h"
+#include "server/staleness.h"
 
 G_BEGIN_DECLS
 
@@ -39,12 +40,34 @@ typedef struct {
   gboolean keep_baseline; /* Hogwild groups: remember values at the last sync (take_delta) */
   float lr_scale;         /* multiplies every update's learning rate; 0 means 1 */
   float delta_scale;      /* multiplies the deltas apply_delta adds; 0 means 1 */
+  /* SYNC, Sandblaster with backup workers (Chen et al. 2016): a step is
+   * applied with the first sync_contributors - backup_workers gradients;
+   * later ones for that step are dropped (counted in stats.dropped).
+   * 0 .. sync_contributors - 1. */
+  int backup_workers;
+  /* ASYNC, SSP (Ho et al. 2013; ssp.h): units pushing, clock ids 0 ..
+   * ssp_units - 1; 0: no bound.  A unit that pushed step t waits in
+   * shoal_server_wait_bound until every unit pushed step t - ssp_bound. */
+  int ssp_units;
+  int ssp_bound;
+  /* ASYNC (Zhang et al. 2016): each update's lr is divided by the
+   * update's staleness (at least 1); pushes without a base version count
+   * as staleness 0. */
+  gboolean lr_by_staleness;
 } ShoalServerOptions;
 
 typedef struct {
   gint64 pushes, pulls, updates, deltas;   /* calls served since start */
   gint64 bytes_in, bytes_out;
+  gint64 dropped;                          /* late SYNC gradients dropped (backup_workers) */
 } ShoalServerStats;
+
+/* Where a pushed gradient comes from. */
+typedef struct {
+  gint64 base_version;  /* the slice's version the gradient was computed on (the version of the
+                         * values its worker last received); < 0: unknown, staleness not recorded */
+  int unit;             /* SSP: the pushing unit's clock id; < 0: none */
+} ShoalPushOrigin;
 
 typedef struct _ShoalServer ShoalServer;
 
@@ -81,6 +104,28 @@ gint64 shoal_server_slice_version (ShoalServer *server, int slice);
  * the stop step (shoal_server_stop_at). */
 gboolean shoal_server_push (ShoalServer *server, int slice, const float *grad, size_t n,
                             gint64 step, GError **error);
+/* The same, telling where the gradient comes from (origin may be NULL):
+ * the update's staleness, version now - origin->base_version, goes into
+ * the server's histogram (shoal_server_take_staleness), and under SSP
+ * the unit's clock moves to step + 1.  *ready_version (may be NULL) is
+ * the first version that holds this gradient, which a pull then waits
+ * for: SYNC step + 1, ASYNC the version it made.  SYNC with backup
+ * workers: a gradient of a step already applied is dropped - TRUE, and
+ * *ready_version is the current version, so its worker gets the newest
+ * values at once and goes on at their step. */
+gboolean shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_t n,
+                                 gint64 step, const ShoalPushOrigin *origin, gint64 *ready_version,
+                                 GError **error);
+/* SSP: waits until unit `unit`, having pushed `step` to the slice, may
+ * begin step + 1 (every unit pushed step - ssp_bound), at most
+ * timeout_us (< 0: forever; then SHOAL_ERROR_TIMEOUT naming the slowest
+ * unit).  TRUE at once without SSP or for unit < 0. */
+gboolean shoal_server_wait_bound (ShoalServer *server, int slice, int unit, gint64 step,
+                                  gint64 timeout_us, GError **error);
+
+/* What shoal_server_push_from recorded since the last take (then reset):
+ * the staleness of every applied gradient with a known base version. */
+void shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out);
 
 /* Waits until the slice's version >= min_version, at most timeout_us
  * (< 0: forever; on timeout an error), then copies the slice into dst

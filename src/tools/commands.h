@@ -5,20 +5,41 @@
 
 #include "cluster/layout.h"
 #include "worker/job.h"
+#include "worker/model.h"
 
 int shoal_cmd_run (int argc, char **argv);
 int shoal_cmd_proc (int argc, char **argv);
 int shoal_cmd_import (int argc, char **argv);
 int shoal_cmd_layers (int argc, char **argv);
 int shoal_cmd_inspect (int argc, char **argv);
+int shoal_cmd_compare (int argc, char **argv);
+int shoal_cmd_plot (int argc, char **argv);
+
+/* plot.c: the curves of the runs in `workspaces` (NULL-terminated; a
+ * workspace or its metrics.jsonl) into the PNG `out`: x "time" or
+ * "samples", y "accuracy" or "loss". */
+gboolean shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *y, GError **error);
+int shoal_cmd_predict (int argc, char **argv);
+int shoal_cmd_eval (int argc, char **argv);
+
+/* model_data.c: a trained model for predict and eval. */
+typedef struct {
+  const char *conf;                /* JOB.conf (a workspace's job.conf is the conf as run) */
+  const char *from;                /* workspace or params file */
+  const char *data;                /* LMDB dataset dir or .csv; NULL: the conf's own test set */
+  int label_column;                /* CSV: the label's column, -1 none */
+  gboolean skip_header;            /* CSV */
+  const char *const *overrides;    /* -o, may be NULL */
+  const char *output;              /* layer to predict with; NULL: the first loss's scores */
+  gboolean probabilities;
+} ShoalToolModelArgs;
+/* The model with its input's test set set to a->data (a CSV is imported
+ * into a new temporary directory, *tmpdir: give it to
+ * shoal_tool_model_cleanup, also on failure). */
+ShoalModel *shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, GError **error);
+void shoal_tool_model_cleanup (char *tmpdir);
 int shoal_cmd_sample (int argc, char **argv);
 
-/* launch.c: the job conf at job_path with the [cluster] section of
- * topology_path (may be NULL) in place of its own, then the overrides.
- * The topology file must hold only [cluster] and be a valid layout by
- * itself; its errors name its own lines.  Returns a new job or NULL. */
-ShoalJob *shoal_load_job_topology (const char *job_path, const char *topology_path,
-                                   const char *const *overrides, GError **error);
 /* launch.c: runs every rank of `layout` as a `shoal proc` child on
  * loopback with the job's resolved conf in `workspace`, waits for all and
  * prints each rank's exit and each group's final test result.  grace_s:

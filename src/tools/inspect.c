@@ -102,7 +102,7 @@ shoal_cmd_inspect (int argc, char **argv)
       status = 2;
       goto out;
     }
-  job = shoal_load_job_topology (argv[1], topology, (const char *const *) overrides, &error);
+  job = shoal_job_load_topology (argv[1], topology, (const char *const *) overrides, &error);
   if (job == NULL)
     {
       fprintf (stderr, "shoal inspect: %s\n", error->message);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <shoal/version.h>
+
 #include "tools/commands.h"
 
 typedef struct {
@@ -18,6 +20,10 @@ static const Command commands[] = {
   { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
   { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv|text ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
+  { "compare", shoal_cmd_compare, "run a job under several schemes, then a report with figures: shoal compare JOB.conf [--schemes a,b] [--budget samples=N]" },
+  { "plot", shoal_cmd_plot, "curves of finished runs: shoal plot WS... --out FILE.png [--x time|samples] [--y accuracy|loss]" },
+  { "predict", shoal_cmd_predict, "predictions of a trained model: shoal predict JOB.conf --from WS [--data D] [--out F.csv]" },
+  { "eval", shoal_cmd_eval, "loss and accuracy of a trained model: shoal eval JOB.conf --from WS [--data D]" },
   { "sample", shoal_cmd_sample, "generate text with a trained character model: shoal sample JOB.conf --from WORKSPACE [--prime TEXT] [--length N] [--temperature T] [--seed S]" },
   { "inspect", shoal_cmd_inspect, "how a job's net is split among a group's workers: shoal inspect JOB.conf [--graph out.dot [--png out.png]]" },
 };
@@ -47,7 +53,7 @@ main (int argc, char **argv)
     }
   if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "version") == 0)
     {
-      printf ("shoal %s\n", SHOAL_VERSION);
+      printf ("shoal %s\n", shoal_version ());
       return 0;
     }
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)

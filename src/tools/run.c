@@ -43,6 +43,7 @@ shoal_cmd_run (int argc, char **argv)
   char **overrides = NULL;
   char *workspace = NULL;
   char *topology = NULL;
+  char **plugins = NULL;
   int grace = 60;
   gboolean quiet = FALSE, resume = FALSE, no_restart = FALSE;
   GOptionEntry entries[] = {
@@ -60,6 +61,8 @@ shoal_cmd_run (int argc, char **argv)
     { "grace", 0, 0, G_OPTION_ARG_INT, &grace,
       "multi-process runs: after a process failed, seconds without new metrics before the others "
       "are stopped (default 60)", "SECONDS" },
+    { "plugin", 'p', 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
+      "load layer types from this shared library (repeatable; added to [job] plugins)", "LIB.so" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
@@ -88,7 +91,9 @@ shoal_cmd_run (int argc, char **argv)
       goto out;
     }
 
-  ShoalJob *job = shoal_load_job_topology (argv[1], topology, (const char *const *) overrides, &error);
+  ShoalJob *job = shoal_job_load_topology (argv[1], topology, (const char *const *) overrides, &error);
+  if (job != NULL && plugins != NULL && !shoal_job_add_plugins (job, (const char *const *) plugins, &error))
+    g_clear_pointer (&job, shoal_job_free);
   if (job == NULL)
     {
       fprintf (stderr, "shoal run: %s\n", error->message);
@@ -138,6 +143,7 @@ out:
   g_strfreev (overrides);
   g_free (workspace);
   g_free (topology);
+  g_strfreev (plugins);
   g_option_context_free (ctx);
   return status;
 }

@@ -15,7 +15,7 @@
 #include "core/rng.h"
 #include "data/text.h"
 #include "layers/recurrent.h"
-#include "partition/net.h"
+#include "net/net.h"
 #include "tools/commands.h"
 #include "worker/job.h"
 #include "worker/named_params.h"

@@ -1,12 +1,16 @@
 /* Job-level conf sections, described once in option tables so that
  * validation, defaults and `shoal help conf` come from one place. */
 #include "worker/job.h"
+#include "worker/families.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "cluster/layout.h"
+#include "cluster/topology.h"
 #include "core/error.h"
+#include "data/data_layers.h"
+
+#include <shoal/plugin.h>
 #include "partition/partition.h"
 
 const ShoalOption shoal_job_options[] = {
@@ -29,6 +33,14 @@ const ShoalOption shoal_job_options[] = {
     "training algorithm: bp (back-propagation, through time for recurrent layers) or cd "
     "(contrastive divergence of the RBM layers)" },
   { "cd_k", SHOAL_OPT_INT, "1", 1, 1000, NULL, "alg = cd: Gibbs steps per update (CD-k)" },
+  { "max_seconds", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL,
+    "time budget: training ends at the first step boundary after this many seconds of the job's "
+    "clock, then tests as at train_steps; 0 = none" },
+  { "metrics_interval", SHOAL_OPT_FLOAT, "1", 0, 1e6, NULL,
+    "seconds between a process's \"process\" lines in metrics.jsonl (bytes, staleness); 0 = only at the end" },
+  { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
+    "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
+    "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
   SHOAL_OPTION_END
 };
 
@@ -52,28 +64,6 @@ const ShoalOption shoal_updater_options[] = {
   { "epsilon", SHOAL_OPT_FLOAT, "0", 0, 1, NULL, "numerical guard; 0 = the rule's default" },
   { "clip_value", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL, "clip each gradient element to +-value; 0 = off" },
   { "clip_norm", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL, "clip the gradient's global L2 norm; 0 = off" },
-  SHOAL_OPTION_END
-};
-
-const ShoalOption shoal_cluster_options[] = {
-  { "nworker_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker groups (async between groups)" },
-  { "nworkers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "workers per group (sync inside)" },
-  { "nserver_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "server groups" },
-  { "nservers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "servers per server group" },
-  { "nworkers_per_procs", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker threads per process" },
-  { "nservers_per_procs", SHOAL_OPT_INT, "1", 1, 4096, NULL, "servers per process" },
-  { "server_worker_separate", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
-    "servers in processes of their own" },
-  { "sync_freq", SHOAL_OPT_INT, "1", 1, 1e9, NULL, "updates between server-group syncs (Hogwild)" },
-  { "all_groups_required", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
-    "asynchronous schemes: a lost worker group fails the job (false: the others finish it)" },
-  { "n_push", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
-    "asynchronous schemes: steps whose gradients a worker sums before pushing (Downpour's n_push)" },
-  { "n_fetch", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
-    "asynchronous schemes: steps between fetches of fresh params (Downpour's n_fetch)" },
-  { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
-    "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
-    "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
   SHOAL_OPTION_END
 };
 
@@ -166,113 +156,53 @@ read_updater (ShoalConf *conf, ShoalUpdaterConf *u, GError **error)
   return ok;
 }
 
+/* Loads the [job] plugins and `extra` ones (NULL-terminated, may be
+ * NULL), and writes the full list back with paths made absolute, so that
+ * the conf as run (what every process of the job loads) names the same
+ * files from any working directory. */
 static gboolean
-read_cluster (ShoalConf *conf, ShoalClusterConf *c, GError **error)
+load_plugins (ShoalJob *job, const char *const *extra, GError **error)
 {
-  const char *g = "cluster";
-  const ShoalOption *t = shoal_cluster_options;
-  c->nworker_groups = (int) shoal_conf_get_int (conf, g, t, "nworker_groups");
-  c->nworkers_per_group = (int) shoal_conf_get_int (conf, g, t, "nworkers_per_group");
-  c->nserver_groups = (int) shoal_conf_get_int (conf, g, t, "nserver_groups");
-  c->nservers_per_group = (int) shoal_conf_get_int (conf, g, t, "nservers_per_group");
-  c->nworkers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nworkers_per_procs");
-  c->nservers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nservers_per_procs");
-  c->server_worker_separate = shoal_conf_get_bool (conf, g, t, "server_worker_separate");
-  c->sync_freq = (int) shoal_conf_get_int (conf, g, t, "sync_freq");
-  c->all_groups_required = shoal_conf_get_bool (conf, g, t, "all_groups_required");
-  c->n_push = (int) shoal_conf_get_int (conf, g, t, "n_push");
-  c->n_fetch = (int) shoal_conf_get_int (conf, g, t, "n_fetch");
-  if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
-    {
-      shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",
-                        "only asynchronous schemes (nworker_groups > 1) skip pushes or fetches; "
-                        "one worker group trains synchronously");
-      return FALSE;
-    }
-  gsize ngpus = 0;
-  gint *gpus = shoal_conf_get_int_list (conf, g, t, "gpus", &ngpus);
-  gboolean any_gpu = FALSE;
-  for (gsize i = 0; i < ngpus && i < SHOAL_MAX_GPU_LIST; i++)
-    {
-      c->gpus[i] = gpus[i];
-      any_gpu |= gpus[i] >= 0;
-    }
-  g_free (gpus);
-  c->ngpus = (int) MIN (ngpus, (gsize) SHOAL_MAX_GPU_LIST);
-  if (ngpus > SHOAL_MAX_GPU_LIST)
-    {
-      shoal_conf_error (conf, error, g, "gpus", "at most %d entries, got %zu", SHOAL_MAX_GPU_LIST, ngpus);
-      return FALSE;
-    }
-  if (any_gpu && c->nworkers_per_group > 1 && c->nworkers_per_procs >= c->nworkers_per_group)
-    {
-      /* such a group is one partitioned net with host bridges */
-      shoal_conf_error (conf, error, g, "gpus",
-                        "a group of %d workers in one process runs partitioned on the CPU; GPU workers "
-                        "need nworkers_per_group = 1 or groups spread over processes",
-                        c->nworkers_per_group);
-      return FALSE;
-    }
-
-  /* the layout's checks name the field and say why a layout is impossible */
-  ShoalLayout *layout = shoal_layout_new (c, conf, error);
-  if (layout == NULL)
-    return FALSE;
-  shoal_layout_free (layout);
-  return TRUE;
-}
-
-ShoalDevice
-shoal_cluster_device (const ShoalClusterConf *c, int group, int worker)
-{
-  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
-  if (c->ngpus == 0)
-    return cpu;
-  gboolean whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
-  int unit = whole_groups ? group : group * c->nworkers_per_group + worker;
-  int gpu = c->gpus[unit % c->ngpus];
-  return gpu < 0 ? cpu : (ShoalDevice) { SHOAL_DEVICE_CUDA, gpu };
-}
-
-/* alg = cd needs layers that CD trains, and BP cannot train them: the
- * layer types say which they are (SHOAL_LAYER_CD). */
-static gboolean
-check_algorithm (ShoalConf *conf, int cd_k, GError **error)
-{
-  GKeyFile *kf = shoal_conf_keyfile (conf);
-  char **groups = g_key_file_get_groups (kf, NULL);
-  char *cd_group = NULL, *cd_type = NULL;
-  for (int i = 0; groups[i] != NULL && cd_group == NULL; i++)
-    {
-      if (!g_str_has_prefix (groups[i], "layer "))
-        continue;
-      char *type = g_key_file_get_value (kf, groups[i], "type", NULL);
-      const ShoalLayerOps *ops = type ? shoal_layer_lookup (g_strstrip (type)) : NULL;
-      if (ops != NULL && (ops->flags & SHOAL_LAYER_CD))
-        {
-          cd_group = g_strdup (groups[i]);
-          cd_type = g_strdup (type);
-        }
-      g_free (type);
-    }
-  g_strfreev (groups);
+  gsize n = 0;
+  char **listed = shoal_conf_get_string_list (job->conf, "job", shoal_job_options, "plugins", &n);
+  GPtrArray *all = g_ptr_array_new_with_free_func (g_free);
+  for (gsize i = 0; i < n; i++)
+    g_ptr_array_add (all, g_strdup (listed[i]));
+  for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+    g_ptr_array_add (all, g_strdup (extra[i]));
+  g_strfreev (listed);
   gboolean ok = TRUE;
-  if (cd_k > 0 && cd_group == NULL)
+  for (guint i = 0; ok && i < all->len; i++)
     {
-      shoal_conf_error (conf, error, "job", "alg",
-                        "alg = cd trains RBM layers (rbm_visible, rbm_hidden) by contrastive divergence, "
-                        "and this net has none");
-      ok = FALSE;
+      char *name = g_ptr_array_index (all, i);
+      if (strchr (name, '/') != NULL && !g_path_is_absolute (name))
+        {
+          char *abs = g_canonicalize_filename (name, NULL);
+          g_free (name);
+          all->pdata[i] = name = abs;
+        }
+      GError *local = NULL;
+      if (!shoal_plugin_load (name, &local))
+        {
+          if (i < n)
+            shoal_conf_error (job->conf, error, "job", "plugins", "%s", local->message);
+          else
+            g_set_error (error, local->domain, local->code, "--plugin: %s", local->message);
+          g_error_free (local);
+          ok = FALSE;
+        }
     }
-  else if (cd_k == 0 && cd_group != NULL)
-    {
-      shoal_conf_error (conf, error, cd_group, "type",
-                        "%s layers are trained by contrastive divergence: set [job] alg = cd", cd_type);
-      ok = FALSE;
-    }
-  g_free (cd_group);
-  g_free (cd_type);
+  if (ok && all->len > 0)
+    g_key_file_set_string_list (shoal_conf_keyfile (job->conf), "job", "plugins",
+                                (const char *const *) all->pdata, all->len);
+  g_ptr_array_free (all, TRUE);
   return ok;
+}
+
+gboolean
+shoal_job_add_plugins (ShoalJob *job, const char *const *plugins, GError **error)
+{
+  return load_plugins (job, plugins, error);
 }
 
 /* Applies the overrides to conf (taken) and validates the job. */
@@ -281,6 +211,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
 {
   if (conf == NULL)
     return NULL;
+  shoal_data_register_layers ();   /* a job may read datasets: its input types must be known */
   for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
     if (!shoal_conf_override (conf, overrides[i], error))
       {
@@ -317,9 +248,13 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   char *alg = shoal_conf_get_string (conf, "job", t, "alg");
   job->cd_k = strcmp (alg, "cd") == 0 ? (int) shoal_conf_get_int (conf, "job", t, "cd_k") : 0;
   g_free (alg);
+  job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
+  job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
 
-  gboolean ok = TRUE;
-  if (job->train_steps > 0 && job->epochs > 0)
+  gboolean ok = load_plugins (job, NULL, error);
+  if (!ok)
+    ;
+  else if (job->train_steps > 0 && job->epochs > 0)
     {
       shoal_conf_error (conf, error, "job", "epochs", "give train_steps or epochs, not both");
       ok = FALSE;
@@ -330,8 +265,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = check_algorithm (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
-         && read_cluster (conf, &job->cluster, error);
+    ok = shoal_job_check_families (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
+         && shoal_cluster_conf_read (conf, &job->cluster, error);
   if (!ok)
     {
       shoal_job_free (job);
@@ -351,6 +286,39 @@ ShoalJob *
 shoal_job_load (const char *path, const char *const *overrides, GError **error)
 {
   return job_from_conf (shoal_conf_load_file (path, error), overrides, error);
+}
+
+ShoalJob *
+shoal_job_load_topology (const char *job_path, const char *topology_path,
+                         const char *const *overrides, GError **error)
+{
+  if (topology_path == NULL)
+    return shoal_job_load (job_path, overrides, error);
+  char **topo = shoal_topology_overrides (topology_path, error);
+  if (topo == NULL)
+    return NULL;
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (job_path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      g_strfreev (topo);
+      return NULL;
+    }
+  char *blanked = shoal_topology_blank_cluster (text, topology_path);
+  GPtrArray *all = g_ptr_array_new ();
+  for (int i = 0; topo[i] != NULL; i++)
+    g_ptr_array_add (all, topo[i]);
+  for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
+    g_ptr_array_add (all, (gpointer) overrides[i]);
+  g_ptr_array_add (all, NULL);
+  ShoalJob *job = shoal_job_load_data (blanked, job_path, (const char *const *) all->pdata, error);
+  g_ptr_array_free (all, TRUE);
+  g_strfreev (topo);
+  g_free (blanked);
+  g_free (text);
+  return job;
 }
 
 void

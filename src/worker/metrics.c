@@ -60,24 +60,68 @@ put_number (GString *s, const char *key, double v)
   g_string_append_printf (s, ",\"%s\":%s", key, g_ascii_formatd (buf, sizeof buf, "%.6g", v));
 }
 
+static void
+put_int (GString *s, const char *key, gint64 v)
+{
+  g_string_append_printf (s, ",\"%s\":%" G_GINT64_FORMAT, key, v);
+}
+
+/* The clock fields every line starts with.  A virtual clock puts
+ * "vtime" here, beside "time". */
+static GString *
+line_begin (ShoalMetricsWriter *w)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "{\"time\":%s", g_ascii_formatd (buf, sizeof buf, "%.3f", shoal_metrics_elapsed (w)));
+  return s;
+}
+
+static void
+put_phase (GString *s, const char *phase)
+{
+  g_string_append_printf (s, ",\"phase\":\"%s\"", phase);
+}
+
+static void
+line_end (ShoalMetricsWriter *w, GString *s)
+{
+  g_string_append (s, "}\n");
+  g_mutex_lock (&w->lock);
+  fputs (s->str, w->file);
+  fflush (w->file);
+  g_mutex_unlock (&w->lock);
+  g_string_free (s, TRUE);
+}
+
 void
 shoal_metrics_write (ShoalMetricsWriter *w, const ShoalMetricsRecord *r)
 {
   if (w == NULL)
     return;
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
-  GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "{\"time\":%s,\"step\":%" G_GINT64_FORMAT ",\"group\":%d,\"worker\":%d,"
-                          "\"phase\":\"%s\"",
-                          g_ascii_formatd (buf, sizeof buf, "%.3f", shoal_metrics_elapsed (w)),
-                          r->step, r->group, r->worker, r->phase);
+  /* the order of the first lines of shoal: scripts grep for it */
+  GString *s = line_begin (w);
+  put_int (s, "step", r->step);
+  put_int (s, "group", r->group);
+  put_int (s, "worker", r->worker);
+  put_phase (s, r->phase);
   put_number (s, "loss", r->loss);
   if (r->accuracy >= 0)
     put_number (s, "accuracy", r->accuracy);
   if (r->samples_per_sec >= 0)
     put_number (s, "samples_per_sec", r->samples_per_sec);
+  if (r->samples >= 0)
+    put_int (s, "samples", r->samples);
+  if (strcmp (r->phase, "train") == 0)
+    {
+      put_number (s, "compute_s", MAX (r->compute_s, 0));
+      put_number (s, "wait_s", MAX (r->wait_s, 0));
+      if (r->peer_wait_s >= 0)
+        put_number (s, "peer_wait_s", r->peer_wait_s);
+    }
   if (r->others != NULL && r->others->n > 0)
     {
+      char buf[G_ASCII_DTOSTR_BUF_SIZE];
       g_string_append (s, ",\"metrics\":{");
       for (int i = 0; i < r->others->n; i++)
         {
@@ -88,12 +132,34 @@ shoal_metrics_write (ShoalMetricsWriter *w, const ShoalMetricsRecord *r)
         }
       g_string_append_c (s, '}');
     }
-  g_string_append (s, "}\n");
-  g_mutex_lock (&w->lock);
-  fputs (s->str, w->file);
-  fflush (w->file);
-  g_mutex_unlock (&w->lock);
-  g_string_free (s, TRUE);
+  line_end (w, s);
+}
+
+void
+shoal_metrics_write_process (ShoalMetricsWriter *w, const ShoalProcessRecord *r)
+{
+  if (w == NULL)
+    return;
+  GString *s = line_begin (w);
+  put_phase (s, "process");
+  put_int (s, "rank", r->rank);
+  put_int (s, "bytes_sent", (gint64) r->bytes_sent);
+  put_int (s, "bytes_received", (gint64) r->bytes_received);
+  if (r->serves && r->staleness != NULL)
+    {
+      const ShoalStaleness *h = r->staleness;
+      put_int (s, "updates", r->updates);
+      put_int (s, "dropped", r->dropped);
+      put_int (s, "staleness_count", h->count);
+      put_number (s, "staleness_mean", shoal_staleness_mean (h));
+      put_int (s, "staleness_p95", shoal_staleness_quantile (h, 0.95));
+      put_int (s, "staleness_max", h->max);
+      g_string_append (s, ",\"staleness_hist\":[");
+      for (int i = 0; i < shoal_staleness_used (h); i++)
+        g_string_append_printf (s, "%s%" G_GINT64_FORMAT, i > 0 ? "," : "", h->buckets[i]);
+      g_string_append_c (s, ']');
+    }
+  line_end (w, s);
 }
 
 double

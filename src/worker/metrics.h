@@ -1,16 +1,31 @@
-/* metrics.jsonl: one JSON object per line, appended by every worker of
- * the process, so runs of different schemes can be compared and plotted.
- * Fields: time (s since the job started: $SHOAL_JOB_START_US, set by the
- * launcher for every process, else since the writer opened), step, group, worker, phase
- * ("train"/"test"), loss, accuracy, samples_per_sec (train only), and
- * "metrics": {LAYER: value} for the net's other metric layers (e.g. an
- * RBM's rbm_free_energy). */
+/* metrics.jsonl: one JSON object per line, appended by every process of
+ * the job, so that runs of different schemes can be compared and
+ * plotted (`shoal compare`, `shoal plot`; every field in README.md,
+ * "Metrics").
+ *
+ * Every line starts with the same clock: "time", seconds since the job
+ * started ($SHOAL_JOB_START_US, set by the launcher for every process,
+ * else since the writer opened), then "phase":
+ *   "train"    a worker unit's last disp_freq steps: step, group, worker,
+ *              loss, accuracy, samples_per_sec, samples (its rows so
+ *              far), compute_s, wait_s, peer_wait_s (this interval);
+ *   "test"     a test pass: step, group, worker, loss, accuracy, samples;
+ *   "process"  a process's traffic and its server's updates since its
+ *              last such line: rank, bytes_sent, bytes_received (since
+ *              the process started), and where it serves slices updates,
+ *              dropped and the staleness summary and histogram.
+ * Train and test lines end with "metrics": {LAYER: value} for the net's
+ * metric layers other than the accuracy (an RBM's rbm_free_energy).
+ * The clock fields are written in one place (line_begin in metrics.c):
+ * a virtual clock adds "vtime" there, beside "time", and no reader has to
+ * change. */
 #ifndef SHOAL_METRICS_H
 #define SHOAL_METRICS_H
 
 #include <glib.h>
 
-#include "partition/net.h"
+#include "net/net.h"
+#include "server/staleness.h"
 
 G_BEGIN_DECLS
 
@@ -40,18 +55,35 @@ double shoal_other_metrics_mean (const ShoalOtherMetrics *o, int i);
 /* " NAME value" for each, appended to s (progress lines). */
 void shoal_other_metrics_append (const ShoalOtherMetrics *o, GString *s);
 
+/* A "train" or "test" line.  Numbers < 0 are not written. */
 typedef struct {
   gint64 step;
   int group, worker;
-  const char *phase;
+  const char *phase;        /* "train" or "test" */
   double loss;
   double accuracy;          /* < 0: not reported */
   double samples_per_sec;   /* < 0: not reported */
-  const ShoalOtherMetrics *others;  /* may be NULL */
+  gint64 samples;           /* rows this unit trained on so far; < 0: not reported */
+  double compute_s;         /* train: seconds in forward and backward this interval */
+  double wait_s;            /* train: seconds blocked on the servers this interval */
+  double peer_wait_s;       /* train: seconds (summed over the unit's threads) waiting for the
+                             * group's other processes; < 0: not reported */
+  const ShoalOtherMetrics *others;  /* the other metric layers; may be NULL */
 } ShoalMetricsRecord;
+
+/* A "process" line. */
+typedef struct {
+  int rank;
+  guint64 bytes_sent, bytes_received;  /* since the process started */
+  gboolean serves;                      /* the process serves slices: the fields below count */
+  gint64 updates;                       /* updates applied this interval */
+  gint64 dropped;                       /* late SYNC gradients dropped this interval */
+  const ShoalStaleness *staleness;      /* of this interval's updates */
+} ShoalProcessRecord;
 
 /* Thread-safe. */
 void shoal_metrics_write (ShoalMetricsWriter *writer, const ShoalMetricsRecord *record);
+void shoal_metrics_write_process (ShoalMetricsWriter *writer, const ShoalProcessRecord *record);
 double shoal_metrics_elapsed (ShoalMetricsWriter *writer);
 
 G_END_DECLS

@@ -1,57 +1,16 @@
 /* Params by name (named_params.h): what [job] init_from and `shoal
- * sample` read from a workspace, with renames and transposes so that a
- * decoder can start from its encoder's weights. */
+ * sample` read from workspaces, with renames and transposes so that a
+ * decoder can start from its encoder's weights.  The blob's format is
+ * core/param_blob.c's (shoal/param.h); the renames need each entry by
+ * name, so this reads the entries itself. */
 #include "worker/named_params.h"
 
 #include <stdarg.h>
 #include <string.h>
 
-#include "core/checkpoint.h"
 #include "core/error.h"
 #include "layers/layer.h"
-#include "worker/runner.h"
-
-GBytes *
-shoal_named_params_blob (ShoalParamStore *store)
-{
-  GByteArray *b = g_byte_array_new ();
-  for (guint i = 0; i < store->params->len; i++)
-    {
-      ShoalParam *prm = g_ptr_array_index (store->params, i);
-      guint32 nlen = (guint32) strlen (prm->name), ndim = (guint32) prm->shape.ndim;
-      guint64 count = prm->count;
-      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
-      g_byte_array_append (b, (guint8 *) prm->name, nlen);
-      g_byte_array_append (b, (guint8 *) &ndim, sizeof ndim);
-      for (int d = 0; d < prm->shape.ndim; d++)
-        {
-          gint32 dim = prm->shape.dim[d];
-          g_byte_array_append (b, (guint8 *) &dim, sizeof dim);
-        }
-      g_byte_array_append (b, (guint8 *) &count, sizeof count);
-      /* the host store, also for a GPU net (whose views are on the device) */
-      g_byte_array_append (b, (guint8 *) (store->values + prm->offset), (guint) (count * sizeof (float)));
-    }
-  return g_byte_array_free_to_bytes (b);
-}
-
-GBytes *
-shoal_named_params_load_workspace (const char *workspace, GError **error)
-{
-  char *dir = shoal_checkpoint_dir (workspace, 0);
-  ShoalCheckpoint *c = shoal_checkpoint_open (dir, FALSE, error);
-  g_free (dir);
-  if (c == NULL)
-    return NULL;
-  gint64 steps[2];
-  GBytes *blob = NULL;
-  if (shoal_checkpoint_steps (c, "params", steps) == 0)
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: no params in its checkpoint", workspace);
-  else
-    blob = shoal_checkpoint_load (c, "params", steps[0], error);
-  shoal_checkpoint_close (c);
-  return blob;
-}
+#include "worker/workspace.h"
 
 /* Where one param of the store comes from. */
 typedef struct {
@@ -243,7 +202,7 @@ shoal_named_params_init (ShoalParamStore *store, ShoalConf *conf, const char *co
     {
       const char *ws = workspaces[w];
       GError *local = NULL;
-      GBytes *blob = shoal_named_params_load_workspace (ws, &local);
+      GBytes *blob = shoal_workspace_params (ws, NULL, &local);
       if (blob == NULL)
         {
           init_error (conf, NULL, error, "%s", local->message);
@@ -253,6 +212,8 @@ shoal_named_params_init (ShoalParamStore *store, ShoalConf *conf, const char *co
         }
       gsize len = 0;
       const guint8 *q = g_bytes_get_data (blob, &len), *end = q + len;
+      if (len >= 16 && memcmp (q, "SHOALPRM", 8) == 0)
+        q += 16;  /* the header: magic, version, count (shoal_param_store_to_bytes) */
       Entry e;
       gboolean damaged = FALSE;
       int used = 0;

@@ -1,10 +1,7 @@
-/* Params by name: the "params" blob a job's checkpoint keeps (group 0's
- * first unit saves it), and [job] init_from, which initialises another
- * job's params from it - pre-training, greedy stacks of RBMs, an
- * autoencoder unrolled from them, `shoal sample`.
- *
- * Blob: per param u32 name length, name, u32 ndim, i32 dims, u64 count,
- * count floats (the host values). */
+/* [job] init_from: params of other jobs' workspaces (the "params" blob
+ * each checkpoint keeps, worker/workspace.h) initialise this job's by
+ * name - pre-training, greedy stacks of RBMs, an autoencoder unrolled
+ * from them, `shoal sample`. */
 #ifndef SHOAL_NAMED_PARAMS_H
 #define SHOAL_NAMED_PARAMS_H
 
@@ -14,13 +11,6 @@
 #include "core/param.h"
 
 G_BEGIN_DECLS
-
-/* A new blob of every param's values (the store's host buffers). */
-GBytes *shoal_named_params_blob (ShoalParamStore *store);
-
-/* The newest "params" blob of workspace's checkpoint (rank 0), or NULL
- * with error naming the workspace. */
-GBytes *shoal_named_params_load_workspace (const char *workspace, GError **error);
 
 /* Initialises the store's params from the blobs of `workspaces` (NULL-
  * terminated, in order: where two have a param, the later wins).  A param

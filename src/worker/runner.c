@@ -1,6 +1,7 @@
 /* One process's share of a job: its servers (and their RPC service), its
- * worker threads with their param clients, and - in Hogwild - the thread
- * that syncs this server group with the slices' master groups.  The same
+ * worker threads with their param clients, and - in Hogwild - the group
+ * sync of this server group with the slices' master groups
+ * (server/group_sync.h).  The same
  * code runs a one-process job (every slice local, no Thrift at all) and
  * rank R of a cluster. */
 #include "worker/runner.h"
@@ -10,18 +11,23 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cluster/endpoints.h"
 #include "cluster/layout.h"
 #include "comm/group_wire.h"
 #include "comm/mailbox.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
-#include "comm/rpc_client.h"
 #include "core/error.h"
+#include "core/param.h"
+#include "server/group_sync.h"
+#include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/metrics.h"
 #include "worker/named_params.h"
+#include "worker/process_report.h"
 #include "worker/worker.h"
+#include "worker/workspace.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
@@ -56,21 +62,23 @@ typedef struct {
   int server_group;
   ShoalRpcServer *rpc;
   ShoalMetricsWriter *metrics;
-  GThread *sync_thread;
-  gint sync_stop;
-  GError *sync_error;
+  ShoalProcessReport *report;    /* this process's "process" lines */
+  ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
   gint64 resume_step;            /* -1: a fresh run */
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
 } Process;
 
-char *
-shoal_checkpoint_dir (const char *workspace, int rank)
+/* Initialises params from the init_from workspaces' checkpoints, by
+ * name or as <param>_init_from renames them (worker/named_params.h). */
+static gboolean
+init_from_workspaces (Process *p, ShoalParamStore *store, GError **error)
 {
-  char *leaf = g_strdup_printf ("rank-%d", rank);
-  char *dir = g_build_filename (workspace, "checkpoint", leaf, NULL);
-  g_free (leaf);
-  return dir;
+  int copied = 0;
+  if (!shoal_named_params_init (store, p->job->conf, (const char *const *) p->job->init_from, &copied, error))
+    return FALSE;
+  g_message ("init_from: %d of %u params initialised by name", copied, store->params->len);
+  return TRUE;
 }
 
 static gboolean
@@ -92,23 +100,6 @@ prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
 }
 
 static gboolean
-parse_endpoint (const char *endpoint, char **host, int *port, GError **error)
-{
-  const char *colon = endpoint ? strrchr (endpoint, ':') : NULL;
-  gint64 p = 0;
-  if (colon == NULL || colon == endpoint
-      || !g_ascii_string_to_signed (colon + 1, 10, 1, 65535, &p, NULL))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "endpoint '%s' is not host:port",
-                   endpoint ? endpoint : "");
-      return FALSE;
-    }
-  *host = g_strndup (endpoint, (gsize) (colon - endpoint));
-  *port = (int) p;
-  return TRUE;
-}
-
-static gboolean
 endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
 {
   if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
@@ -119,7 +110,7 @@ endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, G
       return FALSE;
     }
   memset (o, 0, sizeof *o);
-  if (!parse_endpoint (p->opts->endpoints[rank], host, &o->port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[rank], host, &o->port, error))
     return FALSE;
   o->host = *host;
   o->token = p->opts->token;
@@ -161,15 +152,19 @@ start_rpc (Process *p, GError **error)
   ShoalProcess *proc = p->proc;
   char *host = NULL;
   ShoalRpcServerOptions ropts = { 0 };
-  if (!parse_endpoint (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
+  if (!shoal_endpoint_parse (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
     return FALSE;
   ropts.bind_address = host;
   ropts.token = p->opts->token;
   ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
   ropts.give_up = servers_give_up;
-  ropts.mailbox = p->mailbox;
+  if (p->mailbox != NULL)
+    {
+      ropts.bridge_sink = shoal_mailbox_sink;
+      ropts.bridge_data = p->mailbox;
+    }
   if (p->wire != NULL)
-    ropts.mailbox_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
+    ropts.bridge_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
@@ -209,9 +204,31 @@ start_servers (Process *p, GError **error)
     {
       int groups_here = c->nworker_groups / c->nserver_groups;
       int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
-      sopts.lr_scale = 1.0f / (float) MAX (pushers, 1);
+      /* [cluster] async_lr: groups (the above, the default), none (Dean
+       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
+       * lr / the update's staleness, measured by the server) */
+      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
+      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
       if (p->layout->group_sync)
         sopts.delta_scale = 1.0f / (float) c->nserver_groups;
+      if (c->staleness >= 0)
+        {
+          /* SSP: the units pushing here count their steps (unit_id) */
+          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
+          sopts.ssp_bound = c->staleness;
+        }
+    }
+  else if (c->backup_workers > 0)
+    {
+      if (group_pushes)
+        {
+          shoal_conf_error (p->job->conf, error, "cluster", "backup_workers",
+                            "this group runs as one net spread over processes (its layers are not all "
+                            "split by batch) and pushes one gradient per step: there is no late "
+                            "worker's gradient to drop");
+          return FALSE;
+        }
+      sopts.backup_workers = c->backup_workers;
     }
   p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts);
   for (int s = 0; s < p->nslices; s++)
@@ -227,58 +244,41 @@ start_servers (Process *p, GError **error)
   return start_rpc (p, error);
 }
 
-/* Hogwild: send what this group learned on each due slice to the slice's
- * master group, take the master's values back. */
-static gpointer
-sync_thread (gpointer data)
+/* Hogwild: the sync thread beside this process's server group, told
+ * where each slice's master lives. */
+static gboolean
+start_group_sync (Process *p, GError **error)
 {
-  Process *p = data;
-  int nclients = p->layout->conf.nserver_groups;
-  ShoalRpcClient **masters = g_new0 (ShoalRpcClient *, nclients * p->layout->conf.nservers_per_group);
-  float *buf = shoal_alloc_floats (shoal_server_total (p->server));
-  GError *error = NULL;
+  const ShoalLayout *l = p->layout;
+  int per = l->conf.nservers_per_group, nend = l->conf.nserver_groups * per;
+  ShoalSliceMaster *masters = g_new0 (ShoalSliceMaster, p->nslices);
+  ShoalRpcClientOptions *endpoints = g_new0 (ShoalRpcClientOptions, nend);
+  char **hosts = g_new0 (char *, nend);
+  gboolean ok = TRUE;
 
-  while (!g_atomic_int_get (&p->sync_stop))
+  for (int s = 0; s < p->nslices; s++)
     {
-      int s = shoal_server_wait_sync_due (p->server, p->layout->conf.sync_freq, 100 * 1000);
-      if (s < 0)
-        continue;
-      int master = shoal_layout_master_group_of_slice (p->layout, s % p->layout->nslices);
-      size_t b, e;
-      shoal_server_slice_range (p->server, s, &b, &e);
-      float *delta = buf + b;
-      if (master == p->server_group)
-        {
-          /* the master's own values are the reference: just restart the count */
-          if (!shoal_server_take_delta (p->server, s, delta, e - b, &error))
-            break;
-          continue;
-        }
-      int si = shoal_layout_server_of_slice (p->layout, s % p->layout->nslices);
-      int idx = master * p->layout->conf.nservers_per_group + si;
-      if (masters[idx] == NULL)
-        {
-          ShoalRpcClientOptions o;
-          char *host = NULL;
-          if (!endpoint_options (p, shoal_layout_server_rank (p->layout, master, si), &o, &host, &error))
-            break;
-          masters[idx] = shoal_rpc_client_connect (&o, &error);
-          g_free (host);
-          if (masters[idx] == NULL)
-            break;
-        }
-      if (!shoal_server_take_delta (p->server, s, delta, e - b, &error)
-          || !shoal_rpc_client_apply_delta (masters[idx], s, delta, delta, e - b, &error)
-          || !shoal_server_merge_master (p->server, s, delta, e - b, &error))
-        break;
+      masters[s].group = shoal_layout_master_group_of_slice (l, s % l->nslices);
+      masters[s].endpoint = masters[s].group * per + shoal_layout_server_of_slice (l, s % l->nslices);
     }
-  if (error != NULL)
-    p->sync_error = error;
-  for (int i = 0; i < nclients * p->layout->conf.nservers_per_group; i++)
-    shoal_rpc_client_free (masters[i]);
+  for (int g = 0; ok && g < l->conf.nserver_groups; g++)
+    for (int si = 0; ok && si < per && g != p->server_group; si++)
+      ok = endpoint_options (p, shoal_layout_server_rank (l, g, si), &endpoints[g * per + si],
+                             &hosts[g * per + si], error);
+  if (ok)
+    {
+      ShoalGroupSyncOptions o = { .server = p->server, .server_group = p->server_group,
+                                  .sync_freq = l->conf.sync_freq, .masters = masters,
+                                  .endpoints = endpoints, .nendpoints = nend };
+      p->group_sync = shoal_group_sync_start (&o, error);
+      ok = p->group_sync != NULL;
+    }
+  for (int i = 0; i < nend; i++)
+    g_free (hosts[i]);
+  g_free (hosts);
+  g_free (endpoints);
   g_free (masters);
-  shoal_free_aligned (buf);
-  return NULL;
+  return ok;
 }
 
 typedef struct {
@@ -314,7 +314,7 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       g_free (name);
       return FALSE;
     }
-  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_named_params_blob (shoal_group_net_params (w->net)) : NULL;
+  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
   const char *names[] = { name, params ? "params" : NULL, NULL };
   GBytes *blobs[] = { state, params, NULL };
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
@@ -366,16 +366,11 @@ build_net (Process *p, ShoalMember unit, GError **error)
   if (net == NULL)
     return NULL;
   shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
-  int copied = 0;
-  ShoalParamStore *store = shoal_group_net_params (net);
-  if (p->job->init_from[0] != NULL
-      && !shoal_named_params_init (store, p->job->conf, (const char *const *) p->job->init_from, &copied, error))
+  if (p->job->init_from[0] != NULL && !init_from_workspaces (p, shoal_group_net_params (net), error))
     {
       shoal_group_net_free (net);
       return NULL;
     }
-  if (p->job->init_from[0] != NULL)
-    g_message ("init_from: %d of %u params initialised by name", copied, store->params->len);
   return net;
 }
 
@@ -478,6 +473,14 @@ open_wire (Process *p, GError **error)
   return ok;
 }
 
+/* The id of a pushing unit: its group where a group pushes as one, else
+ * group * nworkers_per_group + worker (SSP's clocks, ShoalPushOrigin). */
+static int
+unit_id (const Process *p, int group, int worker)
+{
+  return p->whole_groups || p->spread_net ? group : group * p->layout->conf.nworkers_per_group + worker;
+}
+
 static gboolean
 connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
 {
@@ -488,6 +491,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
       return TRUE;
     }
   slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
+  shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
   int sg = shoal_layout_server_group_of (p->layout, group);
@@ -560,6 +564,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
       ShoalMember m = g_array_index (p->units, ShoalMember, i);
       slots[i].net = i == 0 ? p->layout_net : build_net (p, m, error);
       slots[i].follower = is_follower (p, m);
+      slots[i].worker.worker = m.index;
       ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
@@ -606,7 +611,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .test_loss = slots[0].worker.test_loss,
                                  .test_accuracy = slots[0].worker.test_accuracy,
                                  .samples_per_sec = slots[0].worker.train_samples_per_sec,
-                                 .stopped = slots[0].worker.stopped,
+                                 /* the time budget's end is the run's end, not a stop */
+                                 .stopped = slots[0].worker.stopped && !slots[0].worker.budget_end,
                                  .follower = slots[0].follower };
   for (guint i = 0; i < n; i++)
     {
@@ -707,32 +713,32 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
   if (!start_servers (&p, error))
     goto out;
-  if (p.server != NULL && p.layout->group_sync)
-    p.sync_thread = g_thread_new ("group-sync", sync_thread, &p);
+  if (p.server != NULL && p.layout->group_sync && !start_group_sync (&p, error))
+    goto out;
 
+  /* every process writes metrics: workers their steps and tests, every
+   * process its traffic and its server's staleness */
+  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
+  p.metrics = shoal_metrics_open (metrics_path, opts->append_metrics || opts->resume, error);
+  g_free (metrics_path);
+  if (p.metrics == NULL)
+    goto out;
+  p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
   if (p.proc->workers->len > 0)
-    {
-      char *path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
-      p.metrics = shoal_metrics_open (path, opts->append_metrics || opts->resume, error);
-      g_free (path);
-      if (p.metrics == NULL)
-        goto out;
-      ok = run_workers (&p, result, error);
-    }
+    ok = run_workers (&p, result, error);
   else
     ok = TRUE;
 
-  if (p.sync_thread != NULL)
+  if (p.group_sync != NULL)
     {
-      g_atomic_int_set (&p.sync_stop, TRUE);
-      g_thread_join (p.sync_thread);
-      p.sync_thread = NULL;
-      if (p.sync_error != NULL && ok)
+      /* a sync that failed fails the run, unless the run failed first */
+      GError *sync_error = NULL;
+      if (!shoal_group_sync_stop (g_steal_pointer (&p.group_sync), &sync_error) && ok)
         {
-          g_propagate_error (error, p.sync_error);
-          p.sync_error = NULL;
+          g_propagate_error (error, sync_error);
           ok = FALSE;
         }
+      g_clear_error (&sync_error);
     }
   if (opts->endpoints != NULL && p.proc->workers->len > 0)
     say_done (&p);
@@ -745,12 +751,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
 
 out:
-  if (p.sync_thread != NULL)
-    {
-      g_atomic_int_set (&p.sync_stop, TRUE);
-      g_thread_join (p.sync_thread);
-    }
-  g_clear_error (&p.sync_error);
+  shoal_process_report_stop (p.report);
+  shoal_group_sync_stop (p.group_sync, NULL);
   if (p.layout_net != NULL)
     shoal_group_net_finish (p.layout_net, ok);
   if (p.rpc != NULL)

@@ -44,9 +44,6 @@ typedef struct {
                             * spread over processes): the leader has the numbers */
 } ShoalRunResult;
 
-/* The checkpoint directory of rank `rank` in a workspace (g_free). */
-char *shoal_checkpoint_dir (const char *workspace, int rank);
-
 /* Runs this process's part of the job: with opts->endpoints NULL the
  * whole layout must fit in one process; otherwise the part of rank
  * opts->rank.  result (may be NULL) gets the numbers of this process's

@@ -80,7 +80,9 @@ run_test (ShoalWorker *w, gint64 step)
                    w->group, w->worker, step, r.loss, others->str, r.samples);
       g_string_free (others, TRUE);
     }
-  ShoalMetricsRecord rec = { step, w->group, w->worker, "test", r.loss, r.accuracy, -1, &r.others };
+  ShoalMetricsRecord rec = { .step = step, .group = w->group, .worker = w->worker, .phase = "test",
+                             .loss = r.loss, .accuracy = r.accuracy, .samples_per_sec = -1,
+                             .samples = w->samples_seen, .peer_wait_s = -1, .others = &r.others };
   shoal_metrics_write (w->metrics, &rec);
 }
 
@@ -152,6 +154,8 @@ stop_with_group (ShoalWorker *w, gint64 step)
   w->steps_done = step;
   w->stopped = TRUE;
   w->gave_up_step = TRUE;
+  /* no signal here: the unit that stopped first ended the time budget */
+  w->budget_end = w->job->max_seconds > 0 && !shoal_worker_stop_requested ();
   lower_stop_step (w, step);  /* this process's other workers stop there too */
   return TRUE;
 }
@@ -186,9 +190,34 @@ injected_boundary_delay_us (int group, int worker)
   return (gint64) ms * 1000;
 }
 
+/* Seconds on the job's clock (the one of metrics.jsonl). */
+static double
+job_seconds (ShoalWorker *w, gint64 started_us)
+{
+  return w->metrics != NULL ? shoal_metrics_elapsed (w->metrics)
+                            : (double) (g_get_monotonic_time () - started_us) / 1e6;
+}
+
+/* [job] max_seconds: whether the time budget is spent at this step
+ * boundary.  Then the unit ends here as at train_steps; in SYNC it first
+ * tells its servers, so that the group's units in other processes that
+ * went on into this step stop at it too (stop_with_group) instead of
+ * waiting for its gradient. */
+static gboolean
+budget_spent (ShoalWorker *w, gint64 step, gint64 started_us)
+{
+  if (w->job->max_seconds <= 0 || job_seconds (w, started_us) < w->job->max_seconds)
+    return FALSE;
+  g_message ("[group %d worker %d] time budget of %g s spent at step %" G_GINT64_FORMAT,
+             w->group, w->worker, w->job->max_seconds, step);
+  w->budget_end = TRUE;
+  return TRUE;
+}
+
 gboolean
 shoal_worker_train (ShoalWorker *w)
 {
+  gint64 started_us = g_get_monotonic_time ();
   gint64 delay_us = injected_delay_us (w->group);
   gint64 boundary_delay_us = injected_boundary_delay_us (w->group, w->worker);
   const ShoalJob *job = w->job;
@@ -199,24 +228,48 @@ shoal_worker_train (ShoalWorker *w)
   gboolean ok = TRUE;
 
   double window_loss = 0, window_acc = 0, train_seconds = 0;
+  double window_compute = 0, window_wait = 0;
   gint64 window_samples = 0, total_samples = 0;
   int window_steps = 0;
   ShoalOtherMetrics window_others = { 0 };
   gint64 window_start = g_get_monotonic_time ();
+  double peer_wait_before = shoal_group_net_peer_wait_seconds (w->net);
+  gint64 next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq : G_MAXINT64;
 
   shoal_param_store_zero_grads (store);
+  gint64 t_wait = g_get_monotonic_time ();
   if (!shoal_param_client_fetch (w->client, &w->error))
     return FALSE;
+  window_wait += (double) (g_get_monotonic_time () - t_wait) / 1e6;
   w->steps_done = w->start_step;
   for (gint64 step = w->start_step; step < job->train_steps && ok; step++)
     {
+      t_wait = g_get_monotonic_time ();
       if (step > w->start_step && !shoal_param_client_wait (w->client, &w->error))
         {
           ok = stop_with_group (w, step - 1);
           break;
         }
+      window_wait += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+      /* backup workers: a unit whose gradients came late got the newest
+       * values and goes on at their step */
+      gint64 at = shoal_param_client_catch_up_step (w->client, step);
+      if (at > step)
+        {
+          w->steps_skipped += at - step;
+          step = at;
+          w->steps_done = MIN (step, job->train_steps);
+          if (step >= job->train_steps)
+            break;
+        }
       if (boundary_delay_us > 0 && step > w->start_step)
         g_usleep ((gulong) boundary_delay_us);
+      if (step > w->start_step && budget_spent (w, step, started_us))
+        {
+          w->stopped = TRUE;
+          ok = !w->keep_step_state || shoal_param_client_stop_at (w->client, step, &w->error);
+          break;
+        }
       if (step > w->start_step && stops_at (w, step))
         {
           /* before the checkpoint: units of the group in other processes
@@ -243,10 +296,12 @@ shoal_worker_train (ShoalWorker *w)
           ok = FALSE;
           break;
         }
-      if (w->tester && job->test_freq > 0 && step > w->start_step && step % job->test_freq == 0)
+      if (w->tester && step > w->start_step && step >= next_test)
         {
+          /* >=: a unit that caught up (backup workers) may skip the step itself */
           gint64 t0 = g_get_monotonic_time ();
           run_test (w, step);
+          next_test = (step / job->test_freq + 1) * job->test_freq;
           window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
         }
 
@@ -255,10 +310,12 @@ shoal_worker_train (ShoalWorker *w)
       push.step = step;
       /* forward and backward in one wake-up of the group's workers; with
        * clipping the whole gradient must exist before anything is sent */
+      gint64 t_compute = g_get_monotonic_time ();
       double loss = shoal_group_net_train_step (w->net, clip ? NULL : push_layer, &push);
       if (clip)
         shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
       shoal_param_client_step_done (w->client, step);
+      window_compute += (double) (g_get_monotonic_time () - t_compute) / 1e6;
 
       if (!isfinite (loss))
         {
@@ -286,6 +343,7 @@ shoal_worker_train (ShoalWorker *w)
       window_acc += acc;
       window_samples += rows;
       total_samples += rows;
+      w->samples_seen += rows;
       window_steps++;
       w->steps_done = step + 1;
 
@@ -307,10 +365,16 @@ shoal_worker_train (ShoalWorker *w)
                          w->group, w->worker, step + 1, mean_loss, others->str, sps);
               g_string_free (others, TRUE);
             }
-          ShoalMetricsRecord rec = { step + 1, w->group, w->worker, "train", mean_loss, mean_acc, sps,
-                                     &window_others };
+          double peer_wait = shoal_group_net_peer_wait_seconds (w->net);
+          ShoalMetricsRecord rec = { .step = step + 1, .group = w->group, .worker = w->worker,
+                                     .phase = "train", .loss = mean_loss, .accuracy = mean_acc,
+                                     .samples_per_sec = sps, .samples = w->samples_seen,
+                                     .compute_s = window_compute, .wait_s = window_wait,
+                                     .peer_wait_s = peer_wait - peer_wait_before, .others = &window_others };
           shoal_metrics_write (w->metrics, &rec);
           window_others = (ShoalOtherMetrics) { 0 };
+          peer_wait_before = peer_wait;
+          window_compute = window_wait = 0;
           window_loss = window_acc = 0;
           window_samples = 0;
           window_steps = 0;
@@ -334,7 +398,7 @@ shoal_worker_train (ShoalWorker *w)
   w->step_state = NULL;
   if (!ok)
     return FALSE;
-  if (w->stopped)
+  if (w->stopped && !w->budget_end)
     {
       g_message ("[group %d worker %d] stopped at step %" G_GINT64_FORMAT " %s; checkpoint saved",
                  w->group, w->worker, w->steps_done,

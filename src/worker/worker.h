@@ -49,6 +49,10 @@ typedef struct _ShoalWorker {
 
   /* results */
   gint64 steps_done;
+  gint64 steps_skipped;            /* steps a late unit skipped to catch up (backup workers) */
+  gint64 samples_seen;             /* rows trained on (metrics.jsonl's "samples") */
+  gboolean budget_end;             /* with stopped: [job] max_seconds ended training, the unit tested
+                                    * as at train_steps */
   double test_loss, test_accuracy; /* of the last test run; accuracy < 0 if the net has none */
   double train_samples_per_sec;    /* over the whole run, test time excluded */
   GError *error;                   /* set when training stopped on an error */

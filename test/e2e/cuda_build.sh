@@ -32,6 +32,10 @@ flock build-cuda/.lock env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-d
 }
 echo "make CUDA=1 BUILD=build-cuda build-only: ok in $(( $(date +%s) - start )) s"
 
+# the GPU objects keep the layering too (src/gpu registers itself; nothing
+# below it names CUDA)
+scripts/check-layers.sh build-cuda
+
 # the CUDA libraries are linked, not merely declared
 for lib in libcudart libcublas libcudnn; do
   ldd build-cuda/test/test_gpu | grep -q "$lib" || { echo "test_gpu does not link $lib"; exit 1; }

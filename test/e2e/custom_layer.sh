@@ -13,9 +13,9 @@ mkdir -p "$out"
 # a sanitizer build's library needs its runtime (run-tests.sh sets SHOAL_SANITIZE)
 san=${SHOAL_SANITIZE:+-fsanitize=$SHOAL_SANITIZE}
 # shellcheck disable=SC2046
-cc -std=c11 -O2 -Wall -Wextra -Werror $san -Isrc -I"$build/gen" \
+cc -std=c11 -O2 -Wall -Wextra -Werror $san -Iinclude -Isrc -I"$build/gen" \
   examples/custom-layer/custom_layer.c -o "$out/custom_layer" "$build/libshoal.a" \
-  $(pkg-config --cflags --libs glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib) -lm
+  $(pkg-config --cflags --libs glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib) -lm
 
 log="$out/run.log"
 rc=0

@@ -59,7 +59,7 @@ run=(run examples/char-rnn/char_rnn.conf -o "layer data.data=$dir/t" -o "layer e
 # 3000 bytes: 47 training sequences of 50, not enough for 64 streams
 expect 1 "[layer data] batch_size: $dir/t/train holds 47 sequences of seq_len 50 for shard 0 of 1, fewer than 64 streams of one sequence each: lower batch_size or import with a smaller --seq-len" \
   "$build/shoal" "${run[@]}" -o "layer data.batch_size=64"
-expect 1 "[layer embed] vocab_size: is 163 but the text of 'data' has $vocab ids (\`shoal import text\` printed it)" \
+expect 1 "-o layer embed.vocab_size: [layer embed] vocab_size: is 163 but the text of 'data' ($dir/t) has $vocab ids (\`shoal import text\` printed it)" \
   "$build/shoal" "${run[@]}" -o "layer embed.vocab_size=163"
 expect 1 "[layer data] data: $dir/none/vocab.ini: " "$build/shoal" "${run[@]}" -o "layer data.data=$dir/none"
 expect 1 "[job] alg: alg = cd trains RBM layers (rbm_visible, rbm_hidden) by contrastive divergence, and this net has none" \

@@ -21,7 +21,13 @@ test "$(grep -c '"phase":"test"' "$ws/metrics.jsonl")" -eq 2
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    for k in ("time", "step", "group", "worker", "phase", "loss", "accuracy"):
+    if r["phase"] == "process":
+        # the process's traffic and its server's updates (README, Metrics)
+        for k in ("time", "rank", "bytes_sent", "bytes_received", "updates", "staleness_hist"):
+            assert k in r, (k, r)
+        assert r["staleness_max"] == 0, r   # one synchronous worker
+        continue
+    for k in ("time", "step", "group", "worker", "phase", "loss", "accuracy", "samples", "compute_s" if r["phase"] == "train" else "samples"):
         assert k in r, (k, r)
     if r["phase"] == "train":
         assert r["samples_per_sec"] > 0, r

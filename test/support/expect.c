@@ -4,7 +4,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "partition/net.h"
+#include "net/net.h"
 
 void
 shoal_expect_net_error (const char *conf_text, const char *fragment)

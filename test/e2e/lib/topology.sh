@@ -57,9 +57,16 @@ run_topology() {
 import json, sys
 path, ngroups, bar = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 train, test = {}, {}
+ranks = set()
 for n, line in enumerate(open(path), 1):
     r = json.loads(line)
-    for k in ("time", "step", "group", "worker", "phase", "loss"):
+    if r["phase"] == "process":
+        # a process's traffic (and its server's staleness), no step
+        for k in ("time", "rank", "bytes_sent", "bytes_received"):
+            assert k in r, (path, n, k, r)
+        ranks.add(r["rank"])
+        continue
+    for k in ("time", "step", "group", "worker", "phase", "loss", "samples"):
         assert k in r, (path, n, k, r)
     (train if r["phase"] == "train" else test).setdefault(r["group"], []).append(r)
 for g in range(ngroups):
@@ -70,6 +77,7 @@ for g in range(ngroups):
     assert last["accuracy"] >= bar, ("group %d below the bar" % g, last)
     print("group %d: %d train lines, test accuracy %.4f" % (g, len(train[g]), last["accuracy"]))
 assert sorted(set(train) | set(test)) == list(range(ngroups)), (sorted(train), sorted(test))
+assert ranks, "no process line"
 PY
 
   # the resolved conf has the topology's cluster, the token is private

@@ -1,0 +1,43 @@
+/* Jobs: a whole job conf ([job], [updater], [cluster], layers) trained
+ * by shoal's own loop, in this process, as `shoal run` trains a layout
+ * that fits one process (one worker group; its workers as threads).
+ * Layouts over several processes need `shoal run`'s launcher or `shoal
+ * proc` under mpirun/srun. */
+#ifndef SHOAL_PUBLIC_JOB_H
+#define SHOAL_PUBLIC_JOB_H
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalJob ShoalJob;
+
+/* Loads and checks the conf at `path` with `overrides` ("section.key=
+ * value", NULL-terminated, may be NULL) applied, and loads its [job]
+ * plugins.  Returns a new job (shoal_job_free) or NULL with
+ * SHOAL_ERROR_CONF naming file:line (or the -o), SHOAL_ERROR_IO, or a
+ * plugin's error. */
+ShoalJob *shoal_job_load (const char *path, const char *const *overrides, GError **error);
+/* The same from text; `origin` names it in messages. */
+ShoalJob *shoal_job_load_data (const char *text, const char *origin,
+                               const char *const *overrides, GError **error);
+void shoal_job_free (ShoalJob *job);
+
+typedef struct {
+  gint64 steps;            /* training steps run (all of them, unless stopped) */
+  double test_loss;        /* the final test pass */
+  double test_accuracy;    /* < 0 when the net has no accuracy layer */
+  double samples_per_sec;
+} ShoalTrainResult;
+
+/* Trains the job into `workspace` (created; its job.conf, metrics.jsonl
+ * and checkpoints), resuming from its newest checkpoint when `resume`.
+ * result may be NULL.  FALSE with SHOAL_ERROR_UNSUPPORTED when the
+ * layout needs several processes, or the errors of the net, the data,
+ * the checkpoints and the training (a NaN loss is SHOAL_ERROR_DATA). */
+gboolean shoal_job_train (ShoalJob *job, const char *workspace, gboolean resume,
+                          ShoalTrainResult *result, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,78 @@
+/* Tensors: float32 arrays of up to four dimensions, batch first.
+ *
+ * Tensors belong to what made them: a layer's output and gradient to the
+ * layer (so to its net), a param's value and gradient to the param store.
+ * Applications get them through accessors (shoal_layer_out,
+ * shoal_param_value, ...) as borrowed pointers, valid while the owner
+ * lives; they read and write the floats in place but never free them.
+ * Tensors of a net on a GPU hold device memory: shoal_tensor_data is then
+ * a device pointer (see shoal_tensor_device). */
+#ifndef SHOAL_PUBLIC_TENSOR_H
+#define SHOAL_PUBLIC_TENSOR_H
+
+#include <glib.h>
+#include <stddef.h>
+
+G_BEGIN_DECLS
+
+#define SHOAL_MAX_DIMS 4
+
+typedef enum {
+  SHOAL_DEVICE_CPU = 0,
+  SHOAL_DEVICE_CUDA = 1
+} ShoalDeviceKind;
+
+/* Where memory lives: the CPU, or CUDA GPU number `index`. */
+typedef struct {
+  ShoalDeviceKind kind;
+  int index;             /* GPU ordinal; 0 for the CPU */
+} ShoalDevice;
+
+/* A shape: dims[0] is the batch ("rows") wherever a tensor holds samples. */
+typedef struct {
+  int ndim;
+  int dim[SHOAL_MAX_DIMS];
+} ShoalShape;
+
+typedef struct _ShoalTensor ShoalTensor;
+
+/* ---- shapes (values: nothing to free) ------------------------------------ */
+
+/* shoal_shape_make (2, 64, 784); ndim 0 .. SHOAL_MAX_DIMS. */
+ShoalShape shoal_shape_make (int ndim, ...);
+/* Product of all dims (1 for ndim 0). */
+size_t shoal_shape_count (const ShoalShape *shape);
+/* Product of dims 1.. (the floats of one row). */
+size_t shoal_shape_row_size (const ShoalShape *shape);
+gboolean shoal_shape_equal (const ShoalShape *a, const ShoalShape *b);
+/* "64x1x28x28": newly allocated, g_free it. */
+char *shoal_shape_to_string (const ShoalShape *shape);
+
+/* ---- tensors (borrowed from their owner) ---------------------------------- */
+
+/* The floats, row-major; NULL before the owner allocated them.  Device
+ * memory on a GPU net: never dereference it on the CPU then. */
+float *shoal_tensor_data (const ShoalTensor *t);
+/* The current shape; dims[0] may be smaller than at set-up (the last,
+ * partial batch).  Borrowed, valid until the tensor changes. */
+const ShoalShape *shoal_tensor_shape (const ShoalTensor *t);
+/* dims[0], or 1 for a 0-d tensor. */
+int shoal_tensor_rows (const ShoalTensor *t);
+size_t shoal_tensor_count (const ShoalTensor *t);
+size_t shoal_tensor_row_size (const ShoalTensor *t);
+ShoalDevice shoal_tensor_device (const ShoalTensor *t);
+
+/* ---- float buffers for layer state ---------------------------------------- */
+
+/* count zeroed floats, 64-byte aligned; free with shoal_free_aligned.
+ * Aborts like g_malloc when memory cannot be had: use it for small state,
+ * and shoal_try_alloc_floats where the size comes from a user. */
+float *shoal_alloc_floats (size_t count);
+/* The same, NULL with SHOAL_ERROR_MEMORY ("cannot allocate N bytes") on
+ * failure. */
+float *shoal_try_alloc_floats (size_t count, GError **error);
+void shoal_free_aligned (void *p);
+
+G_END_DECLS
+
+#endif

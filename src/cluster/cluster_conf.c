@@ -1,0 +1,167 @@
+/* The [cluster] section of a job conf: SINGA's layout fields, the
+ * asynchronous schemes' knobs and the placement of worker units on GPUs,
+ * described once in an option table.  The layout they make is
+ * cluster/layout.h. */
+#include "cluster/cluster_conf.h"
+
+#include "cluster/layout.h"
+#include "core/error.h"
+
+#include <string.h>
+
+const ShoalOption shoal_cluster_options[] = {
+  { "nworker_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker groups (async between groups)" },
+  { "nworkers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "workers per group (sync inside)" },
+  { "nserver_groups", SHOAL_OPT_INT, "1", 1, 4096, NULL, "server groups" },
+  { "nservers_per_group", SHOAL_OPT_INT, "1", 1, 4096, NULL, "servers per server group" },
+  { "nworkers_per_procs", SHOAL_OPT_INT, "1", 1, 4096, NULL, "worker threads per process" },
+  { "nservers_per_procs", SHOAL_OPT_INT, "1", 1, 4096, NULL, "servers per process" },
+  { "server_worker_separate", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
+    "servers in processes of their own" },
+  { "sync_freq", SHOAL_OPT_INT, "1", 1, 1e9, NULL, "updates between server-group syncs (Hogwild)" },
+  { "all_groups_required", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
+    "asynchronous schemes: a lost worker group fails the job (false: the others finish it)" },
+  { "n_push", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
+    "asynchronous schemes: steps whose gradients a worker sums before pushing (Downpour's n_push)" },
+  { "n_fetch", SHOAL_OPT_INT, "1", 1, 1e6, NULL,
+    "asynchronous schemes: steps between fetches of fresh params (Downpour's n_fetch)" },
+  { "staleness", SHOAL_OPT_INT, "-1", -1, 1e6, NULL,
+    "SSP (Ho et al. 2013): a worker group more than this many steps ahead of the slowest waits; "
+    "-1 = unbounded (Downpour); needs nworker_groups > 1 sharing one server group" },
+  { "backup_workers", SHOAL_OPT_INT, "0", 0, 4095, NULL,
+    "Sandblaster with backup workers (Chen et al. 2016): a step is applied with the first "
+    "nworkers_per_group - b gradients, the late ones dropped; needs workers pushing each their own "
+    "gradient (nworkers_per_procs < nworkers_per_group)" },
+  { "async_lr", SHOAL_OPT_STRING, "groups", SHOAL_UNBOUNDED, "none|groups|staleness",
+    "asynchronous schemes: lr of one update: groups = lr / pushing groups, none = lr (Dean et al.), "
+    "staleness = lr / the update's staleness (Zhang et al. 2016)" },
+  { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
+    "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
+    "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
+  SHOAL_OPTION_END
+};
+
+/* The consistency keys beyond SINGA's: each only where its scheme is. */
+static gboolean
+check_consistency (ShoalConf *conf, const ShoalClusterConf *c, GError **error)
+{
+  const char *g = "cluster";
+  if (c->staleness >= 0 && c->nworker_groups == 1)
+    {
+      shoal_conf_error (conf, error, g, "staleness",
+                        "SSP bounds how far worker groups run apart; one worker group trains "
+                        "synchronously (nworker_groups = 1)");
+      return FALSE;
+    }
+  if (c->staleness >= 0 && c->nserver_groups > 1)
+    {
+      shoal_conf_error (conf, error, g, "staleness",
+                        "SSP bounds groups that share one server group; with nserver_groups = %d "
+                        "each group updates a replica of its own (Hogwild)", c->nserver_groups);
+      return FALSE;
+    }
+  if (c->backup_workers > 0 && c->nworker_groups > 1)
+    {
+      shoal_conf_error (conf, error, g, "backup_workers",
+                        "backup workers are a synchronous scheme's (nworker_groups = 1); "
+                        "%d worker groups train asynchronously", c->nworker_groups);
+      return FALSE;
+    }
+  if (c->backup_workers > 0 && c->backup_workers >= c->nworkers_per_group)
+    {
+      shoal_conf_error (conf, error, g, "backup_workers",
+                        "%d of the %d workers of the group: a step needs at least one gradient",
+                        c->backup_workers, c->nworkers_per_group);
+      return FALSE;
+    }
+  if (c->backup_workers > 0 && c->nworkers_per_procs >= c->nworkers_per_group)
+    {
+      shoal_conf_error (conf, error, g, "backup_workers",
+                        "a group whose %d workers share a process pushes one summed gradient; "
+                        "backup workers need each worker pushing its own (nworkers_per_procs < "
+                        "nworkers_per_group)", c->nworkers_per_group);
+      return FALSE;
+    }
+  if (c->async_lr != SHOAL_ASYNC_LR_GROUPS && c->nworker_groups == 1)
+    {
+      shoal_conf_error (conf, error, g, "async_lr",
+                        "sets the lr of asynchronous updates; one worker group trains synchronously");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
+{
+  const char *g = "cluster";
+  const ShoalOption *t = shoal_cluster_options;
+  c->nworker_groups = (int) shoal_conf_get_int (conf, g, t, "nworker_groups");
+  c->nworkers_per_group = (int) shoal_conf_get_int (conf, g, t, "nworkers_per_group");
+  c->nserver_groups = (int) shoal_conf_get_int (conf, g, t, "nserver_groups");
+  c->nservers_per_group = (int) shoal_conf_get_int (conf, g, t, "nservers_per_group");
+  c->nworkers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nworkers_per_procs");
+  c->nservers_per_procs = (int) shoal_conf_get_int (conf, g, t, "nservers_per_procs");
+  c->server_worker_separate = shoal_conf_get_bool (conf, g, t, "server_worker_separate");
+  c->sync_freq = (int) shoal_conf_get_int (conf, g, t, "sync_freq");
+  c->all_groups_required = shoal_conf_get_bool (conf, g, t, "all_groups_required");
+  c->n_push = (int) shoal_conf_get_int (conf, g, t, "n_push");
+  c->n_fetch = (int) shoal_conf_get_int (conf, g, t, "n_fetch");
+  c->staleness = (int) shoal_conf_get_int (conf, g, t, "staleness");
+  c->backup_workers = (int) shoal_conf_get_int (conf, g, t, "backup_workers");
+  char *async_lr = shoal_conf_get_string (conf, g, t, "async_lr");
+  c->async_lr = strcmp (async_lr, "none") == 0        ? SHOAL_ASYNC_LR_NONE
+                : strcmp (async_lr, "staleness") == 0 ? SHOAL_ASYNC_LR_STALENESS
+                                                      : SHOAL_ASYNC_LR_GROUPS;
+  g_free (async_lr);
+  if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
+    {
+      shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",
+                        "only asynchronous schemes (nworker_groups > 1) skip pushes or fetches; "
+                        "one worker group trains synchronously");
+      return FALSE;
+    }
+  gsize ngpus = 0;
+  gint *gpus = shoal_conf_get_int_list (conf, g, t, "gpus", &ngpus);
+  gboolean any_gpu = FALSE;
+  for (gsize i = 0; i < ngpus && i < SHOAL_MAX_GPU_LIST; i++)
+    {
+      c->gpus[i] = gpus[i];
+      any_gpu |= gpus[i] >= 0;
+    }
+  g_free (gpus);
+  c->ngpus = (int) MIN (ngpus, (gsize) SHOAL_MAX_GPU_LIST);
+  if (ngpus > SHOAL_MAX_GPU_LIST)
+    {
+      shoal_conf_error (conf, error, g, "gpus", "at most %d entries, got %zu", SHOAL_MAX_GPU_LIST, ngpus);
+      return FALSE;
+    }
+  if (any_gpu && c->nworkers_per_group > 1 && c->nworkers_per_procs >= c->nworkers_per_group)
+    {
+      /* such a group is one partitioned net with host bridges */
+      shoal_conf_error (conf, error, g, "gpus",
+                        "a group of %d workers in one process runs partitioned on the CPU; GPU workers "
+                        "need nworkers_per_group = 1 or groups spread over processes",
+                        c->nworkers_per_group);
+      return FALSE;
+    }
+
+  /* the layout's checks name the field and say why a layout is impossible */
+  ShoalLayout *layout = shoal_layout_new (c, conf, error);
+  if (layout == NULL)
+    return FALSE;
+  shoal_layout_free (layout);
+  return check_consistency (conf, c, error);
+}
+
+ShoalDevice
+shoal_cluster_device (const ShoalClusterConf *c, int group, int worker)
+{
+  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
+  if (c->ngpus == 0)
+    return cpu;
+  gboolean whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
+  int unit = whole_groups ? group : group * c->nworkers_per_group + worker;
+  int gpu = c->gpus[unit % c->ngpus];
+  return gpu < 0 ? cpu : (ShoalDevice) { SHOAL_DEVICE_CUDA, gpu };
+}

@@ -1,0 +1,60 @@
+/* The [cluster] section of a job conf (see cluster/layout.h for what it
+ * makes, docs/ARCHITECTURE.md for the schemes). */
+#ifndef SHOAL_CLUSTER_CONF_H
+#define SHOAL_CLUSTER_CONF_H
+
+#include <glib.h>
+
+#include "core/conf.h"
+#include "core/tensor.h"
+
+G_BEGIN_DECLS
+
+#define SHOAL_MAX_GPU_LIST 64
+
+/* [cluster] async_lr: the learning rate of one asynchronous update. */
+typedef enum {
+  SHOAL_ASYNC_LR_GROUPS,     /* lr / g for g units pushing to a server group (the default: one
+                              * round of their pushes moves as far as one synchronous step) */
+  SHOAL_ASYNC_LR_NONE,       /* lr, as Dean et al.'s Downpour */
+  SHOAL_ASYNC_LR_STALENESS   /* lr / staleness of the update, at least 1 (Zhang et al. 2016) */
+} ShoalAsyncLr;
+
+typedef struct {
+  int nworker_groups;
+  int nworkers_per_group;
+  int nserver_groups;
+  int nservers_per_group;
+  int nworkers_per_procs;
+  int nservers_per_procs;
+  gboolean server_worker_separate;
+  int sync_freq;
+  gboolean all_groups_required;  /* async: a lost group fails the job */
+  int n_push;               /* async: steps summed per push */
+  int n_fetch;              /* async: steps between fetches */
+  int staleness;            /* SSP: steps the fastest group may be ahead of the slowest; -1: unbounded */
+  int backup_workers;       /* SYNC: gradients of a step the servers do not wait for (Chen et al.) */
+  ShoalAsyncLr async_lr;
+  int ngpus;                /* entries of gpus; 0: every worker on the CPU */
+  int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */
+} ShoalClusterConf;
+
+/* Reads and validates [cluster] of conf into *c, including whether the
+ * layout it describes is possible (shoal_layout_new's checks).  FALSE
+ * with an error naming the conf place. */
+gboolean shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error);
+
+/* Where worker `worker` of group `group` computes ([cluster] gpus).  A
+ * worker unit is a group whose workers share a process (it runs as one
+ * net), else one worker; unit i - the group, or group * nworkers_per_group
+ * + worker - runs on cuda:gpus[i % ngpus], or on the CPU for -1 or an
+ * empty list.  So `gpus = 0,1` alternates groups between two GPUs and
+ * `gpus = 0,-1` runs even groups on cuda:0 and odd ones on the CPU. */
+ShoalDevice shoal_cluster_device (const ShoalClusterConf *cluster, int group, int worker);
+
+/* The keys of [cluster], for validation and `shoal help conf`. */
+extern const ShoalOption shoal_cluster_options[];
+
+G_END_DECLS
+
+#endif

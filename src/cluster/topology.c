@@ -1,0 +1,103 @@
+/* Topology files (the files in conf/): a [cluster] section alone, which takes
+ * the place of a job's own (`shoal run JOB --topology FILE`), so the
+ * same model and data train under each scheme. */
+#include "cluster/topology.h"
+
+#include <string.h>
+
+#include "cluster/cluster_conf.h"
+#include "core/error.h"
+#include "partition/partition.h"
+
+/* The job text with its [cluster] section blanked out line by line, so
+ * every other key keeps its line number in messages. */
+char *
+shoal_topology_blank_cluster (const char *text, const char *topology_path)
+{
+  char **lines = g_strsplit (text, "\n", -1);
+  gboolean in_cluster = FALSE;
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      char *trimmed = g_strstrip (g_strdup (lines[i]));
+      if (trimmed[0] == '[')
+        {
+          in_cluster = strcmp (trimmed, "[cluster]") == 0;
+          if (in_cluster)
+            {
+              g_free (lines[i]);
+              lines[i] = g_strdup_printf ("# [cluster] replaced by %s", topology_path);
+              g_free (trimmed);
+              continue;
+            }
+        }
+      if (in_cluster)
+        lines[i][0] = '\0';
+      g_free (trimmed);
+    }
+  char *out = g_strjoinv ("\n", lines);
+  g_strfreev (lines);
+  return out;
+}
+
+/* The topology file alone must be a valid [cluster] section; its keys
+ * become overrides placed before the user's.  Returns the overrides
+ * "cluster.KEY=VALUE" (g_strfreev) or NULL with error. */
+char **
+shoal_topology_overrides (const char *path, GError **error)
+{
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  ShoalConf *topo = shoal_conf_load_data (text, path, error);
+  if (topo == NULL)
+    {
+      g_free (text);
+      return NULL;
+    }
+  GKeyFile *kf = shoal_conf_keyfile (topo);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && groups[i] != NULL; i++)
+    if (strcmp (groups[i], "cluster") != 0)
+      {
+        shoal_conf_error (topo, error, groups[i], NULL,
+                          "a topology file holds only a [cluster] section (it replaces the job's)");
+        ok = FALSE;
+      }
+  g_strfreev (groups);
+  if (ok && !g_key_file_has_group (kf, "cluster"))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no [cluster] section", path);
+      ok = FALSE;
+    }
+  if (ok)
+    {
+      /* the section's keys and the layout they make, naming this file's lines */
+      const ShoalOption *const tables[] = { shoal_cluster_options, shoal_partition_options, NULL };
+      ShoalClusterConf cluster;
+      ok = shoal_conf_check_group (topo, "cluster", tables, NULL, NULL, error)
+           && shoal_cluster_conf_read (topo, &cluster, error);
+    }
+  GPtrArray *out = NULL;
+  if (ok)
+    {
+      out = g_ptr_array_new ();
+      char **keys = g_key_file_get_keys (kf, "cluster", NULL, NULL);
+      for (int i = 0; keys[i] != NULL; i++)
+        {
+          char *value = g_key_file_get_value (kf, "cluster", keys[i], NULL);
+          g_ptr_array_add (out, g_strdup_printf ("cluster.%s=%s", keys[i], value));
+          g_free (value);
+        }
+      g_strfreev (keys);
+      g_ptr_array_add (out, NULL);
+    }
+  shoal_conf_free (topo);
+  g_free (text);
+  return out ? (char **) g_ptr_array_free (out, FALSE) : NULL;
+}

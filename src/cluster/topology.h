@@ -1,0 +1,25 @@
+/* Topology files: a conf holding only a [cluster] section (the files in conf/)
+ * that replaces a job's [cluster].  The job loader (worker/job.h,
+ * shoal_job_load_topology) applies one as overrides on the job text with
+ * its own [cluster] blanked out, so every other key keeps its line. */
+#ifndef SHOAL_TOPOLOGY_H
+#define SHOAL_TOPOLOGY_H
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The topology file at `path` checked as a [cluster] section alone (its
+ * keys and the layout they make; errors name its own lines), as
+ * overrides "cluster.KEY=VALUE": a newly allocated NULL-terminated list
+ * (g_strfreev), or NULL with error. */
+char **shoal_topology_overrides (const char *path, GError **error);
+
+/* The job conf text with its [cluster] section blanked out line by line
+ * (its header becomes a comment naming topology_path), so every other
+ * key keeps its line number in messages.  Newly allocated. */
+char *shoal_topology_blank_cluster (const char *text, const char *topology_path);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,840 @@
+/* Building a net from a conf: graph checks, topological order, split
+ * insertion for fan-out, set-up and memory; and running it on the CPU.
+ * The partitioner builds on the same pieces to make the sub-nets of a
+ * worker group.
+ *
+ * A net on a GPU runs the same graph through the layers' GPU paths; what
+ * only it needs (param traffic between the host store and the device,
+ * overlapped with compute through events) is net_gpu.c. */
+#include "net/net_priv.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "layers/split.h"
+
+#define LAYER_GROUP_PREFIX "layer "
+
+static ShoalLayer *
+layer_new (ShoalNet *net, const char *name, const ShoalLayerOps *ops, const char *group)
+{
+  ShoalLayer *layer = g_new0 (ShoalLayer, 1);
+  layer->name = g_strdup (name);
+  layer->ops = ops;
+  layer->conf = net->conf;
+  layer->group = g_strdup (group);
+  layer->ctx = &net->ctx;
+  layer->store = net->store;
+  layer->loss_weight = 1.0f;
+  layer->priv = ops->priv_size ? g_malloc0 (ops->priv_size) : NULL;
+  return layer;
+}
+
+static void
+layer_free (ShoalLayer *layer)
+{
+  if (layer->gpu != NULL && layer->gpu->finalize != NULL)
+    layer->gpu->finalize (layer);
+  if (layer->ops->finalize != NULL)
+    layer->ops->finalize (layer);
+  shoal_tensor_clear (&layer->out);
+  shoal_tensor_clear (&layer->grad);
+  shoal_tensor_clear (&layer->label);
+  g_free (layer->priv);
+  g_free (layer->name);
+  g_free (layer->group);
+  g_free (layer);
+}
+
+static void
+free_events (ShoalEvent **events, guint n)
+{
+  for (guint i = 0; events != NULL && i < n; i++)
+    shoal_event_free (events[i]);
+  g_free (events);
+}
+
+void
+shoal_net_free (ShoalNet *net)
+{
+  if (net == NULL)
+    return;
+  /* device memory is freed on its own device */
+  shoal_device_activate (net->ctx.device);
+  if (net->ctx.gpu != NULL)
+    {
+      GError *ignored = NULL;
+      shoal_device_context_sync (net->ctx.gpu, &ignored);
+      g_clear_error (&ignored);
+    }
+  for (guint i = 0; i < net->layers->len; i++)
+    layer_free (g_ptr_array_index (net->layers, i));
+  free_events (net->uploaded, net->layers->len);
+  free_events (net->computed, net->layers->len);
+  free_events (net->downloaded, net->layers->len);
+  shoal_event_free (net->manual_upload);
+  g_ptr_array_free (net->layers, TRUE);
+  shoal_param_store_free (net->store);
+  shoal_device_host_free (net->ctx.device, net->staging);
+  shoal_device_context_free (net->ctx.gpu);
+  g_clear_error (&net->device_error);
+  g_free (net);
+}
+
+/* The <param>_<suffix> keys of the params a layer type declares, as an
+ * option table of their own so that their values are checked like every
+ * other key's (shoal_layer_declare_param reads them without checks).
+ * Free with param_options_free. */
+static ShoalOption *
+param_options_new (const ShoalLayerOps *ops)
+{
+  GArray *table = g_array_new (TRUE, TRUE, sizeof (ShoalOption));
+  for (const char *const *p = ops->param_names; p != NULL && *p != NULL; p++)
+    for (const ShoalOption *opt = shoal_param_options; opt->key != NULL; opt++)
+      {
+        ShoalOption o = *opt;
+        o.key = g_strconcat (*p, "_", opt->key, NULL);
+        if (o.default_value == NULL)
+          o.default_value = "";  /* no <param>_init: the layer's own default */
+        g_array_append_val (table, o);
+      }
+  return (ShoalOption *) g_array_free (table, FALSE);
+}
+
+static void
+param_options_free (ShoalOption *table)
+{
+  for (ShoalOption *o = table; o->key != NULL; o++)
+    g_free ((char *) o->key);
+  g_free (table);
+}
+
+/* Reads the [layer NAME] groups in file order, checking names, types and keys. */
+static gboolean
+read_layers (ShoalNet *net, GPtrArray *out, GError **error)
+{
+  GKeyFile *kf = shoal_conf_keyfile (net->conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean ok = TRUE;
+  static const ShoalOption *const common[] = { shoal_layer_common_options, NULL };
+
+  for (int g = 0; ok && groups[g] != NULL; g++)
+    {
+      const char *group = groups[g];
+      if (!g_str_has_prefix (group, LAYER_GROUP_PREFIX))
+        continue;
+      char *name = g_strstrip (g_strdup (group + strlen (LAYER_GROUP_PREFIX)));
+      if (*name == '\0' || strpbrk (name, "./, \t") != NULL)
+        {
+          shoal_conf_error (net->conf, error, group, NULL,
+                            "layer name '%s' must be non-empty without '.', '/', ',' or spaces", name);
+          ok = FALSE;
+        }
+      for (guint i = 0; ok && i < out->len; i++)
+        if (strcmp (((ShoalLayer *) g_ptr_array_index (out, i))->name, name) == 0)
+          {
+            shoal_conf_error (net->conf, error, group, NULL, "layer '%s' is defined twice", name);
+            ok = FALSE;
+          }
+      char *type = NULL;
+      if (ok)
+        {
+          type = g_key_file_get_value (kf, group, "type", NULL);
+          if (type == NULL)
+            {
+              shoal_conf_error (net->conf, error, group, NULL, "missing required key 'type'");
+              ok = FALSE;
+            }
+        }
+      const ShoalLayerOps *ops = NULL;
+      if (ok)
+        {
+          g_strstrip (type);
+          ops = shoal_layer_lookup (type);
+          if (ops == NULL)
+            {
+              shoal_conf_error (net->conf, error, group, "type", "unknown layer type '%s'", type);
+              ok = FALSE;
+            }
+        }
+      if (ok)
+        {
+          ShoalOption *param_options = param_options_new (ops);
+          const ShoalOption *const tables[] = { shoal_layer_common_options, ops->options,
+                                                param_options, NULL };
+          ok = shoal_conf_check_group (net->conf, group, tables, NULL, NULL, error);
+          param_options_free (param_options);
+        }
+      if (ok)
+        {
+          ShoalLayer *layer = layer_new (net, name, ops, group);
+          layer->partition_dim = (int) shoal_conf_get_int (net->conf, group, common[0], "partition_dim");
+          layer->loss_weight = (float) shoal_conf_get_float (net->conf, group, common[0], "loss_weight");
+          g_ptr_array_add (out, layer);
+        }
+      g_free (type);
+      g_free (name);
+    }
+  g_strfreev (groups);
+  if (ok && out->len == 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no [layer NAME] groups",
+                   shoal_conf_origin (net->conf));
+      ok = FALSE;
+    }
+  return ok;
+}
+
+static ShoalLayer *
+find_layer (GPtrArray *layers, const char *name)
+{
+  for (guint i = 0; i < layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (layers, i);
+      if (strcmp (l->name, name) == 0)
+        return l;
+    }
+  return NULL;
+}
+
+static gboolean
+connect_sources (ShoalNet *net, GPtrArray *layers, GError **error)
+{
+  static const ShoalOption *common = shoal_layer_common_options;
+  for (guint i = 0; i < layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (layers, i);
+      gsize n = 0;
+      char **names = shoal_conf_get_string_list (net->conf, layer->group, common, "src", &n);
+      gboolean ok = TRUE;
+      if ((int) n < layer->ops->min_srcs || (int) n > layer->ops->max_srcs)
+        {
+          if (layer->ops->min_srcs == layer->ops->max_srcs)
+            shoal_conf_error (net->conf, error, layer->group, "src",
+                              "a %s layer takes %d source%s, got %zu", layer->ops->type,
+                              layer->ops->min_srcs, layer->ops->min_srcs == 1 ? "" : "s", n);
+          else
+            shoal_conf_error (net->conf, error, layer->group, "src",
+                              "a %s layer takes %d to %d sources, got %zu", layer->ops->type,
+                              layer->ops->min_srcs, layer->ops->max_srcs, n);
+          ok = FALSE;
+        }
+      for (gsize s = 0; ok && s < n; s++)
+        {
+          ShoalLayer *src = find_layer (layers, names[s]);
+          if (src == NULL)
+            {
+              shoal_conf_error (net->conf, error, layer->group, "src", "unknown source layer '%s'",
+                                names[s]);
+              ok = FALSE;
+            }
+          else if (src == layer)
+            {
+              shoal_conf_error (net->conf, error, layer->group, "src", "a layer cannot feed itself");
+              ok = FALSE;
+            }
+          else
+            layer->srcs[layer->nsrcs++] = src;
+        }
+      g_strfreev (names);
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Kahn's algorithm, stable in conf order; reports a cycle by its members. */
+static gboolean
+sort_topologically (ShoalNet *net, GPtrArray *layers, GError **error)
+{
+  guint n = layers->len;
+  GHashTable *index = g_hash_table_new (g_direct_hash, g_direct_equal);
+  int *pending = g_new0 (int, n);
+  gboolean *placed = g_new0 (gboolean, n);
+  GPtrArray *sorted = g_ptr_array_new ();
+
+  for (guint i = 0; i < n; i++)
+    g_hash_table_insert (index, g_ptr_array_index (layers, i), GUINT_TO_POINTER (i));
+  for (guint i = 0; i < n; i++)
+    pending[i] = ((ShoalLayer *) g_ptr_array_index (layers, i))->nsrcs;
+
+  gboolean progress = TRUE;
+  while (sorted->len < n && progress)
+    {
+      progress = FALSE;
+      for (guint i = 0; i < n; i++)
+        {
+          if (placed[i] || pending[i] > 0)
+            continue;
+          ShoalLayer *layer = g_ptr_array_index (layers, i);
+          placed[i] = TRUE;
+          progress = TRUE;
+          g_ptr_array_add (sorted, layer);
+          for (guint j = 0; j < n; j++)
+            {
+              ShoalLayer *other = g_ptr_array_index (layers, j);
+              for (int s = 0; s < other->nsrcs; s++)
+                if (other->srcs[s] == layer)
+                  pending[j]--;
+            }
+          break; /* restart from the top to keep conf order */
+        }
+    }
+
+  gboolean ok = sorted->len == n;
+  if (!ok)
+    {
+      /* Unplaced layers are on a cycle or below one.  Every unplaced layer
+       * has an unplaced source, so walking up the first unplaced source
+       * from any of them must come back to a layer already seen: the
+       * layers from there on are a cycle.  Name it in conf order. */
+      int *seen = g_new0 (int, n);  /* walk position + 1 */
+      guint at = 0;
+      while (placed[at])
+        at++;
+      for (int pos = 1; seen[at] == 0; pos++)
+        {
+          seen[at] = pos;
+          ShoalLayer *l = g_ptr_array_index (layers, at);
+          for (int s = 0; s < l->nsrcs; s++)
+            {
+              guint j = GPOINTER_TO_UINT (g_hash_table_lookup (index, l->srcs[s]));
+              if (!placed[j])
+                {
+                  at = j;
+                  break;
+                }
+            }
+        }
+      int cycle_from = seen[at];
+      GString *members = g_string_new (NULL);
+      ShoalLayer *first = NULL;
+      for (guint i = 0; i < n; i++)
+        if (seen[i] >= cycle_from)
+          {
+            ShoalLayer *l = g_ptr_array_index (layers, i);
+            first = first ? first : l;
+            g_string_append_printf (members, "%s%s", members->len ? ", " : "", l->name);
+          }
+      shoal_conf_error (net->conf, error, first->group, "src", "the layers %s form a cycle",
+                        members->str);
+      g_string_free (members, TRUE);
+      g_free (seen);
+    }
+  else
+    for (guint i = 0; i < n; i++)
+      g_ptr_array_index (layers, i) = g_ptr_array_index (sorted, i);
+
+  g_ptr_array_free (sorted, TRUE);
+  g_free (placed);
+  g_free (pending);
+  g_hash_table_destroy (index);
+  return ok;
+}
+
+/* Where one output feeds several sources, put a split layer between. */
+static void
+insert_splits (ShoalNet *net, GPtrArray *layers)
+{
+  for (guint i = 0; i < layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (layers, i);
+      int consumers = 0;
+      for (guint j = i + 1; j < layers->len; j++)
+        {
+          ShoalLayer *other = g_ptr_array_index (layers, j);
+          for (int s = 0; s < other->nsrcs; s++)
+            consumers += other->srcs[s] == layer;
+        }
+      if (consumers < 2)
+        continue;
+      char *name = g_strconcat (layer->name, "/split", NULL);
+      ShoalLayer *split = layer_new (net, name, &shoal_layer_split_ops, layer->group);
+      g_free (name);
+      split->srcs[0] = layer;
+      split->nsrcs = 1;
+      split->partition_dim = layer->partition_dim;
+      shoal_split_set_branches (split, consumers);
+      for (guint j = i + 1; j < layers->len; j++)
+        {
+          ShoalLayer *other = g_ptr_array_index (layers, j);
+          for (int s = 0; s < other->nsrcs; s++)
+            if (other->srcs[s] == layer)
+              other->srcs[s] = split;
+        }
+      g_ptr_array_insert (layers, (gint) i + 1, split);
+      i++;
+    }
+}
+
+/* Every dim positive and the count within an int: layers index rows and
+ * columns with int, and a product that wrapped would allocate too little. */
+static gboolean
+shape_fits (const ShoalShape *shape)
+{
+  guint64 count = 1;
+  for (int i = 0; i < shape->ndim; i++)
+    {
+      if (shape->dim[i] <= 0)
+        return FALSE;
+      count *= (guint64) shape->dim[i];
+      if (count > G_MAXINT32)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+setup_layers (ShoalNet *net, GError **error)
+{
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      GError *local = NULL;
+
+      /* a stream per (layer, worker, group) so dropout masks differ by worker */
+      guint64 stream = g_str_hash (layer->name) ^ ((guint64) net->ctx.group << 40)
+                       ^ ((guint64) net->ctx.worker << 20);
+      shoal_rng_seed (&layer->rng, net->ctx.seed, stream);
+
+      if (!layer->ops->setup (layer, &local))
+        {
+          if (local == NULL)
+            shoal_conf_error (net->conf, &local, layer->group, NULL, "set-up of layer '%s' failed",
+                              layer->name);
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      if (layer->out.shape.ndim == 0)
+        {
+          shoal_layer_error (layer, error, NULL, "layer '%s' (%s) set no output shape", layer->name,
+                             layer->ops->type);
+          return FALSE;
+        }
+      if (!shape_fits (&layer->out.shape))
+        {
+          char *shape = shoal_shape_to_string (&layer->out.shape);
+          shoal_layer_error (layer, error, NULL, "output %s is empty or holds more than 2^31 values",
+                             shape);
+          g_free (shape);
+          return FALSE;
+        }
+      if ((layer->ops->flags & SHOAL_LAYER_INPUT) && net->input == NULL)
+        net->input = layer;
+      if (layer->nparams > 0)
+        layer->needs_grad = TRUE;
+      for (int s = 0; s < layer->nsrcs; s++)
+        layer->needs_grad |= layer->srcs[s]->needs_grad;
+      if (net->ctx.gpu != NULL)
+        {
+          if (!shoal_net_gpu_setup_layer (net, layer, error))
+            return FALSE;
+          continue;
+        }
+      if (layer->out.data == NULL)
+        shoal_tensor_alloc (&layer->out, &layer->out.shape);
+      /* consumers write d/d out here; a split's consumers use its branch buffers */
+      if (layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
+        shoal_tensor_alloc (&layer->grad, &layer->out.shape);
+    }
+
+  /* where backward writes each source's gradient */
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      for (int s = 0; s < layer->nsrcs; s++)
+        {
+          ShoalLayer *src = layer->srcs[s];
+          layer->src_grad[s] = NULL;
+          if (!src->needs_grad || layer->ops->backward == NULL)
+            continue;
+          if (src->ops == &shoal_layer_split_ops)
+            {
+              /* the branch index is this edge's rank among the split's consumers */
+              int branch = 0;
+              for (guint j = 0; j < net->layers->len; j++)
+                {
+                  ShoalLayer *other = g_ptr_array_index (net->layers, j);
+                  for (int t = 0; t < other->nsrcs; t++)
+                    {
+                      if (other == layer && t == s)
+                        goto found;
+                      branch += other->srcs[t] == src;
+                    }
+                }
+            found:
+              layer->src_grad[s] = shoal_split_branch_grad (src, branch);
+            }
+          else
+            layer->src_grad[s] = &src->grad;
+        }
+    }
+  return TRUE;
+}
+
+ShoalNet *
+shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
+{
+  ShoalNet *net = g_new0 (ShoalNet, 1);
+  net->conf = conf;
+  net->layers = g_ptr_array_new ();
+  net->store = shoal_param_store_new ();
+  net->ctx.shard_count = 1;
+  if (opts != NULL)
+    {
+      net->ctx.seed = opts->seed;
+      net->ctx.shard_index = opts->shard_index;
+      net->ctx.shard_count = opts->shard_count > 0 ? opts->shard_count : 1;
+      net->ctx.worker = opts->worker;
+      net->ctx.group = opts->group;
+      net->ctx.device = opts->device;
+      net->ctx.cd_k = opts->cd_k;
+    }
+  if (!shoal_device_is_cpu (net->ctx.device))
+    {
+      /* checks the device first, then makes it current */
+      net->ctx.gpu = shoal_device_context_new (net->ctx.device, error);
+      if (net->ctx.gpu == NULL)
+        {
+          g_prefix_error (error, "%s: ", shoal_conf_origin (conf));
+          net->ctx.device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
+          shoal_net_free (net);
+          return NULL;
+        }
+      net->upload_every_forward = TRUE;
+    }
+
+  if (!read_layers (net, net->layers, error) || !connect_sources (net, net->layers, error)
+      || !sort_topologically (net, net->layers, error))
+    {
+      shoal_net_free (net);
+      return NULL;
+    }
+  insert_splits (net, net->layers);
+  if (!setup_layers (net, error))
+    {
+      shoal_net_free (net);
+      return NULL;
+    }
+  shoal_param_store_allocate (net->store);
+  if (net->ctx.gpu != NULL && !shoal_net_gpu_prepare (net, error))
+    {
+      shoal_net_free (net);
+      return NULL;
+    }
+  return net;
+}
+
+/* Out's rows (and grad's) follow the first source's, unless the layer sets them. */
+void
+shoal_net_follow_rows (ShoalLayer *layer)
+{
+  if (!(layer->ops->flags & SHOAL_LAYER_OWN_ROWS) && layer->nsrcs > 0)
+    {
+      int rows = shoal_tensor_rows (&layer->srcs[0]->out);
+      shoal_tensor_set_rows (&layer->out, rows);
+      if (layer->grad.data != NULL)
+        shoal_tensor_set_rows (&layer->grad, rows);
+    }
+}
+
+double
+shoal_net_forward (ShoalNet *net, ShoalPhase phase)
+{
+  if (net->ctx.gpu != NULL)
+    return shoal_net_gpu_forward (net, phase);
+  double loss = 0;
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      shoal_net_follow_rows (layer);
+      layer->ops->forward (layer, phase);
+      if (layer->ops->flags & SHOAL_LAYER_LOSS)
+        loss += layer->loss_weight * layer->out.data[0];
+    }
+  return loss;
+}
+
+void
+shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  if (net->ctx.gpu != NULL)
+    {
+      shoal_net_gpu_backward (net, ready, user_data);
+      return;
+    }
+  for (guint i = net->layers->len; i-- > 0;)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (!layer->needs_grad || layer->ops->backward == NULL)
+        continue;
+      layer->ops->backward (layer);
+      if (ready != NULL && layer->nparams > 0)
+        ready (layer, user_data);
+    }
+}
+
+void
+shoal_net_backward (ShoalNet *net)
+{
+  shoal_net_backward_notify (net, NULL, NULL);
+}
+
+ShoalParamStore *
+shoal_net_params (ShoalNet *net)
+{
+  return net->store;
+}
+
+guint
+shoal_net_n_layers (ShoalNet *net)
+{
+  return net->layers->len;
+}
+
+ShoalLayer *
+shoal_net_layer (ShoalNet *net, guint i)
+{
+  g_return_val_if_fail (i < net->layers->len, NULL);
+  return g_ptr_array_index (net->layers, i);
+}
+
+ShoalLayer *
+shoal_net_find (ShoalNet *net, const char *name)
+{
+  return find_layer (net->layers, name);
+}
+
+ShoalLayer *
+shoal_net_input (ShoalNet *net)
+{
+  return net->input;
+}
+
+guint
+shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
+{
+  guint k = 0;
+  for (guint i = 0; i < net->layers->len && k < n; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (!(layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
+        continue;
+      out[k].layer = layer->name;
+      out[k].type = layer->ops->type;
+      out[k].is_loss = (layer->ops->flags & SHOAL_LAYER_LOSS) != 0;
+      out[k].value = layer->out.data[0];
+      k++;
+    }
+  return k;
+}
+
+int
+shoal_net_batch_rows (ShoalNet *net)
+{
+  return net->input ? shoal_tensor_rows (&net->input->out) : 0;
+}
+
+/* Records: u32 name length, name, u32 blob length, blob (the layer's own
+ * state, or its 16-byte rng). */
+GBytes *
+shoal_net_save_state (ShoalNet *net)
+{
+  GByteArray *b = g_byte_array_new ();
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      GBytes *own = layer->ops->save_state ? layer->ops->save_state (layer)
+                                           : g_bytes_new (&layer->rng, sizeof layer->rng);
+      gsize len = 0;
+      gconstpointer data = g_bytes_get_data (own, &len);
+      guint32 nlen = (guint32) strlen (layer->name), blen = (guint32) len;
+      g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
+      g_byte_array_append (b, (guint8 *) layer->name, nlen);
+      g_byte_array_append (b, (guint8 *) &blen, sizeof blen);
+      g_byte_array_append (b, data, blen);
+      g_bytes_unref (own);
+    }
+  return g_byte_array_free_to_bytes (b);
+}
+
+gboolean
+shoal_net_load_state (ShoalNet *net, GBytes *state, GError **error)
+{
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (state, &len), *end = p + len;
+  guint found = 0;
+  while (p < end)
+    {
+      guint32 nlen, blen;
+      if ((gsize) (end - p) < sizeof nlen)
+        break;
+      memcpy (&nlen, p, sizeof nlen);
+      p += sizeof nlen;
+      if ((gsize) (end - p) < (gsize) nlen + sizeof blen)
+        break;
+      char *name = g_strndup ((const char *) p, nlen);
+      p += nlen;
+      memcpy (&blen, p, sizeof blen);
+      p += sizeof blen;
+      if ((gsize) (end - p) < blen)
+        {
+          g_free (name);
+          break;
+        }
+      ShoalLayer *layer = find_layer (net->layers, name);
+      g_free (name);
+      if (layer == NULL)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                       "the checkpointed state names a layer this net does not have");
+          return FALSE;
+        }
+      if (layer->ops->load_state != NULL)
+        {
+          GBytes *own = g_bytes_new (p, blen);
+          gboolean ok = layer->ops->load_state (layer, own, error);
+          g_bytes_unref (own);
+          if (!ok)
+            return FALSE;
+        }
+      else if (blen == sizeof layer->rng)
+        memcpy (&layer->rng, p, sizeof layer->rng);
+      p += blen;
+      found++;
+    }
+  if (p != end || found != net->layers->len)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "the checkpointed layer state is damaged or of another net (%u of %u layers)", found,
+                   net->layers->len);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+shoal_net_log_summary (ShoalNet *net)
+{
+  size_t total = 0;
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      char *shape = shoal_shape_to_string (&layer->out.shape);
+      size_t nparams = 0;
+      for (int p = 0; p < layer->nparams; p++)
+        nparams += layer->params[p]->count;
+      total += nparams;
+      g_message ("  %-14s %-14s out %-16s params %zu", layer->name, layer->ops->type, shape, nparams);
+      g_free (shape);
+    }
+  g_message ("  %zu parameters (%.1f MiB)", total, total * 4.0 / (1 << 20));
+}
+
+/* ---- what applications drive themselves ------------------------------------ */
+
+gboolean
+shoal_net_feed (ShoalNet *net, const char *name, const float *data, int rows, const float *labels,
+                GError **error)
+{
+  ShoalLayer *layer = shoal_net_find (net, name);
+  if (layer == NULL || !(layer->ops->flags & SHOAL_LAYER_INPUT))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: %s '%s'", shoal_conf_origin (net->conf),
+                   layer == NULL ? "the net has no layer" : "feed: not an input layer:", name);
+      return FALSE;
+    }
+  if (layer->ops->feed == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "layer '%s' (type %s) takes no rows from the program", name, layer->ops->type);
+      return FALSE;
+    }
+  int batch = (int) (layer->out.capacity / MAX (shoal_shape_row_size (&layer->out.shape), 1));
+  if (rows < 1 || rows > batch)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_SHAPE,
+                   "layer '%s' takes 1 to %d rows at a time, got %d", name, batch, rows);
+      return FALSE;
+    }
+  return layer->ops->feed (layer, data, rows, labels, error);
+}
+
+gboolean
+shoal_net_backward_from (ShoalNet *net, const char *name, const float *grad, GError **error)
+{
+  ShoalLayer *layer = shoal_net_find (net, name);
+  const char *why = layer == NULL ? "the net has no layer" : NULL;
+  for (guint i = 0; why == NULL && i < net->layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      for (int s = 0; s < l->nsrcs; s++)
+        if (l->srcs[s] == layer)
+          why = "other layers read the output of";
+    }
+  if (why == NULL && (!layer->needs_grad || layer->grad.data == NULL))
+    why = "nothing learns at or below";
+  if (why != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "backward from '%s': %s '%s'", name, why, name);
+      return FALSE;
+    }
+  if (net->ctx.gpu != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                   "backward from '%s': not on a GPU net (use a loss layer there)", name);
+      return FALSE;
+    }
+  /* Only this gradient flows: every other d loss / d out starts at zero
+   * (splits sum all their branches) and the loss layers do not run. */
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      if (l->grad.data != NULL && l != layer)
+        shoal_tensor_fill (&l->grad, 0.0f);
+    }
+  memcpy (layer->grad.data, grad, shoal_tensor_count (&layer->out) * sizeof (float));
+  for (guint i = net->layers->len; i-- > 0;)
+    {
+      ShoalLayer *l = g_ptr_array_index (net->layers, i);
+      if (l->needs_grad && l->ops->backward != NULL && !(l->ops->flags & SHOAL_LAYER_LOSS))
+        l->ops->backward (l);
+    }
+  return TRUE;
+}
+
+gboolean
+shoal_net_save_params (ShoalNet *net, const char *path, GError **error)
+{
+  GBytes *bytes = shoal_param_store_to_bytes (net->store);
+  gsize len = 0;
+  const char *data = g_bytes_get_data (bytes, &len);
+  GError *local = NULL;
+  gboolean ok = g_file_set_contents (path, data, (gssize) len, &local);
+  g_bytes_unref (bytes);
+  if (!ok)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+    }
+  return ok;
+}
+
+gboolean
+shoal_net_load_params (ShoalNet *net, const char *path, ShoalParamsMatch match, GError **error)
+{
+  char *data = NULL;
+  gsize len = 0;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &data, &len, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return FALSE;
+    }
+  GBytes *bytes = g_bytes_new_take (data, len);
+  gboolean ok = shoal_param_store_load_bytes (net->store, bytes, path, match, NULL, error);
+  g_bytes_unref (bytes);
+  return ok;
+}

@@ -1,0 +1,59 @@
+/* A net: the DAG of layers built from the [layer NAME] groups of a job conf
+ * (the public half is shoal/net.h; this adds what GPU nets need).
+ *
+ * shoal_net_new checks the graph (known types, known sources, no cycle,
+ * source counts), orders the layers topologically, inserts a split layer
+ * wherever one output feeds several layers, runs every layer's setup,
+ * allocates outputs and gradients and lays out all params in one store.
+ * Params are NOT initialised: call shoal_param_store_init_values (or bind
+ * the values to a server's) before the first forward. */
+#ifndef SHOAL_NET_H
+#define SHOAL_NET_H
+
+#include <glib.h>
+
+#include <shoal/net.h>
+
+#include "core/conf.h"
+#include "core/param.h"
+#include "layers/layer.h"
+
+G_BEGIN_DECLS
+
+/* GPU nets.  A net made with opts->device a GPU (shoal_device_cuda (i))
+ * computes there with every layer's GPU path: each layer's out, grad and
+ * label and the params' value and grad views (ShoalParam.value, .grad)
+ * are device memory.  The store's host buffers (store->values and
+ * store->grads, pinned) stay what initialisation, servers, param clients
+ * and checkpoints read and write:
+ *  - shoal_net_forward first uploads each layer's param values from
+ *    store->values on the net's copy stream; a layer waits only for its
+ *    own params, so the copies overlap the layers before it;
+ *  - shoal_net_backward_notify ADDS the device gradients into store->grads
+ *    (as the CPU backward adds into them): once a layer's backward is
+ *    done its gradient is copied down on the copy stream while the layers
+ *    below compute, added, the device copy zeroed, and only then is
+ *    `ready` called for that layer (in the same order as on the CPU);
+ *  - both return with the device idle, so the host buffers are the
+ *    caller's between calls; losses and metrics are host values as on the
+ *    CPU.  A device error makes forward return NaN; the error itself is
+ *    logged and kept for shoal_net_device_error.
+ * The set-up fails, naming the layer, when a layer type has no GPU path
+ * or device memory runs out.  Use a net from one thread at a time (any
+ * thread: each call makes the net's GPU current in the calling thread). */
+ShoalDevice shoal_net_device (ShoalNet *net);
+/* every_forward FALSE: forward no longer uploads the param values; the
+ * caller uploads what changed with shoal_net_upload_params (e.g. each
+ * slice as it comes back from the servers).  No effect on CPU nets. */
+void shoal_net_set_param_upload (ShoalNet *net, gboolean every_forward);
+/* Starts copying store->values[begin, end) to the device on the copy
+ * stream; the next forward waits for it on the device, not on the host.
+ * The host range must not change until that forward returned. */
+void shoal_net_upload_params (ShoalNet *net, size_t begin, size_t end);
+/* FALSE with the first device error the net met (TRUE on CPU nets). */
+gboolean shoal_net_device_error (ShoalNet *net, GError **error);
+
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,276 @@
+/* GPU nets: a net whose layers run their GPU paths on a device.  The
+ * layers run on the context's compute stream.  Param values go up and
+ * gradients come down on its copy stream, ordered by events, so that a
+ * layer waits only for its own params in forward and a layer's gradient
+ * travels while the layers below compute in backward.  Every entry point
+ * returns with both streams idle, so the host buffers are the caller's
+ * again (param clients write values and read grads between steps). */
+#include "net/net_priv.h"
+
+#include <math.h>
+
+#include "layers/split.h"
+
+/* A loss's or metric's 1-element out stays on the host on a GPU net:
+ * the net and the workers read it after every forward. */
+static gboolean
+keeps_host_out (const ShoalLayer *layer)
+{
+  return (layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)) != 0;
+}
+
+/* The GPU part of a layer's set-up, after ops->setup: out and grad in
+ * device memory, then the layer's own GPU set-up, then a check that
+ * nothing the next layers read was left on the host. */
+gboolean
+shoal_net_gpu_setup_layer (ShoalNet *net, ShoalLayer *layer, GError **error)
+{
+  const ShoalLayerGpuOps *gpu = shoal_layer_gpu_ops (layer->ops);
+  ShoalDevice dev = net->ctx.device;
+  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
+  char *where = shoal_device_to_string (dev);
+  gboolean ok = TRUE;
+
+  if (gpu == NULL || gpu->forward == NULL || (layer->ops->backward != NULL && gpu->backward == NULL))
+    {
+      shoal_layer_error (layer, error, "type",
+                         "layer '%s' (type %s) has no GPU path, and this net runs on %s "
+                         "(a GPU worker never falls back to the CPU): run this worker on the CPU "
+                         "or use layers that have one (`shoal layers`)",
+                         layer->name, layer->ops->type, where);
+      ok = FALSE;
+    }
+  layer->gpu = ok ? gpu : NULL;
+  if (ok)
+    {
+      GError *local = NULL;
+      if (layer->out.data == NULL)
+        ok = shoal_tensor_alloc_on (&layer->out, &layer->out.shape,
+                                    keeps_host_out (layer) ? cpu : dev, &local);
+      if (ok && layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
+        ok = shoal_tensor_alloc_on (&layer->grad, &layer->out.shape, dev, &local);
+      if (!ok)
+        {
+          shoal_layer_error (layer, error, NULL, "layer '%s': %s", layer->name, local->message);
+          g_error_free (local);
+        }
+    }
+  if (ok && gpu->setup != NULL)
+    {
+      GError *local = NULL;
+      ok = gpu->setup (layer, &local);
+      if (!ok && local == NULL)
+        shoal_layer_error (layer, &local, NULL, "GPU set-up of layer '%s' on %s failed", layer->name,
+                           where);
+      if (!ok)
+        g_propagate_error (error, local);
+    }
+  gboolean out_on_host = !keeps_host_out (layer) && layer->out.device.kind != dev.kind;
+  gboolean labels_on_host = layer->label.data != NULL && layer->label.device.kind != dev.kind;
+  if (ok && (out_on_host || labels_on_host))
+    {
+      shoal_layer_error (layer, error, NULL, "GPU set-up of layer '%s' (%s) left its %s on the host",
+                         layer->name, layer->ops->type, out_on_host ? "output" : "labels");
+      ok = FALSE;
+    }
+  g_free (where);
+  return ok;
+}
+
+/* Keeps the first device error and reports it once. */
+static void
+device_failed (ShoalNet *net, GError *error)
+{
+  if (net->device_error == NULL)
+    {
+      char *where = shoal_device_to_string (net->ctx.device);
+      g_critical ("net on %s: %s", where, error->message);
+      g_free (where);
+      net->device_error = error;
+    }
+  else
+    g_error_free (error);
+}
+
+gboolean
+shoal_net_gpu_prepare (ShoalNet *net, GError **error)
+{
+  ShoalDevice dev = net->ctx.device;
+  guint n = net->layers->len;
+
+  if (!shoal_param_store_allocate_device (net->store, dev, error))
+    return FALSE;
+  net->staging = shoal_device_host_alloc (dev, MAX (net->store->total, (size_t) 1) * sizeof (float),
+                                          error);
+  if (net->staging == NULL)
+    return FALSE;
+  net->uploaded = g_new0 (ShoalEvent *, n);
+  net->computed = g_new0 (ShoalEvent *, n);
+  net->downloaded = g_new0 (ShoalEvent *, n);
+  net->manual_upload = shoal_event_new (dev, error);
+  if (net->manual_upload == NULL)
+    return FALSE;
+  for (guint i = 0; i < n; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (layer->nparams == 0)
+        continue;
+      if ((net->uploaded[i] = shoal_event_new (dev, error)) == NULL
+          || (net->computed[i] = shoal_event_new (dev, error)) == NULL
+          || (net->downloaded[i] = shoal_event_new (dev, error)) == NULL)
+        return FALSE;
+    }
+  return shoal_device_context_ready (net->ctx.gpu, error);
+}
+
+/* Every layer's param values, host -> device, in layer order. */
+static void
+upload_all (ShoalNet *net)
+{
+  ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      size_t b, e;
+      if (net->uploaded[i] == NULL || !shoal_layer_param_range (g_ptr_array_index (net->layers, i), &b, &e))
+        continue;
+      shoal_stream_copy (copy, net->store->dev_values + b, net->store->values + b, (e - b) * sizeof (float));
+      shoal_event_record (net->uploaded[i], copy);
+    }
+}
+
+double
+shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase)
+{
+  ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
+  double loss = 0;
+
+  shoal_device_activate (net->ctx.device);
+  if (net->upload_every_forward)
+    upload_all (net);
+  if (net->manual_pending)
+    {
+      shoal_stream_wait (compute, net->manual_upload);
+      net->manual_pending = FALSE;
+    }
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      shoal_net_follow_rows (layer);
+      if (net->upload_every_forward && net->uploaded[i] != NULL)
+        shoal_stream_wait (compute, net->uploaded[i]);
+      layer->gpu->forward (layer, phase);
+    }
+  GError *error = NULL;
+  if (!shoal_device_context_sync (net->ctx.gpu, &error))
+    {
+      device_failed (net, error);
+      return NAN;
+    }
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (layer->ops->flags & SHOAL_LAYER_LOSS)
+        loss += layer->loss_weight * layer->out.data[0];
+    }
+  return loss;
+}
+
+/* Adds the downloaded gradients of the pending layers into the host
+ * grads, oldest first, and hands each layer to `ready`; without `block`
+ * only while their copies are done. */
+static void
+deliver (ShoalNet *net, GQueue *pending, gboolean block, ShoalParamsReadyFunc ready,
+         gpointer user_data)
+{
+  while (!g_queue_is_empty (pending))
+    {
+      guint i = GPOINTER_TO_UINT (g_queue_peek_head (pending)) - 1;
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      GError *error = NULL;
+      if (!block && !shoal_event_done (net->downloaded[i]))
+        return;
+      g_queue_pop_head (pending);
+      if (!shoal_event_sync (net->downloaded[i], &error))
+        device_failed (net, error);
+      else
+        {
+          size_t b, e;
+          shoal_layer_param_range (layer, &b, &e);
+          float *restrict g = net->store->grads + b;
+          const float *restrict d = net->staging + b;
+          for (size_t j = 0; j < e - b; j++)
+            g[j] += d[j];
+        }
+      if (ready != NULL)
+        ready (layer, user_data);
+    }
+}
+
+void
+shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
+  ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
+  float *dev_grads = net->store->dev_grads;
+  GQueue pending = G_QUEUE_INIT;
+
+  shoal_device_activate (net->ctx.device);
+  for (guint i = net->layers->len; i-- > 0;)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      size_t b, e;
+      if (!layer->needs_grad || layer->ops->backward == NULL)
+        continue;
+      layer->gpu->backward (layer);
+      if (shoal_layer_param_range (layer, &b, &e))
+        {
+          size_t bytes = (e - b) * sizeof (float);
+          shoal_event_record (net->computed[i], compute);
+          shoal_stream_wait (copy, net->computed[i]);
+          shoal_stream_copy (copy, net->staging + b, dev_grads + b, bytes);
+          shoal_stream_zero (copy, dev_grads + b, bytes);
+          shoal_event_record (net->downloaded[i], copy);
+          g_queue_push_tail (&pending, GUINT_TO_POINTER (i + 1));
+        }
+      deliver (net, &pending, FALSE, ready, user_data);
+    }
+  deliver (net, &pending, TRUE, ready, user_data);
+  GError *error = NULL;
+  if (!shoal_device_context_sync (net->ctx.gpu, &error))
+    device_failed (net, error);
+}
+
+ShoalDevice
+shoal_net_device (ShoalNet *net)
+{
+  return net->ctx.device;
+}
+
+void
+shoal_net_set_param_upload (ShoalNet *net, gboolean every_forward)
+{
+  net->upload_every_forward = every_forward && net->ctx.gpu != NULL;
+}
+
+void
+shoal_net_upload_params (ShoalNet *net, size_t begin, size_t end)
+{
+  if (net->ctx.gpu == NULL || end <= begin)
+    return;
+  g_return_if_fail (end <= net->store->total);
+  ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
+  shoal_device_activate (net->ctx.device);
+  shoal_stream_copy (copy, net->store->dev_values + begin, net->store->values + begin,
+                     (end - begin) * sizeof (float));
+  shoal_event_record (net->manual_upload, copy);
+  net->manual_pending = TRUE;
+}
+
+gboolean
+shoal_net_device_error (ShoalNet *net, GError **error)
+{
+  if (net->device_error == NULL)
+    return TRUE;
+  g_propagate_error (error, g_error_copy (net->device_error));
+  return FALSE;
+}

@@ -1,0 +1,40 @@
+/* What net.c and net_gpu.c share (internal to src/net). */
+#ifndef SHOAL_NET_PRIV_H
+#define SHOAL_NET_PRIV_H
+
+#include "net/net.h"
+
+G_BEGIN_DECLS
+
+struct _ShoalNet {
+  ShoalConf *conf;                /* borrowed */
+  ShoalLayerContext ctx;
+  GPtrArray *layers;              /* ShoalLayer *, topological order, owned */
+  ShoalParamStore *store;         /* owned */
+  ShoalLayer *input;
+
+  /* GPU nets (ctx.gpu != NULL), per layer index; NULL for layers without params */
+  gboolean upload_every_forward;  /* forward uploads every param's values first */
+  ShoalEvent **uploaded;          /* copy stream: the layer's param values are on the device */
+  ShoalEvent **computed;          /* compute stream: the layer's backward is done */
+  ShoalEvent **downloaded;        /* copy stream: its gradients are in staging */
+  ShoalEvent *manual_upload;      /* the last shoal_net_upload_params */
+  gboolean manual_pending;
+  float *staging;                 /* pinned host, store->total floats: device gradients land here */
+  GError *device_error;           /* the first device error */
+};
+
+/* Out's rows (and grad's) follow the first source's, unless the layer sets them. */
+void shoal_net_follow_rows (ShoalLayer *layer);
+
+/* GPU nets (net_gpu.c).  The GPU part of a layer's set-up, after
+ * ops->setup; then, after every layer's, the events and staging of the
+ * param traffic. */
+gboolean shoal_net_gpu_setup_layer (ShoalNet *net, ShoalLayer *layer, GError **error);
+gboolean shoal_net_gpu_prepare (ShoalNet *net, GError **error);
+double shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase);
+void shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,56 @@
+/* A Thrift listener: binds an address, accepts connections and serves
+ * each on its own thread by looping a ThriftProcessor over it.
+ *
+ * c_glib ships only a one-connection server whose socket binds every
+ * address; this one binds the address asked for, gives every accepted
+ * socket TCP_NODELAY and send/receive timeouts (shoal_socket_tune), and
+ * reads and writes through ShoalThriftSocket and ShoalThriftProtocol
+ * (rpc/thrift_socket.h, rpc/thrift_protocol.h): bounded messages, garbage refused without
+ * allocating what it declares.  A bad message closes its connection
+ * only; the listener keeps serving.
+ *
+ * Stopping never waits for a peer: a pipe written at stop wakes every
+ * idle connection and the accept loop, and shutdown(2) wakes sockets
+ * blocked in the middle of a message.  What a handler does while a call
+ * is in progress is its own business: a handler that may block (a pull
+ * waiting for a version) looks at shoal_rpc_listener_stopping. */
+#ifndef SHOAL_RPC_LISTENER_H
+#define SHOAL_RPC_LISTENER_H
+
+#include <glib.h>
+#include <stddef.h>
+
+#include <thrift/c_glib/processor/thrift_processor.h>
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalRpcListener ShoalRpcListener;
+
+typedef struct {
+  const char *bind_address;   /* "127.0.0.1" when NULL */
+  int port;                   /* 0: any free port, see shoal_rpc_listener_port */
+  size_t max_message_bytes;   /* largest message a connection reads (> 0) */
+  gint64 io_timeout_ms;       /* per-socket send/receive timeout (> 0) */
+  const char *name;           /* what the logs call it ("rpc") */
+} ShoalRpcListenerOptions;
+
+/* Binds and starts accepting; every connection runs `processor`
+ * (referenced; its handler is called from the connection threads, so it
+ * must be thread-safe).  NULL with a SHOAL_ERROR_RPC error naming the
+ * address when it cannot be bound or no thread can be started. */
+ShoalRpcListener *shoal_rpc_listener_start (ThriftProcessor *processor,
+                                            const ShoalRpcListenerOptions *opts, GError **error);
+int shoal_rpc_listener_port (ShoalRpcListener *listener);
+/* TRUE once shoal_rpc_listener_stop began: handlers stop waiting. */
+gboolean shoal_rpc_listener_stopping (ShoalRpcListener *listener);
+/* Stops accepting, wakes and closes every connection, joins its threads
+ * and frees the listener.  NULL is ignored. */
+void shoal_rpc_listener_stop (ShoalRpcListener *listener);
+
+/* Inside a handler: "host:port" of the peer whose call the calling
+ * thread serves, "?" elsewhere.  Borrowed, valid during the call. */
+const char *shoal_rpc_listener_peer (void);
+
+G_END_DECLS
+
+#endif

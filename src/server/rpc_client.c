@@ -1,0 +1,556 @@
+/* The worker's end of the parameter service: the generated Thrift client
+ * over a ShoalThriftSocket and ShoalThriftProtocol (rpc/thrift_socket.h, rpc/thrift_protocol.h).
+ *
+ * Floats never pass through an intermediate buffer on this side: a push
+ * hands the caller's floats to the generated writer through a GByteArray
+ * header that only points at them, and a pull arms the protocol's sink so
+ * that the reply's values are received straight into the caller's dst.
+ * The generated reader is then given dst as the field's buffer (it takes
+ * it with g_byte_array_new_take, see thrift/fix-generated.awk) and this
+ * file takes it back with g_byte_array_steal before the reply is freed.
+ *
+ * A connection that failed in any way is dropped and the next call
+ * reconnects: c_glib does not check sequence ids, so a late reply could
+ * otherwise pass for the next call's.  Before each call an idle
+ * connection is checked for a close by the server (a restart) so that it
+ * does not cost a failed call.  Calls are not retried: a push whose reply
+ * was lost may have been applied. */
+#include "server/rpc_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "rpc/thrift_protocol.h"
+#include "rpc/thrift_socket.h"
+#include "server/rpc_types.h"
+
+#if G_BYTE_ORDER != G_LITTLE_ENDIAN
+#error "the parameter service sends float32 in host byte order, which must be little-endian"
+#endif
+
+#define RETRY_US (100 * 1000)
+
+struct _ShoalRpcClient {
+  char *host;
+  int port;
+  char *token;
+  char *peer;                      /* "host:port" for errors */
+  size_t max_message;
+  gint64 timeout_ms;
+  int retries;
+  gint64 stop_step;                /* from the last STOPPED reply; -1 none */
+  ShoalThriftSocket *sock;         /* these three are NULL while disconnected */
+  ShoalThriftProtocol *proto;
+  ShoalParamServiceIf *client;
+};
+
+/* ---- connection ----------------------------------------------------------- */
+
+static void
+disconnect (ShoalRpcClient *c)
+{
+  g_clear_object (&c->client);
+  g_clear_object (&c->proto);
+  g_clear_object (&c->sock);   /* closes the socket */
+}
+
+/* Non-blocking connect bounded by the call timeout; errno on failure. */
+static int
+connect_addr (const struct addrinfo *ai, gint64 timeout_ms)
+{
+  int fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  int err = 0;
+  socklen_t elen = sizeof err;
+
+  if (fd < 0)
+    return -1;
+  if (connect (fd, ai->ai_addr, ai->ai_addrlen) < 0)
+    {
+      if (errno != EINPROGRESS)
+        goto fail;
+      struct pollfd p = { fd, POLLOUT, 0 };
+      gint64 deadline = g_get_monotonic_time () + timeout_ms * 1000;
+      int r;
+      do
+        {
+          gint64 left = (deadline - g_get_monotonic_time ()) / 1000;
+          r = poll (&p, 1, (int) CLAMP (left, 0, G_MAXINT));
+        }
+      while (r < 0 && errno == EINTR);
+      if (r == 0)
+        {
+          errno = ETIMEDOUT;
+          goto fail;
+        }
+      if (r < 0)
+        goto fail;
+      if (getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+        goto fail;
+      if (err != 0)
+        {
+          errno = err;
+          goto fail;
+        }
+    }
+  if (fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) & ~O_NONBLOCK) < 0)
+    goto fail;
+  return fd;
+
+fail:
+  err = errno;
+  close (fd);
+  errno = err;
+  return -1;
+}
+
+/* One attempt; *retry says whether another could succeed (the address
+ * resolved but nobody answered yet). */
+static gboolean
+connect_once (ShoalRpcClient *c, gboolean *retry, GError **error)
+{
+  struct addrinfo hints = { 0 }, *res = NULL;
+  char service[16];
+  int fd = -1, err = ECONNREFUSED, rc;
+  GError *e = NULL;
+
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  g_snprintf (service, sizeof service, "%d", c->port);
+  *retry = FALSE;
+  if ((rc = getaddrinfo (c->host, service, &hints, &res)) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: cannot resolve %s: %s", c->peer,
+                   c->host, gai_strerror (rc));
+      return FALSE;
+    }
+  for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next)
+    if ((fd = connect_addr (ai, c->timeout_ms)) < 0)
+      err = errno;
+  freeaddrinfo (res);
+  if (fd < 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: cannot connect: %s", c->peer,
+                   g_strerror (err));
+      *retry = TRUE;
+      return FALSE;
+    }
+  if (!shoal_socket_tune (fd, c->timeout_ms, &e))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: %s", c->peer, e->message);
+      g_error_free (e);
+      close (fd);
+      return FALSE;
+    }
+  c->sock = shoal_thrift_socket_new (fd, c->max_message, c->timeout_ms);
+  c->proto = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
+  c->client = g_object_new (SHOAL_TYPE_PARAM_SERVICE_CLIENT,
+                            "input_protocol", c->proto, "output_protocol", c->proto, NULL);
+  return TRUE;
+}
+
+ShoalRpcClient *
+shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error)
+{
+  ShoalRpcClient *c;
+  GError *e = NULL;
+
+  g_return_val_if_fail (opts != NULL && opts->host != NULL, NULL);
+  shoal_rpc_types_init ();
+  if (opts->port <= 0 || opts->port > 65535)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s:%d: port out of range", opts->host,
+                   opts->port);
+      return NULL;
+    }
+  c = g_new0 (ShoalRpcClient, 1);
+  c->host = g_strdup (opts->host);
+  c->port = opts->port;
+  c->token = g_strdup (opts->token != NULL ? opts->token : "");
+  c->peer = strchr (opts->host, ':') != NULL ? g_strdup_printf ("[%s]:%d", opts->host, opts->port)
+                                             : g_strdup_printf ("%s:%d", opts->host, opts->port);
+  c->max_message = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
+                                               : ((size_t) 1 << 30);
+  c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 60000;
+  c->retries = opts->connect_retries > 0 ? opts->connect_retries : 50;
+  c->stop_step = -1;
+
+  gint64 t0 = g_get_monotonic_time ();
+  for (int attempt = 1;; attempt++)
+    {
+      gboolean retry;
+      if (connect_once (c, &retry, &e))
+        return c;
+      if (!retry || attempt >= c->retries)
+        {
+          if (retry)
+            {
+              GError *e2 = g_error_new (SHOAL_ERROR, SHOAL_ERROR_RPC, "%s (%d attempts in %.1f s)",
+                                        e->message, attempt,
+                                        (double) (g_get_monotonic_time () - t0) / 1e6);
+              g_error_free (e);
+              e = e2;
+            }
+          break;
+        }
+      g_clear_error (&e);
+      g_usleep (RETRY_US);
+    }
+  g_propagate_error (error, e);
+  shoal_rpc_client_free (c);
+  return NULL;
+}
+
+void
+shoal_rpc_client_free (ShoalRpcClient *c)
+{
+  if (c == NULL)
+    return;
+  disconnect (c);
+  g_free (c->host);
+  g_free (c->token);
+  g_free (c->peer);
+  g_free (c);
+}
+
+gboolean
+shoal_rpc_client_peer_closed (ShoalRpcClient *c)
+{
+  if (c->sock == NULL)
+    return TRUE;
+  /* the server never speaks unasked: anything readable is its close */
+  struct pollfd p = { .fd = shoal_thrift_socket_fd (c->sock), .events = POLLIN | POLLRDHUP };
+  return poll (&p, 1, 0) != 0;
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+/* "pull slice 3" for errors; slice < 0: just the call. */
+static char *
+call_name (const char *call, int slice)
+{
+  return slice >= 0 ? g_strdup_printf ("%s slice %d", call, slice) : g_strdup (call);
+}
+
+static gboolean
+call_begin (ShoalRpcClient *c, const char *call, int slice, size_t n, GError **error)
+{
+  GError *e = NULL;
+
+  if (n > (size_t) G_MAXINT32 / sizeof (float))
+    {
+      char *what = call_name (call, slice);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "%s: %s: %zu floats do not fit a Thrift message", c->peer, what, n);
+      g_free (what);
+      return FALSE;
+    }
+  if (c->client != NULL && !shoal_thrift_socket_idle_ok (c->sock))
+    disconnect (c);   /* closed by the server while idle, or out of step */
+  gboolean retry;
+  if (c->client == NULL && !connect_once (c, &retry, &e))
+    {
+      char *what = call_name (call, slice);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s (for %s)", e->message, what);
+      g_free (what);
+      g_error_free (e);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Turns the outcome of a generated call into shoal's error: the server's
+ * ParamError keeps the connection (STOPPED becomes SHOAL_ERROR_STOPPED
+ * and keeps its step); anything else drops it. */
+static gboolean
+call_end (ShoalRpcClient *c, gboolean ok, const char *call, int slice, ShoalParamError *perr,
+          GError *terr, GError **error)
+{
+  if (ok && perr == NULL && terr == NULL)
+    return TRUE;
+  if (perr != NULL)
+    {
+      gboolean stopped = perr->code == SHOAL_PARAM_FAULT_STOPPED;
+      if (stopped)
+        c->stop_step = perr->stop_step;
+      g_set_error (error, SHOAL_ERROR, stopped ? SHOAL_ERROR_STOPPED : SHOAL_ERROR_RPC, "%s: %s",
+                   c->peer, perr->message != NULL ? perr->message : "refused");
+      g_object_unref (perr);
+    }
+  else
+    {
+      char *what = call_name (call, slice);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: %s: %s", c->peer, what,
+                   terr != NULL ? terr->message : "failed");
+      g_free (what);
+      disconnect (c);
+    }
+  g_clear_error (&terr);
+  return FALSE;
+}
+
+/* How long the server may wait for a version: less than the call's
+ * timeout, so that a pull that waits too long comes back as an error
+ * reply instead of a dead connection. */
+static gint64
+wait_ms (ShoalRpcClient *c)
+{
+  return c->timeout_ms - MIN (c->timeout_ms / 4, 2000);
+}
+
+/* A GByteArray header over caller memory, for the generated writers,
+ * which read only data and len. */
+static GByteArray
+view (const float *v, size_t n)
+{
+  GByteArray a = { (guint8 *) (v), (guint) (n * sizeof (float)) };
+  return a;
+}
+
+/* After a call that may have received `values` into the sink at dst:
+ * takes dst back out of the array, checks the length and copies when the
+ * values came in their own buffer.  Returns ok with *terr set on a bad
+ * reply. */
+static gboolean
+take_values (ShoalRpcClient *c, gboolean ok, GByteArray *values, float *dst, size_t n,
+             GError **terr)
+{
+  gsize bytes = values != NULL ? values->len : 0;
+  gboolean in_dst = values != NULL && values->data == (guint8 *) dst && dst != NULL;
+
+  shoal_thrift_protocol_clear_sink (c->proto);
+  if (in_dst)
+    g_byte_array_steal (values, NULL);   /* dst is the caller's, not the array's */
+  if (!ok)
+    return FALSE;
+  if (bytes != n * sizeof (float))
+    {
+      g_set_error (terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply holds %zu bytes, %zu expected",
+                   bytes, n * sizeof (float));
+      return FALSE;
+    }
+  if (!in_dst && bytes > 0)
+    memcpy (dst, values->data, bytes);
+  return TRUE;
+}
+
+gboolean
+shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
+                       GError **error)
+{
+  return shoal_rpc_client_push_from (c, slice, grad, n, step, NULL, error);
+}
+
+gboolean
+shoal_rpc_client_push_from (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
+                            const ShoalPushOrigin *origin, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray g;
+  gboolean ok;
+
+  if (!call_begin (c, "push", slice, n, error))
+    return FALSE;
+  g = view (grad, n);
+  ok = shoal_param_service_if_push (c->client, c->token, slice, step, &g,
+                                    origin != NULL ? origin->base_version : -1,
+                                    origin != NULL ? origin->unit : -1, &perr, &terr);
+  return call_end (c, ok, "push", slice, perr, terr, error);
+}
+
+/* pull and push_pull share the reply: SliceValues, whose values (field 2)
+ * sit in the result's success (field 0): depth 2 for the sink. */
+static void
+arm_values_sink (ShoalRpcClient *c, float *dst, size_t n)
+{
+  if (dst != NULL && n > 0)
+    shoal_thrift_protocol_set_sink (c->proto, dst, (guint32) (n * sizeof (float)), 2, 2, 0);
+}
+
+gboolean
+shoal_rpc_client_pull (ShoalRpcClient *c, int slice, float *dst, size_t n, gint64 min_version,
+                       gint64 *version, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  ShoalSliceValues *ret;
+  gboolean ok;
+
+  if (!call_begin (c, "pull", slice, n, error))
+    return FALSE;
+  ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
+  arm_values_sink (c, dst, n);
+  ok = shoal_param_service_if_pull (c->client, &ret, c->token, slice, min_version, wait_ms (c),
+                                    &perr, &terr);
+  ok = take_values (c, ok, ret->values, dst, n, &terr);
+  if (ok && version != NULL)
+    *version = ret->version;
+  g_object_unref (ret);
+  return call_end (c, ok, "pull", slice, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, float *dst,
+                            size_t n, gint64 step, gint64 *version, GError **error)
+{
+  return shoal_rpc_client_push_pull_from (c, slice, grad, dst, n, step, NULL, version, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad, float *dst,
+                                 size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                 gint64 *version, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  ShoalSliceValues *ret;
+  GByteArray g;
+  gboolean ok;
+
+  if (!call_begin (c, "push_pull", slice, n, error))
+    return FALSE;
+  g = view (grad, n);
+  ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
+  arm_values_sink (c, dst, n);
+  ok = shoal_param_service_if_push_pull (c->client, &ret, c->token, slice, step, &g, wait_ms (c),
+                                         origin != NULL ? origin->base_version : -1,
+                                         origin != NULL ? origin->unit : -1, &perr, &terr);
+  ok = take_values (c, ok, ret->values, dst, n, &terr);
+  if (ok && version != NULL)
+    *version = ret->version;
+  g_object_unref (ret);
+  return call_end (c, ok, "push_pull", slice, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
+                      gint64 version, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray v;
+  gboolean ok;
+
+  if (!call_begin (c, "put", slice, n, error))
+    return FALSE;
+  v = view (values, n);
+  ok = shoal_param_service_if_put (c->client, c->token, slice, version, &v, &perr, &terr);
+  return call_end (c, ok, "put", slice, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float *delta,
+                              float *values_out, size_t n, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray *ret = NULL, d;
+  gboolean ok;
+
+  if (!call_begin (c, "apply_delta", slice, n, error))
+    return FALSE;
+  d = view (delta, n);
+  /* the binary return is the result's field 0 itself: depth 1 */
+  if (values_out != NULL && n > 0)
+    shoal_thrift_protocol_set_sink (c->proto, values_out, (guint32) (n * sizeof (float)), 1, 0, -1);
+  ok = shoal_param_service_if_apply_delta (c->client, &ret, c->token, slice, &d, &perr, &terr);
+  ok = take_values (c, ok, ret, values_out, n, &terr);
+  if (ret != NULL)
+    g_byte_array_unref (ret);
+  return call_end (c, ok, "apply_delta", slice, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  ShoalStatsReply *ret;
+  gboolean ok;
+
+  if (!call_begin (c, "stats", -1, 0, error))
+    return FALSE;
+  ret = g_object_new (SHOAL_TYPE_STATS_REPLY, NULL);
+  ok = shoal_param_service_if_stats (c->client, &ret, c->token, &perr, &terr);
+  if (ok)
+    *stats = (ShoalServerStats) { ret->pushes, ret->pulls, ret->updates, ret->deltas,
+                                  ret->bytes_in, ret->bytes_out, ret->dropped };
+  g_object_unref (ret);
+  return call_end (c, ok, "stats", -1, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "shutdown", -1, 0, error))
+    return FALSE;
+  ok = shoal_param_service_if_shutdown (c->client, c->token, rank, &perr, &terr);
+  return call_end (c, ok, "shutdown", -1, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "checkpoint", -1, 0, error))
+    return FALSE;
+  ok = shoal_param_service_if_checkpoint (c->client, c->token, step, &perr, &terr);
+  return call_end (c, ok, "checkpoint", -1, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "stop_at", -1, 0, error))
+    return FALSE;
+  ok = shoal_param_service_if_stop_at (c->client, c->token, step, &perr, &terr);
+  return call_end (c, ok, "stop_at", -1, perr, terr, error);
+}
+
+gint64
+shoal_rpc_client_stop_step (ShoalRpcClient *c)
+{
+  return c->stop_step;
+}
+
+gboolean
+shoal_rpc_client_send_bridge (ShoalRpcClient *c, int group, guint32 channel, const void *data,
+                              size_t len, GError **error)
+{
+  char *what = g_strdup_printf ("send_bridge group %d channel %u", group, channel);
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  gboolean ok = FALSE;
+
+  /* the token and the call's header share the message */
+  if (len > (size_t) G_MAXINT32 - strlen (c->token) - 1024)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                 "%s: %s: %zu bytes do not fit a Thrift message", c->peer, what, len);
+  else if (call_begin (c, what, -1, 0, error))
+    {
+      GByteArray d = { (guint8 *) data, (guint) len };
+      ok = shoal_param_service_if_send_bridge (c->client, c->token, group, (gint32) channel, &d,
+                                               &perr, &terr);
+      ok = call_end (c, ok, what, -1, perr, terr, error);
+    }
+  g_free (what);
+  return ok;
+}

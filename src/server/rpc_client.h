@@ -1,0 +1,81 @@
+/* One Thrift connection from a worker (or a server group) to a server
+ * process: the remote half of the param client.
+ *
+ * Not thread-safe: one connection per thread, or a lock around calls.
+ * Every call has a timeout, so a dead peer never hangs a worker; after any
+ * transport error the connection is closed and reopened on the next call
+ * (c_glib does not check sequence ids, so a late reply could otherwise be
+ * taken for the next call's).  Errors are SHOAL_ERROR_RPC (a STOPPED
+ * refusal: SHOAL_ERROR_STOPPED) and name the peer: "127.0.0.1:4711: pull
+ * slice 3: timed out after 60 s". */
+#ifndef SHOAL_RPC_CLIENT_H
+#define SHOAL_RPC_CLIENT_H
+
+#include <glib.h>
+
+#include "server/server.h"
+
+G_BEGIN_DECLS
+
+typedef struct _ShoalRpcClient ShoalRpcClient;
+
+typedef struct {
+  const char *host;
+  int port;
+  const char *token;
+  size_t max_message_bytes;   /* 0: 1 GiB */
+  gint64 timeout_ms;          /* per call; 0: 60 s */
+  int connect_retries;        /* attempts while the peer is still starting; 0: 50 (5 s) */
+} ShoalRpcClientOptions;
+
+/* Connects (retrying while the server starts).  Returns NULL with error. */
+ShoalRpcClient *shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error);
+void shoal_rpc_client_free (ShoalRpcClient *client);
+
+/* The server-side operations of server.h, remotely; same semantics. */
+gboolean shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n,
+                                gint64 step, GError **error);
+gboolean shoal_rpc_client_pull (ShoalRpcClient *c, int slice, float *dst, size_t n,
+                                gint64 min_version, gint64 *version, GError **error);
+/* push then pull in one round trip (ASYNC schemes: send a gradient, get fresh values) */
+gboolean shoal_rpc_client_push_pull (ShoalRpcClient *c, int slice, const float *grad, float *dst,
+                                     size_t n, gint64 step, gint64 *version, GError **error);
+/* The same two, telling the server where the gradient comes from
+ * (shoal_server_push_from; origin NULL: unknown).  push_pull then
+ * returns the values at the version the server names: a backup worker's
+ * late gradient gets the current ones at once. */
+gboolean shoal_rpc_client_push_from (ShoalRpcClient *c, int slice, const float *grad, size_t n,
+                                     gint64 step, const ShoalPushOrigin *origin, GError **error);
+gboolean shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad,
+                                          float *dst, size_t n, gint64 step,
+                                          const ShoalPushOrigin *origin, gint64 *version,
+                                          GError **error);
+gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
+                               gint64 version, GError **error);
+/* Hogwild: send a delta to the slice's master group, get its values back. */
+gboolean shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float *delta,
+                                       float *values_out, size_t n, GError **error);
+gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error);
+/* Asks the server process to checkpoint its slices as of `step`. */
+gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);
+/* SYNC: tells the server that a worker stops at `step` and will not push
+ * it (shoal_server_stop_at).  Calls of that step or a later one then fail
+ * with SHOAL_ERROR_STOPPED, on every connection to that server. */
+gboolean shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, GError **error);
+/* After a call failed with SHOAL_ERROR_STOPPED: the step the server said
+ * the job stops at; -1 before any such reply. */
+gint64 shoal_rpc_client_stop_step (ShoalRpcClient *c);
+/* Whether the server closed this connection (it died, or dropped an idle
+ * connection): a look at the socket, no call.  TRUE when disconnected. */
+gboolean shoal_rpc_client_peer_closed (ShoalRpcClient *c);
+/* Tells the server process that worker process `rank` is done. */
+gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error);
+/* Puts len bytes of data (borrowed; NULL when len is 0) into the peer
+ * process's mailbox under (group, channel); returns once they are queued
+ * there.  Refused by a peer that takes no bridge messages. */
+gboolean shoal_rpc_client_send_bridge (ShoalRpcClient *c, int group, guint32 channel,
+                                       const void *data, size_t len, GError **error);
+
+G_END_DECLS
+
+#endif

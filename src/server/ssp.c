@@ -1,0 +1,46 @@
+/* SSP's clocks (ssp.h); the waiting itself is the server's. */
+#include "server/ssp.h"
+
+ShoalClocks *
+shoal_clocks_new (int units)
+{
+  g_return_val_if_fail (units >= 1, NULL);
+  ShoalClocks *c = g_new0 (ShoalClocks, 1);
+  c->units = units;
+  c->clock = g_new0 (gint64, units);
+  return c;
+}
+
+void
+shoal_clocks_free (ShoalClocks *c)
+{
+  if (c == NULL)
+    return;
+  g_free (c->clock);
+  g_free (c);
+}
+
+void
+shoal_clocks_advance (ShoalClocks *c, int unit, gint64 step)
+{
+  g_return_if_fail (unit >= 0 && unit < c->units);
+  c->clock[unit] = MAX (c->clock[unit], step + 1);
+}
+
+gint64
+shoal_clocks_slowest (const ShoalClocks *c, int *which)
+{
+  int slowest = 0;
+  for (int u = 1; u < c->units; u++)
+    if (c->clock[u] < c->clock[slowest])
+      slowest = u;
+  if (which != NULL)
+    *which = slowest;
+  return c->clock[slowest];
+}
+
+gboolean
+shoal_clocks_may_go_on (const ShoalClocks *c, gint64 step, int bound)
+{
+  return shoal_clocks_slowest (c, NULL) >= step + 1 - bound;
+}

@@ -1,0 +1,237 @@
+/* `shoal proc`: one rank of a job, started by `shoal run`'s launcher or by
+ * an existing launcher on a cluster (mpirun, srun): the rank from its
+ * environment, the endpoints from --endpoints or a hostfile, the job token
+ * from a file or SHOAL_TOKEN. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster/endpoints.h"
+#include "core/error.h"
+#include "tools/commands.h"
+#include "worker/runner.h"
+
+/* Rank r listens on this + r unless --base-port says otherwise. */
+#define DEFAULT_BASE_PORT 47000
+
+
+static gboolean
+rank_from_env (int *rank)
+{
+  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID" };
+  for (gsize i = 0; i < G_N_ELEMENTS (vars); i++)
+    {
+      const char *v = g_getenv (vars[i]);
+      gint64 r;
+      if (v != NULL && g_ascii_string_to_signed (v, 10, 0, G_MAXINT, &r, NULL))
+        {
+          *rank = (int) r;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static char *
+read_token (const char *token_file, GError **error)
+{
+  if (token_file == NULL)
+    {
+      const char *env = g_getenv ("SHOAL_TOKEN");
+      if (env == NULL || *env == '\0')
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "no job token: give --token-file FILE or set SHOAL_TOKEN");
+          return NULL;
+        }
+      return g_strdup (env);
+    }
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (token_file, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  g_strstrip (text);
+  if (*text == '\0')
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the job token is empty", token_file);
+      g_free (text);
+      return NULL;
+    }
+  GStatBuf st;
+  if (g_stat (token_file, &st) == 0 && (st.st_mode & 077) != 0)
+    g_warning ("%s: the job token is readable by other users (mode %03o); chmod 600 it",
+               token_file, (unsigned) (st.st_mode & 0777));
+  return text;
+}
+
+int
+shoal_cmd_proc (int argc, char **argv)
+{
+  int rank = -1, base_port = DEFAULT_BASE_PORT, host_workers = 0;
+  char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
+  gboolean quiet = FALSE;
+  gint64 resume_step = -1;
+  GOptionEntry entries[] = {
+    { "resume-step", 0, 0, G_OPTION_ARG_INT64, &resume_step,
+      "resume from the checkpoint of this step (the launcher passes it)", "STEP" },
+    { "rank", 'r', 0, G_OPTION_ARG_INT, &rank,
+      "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)", "R" },
+    { "endpoints", 'e', 0, G_OPTION_ARG_STRING, &endpoints_arg,
+      "host:port of every rank, comma-separated, empty for ranks that take no calls (no "
+      "servers, no workers of a group spread over processes)", "LIST" },
+    { "hostfile", 'H', 0, G_OPTION_ARG_FILENAME, &hostfile,
+      "hosts of the ranks, one per line ('host' or 'host slots=N'); port = base port + rank", "FILE" },
+    { "base-port", 'p', 0, G_OPTION_ARG_INT, &base_port, "first port with --hostfile (default 47000)", "PORT" },
+    { "token-file", 't', 0, G_OPTION_ARG_FILENAME, &token_file,
+      "file holding the job token (default: $SHOAL_TOKEN)", "FILE" },
+    { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
+      "directory for metrics.jsonl (default: workspace/JOBNAME)", "DIR" },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
+    { "host-workers", 0, 0, G_OPTION_ARG_INT, &host_workers,
+      "worker threads of all ranks on this machine, which share its cores for BLAS (default: "
+      "counted from --hostfile, else this rank's)", "N" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  GOptionContext *ctx = g_option_context_new ("JOB.conf - run one rank of a multi-process job");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  int status = 2;
+  ShoalJob *job = NULL;
+  ShoalLayout *layout = NULL;
+  char **endpoints = NULL;
+  char *token = NULL;
+  char *ws = NULL;
+
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    goto out;
+  if (argc != 2)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected one JOB.conf");
+      goto out;
+    }
+  if ((endpoints_arg == NULL) == (hostfile == NULL))
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "give --endpoints or --hostfile");
+      goto out;
+    }
+  if (rank < 0 && !rank_from_env (&rank))
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "no rank: give --rank or start under mpirun / srun (OMPI_COMM_WORLD_RANK, "
+                   "PMI_RANK, SLURM_PROCID)");
+      goto out;
+    }
+  if (base_port < 1 || base_port > 65535)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--base-port %d is not a port", base_port);
+      goto out;
+    }
+  token = read_token (token_file, &error);
+  if (token == NULL)
+    goto out;
+
+  status = 1;
+  job = shoal_job_load (argv[1], NULL, &error);
+  if (job == NULL)
+    goto out;
+  layout = shoal_layout_new (&job->cluster, job->conf, &error);
+  if (layout == NULL)
+    goto out;
+  if (rank >= layout->nprocs)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d does not exist: the layout has %d processes",
+                   rank, layout->nprocs);
+      goto out;
+    }
+  if (hostfile != NULL)
+    {
+      if (base_port + layout->nprocs - 1 > 65535)
+        {
+          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--base-port %d + %d ranks passes 65535",
+                       base_port, layout->nprocs);
+          goto out;
+        }
+      int hosted = 0;
+      endpoints = shoal_endpoints_from_hostfile (hostfile, layout, base_port, rank, &hosted, &error);
+      if (host_workers == 0)
+        host_workers = hosted;
+      if (endpoints == NULL)
+        goto out;
+    }
+  else
+    {
+      endpoints = g_strsplit (endpoints_arg, ",", -1);
+      if ((int) g_strv_length (endpoints) != layout->nprocs)
+        {
+          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "--endpoints has %u entries, the layout has %d processes",
+                       g_strv_length (endpoints), layout->nprocs);
+          goto out;
+        }
+      for (int r = 0; r < layout->nprocs; r++)
+        if (shoal_layout_rank_listens (layout, r) && *g_strstrip (endpoints[r]) == '\0')
+          {
+            g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                         "--endpoints: rank %d has none, but it %s", r,
+                         layout->procs[r].servers->len > 0
+                           ? "serves slices"
+                           : "holds workers of a group spread over processes");
+            goto out;
+          }
+    }
+
+  ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
+  ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
+                           .token = token, .append_metrics = TRUE, .resume = resume_step >= 0,
+                           .resume_step = resume_step, .host_workers = MAX (host_workers, 0) };
+  shoal_install_stop_handlers ();
+  ShoalRunResult result = { 0 };
+  if (!shoal_run_job (job, &opts, &result, &error))
+    goto out;
+  /* worker 0 of each group runs the tests; the others have no test numbers */
+  if (result.follower)
+    printf ("rank %d: group %d from worker %d: ran its leader's steps\n", rank, result.group, result.worker);
+  else if (result.stopped)
+    printf ("rank %d: group %d worker %d: stopped at step %" G_GINT64_FORMAT " with a checkpoint\n",
+            rank, result.group, result.worker, result.steps);
+  else if (result.group >= 0 && result.worker == 0 && result.test_accuracy >= 0)
+    printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test accuracy %.4f\n",
+            rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_accuracy);
+  else if (result.group >= 0 && result.worker == 0)
+    printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s, test loss %.6f\n",
+            rank, result.group, result.worker, result.steps, result.samples_per_sec, result.test_loss);
+  else if (result.group >= 0)
+    printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s\n",
+            rank, result.group, result.worker, result.steps, result.samples_per_sec);
+  else
+    printf ("rank %d: servers done\n", rank);
+  status = result.stopped ? 130 : 0;
+
+out:
+  if (error != NULL)
+    {
+      if (rank >= 0)
+        fprintf (stderr, "shoal proc (rank %d): %s\n", rank, error->message);
+      else
+        fprintf (stderr, "shoal proc: %s\n", error->message);
+      g_error_free (error);
+    }
+  if (token != NULL)
+    explicit_bzero (token, strlen (token));
+  g_free (token);
+  g_free (ws);
+  g_strfreev (endpoints);
+  shoal_layout_free (layout);
+  shoal_job_free (job);
+  g_free (endpoints_arg);
+  g_free (hostfile);
+  g_free (token_file);
+  g_free (workspace);
+  g_option_context_free (ctx);
+  return status;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# shoal compare on a small subset: a tiny MLP, 12800 samples per run,
+# every scheme of conf/.  It must write report.md (a row per scheme and a
+# paragraph per figure), results.csv (a row per scheme and repeat, each
+# run exit 0) and every PNG - accuracy vs time and vs samples, loss vs
+# time, throughput, a staleness histogram per asynchronous scheme - each
+# a real PNG (8-byte signature, a sane size).  Then shoal plot draws two
+# of the runs.  No timing is asserted.
+# Usage: compare.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+schemes=$(cd conf && ls *.conf | sed 's/\.conf$//' | sort)
+nschemes=$(echo "$schemes" | wc -l)
+timeout -k 10 240 "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --out "$dir/cmp" --quiet \
+  --budget samples=12800 --points 5 -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' \
+  -o job.test_steps=20 -o 'updater.step_list=0, 150' >"$dir/out" 2>"$dir/err" \
+  || { tail -30 "$dir/err"; fail "shoal compare exited with $?"; }
+tail -12 "$dir/out"
+grep -q "^shoal compare: $dir/cmp/report.md, results.csv and the figures; target accuracy 0\.[0-9]*$" "$dir/out" \
+  || fail "no closing line"
+
+png_ok() {  # FILE: the PNG signature and more than a header
+  [ -f "$1" ] || fail "$1 missing"
+  [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$1 is not a PNG"
+  local size
+  size=$(stat -c %s "$1")
+  [ "$size" -gt 5000 ] && [ "$size" -lt 5000000 ] || fail "$1 has $size bytes"
+}
+for f in accuracy-time accuracy-samples loss-time throughput; do
+  png_ok "$dir/cmp/$f.png"
+  grep -q "^!\[$f.png\]($f.png)$" "$dir/cmp/report.md" || fail "report.md does not show $f.png"
+done
+[ "$(grep -c '^\*\*What this shows\.\*\* ' "$dir/cmp/report.md")" -eq "$(ls "$dir/cmp"/*.png | wc -l)" ] \
+  || fail "not one paragraph per figure"
+
+/usr/bin/python3 - "$dir/cmp" "$schemes" <<'PY' || fail "report.md / results.csv"
+import csv, os, sys
+out, schemes = sys.argv[1], sys.argv[2].split()
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
+assert sorted(r["scheme"] for r in rows) == sorted(schemes), [r["scheme"] for r in rows]
+report = open(os.path.join(out, "report.md")).read()
+for r in rows:
+    s = r["scheme"]
+    assert r["status"] == "0" and r["repeat"] == "1", r
+    acc = float(r["final_accuracy"])
+    assert 0.5 < acc <= 1, r
+    # the budget, all workers together; a backup worker that catches up
+    # skips the steps it missed and never reads their rows
+    assert float(r["samples"]) >= (12800 if s != "backup" else 6400), r
+    assert float(r["samples_per_sec"]) > 0 and float(r["bytes_per_sample"]) > 0, r
+    assert float(r["compute_s"]) > 0, r
+    assert ("| %s | 1 of 1 | " % s) in report, s
+    asyn = s not in ("sandblaster", "allreduce", "backup")
+    if asyn:
+        png = os.path.join(out, "staleness-%s.png" % s)
+        assert os.path.exists(png), png
+        assert "![staleness-%s.png](staleness-%s.png)" % (s, s) in report, s
+    else:
+        assert float(r["staleness_max"]) == 0, r     # a synchronous update is never stale
+    if s == "ssp":
+        assert float(r["staleness_max"]) <= 5, r     # s = 2, 2 groups: 2s + 1
+    if s == "backup":
+        assert float(r["dropped"]) > 0, r
+print("%d schemes in results.csv and report.md" % len(rows))
+PY
+for s in $schemes; do
+  [ -f "$dir/cmp/staleness-$s.png" ] && png_ok "$dir/cmp/staleness-$s.png"
+done
+echo "compare: $nschemes schemes, $(ls "$dir/cmp"/*.png | wc -l) figures"
+
+# shoal plot: the same curves for any finished runs
+"$BUILD/shoal" plot "$dir/cmp/runs/sandblaster-r1" "$dir/cmp/runs/downpour-r1/metrics.jsonl" \
+  --out "$dir/plot.png" --x samples --y loss >"$dir/out" 2>&1 || { cat "$dir/out"; fail "shoal plot"; }
+png_ok "$dir/plot.png"
+grep -q 'title "sandblaster-r1"' "$dir/plot.png.gp" && grep -q 'title "downpour-r1"' "$dir/plot.png.gp" \
+  || fail "plot titles"
+"$BUILD/shoal" plot "$dir/cmp/runs/ssp-r1" --out "$dir/acc.png" >/dev/null || fail "shoal plot defaults"
+png_ok "$dir/acc.png"
+echo "compare: ok"
