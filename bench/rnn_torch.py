@@ -45,7 +45,28 @@ def parse_args():
     p.add_argument("--window", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--init-from", metavar="FILE",
+                   help="start from these weights: a shoal params blob (see bench/rnn.sh), so that "
+                        "both sides train from the same initial values")
     return p.parse_args()
+
+
+def read_shoal_params(path):
+    """{name: (shape, list of floats)} of a shoal params blob (shoal/param.h)."""
+    import struct
+    data = open(path, "rb").read()
+    pos = 0
+    if data[:8] == b"SHOALPRM":
+        pos = 16
+    out = {}
+    while pos < len(data):
+        (nlen,) = struct.unpack_from("<I", data, pos); pos += 4
+        name = data[pos:pos + nlen].decode(); pos += nlen
+        (ndim,) = struct.unpack_from("<I", data, pos); pos += 4
+        shape = struct.unpack_from("<%di" % ndim, data, pos); pos += 4 * ndim
+        (count,) = struct.unpack_from("<Q", data, pos); pos += 8
+        out[name] = (shape, struct.unpack_from("<%df" % count, data, pos)); pos += 4 * count
+    return out
 
 
 def conf_values(path):
@@ -113,6 +134,14 @@ def main():
             return self.out(y), h
 
     model = Model()
+    if a.init_from:
+        blob = read_shoal_params(a.init_from)
+        names = {"embed.weight": "embed/weight", "out.weight": "logits/weight", "out.bias": "logits/bias"}
+        with torch.no_grad():
+            for name, prm in model.named_parameters():
+                key = names.get(name) or "gru/" + name.split(".", 1)[1]
+                shape, values = blob[key]
+                prm.copy_(torch.tensor(values, dtype=torch.float32).reshape(shape))
     opt = (torch.optim.Adam(model.parameters(), lr=v["lr"]) if v["updater"] == "adam"
            else torch.optim.SGD(model.parameters(), lr=v["lr"]))
     loss_fn = torch.nn.CrossEntropyLoss()
