@@ -8,10 +8,12 @@
 # For each cell it runs shoal and torch BENCH_REPEATS times in turn (A B
 # A B: load from other processes hits both alike) and prints the median
 # samples/s (sequences of 100 bytes per second over windows of
-# BENCH_WINDOW steps after a warm-up), the ratio shoal/torch, and the mean
-# validation loss per byte after BENCH_RNN_STEPS steps on the whole
-# validation split for both (one run each: the losses do not depend on
-# the machine) with their ratio.
+# BENCH_WINDOW steps after a warm-up) and the ratio shoal/torch.  Then
+# quality: both train BENCH_QUALITY_STEPS steps from the same initial
+# weights (torch takes shoal's, written by bench/params_blob.c) and report
+# the mean validation loss per byte on the whole validation split, with
+# their ratio (one run each: the losses do not depend on the machine; the
+# dropout masks differ).
 #
 # Usage: bench/rnn.sh [BUILD]
 # Knobs: BENCH_CELLS="gru lstm" BENCH_REPEATS=3 BENCH_RNN_STEPS=60
@@ -56,6 +58,14 @@ torch_run () {  # torch_run CELL STEPS [flags]
   "$PY" bench/rnn_torch.py --cell "$cell" --threads "$THREADS" --steps "$steps" --window "$WINDOW" "$@"
 }
 field () { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1; }
+blob_tool=$OUT/params_blob
+# shellcheck disable=SC2046  # pkg-config prints several flags
+"${CC:-cc}" -std=c11 -O2 -D_GNU_SOURCE -Isrc -Iinclude -I"$BUILD/gen" \
+  $(pkg-config --cflags glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0) \
+  bench/params_blob.c -o "$blob_tool" "$BUILD/libshoal.a" \
+  $(pkg-config --libs glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0) \
+  -lm -lpthread || die "cannot build $blob_tool"
+
 shoal_rate () {  # median window rate after the warm-up windows
   /usr/bin/python3 - "$1" "$((WARMUP / WINDOW))" <<'PY'
 import json, statistics, sys
@@ -76,13 +86,17 @@ for cell in $CELLS; do
   done
   s=$(printf '%s\n' "${s_rates[@]}" | median)
   t=$(printf '%s\n' "${t_rates[@]}" | median)
-  # quality: the same steps, the whole validation split
+  # quality: the same initial weights (shoal's after a step at lr 0), the same steps,
+  # the whole validation split
+  shoal_run "$cell" 1 "$OUT/init-$cell" -o updater.lr=0 -o job.test_steps=1 || die "shoal run failed"
+  "$blob_tool" "$OUT/init-$cell" "$OUT/init-$cell.bin" || die "no initial params"
   shoal_run "$cell" "$QUALITY" "$OUT/q-$cell" -o job.test_steps=0 || die "shoal run failed"
   sv=$(grep '"phase":"test"' "$OUT/q-$cell/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([^,}]*\).*/\1/')
-  line=$(torch_run "$cell" "$QUALITY" --warmup 0 --window 10) || die "torch run failed"
+  line=$(torch_run "$cell" "$QUALITY" --warmup 0 --window 10 --init-from "$OUT/init-$cell.bin") \
+    || die "torch run failed"
   tv=$(field val_loss "$line")
   printf '%-5s %-22s %-22s %-6s %-10s %-10s %s\n' "$cell" "$s [$(printf '%s ' "${s_rates[@]}")]" \
     "$t [$(printf '%s ' "${t_rates[@]}")]" "$(awk -v a="$s" -v b="$t" 'BEGIN { printf "%.2f", a / b }')" \
     "$sv" "$tv" "$(awk -v a="$sv" -v b="$tv" 'BEGIN { printf "%.3f", a / b }')"
 done
-echo "(2-level $THREADS-thread runs of 32 x 100 bytes; val: mean loss per byte after $QUALITY steps, whole validation split)"
+echo "(2-level $THREADS-thread runs of 32 x 100 bytes; val: mean loss per byte after $QUALITY steps from the same initial weights, whole validation split)"
