@@ -5,11 +5,19 @@
 # validation split: the loss per byte falls from ln(vocab) = 4.6 to
 # below 2.4 (2.10 when written).  `shoal sample` from the workspace:
 # the same seed gives the same text, another seed another, and the prime
-# comes first; a prime byte outside the vocabulary is refused.
+# comes first; a prime byte outside the vocabulary is refused.  `shoal
+# layers` lists the recurrent layers and says their weights are torch's.
 set -euo pipefail
 build=${1:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+
+"$build/shoal" layers >"$dir/layers"
+grep -q "^gru: .*weights laid out as torch.nn.GRU's (weight_ih_l0 = \[W_ir; W_iz; W_in\], gates r, z, n)" "$dir/layers"
+grep -q "^lstm: .*weights laid out as torch.nn.LSTM's (weight_ih_l0 = \[W_ii; W_if; W_ig; W_io\], gates i, f, g, o)" "$dir/layers"
+for t in embedding text_input rbm_visible rbm_hidden rbm_free_energy sigmoid_cross_entropy_loss; do
+  grep -q "^$t: " "$dir/layers" || { echo "shoal layers does not list $t"; exit 1; }
+done
 
 files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | head -60)
 # shellcheck disable=SC2086
