@@ -1,5 +1,7 @@
-# shoal: one Makefile, no generator.  `make` builds build/shoal and
-# build/libshoal.a; `make test`, `make demo`, `make bench`, `make deps`.
+# shoal: one Makefile, no generator.  `make` builds build/shoal,
+# build/libshoal.so.MAJOR (and its links) and build/libshoal.a; `make test`,
+# `make demo`, `make bench`, `make deps`, `make install` (PREFIX, DESTDIR),
+# `make uninstall`.
 
 CC ?= cc
 PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0
@@ -7,8 +9,8 @@ BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
-  valgrind clang libclang-rt-14-dev python3 openmpi-bin iproute2 libjson-glib-dev gnuplot-nox \
-  libpython3.11-stdlib
+  valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
+  libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
 
@@ -17,6 +19,18 @@ WERROR ?= -Werror
 # The version is written once, in the public header.
 SHOAL_VERSION := $(shell sed -n 's/^\#define SHOAL_VERSION_STRING "\(.*\)"/\1/p' include/shoal/version.h)
 SHOAL_MAJOR := $(firstword $(subst ., ,$(SHOAL_VERSION)))
+
+# ---- where `make install` puts things (docs/LIBRARY.md) -------------------
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+DOCDIR ?= $(DATADIR)/doc/shoal
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# where `shoal run --plugin NAME` looks after SHOAL_PLUGIN_PATH (compiled in)
+PLUGINDIR ?= $(LIBDIR)/shoal/plugins
 # ---- sanitizers: `make SANITIZE=address,undefined test`, `make SANITIZE=thread test-threads`.
 # A sanitizer build lives in its own directory (build-asan, build-tsan, ...)
 # so it never mixes objects with build/; BUILD=... on the command line wins.
@@ -43,14 +57,29 @@ ifeq ($(CUDA),1)
   LDFLAGS += -Wl,-u,shoal_gpu_register
 endif
 
+# Every object is position-independent: the same objects make libshoal.so
+# and libshoal.a.  -fno-semantic-interposition lets the compiler call and
+# inline the library's own functions directly within a file, and the .so
+# links with -Bsymbolic-functions so calls between its files bind inside
+# it too: no PLT hop on internal calls (bench/README.md has the A/B).
+PIC := -fPIC -fno-semantic-interposition
 CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra $(WERROR) -D_GNU_SOURCE -fno-strict-aliasing -fno-math-errno \
-  $(SAN_FLAGS) $(CUDA_CFLAGS) -Iinclude -Isrc -I$(BUILD)/gen
+  $(PIC) $(SAN_FLAGS) $(CUDA_CFLAGS) -Iinclude -Isrc -I$(BUILD)/gen
 
 # pkg-config runs only once the packages exist (make deps may come first).
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_ALL = $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS)
 LIBS = $(PKG_LIBS) $(CUDA_LIBS) -lm -lpthread
+
+# Stamps: a file whose content is what its dependents were built with,
+# rewritten (so newer) only when that changes (their rules are at the end
+# of this Makefile): objects depend on the compile flags; plugin.o, shoal.pc
+# and the shoal binary on the install layout.
+FLAGS_STAMP := $(BUILD)/.flags
+LAYOUT_STAMP := $(BUILD)/.layout
+# shoal's RUNPATH to its installed library: $ORIGIN/../lib by default
+BIN_TO_LIB := $(shell realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')
 
 THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
@@ -72,7 +101,7 @@ TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
 
 .PHONY: all deps build-only test demo bench clean check-deps
-all: $(BUILD)/shoal $(BUILD)/libshoal.a $(TEST_BIN) examples
+all: $(BUILD)/shoal $(BUILD)/libshoal.so $(BUILD)/libshoal.a $(BUILD)/pkgconfig/shoal.pc $(TEST_BIN) examples
 
 build-only: all
 
@@ -102,49 +131,174 @@ GEN_SRC = $(wildcard $(BUILD)/gen/*.c)
 GEN_OBJ = $(patsubst $(BUILD)/gen/%.c,$(BUILD)/obj/gen/%.o,$(GEN_SRC))
 
 # Generated code is not ours to fix warnings in.
-$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_STAMP)
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_STAMP) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(OPT) -g -w $(SAN_FLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) -std=c11 $(OPT) -g -w $(PIC) $(SAN_FLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c $(GEN_STAMP)
+$(BUILD)/obj/%.o: %.c $(GEN_STAMP) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(OBJ_DEFS) -MMD -MP -c $< -o $@
+
+# The plugin loader's last directory is the installed one.
+$(BUILD)/obj/src/layers/plugin.o: OBJ_DEFS = -DSHOAL_PLUGIN_DIR='"$(PLUGINDIR)"'
+$(BUILD)/obj/src/layers/plugin.o: $(LAYOUT_STAMP)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
 
 # CUDA kernels: nvcc, host side as strict as the C code.
-NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Iinclude -Isrc -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
+NVCC_FLAGS = -std=c++17 -O2 -g $(CUDA_ARCH) -Iinclude -Isrc -Xcompiler -fPIC,-Wall,-Wextra$(if $(WERROR),$(comma)-Werror) \
   $(if $(WERROR),-Werror all-warnings)
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
 -include $(GPU_CU_OBJ:.o=.d)
 
+# ---- the library: libshoal.so.MAJOR and libshoal.a from the same objects ----
+SO_NAME := libshoal.so.$(SHOAL_MAJOR)
+SO_FILE := libshoal.so.$(SHOAL_VERSION)
+# -z defs: every symbol the library uses comes from a library it names
+# (a sanitizer's runtime comes from the program instead).
+SO_LDFLAGS := -shared -Wl,-soname,$(SO_NAME) -Wl,-Bsymbolic-functions $(if $(SANITIZE),,-Wl,-z,defs)
+
 # GEN_OBJ is only known once the generator ran: a second make pass, and a
 # shell glob (make caches directory listings from before the generator).
-$(BUILD)/libshoal.a: $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_STAMP)
+# One stamp, so that the two libraries never compile them at once.
+GEN_OBJ_STAMP := $(BUILD)/obj/gen/.stamp
+$(GEN_OBJ_STAMP): $(GEN_STAMP) $(FLAGS_STAMP)
 	@$(MAKE) --no-print-directory gen-objs
+	@touch $@
+
+$(BUILD)/libshoal.a: $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_OBJ_STAMP)
 	rm -f $@
 	ar rcs $@ $(LIB_OBJ) $(GPU_CU_OBJ) $(BUILD)/obj/gen/*.o
+
+# The whole library, GPU objects included in a CUDA build (src/gpu/register.c
+# plugs the backend in from a constructor when the library loads).
+$(BUILD)/$(SO_FILE): $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_OBJ_STAMP)
+	$(CC) $(SO_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJ) $(GPU_CU_OBJ) $(BUILD)/obj/gen/*.o -Wl,--as-needed $(LIBS)
+$(BUILD)/$(SO_NAME): $(BUILD)/$(SO_FILE)
+	ln -sfn $(SO_FILE) $@
+$(BUILD)/libshoal.so: $(BUILD)/$(SO_NAME)
+	ln -sfn $(SO_NAME) $@
 
 .PHONY: gen-objs
 gen-objs: $(GEN_OBJ)
 
-$(BUILD)/shoal: $(TOOL_OBJ) $(BUILD)/libshoal.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libshoal.a $(LIBS)
+# shoal links libshoal.so, so that plugins it loads (which link
+# libshoal.so too) share its one copy of the library and layer registry.
+# It finds the library next to itself (the build tree) or in ../lib
+# relative to its installed place.
+$(BUILD)/shoal: $(TOOL_OBJ) $(BUILD)/libshoal.so $(LAYOUT_STAMP)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(SAN_EXE_OBJ) -Wl,--as-needed $(BUILD)/libshoal.so \
+	  -Wl,--enable-new-dtags,-rpath,'$$ORIGIN:$$ORIGIN/$(BIN_TO_LIB)' $(LIBS)
 
+# Tests link the archive: they call internals and load no plugin.
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJ) $(SAN_EXE_OBJ) $(BUILD)/libshoal.a $(LIBS)
 
-# ---- examples: programs that link libshoal like an application would ----
-EXAMPLE_SRC := $(wildcard examples/*/*.c)
-EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+# ---- pkg-config -------------------------------------------------------------
+# The public headers include glib.h and gmodule.h (GError, GModule);
+# everything else is the library's own business (Requires.private, used
+# by `pkg-config --static`).  A program that uses tensors, layers, nets
+# and updaters links libshoal.a without Thrift or LMDB (docs/LIBRARY.md).
+PC_REQUIRES := glib-2.0 gobject-2.0 gmodule-2.0
+PC_REQUIRES_PRIVATE := thrift_c_glib lmdb openblas zlib
+PC_LIBS_PRIVATE := $(strip $(if $(filter 1,$(CUDA)),-Wl$(comma)-u$(comma)shoal_gpu_register $(CUDA_LIBS)) -lm -lpthread)
+# pc_file PREFIX-LINE LIBDIR INCLUDEDIR PLUGINDIR
+define pc_file
+prefix=$(1)
+libdir=$(2)
+includedir=$(3)
+plugindir=$(4)
+
+Name: shoal
+Description: distributed deep learning in C: tensors, layers, nets, updaters, jobs
+Version: $(SHOAL_VERSION)
+Requires: $(PC_REQUIRES)
+Requires.private: $(PC_REQUIRES_PRIVATE)
+Libs: -L$${libdir} -lshoal
+Libs.private: $(PC_LIBS_PRIVATE)
+Cflags: -I$${includedir}
+endef
+# A path under PREFIX written as ${prefix}/...
+pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(patsubst $(PREFIX),$${prefix},$(1)))
+# Installed: relocatable (prefix relative to the .pc file, as meson's
+# pkgconfig.relocatable), so a tree installed with DESTDIR or moved as a
+# whole works with PKG_CONFIG_PATH alone.
+PC_PREFIX := $${pcfiledir}/$(shell realpath -m --relative-to='$(PKGCONFIGDIR)' '$(PREFIX)')
+$(BUILD)/shoal.pc: $(LAYOUT_STAMP) include/shoal/version.h Makefile | $(BUILD)/pkgconfig/
+	$(file >$@,$(call pc_file,$(PC_PREFIX),$(call pc_path,$(LIBDIR)),$(call pc_path,$(INCLUDEDIR)),$(call pc_path,$(PLUGINDIR))))
+	@echo "wrote $@"
+# The build tree as a prefix: the examples build against it as they would
+# against an installed shoal (PKG_CONFIG_PATH=BUILD/pkgconfig).  Its
+# plugindir is where this build's library looks: the installed one.
+$(BUILD)/pkgconfig/shoal.pc: $(LAYOUT_STAMP) include/shoal/version.h Makefile | $(BUILD)/pkgconfig/
+	$(file >$@,$(call pc_file,$(CURDIR),$(abspath $(BUILD)),$${prefix}/include,$(PLUGINDIR)))
+	@echo "wrote $@"
+
+$(BUILD)/pkgconfig/:
+	mkdir -p $@
+
+# ---- examples: built against BUILD as an application is against an installed
+# shoal, with its own Makefile and `pkg-config shoal` only
+EXAMPLE_DIRS := $(patsubst %/Makefile,%,$(wildcard examples/*/Makefile))
 .PHONY: examples
-examples: $(EXAMPLE_BIN)
-$(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
+examples: $(BUILD)/libshoal.so $(BUILD)/pkgconfig/shoal.pc
+	@for d in $(EXAMPLE_DIRS); do \
+	  env -u MAKEFLAGS -u MFLAGS $(MAKE) --no-print-directory -C $$d OUT=$(abspath $(BUILD))/$$d \
+	    PKG_CONFIG_PATH='$(abspath $(BUILD))/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))' CC='$(CC)' \
+	    CFLAGS='$(OPT) -g -Wall -Wextra $(WERROR) $(SAN_FLAGS)' LDFLAGS='$(SAN_FLAGS)' || exit 1; \
+	done
+
+# ---- man page: help2man reads `shoal --help` and `shoal --version` --------
+# docs/shoal.h2m adds the sections --help lacks, with the install's paths.
+$(BUILD)/man/shoal.1: $(BUILD)/shoal docs/shoal.h2m $(LAYOUT_STAMP)
+	@command -v help2man >/dev/null || { echo "help2man is missing (Debian package help2man; make deps)"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LIBS)
+	sed -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' docs/shoal.h2m >$(BUILD)/man/shoal.h2m
+	help2man --no-info --no-discard-stderr --include=$(BUILD)/man/shoal.h2m \
+	  --name='distributed deep learning: train a job with the scheme its conf picks' \
+	  --output=$@.tmp $(BUILD)/shoal
+	mv $@.tmp $@
+
+# ---- install ------------------------------------------------------------------
+# `make install [PREFIX=/usr/local] [DESTDIR=stage]`; `make uninstall` with
+# the same variables removes exactly those files (and shoal's own
+# directories when empty: plugins someone put there stay).
+INSTALL ?= install
+INSTALL_HEADERS := $(wildcard include/shoal/*.h)
+INSTALL_DOCS := $(wildcard docs/*.md)
+INSTALL_EXAMPLE := $(wildcard examples/custom-layer/*.c examples/custom-layer/*.conf \
+  examples/custom-layer/Makefile examples/custom-layer/README.md)
+D := $(DESTDIR)
+.PHONY: install uninstall
+install: $(BUILD)/shoal $(BUILD)/libshoal.so $(BUILD)/libshoal.a $(BUILD)/shoal.pc $(BUILD)/man/shoal.1
+	$(INSTALL) -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR)/shoal $(D)$(MANDIR)/man1 \
+	  $(D)$(DOCDIR)/docs $(D)$(DOCDIR)/examples/custom-layer $(D)$(PLUGINDIR)
+	$(INSTALL) -m 755 $(BUILD)/$(SO_FILE) $(D)$(LIBDIR)/$(SO_FILE)
+	ln -sfn $(SO_FILE) $(D)$(LIBDIR)/$(SO_NAME)
+	ln -sfn $(SO_NAME) $(D)$(LIBDIR)/libshoal.so
+	$(INSTALL) -m 644 $(BUILD)/libshoal.a $(D)$(LIBDIR)/libshoal.a
+	$(INSTALL) -m 644 $(BUILD)/shoal.pc $(D)$(PKGCONFIGDIR)/shoal.pc
+	$(INSTALL) -m 644 $(INSTALL_HEADERS) $(D)$(INCLUDEDIR)/shoal/
+	$(INSTALL) -m 755 $(BUILD)/shoal $(D)$(BINDIR)/shoal
+	$(INSTALL) -m 644 $(BUILD)/man/shoal.1 $(D)$(MANDIR)/man1/shoal.1
+	$(INSTALL) -m 644 README.md $(D)$(DOCDIR)/README.md
+	$(INSTALL) -m 644 $(INSTALL_DOCS) $(D)$(DOCDIR)/docs/
+	$(INSTALL) -m 644 $(INSTALL_EXAMPLE) $(D)$(DOCDIR)/examples/custom-layer/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+uninstall:
+	rm -f $(D)$(BINDIR)/shoal $(D)$(LIBDIR)/$(SO_FILE) $(D)$(LIBDIR)/$(SO_NAME) $(D)$(LIBDIR)/libshoal.so \
+	  $(D)$(LIBDIR)/libshoal.a $(D)$(PKGCONFIGDIR)/shoal.pc $(D)$(MANDIR)/man1/shoal.1 $(D)$(DOCDIR)/README.md
+	rm -f $(addprefix $(D)$(INCLUDEDIR)/shoal/,$(notdir $(INSTALL_HEADERS)))
+	rm -f $(addprefix $(D)$(DOCDIR)/docs/,$(notdir $(INSTALL_DOCS)))
+	rm -f $(addprefix $(D)$(DOCDIR)/examples/custom-layer/,$(notdir $(INSTALL_EXAMPLE)))
+	@for d in $(D)$(INCLUDEDIR)/shoal $(D)$(PLUGINDIR) $(D)$(LIBDIR)/shoal $(D)$(DOCDIR)/docs \
+	  $(D)$(DOCDIR)/examples/custom-layer $(D)$(DOCDIR)/examples $(D)$(DOCDIR); do \
+	  [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d; done
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 # ---- data ---------------------------------------------------------------
 FMNIST := /usr/share/datasets/fashion-mnist
@@ -199,8 +353,8 @@ clean:
 THREAD_TESTS ?= test_data|test_server|test_rpc|test_group_wire|test_partition|test_runner|test_worker|test_param|e2e_tsan_
 ifneq ($(findstring thread,$(SANITIZE)),)
 SAN_OBJ := $(BUILD)/obj/test/sanitizers/tsan_glib.o
-LIBS += $(SAN_OBJ)
-$(TEST_BIN) $(BUILD)/shoal $(EXAMPLE_BIN): $(SAN_OBJ)
+SAN_EXE_OBJ := $(SAN_OBJ)
+$(TEST_BIN) $(BUILD)/shoal: $(SAN_OBJ)
 endif
 .PHONY: test-threads
 test-threads: deps
@@ -210,12 +364,15 @@ test-threads: deps
 	@test/run-tests.sh $(BUILD) '$(THREAD_TESTS)'
 
 # `make fuzz`: libFuzzer targets fuzz/fuzz_*.c built with clang, ASan and
-# UBSan into build-fuzz/, each run FUZZ_SECONDS from its seed corpus
-# fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, crashes to
-# build-fuzz/crashes/).  test/e2e/fuzz_smoke.sh runs each 10 s in `make test`.
+# UBSan into build-fuzz/, each run from its seed corpus fuzz/corpus/NAME
+# until FUZZ_RUNS executions or FUZZ_SECONDS, whichever comes first (10 M
+# or an hour: fuzz/README.md has the figures; new inputs go to
+# build-fuzz/corpus/NAME, crashes to build-fuzz/crashes/).
+# test/e2e/fuzz_smoke.sh runs each 10 s in `make test`.
 # -Werror is gcc's contract; clang only warns here (and ignores gcc's pragmas).
 FUZZ_BUILD := build-fuzz
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 3600
+FUZZ_RUNS ?= 10000000
 FUZZ_SRC := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 .PHONY: fuzz fuzz-build fuzz-bins
@@ -224,9 +381,23 @@ fuzz-build:
 	  CFLAGS=-Wno-unknown-pragmas SANITIZE=fuzzer-no-link,address,undefined fuzz-bins
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
-	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	@SHOAL_FUZZ_RUNS=$(FUZZ_RUNS) fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz/%: $(BUILD)/obj/fuzz/%.o $(BUILD)/libshoal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libshoal.a $(LIBS)
 -include $(FUZZ_SRC:fuzz/%.c=$(BUILD)/obj/fuzz/%.d)
+
+# ---- stamps (see FLAGS_STAMP above) ------------------------------------------
+# A stamp's recipe runs every time but rewrites the file only when its text
+# changes; make looks at the file's time after the recipe, so dependents are
+# rebuilt only then (git's GIT-CFLAGS does the same).
+.PHONY: FORCE
+define stamp_recipe
+@mkdir -p $(dir $@)
+@printf '%s\n' '$(subst ','\'',$(1))' | cmp -s - $@ || printf '%s\n' '$(subst ','\'',$(1))' >$@
+endef
+$(FLAGS_STAMP): FORCE
+	$(call stamp_recipe,$(CC) $(CFLAGS_ALL) | $(NVCC) $(NVCC_FLAGS))
+$(LAYOUT_STAMP): FORCE
+	$(call stamp_recipe,$(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(PKGCONFIGDIR) $(PLUGINDIR) $(BIN_TO_LIB))

@@ -120,7 +120,11 @@ main (int argc, char **argv)
     }
   ShoalParamStore *store = shoal_net_params (net);
   shoal_param_store_init_values (store, job->seed);
-  shoal_param_store_allocate_state (store, shoal_updater_state_per_value (job->updater.kind));
+  if (!shoal_param_store_allocate_state (store, shoal_updater_state_per_value (job->updater.kind), &error))
+    {
+      fprintf (stderr, "gpu_train: %s\n", error->message);
+      return 1;
+    }
   shoal_param_store_zero_grads (store);
   int batch = shoal_tensor_rows (&shoal_net_input (net)->out);
 

@@ -460,10 +460,10 @@ main (int argc, char **argv)
       ShoalUpdaterConf upd;
       ShoalServerOptions so = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
       shoal_param_store_declare (layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
-      shoal_param_store_allocate (layout);
+      g_assert_true (shoal_param_store_allocate (layout, NULL));
       shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
       upd.schedule.lr = 1e-6f;
-      ShoalServer *server = shoal_server_new (layout, &upd, &so);
+      ShoalServer *server = shoal_server_new (layout, &upd, &so, NULL);
       shoal_server_host_all (server);
       ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "bench" };
       ShoalRpcServer *rpc = shoal_rpc_server_start (server, &ro, &error);

@@ -79,9 +79,16 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     }
   else
     {
-      /* an override names its place instead of a line */
-      if (!shoal_conf_override (conf, "layer fuzz.num_output=7", &error))
-        g_error ("a well-formed override failed: %s", error->message);
+      /* a well-formed override of a layer the conf has succeeds; of one it
+       * lacks, it fails naming the -o (it cannot add a layer) */
+      gboolean has = g_key_file_has_group (shoal_conf_keyfile (conf), "layer fuzz");
+      gboolean ok = shoal_conf_override (conf, "layer fuzz.num_output=7", &error);
+      if (ok != has)
+        g_error ("a well-formed override of %s layer: %s", has ? "an existing" : "a missing",
+                 ok ? "accepted" : error->message);
+      if (!ok && !g_str_has_prefix (error->message, "-o layer fuzz.num_output: "))
+        g_error ("the refused override does not name the -o: %s", error->message);
+      g_clear_error (&error);
       shoal_conf_free (conf);
     }
 

@@ -12,13 +12,16 @@
  * answer came within 20 ms the harness puts version 2^62 (the most a put
  * may set) into every hosted slice, which wakes it.  Every input starts
  * from the same values and versions; a SYNC server that an input gave a
- * stop step (stop_at, which lasts) is replaced by a fresh one. */
+ * stop step (stop_at, which lasts) is replaced by a fresh one.  The
+ * connection's thread is joined before the input returns, and the
+ * servers are stopped at exit (see stop_targets). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -57,7 +60,7 @@ target_start (Target *t, ShoalUpdateMode mode, int contributors, int nslices, gb
   GError *error = NULL;
 
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
-  t->server = shoal_server_new (layout, &upd, &sopts);
+  t->server = shoal_server_new (layout, &upd, &sopts, NULL);
   t->nslices = nslices;
   for (int i = 0; i < nslices; i++)
     if (!host_even || i % 2 == 0)
@@ -79,6 +82,29 @@ target_start (Target *t, ShoalUpdateMode mode, int contributors, int nslices, gb
     }
 }
 
+/* At exit, before LeakSanitizer's last check: the acceptor threads end,
+ * and GLib frees their slice magazines.  LeakSanitizer (clang 14, glibc
+ * 2.36) reported the magazine of a live acceptor started after a target's
+ * restart (GLib's ThreadMemory, 2032 bytes, from g_malloc0 under
+ * g_slice_alloc, held only in the thread's GPrivate slot) as a direct
+ * leak: seen in every run with restarts (at ~30 k runs mid-run, or at
+ * exit), never without restarts (115 k runs), never once the targets are
+ * stopped first (2 runs of 80-92 k runs with restarts); a real leak would
+ * survive the stop and grow with the restarts, this is one block per run. */
+static void
+stop_targets (void)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (targets); i++)
+    {
+      shoal_rpc_server_stop (targets[i].rpc);
+      shoal_server_free (targets[i].server);
+      targets[i].rpc = NULL;
+      targets[i].server = NULL;
+    }
+  shoal_param_store_free (layout);
+  layout = NULL;
+}
+
 static void
 init (void)
 {
@@ -90,11 +116,12 @@ init (void)
   layout = shoal_param_store_new ();
   shoal_param_store_declare (layout, "fc/weight", &w, &spec, 4, FLOATS / 8, 1.0f, 1.0f);
   shoal_param_store_declare (layout, "fc/bias", &b, &spec, 1, 1, 1.0f, 1.0f);
-  shoal_param_store_allocate (layout);
+  g_assert_true (shoal_param_store_allocate (layout, NULL));
   for (size_t i = 0; i < layout->total; i++)
     layout->values[i] = (float) i;
   target_start (&targets[0], SHOAL_UPDATE_ASYNC, 1, 3, FALSE);
   target_start (&targets[1], SHOAL_UPDATE_SYNC, 2, 4, TRUE);
+  atexit (stop_targets);
 }
 
 /* version SHOAL_SERVER_MAX_VERSION (wake) or 0 with the initial values (reset) */
@@ -187,6 +214,16 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       put_all (t, SHOAL_SERVER_MAX_VERSION);
     }
   close (fd);
+  /* the connection's thread is joined before the next input, so no
+   * thread of an earlier input is still ending while the next runs or
+   * while libFuzzer's leak check looks at the heap; it also keeps the
+   * run 2-4x faster than threads piling up until the next accept */
+  for (int spins = 0; shoal_rpc_server_reap (t->rpc) > 0; spins++)
+    {
+      if (spins == 10000)
+        g_error ("fuzz: the connection's thread did not end within 10 s");
+      g_usleep (1000);
+    }
   if (fuzz_verbose)
     g_printerr ("fuzz: %zu bytes of replies, %d wake-ups\n", got, round);
   put_all (t, 0);

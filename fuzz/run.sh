@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target of a fuzz build for SECONDS each and prints
-# one line per target: executions, corpus size, and whether it crashed.
+# Runs every libFuzzer target of a fuzz build for SECONDS each (or until
+# SHOAL_FUZZ_RUNS executions, when set and reached first) and prints one
+# line per target: executions, rate, corpus size, and whether it crashed.
 # Usage: fuzz/run.sh FUZZ_BUILD SECONDS [TARGET...]
 # Seeds come from fuzz/corpus/TARGET (read only); inputs the fuzzer finds
 # go to FUZZ_BUILD/corpus/TARGET and crashes to FUZZ_BUILD/crashes/.
@@ -33,13 +34,19 @@ for t in "${targets[@]}"; do
   start=$(date +%s)
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GiB is a leak or a blow-up
   "$bin" "$work" $([ -d "$seeds" ] && echo "$seeds") -max_total_time="$secs" -timeout=10 \
+    ${SHOAL_FUZZ_RUNS:+-runs=$SHOAL_FUZZ_RUNS} \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/crashes/$t-" >"$log" 2>&1
   rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
   corpus=$(find "$work" -type f | wc -l)
+  # libFuzzer stops checking for leaks after each input once 1000 checks
+  # found none; the check at exit still runs
+  note=""
+  grep -q 'disabled leak detection' "$log" && note=" (leak checks per input stopped after 1000; one at exit)"
   if [ "$rc" -eq 0 ]; then
-    echo "ok   $t: ${runs:-?} runs in $(( $(date +%s) - start )) s, $cov, corpus $corpus"
+    echo "ok   $t: ${runs:-?} runs in $(( $(date +%s) - start )) s (${rate:-?}/s), $cov, corpus $corpus$note"
   else
     failed=1
     echo "FAIL $t (exit $rc): log $log"

@@ -3,6 +3,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data/checkpoint.h"
 #include "core/error.h"
@@ -140,11 +141,55 @@ test_grows (void)
   g_free (dir);
 }
 
+/* A store whose data.mdb was cut short is an error naming the file, not a
+ * SIGBUS on the first read through LMDB's map. */
+static void
+test_truncated (void)
+{
+  char *dir = g_dir_make_tmp ("ckpt-XXXXXX", NULL);
+  char *file = g_build_filename (dir, "data.mdb", NULL);
+  GError *error = NULL;
+  ShoalCheckpoint *c = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+  char *text = g_malloc (200000);
+  memset (text, 'x', 199999);
+  text[199999] = '\0';
+  save (c, 10, "server", text);
+  g_free (text);
+  shoal_checkpoint_close (c);
+  GStatBuf st;
+  g_assert_cmpint (g_stat (file, &st), ==, 0);
+  guint64 full = (guint64) st.st_size;
+  g_assert_cmpint (truncate (file, 8192), ==, 0);
+  for (int create = 0; create < 2; create++)
+    {
+      g_assert_null (shoal_checkpoint_open (dir, create, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+      char *want = g_strdup_printf ("checkpoint: %s: truncated: the file has 8192 bytes, its pages in use "
+                                    "end at byte %" G_GUINT64_FORMAT " (a partial copy or a damaged file)",
+                                    file, full);
+      g_assert_cmpstr (error->message, ==, want);
+      g_free (want);
+      g_clear_error (&error);
+    }
+  g_assert_cmpint (truncate (file, 0), ==, 0);
+  g_assert_null (shoal_checkpoint_open (dir, FALSE, &error));
+  char *want = g_strdup_printf ("checkpoint: %s: truncated: the file has 0 bytes, fewer than LMDB's two "
+                                "meta pages (8192 bytes at least)", file);
+  g_assert_cmpstr (error->message, ==, want);
+  g_free (want);
+  g_clear_error (&error);
+  rm_rf (dir);
+  g_free (file);
+  g_free (dir);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/checkpoint/keeps-two-steps", test_keeps_two_steps);
   g_test_add_func ("/checkpoint/grows", test_grows);
+  g_test_add_func ("/checkpoint/truncated", test_truncated);
   return g_test_run ();
 }

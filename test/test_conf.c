@@ -290,9 +290,9 @@ static void
 test_unknown_section (void)
 {
   assert_message (job_error ("[job]\ntrain_steps = 5\n\n[jobb]\nname = x\n", NULL),
-                  "x.conf:4: [jobb] unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                  "x.conf:4: [jobb] unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
   assert_message (job_error ("[job]\ntrain_steps = 5\n[layerfc]\ntype = relu\n", NULL),
-                  "x.conf:3: [layerfc] unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                  "x.conf:3: [layerfc] unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
   assert_message (job_error ("[job]\ntrain_steps = 5\ntest_frq = 5\n", NULL),
                   "x.conf:3: [job] test_frq: unknown key (did you mean 'test_freq'?)");
 }
@@ -325,6 +325,33 @@ test_override_replaces (void)
   g_assert_cmpstr (job->name, ==, "a=b");
   g_assert_cmpfloat (job->updater.schedule.lr, ==, 0.5f);
   shoal_job_free (job);
+
+  /* train_steps and epochs give the same length: the command line's wins */
+  const char *const steps[] = { "job.train_steps=5", NULL };
+  job = shoal_job_load_data ("[job]\nepochs = 3\n", "x.conf", steps, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (job->train_steps, ==, 5);
+  g_assert_cmpfloat (job->epochs, ==, 0);
+  g_assert_false (g_key_file_has_key (shoal_conf_keyfile (job->conf), "job", "epochs", NULL));
+  shoal_job_free (job);
+  const char *const epochs[] = { "job.epochs=0.5", NULL };
+  job = shoal_job_load_data ("[job]\ntrain_steps = 10\n", "x.conf", epochs, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (job->train_steps, ==, 0);
+  g_assert_cmpfloat (job->epochs, ==, 0.5);
+  shoal_job_free (job);
+  /* epochs = 0 on the command line keeps the file's train_steps */
+  const char *const zero[] = { "job.epochs=0", NULL };
+  job = shoal_job_load_data ("[job]\ntrain_steps = 10\n", "x.conf", zero, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (job->train_steps, ==, 10);
+  shoal_job_free (job);
+  /* both in the file, or both on the command line: an error */
+  assert_message (job_error ("[job]\ntrain_steps = 10\nepochs = 1\n", NULL),
+                  "x.conf:3: [job] epochs: give train_steps or epochs, not both");
+  const char *const both[] = { "job.train_steps=5", "job.epochs=1", NULL };
+  assert_message (job_error ("[job]\nepochs = 3\n", both),
+                  "-o job.epochs: [job] epochs: give train_steps or epochs, not both");
 }
 
 static void
@@ -343,9 +370,19 @@ test_override_errors (void)
   const char *const fine[] = { "layer fc1.num_output=3", NULL };
   assert_message (net_error_o (BASE "bias = maybe\n", fine),
                   "x.conf:11: [layer fc1] bias: expected true or false, got 'maybe'");
-  /* a layer created only by -o has no line: the file is named */
+  /* -o naming a layer the conf lacks: the -o is to blame, not the file */
   const char *const new_layer[] = { "layer fc9.num_output=3", NULL };
-  assert_message (net_error_o (BASE, new_layer), "x.conf: [layer fc9] missing required key 'type'");
+  assert_message (net_error_o (BASE, new_layer),
+                  "-o layer fc9.num_output: x.conf has no [layer fc9] (did you mean 'layer fc1.num_output'?)");
+  const char *const far_layer[] = { "layer classifier.type=dense", NULL };
+  assert_message (net_error_o (BASE, far_layer), "-o layer classifier.type: x.conf has no [layer classifier]");
+  assert_message (job_error ("[job]\ntrain_steps = 10\n" BASE, new_layer),
+                  "-o layer fc9.num_output: x.conf has no [layer fc9] (did you mean 'layer fc1.num_output'?)");
+  /* a section only -o wrote: errors about it name the -o */
+  const char *const typo_section[] = { "layre fc1.num_output=3", NULL };
+  assert_message (job_error ("[job]\ntrain_steps = 10\n" BASE, typo_section),
+                  "-o layre fc1.num_output: [layre fc1] unknown section (expected [job], [updater], [cluster], [emulate] "
+                  "or [layer NAME])");
 
   /* the job loader and the net see the same overridden conf */
   const char *const jo[] = { "job.train_steps=abc", NULL };

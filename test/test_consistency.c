@@ -19,7 +19,7 @@ make_layout (void)
   ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
   ShoalShape a = shoal_shape_make (1, 32);
   shoal_param_store_declare (store, "w", &a, &init, 10, 10, 1, 1);
-  shoal_param_store_allocate (store);
+  g_assert_true (shoal_param_store_allocate (store, NULL));
   for (size_t i = 0; i < store->total; i++)
     store->values[i] = 1;
   return store;
@@ -90,7 +90,7 @@ test_staleness_scripted (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (0.1f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   gint64 ready = -1;
   /* (base version, expected staleness): the version goes 0, 1, 2, ... */
@@ -123,7 +123,7 @@ test_staleness_scripted (void)
   g_assert_cmpint (h.count, ==, 0);
   /* SYNC: every accepted gradient was computed on the step's values */
   ShoalServerOptions so = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 1 };
-  ShoalServer *sync = shoal_server_new (layout, &u, &so);
+  ShoalServer *sync = shoal_server_new (layout, &u, &so, NULL);
   shoal_server_host_all (sync);
   for (gint64 step = 0; step < 3; step++)
     for (int w = 0; w < 2; w++)
@@ -147,7 +147,7 @@ test_lr_by_staleness (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (0.5f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1, .lr_by_staleness = TRUE };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   float *v = shoal_server_values (server);
   push (server, 0, 0, 0, 1, NULL);          /* staleness 0: lr / 1 */
@@ -175,7 +175,7 @@ run_ssp_script (int units, int bound, guint32 seed)
   ShoalUpdaterConf u = plain_sgd (0.01f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1, .ssp_units = units,
                            .ssp_bound = bound };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   GRand *rand = g_rand_new_with_seed (seed);
   gint64 *next = g_new0 (gint64, units);     /* the step each unit is in */
@@ -275,7 +275,7 @@ test_ssp_wakes (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (0.01f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1, .ssp_units = 2, .ssp_bound = 1 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   for (gint64 step = 0; step < 4; step++)
     push (server, step, -1, 0, 0, NULL);
@@ -300,7 +300,7 @@ test_ssp_wakes (void)
   g_clear_error (&error);
   /* no SSP: never a wait */
   ShoalServerOptions plain = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1 };
-  ShoalServer *free_running = shoal_server_new (layout, &u, &plain);
+  ShoalServer *free_running = shoal_server_new (layout, &u, &plain, NULL);
   shoal_server_host_all (free_running);
   g_assert_true (shoal_server_wait_bound (free_running, 0, 0, 1000, 0, &error));
   shoal_server_free (free_running);
@@ -319,7 +319,7 @@ test_backup_drops_late (void)
   ShoalUpdaterConf u = plain_sgd (1.0f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 3, .backup_workers = 1,
                            .nslices = 1 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   float *v = shoal_server_values (server);
   gint64 ready = -1;
@@ -370,7 +370,7 @@ test_backup_drops_late (void)
 
   /* without backup workers a late gradient stays an error */
   ShoalServerOptions strict = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 1 };
-  ShoalServer *bsp = shoal_server_new (layout, &u, &strict);
+  ShoalServer *bsp = shoal_server_new (layout, &u, &strict, NULL);
   shoal_server_host_all (bsp);
   push (bsp, 0, 0, -1, 1, NULL);
   push (bsp, 0, 0, -1, 1, NULL);

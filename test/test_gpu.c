@@ -199,13 +199,37 @@ compare_params (Pair *p, double rtol)
     }
 }
 
+/* Backward ADDS into param gradients (layer.h), on the device as on the
+ * CPU, and the net adds the device's gradients into the host's.  So the
+ * step starts from known non-zero gradients: P on the GPU net's device
+ * copy, Q on its host copy, P + Q on the CPU net; both must end at
+ * P + Q + gradient (P and Q are exact in float). */
+static void
+prefill_grads (Pair *p)
+{
+  GError *error = NULL;
+  ShoalParamStore *cs = shoal_net_params (p->cpu), *gs = shoal_net_params (p->gpu);
+  g_assert_cmpuint (cs->total, ==, gs->total);
+  float *dev = g_new (float, gs->total);
+  for (size_t i = 0; i < gs->total; i++)
+    {
+      float pp = 0.5f - 0.125f * (float) (i % 9), qq = 0.25f * (float) (i % 5) - 0.5f;
+      cs->grads[i] = pp + qq;
+      gs->grads[i] = qq;
+      dev[i] = pp;
+    }
+  g_assert_nonnull (gs->dev_grads);
+  g_assert_true (shoal_device_copy (gs->dev_grads, dev, gs->total * sizeof (float), &error));
+  g_assert_no_error (error);
+  g_free (dev);
+}
+
 /* One train step on both nets, everything compared; returns the loss. */
 static double
 compare_step (Pair *p, double rtol)
 {
   GError *error = NULL;
-  shoal_param_store_zero_grads (shoal_net_params (p->cpu));
-  shoal_param_store_zero_grads (shoal_net_params (p->gpu));
+  prefill_grads (p);
   double lc = shoal_net_forward (p->cpu, SHOAL_PHASE_TRAIN);
   double lg = shoal_net_forward (p->gpu, SHOAL_PHASE_TRAIN);
   g_assert_true (shoal_net_device_error (p->gpu, &error));

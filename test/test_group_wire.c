@@ -113,9 +113,9 @@ slices_new (Slices *s, int nslices, int floats)
 
   s->layout = shoal_param_store_new ();
   shoal_param_store_declare (s->layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
-  shoal_param_store_allocate (s->layout);
+  g_assert_true (shoal_param_store_allocate (s->layout, NULL));
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
-  s->server = shoal_server_new (s->layout, &upd, &so);
+  s->server = shoal_server_new (s->layout, &upd, &so, NULL);
   for (int i = 0; i < nslices; i++)
     shoal_server_host_slice (s->server, i);
 }
@@ -525,7 +525,8 @@ test_wire_peer_down (void)
   g_assert_false (p.wire[0]->alive (p.wire[0]->data, 1, &error));
   assert_error_has (error, "group 5: process 1 is gone");
   g_clear_error (&error);
-  char *where = g_strdup_printf ("group 5: process 1: 127.0.0.1:%d: cannot connect", port1);
+  /* a process reached before that cannot be reached now is gone */
+  char *where = g_strdup_printf ("group 5: process 1 is gone: 127.0.0.1:%d: cannot connect", port1);
   /* the pooled connection was closed by the peer, and no new one opens */
   g_assert_false (p.wire[0]->send (p.wire[0]->data, 1, 3, msg, &error));
   assert_error_has (error, where);

@@ -1,6 +1,8 @@
 /* Initialisers: every kind draws from the distribution init.h defines,
  * checked by sample moments (tolerances from the standard error), bounds
- * and shape, and the conf names parse back to their kinds. */
+ * and shape; and every conf name init.h documents draws, value by value,
+ * what a reference computed here from that documented formula draws. */
+#include <glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -86,30 +88,111 @@ assert_uniform (const float *x, double low, double high)
                      NSE * sqrt (p * (1 - p) / N));
 }
 
-static void
-test_names (void)
+/* A reference draw computed here from the RNG's primitives and the
+ * formulas init.h documents (in double), not from init.c's code. */
+typedef double (*Reference) (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out);
+
+static double
+ref_constant (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
 {
-  const char *expected[SHOAL_INIT_COUNT] = {
-    [SHOAL_INIT_CONSTANT] = "constant",
-    [SHOAL_INIT_GAUSSIAN] = "gaussian",
-    [SHOAL_INIT_UNIFORM] = "uniform",
-    [SHOAL_INIT_GAUSSIAN_SQRT_FAN_IN] = "gaussian_sqrt_fan_in",
-    [SHOAL_INIT_UNIFORM_SQRT_FAN_IN] = "uniform_sqrt_fan_in",
-    [SHOAL_INIT_GLOROT_UNIFORM] = "glorot_uniform",
-    [SHOAL_INIT_GLOROT_NORMAL] = "glorot_normal",
-  };
+  (void) rng, (void) fan_in, (void) fan_out;
+  return spec->value;
+}
+
+static double
+ref_gaussian (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
+{
+  (void) fan_in, (void) fan_out;
+  return spec->mean + spec->std * (double) shoal_rng_gaussian (rng);
+}
+
+static double
+ref_uniform (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
+{
+  (void) fan_in, (void) fan_out;
+  return spec->low + (spec->high - (double) spec->low) * shoal_rng_uniform (rng);
+}
+
+/* "draw as gaussian/uniform and divide by sqrt(fan_in)" */
+static double
+ref_gaussian_sqrt_fan_in (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
+{
+  return ref_gaussian (rng, spec, fan_in, fan_out) / sqrt ((double) fan_in);
+}
+
+static double
+ref_uniform_sqrt_fan_in (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
+{
+  return ref_uniform (rng, spec, fan_in, fan_out) / sqrt ((double) fan_in);
+}
+
+/* "uniform in +-sqrt(6 / (fan_in + fan_out))" */
+static double
+ref_glorot_uniform (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
+{
+  (void) spec;
+  double a = sqrt (6.0 / (fan_in + fan_out));
+  return -a + 2 * a * shoal_rng_uniform (rng);
+}
+
+/* "normal with std sqrt(2 / (fan_in + fan_out))" */
+static double
+ref_glorot_normal (ShoalRng *rng, const ShoalInitSpec *spec, int fan_in, int fan_out)
+{
+  (void) spec;
+  return sqrt (2.0 / (fan_in + fan_out)) * shoal_rng_gaussian (rng);
+}
+
+/* The conf names init.h documents, each with what it must draw. */
+static const struct {
+  const char *name;
+  Reference ref;
+} documented[] = {
+  { "constant", ref_constant },
+  { "gaussian", ref_gaussian },
+  { "uniform", ref_uniform },
+  { "gaussian_sqrt_fan_in", ref_gaussian_sqrt_fan_in },
+  { "uniform_sqrt_fan_in", ref_uniform_sqrt_fan_in },
+  { "xavier", ref_glorot_uniform },
+  { "glorot_uniform", ref_glorot_uniform },
+  { "glorot_normal", ref_glorot_normal },
+};
+
+/* Every documented name parses to a kind whose draws are the reference
+ * draws of that name, value by value, from the same stream. */
+static void
+test_names_draw_their_formula (void)
+{
+  enum { M = 2000 };
+  const int fan_in = 37, fan_out = 91;
+  gboolean seen[SHOAL_INIT_COUNT] = { FALSE };
+  for (gsize d = 0; d < G_N_ELEMENTS (documented); d++)
+    {
+      ShoalInitSpec spec = { .value = -0.375f, .mean = 0.25f, .std = 1.5f, .low = -0.5f, .high = 2.0f };
+      g_assert_true (shoal_init_kind_parse (documented[d].name, &spec.kind));
+      seen[spec.kind] = TRUE;
+      float x[M];
+      ShoalRng rng, ref;
+      shoal_rng_seed (&rng, 11, d);
+      shoal_rng_seed (&ref, 11, d);
+      shoal_init_fill (&spec, fan_in, fan_out, &rng, x, M);
+      for (int i = 0; i < M; i++)
+        {
+          double want = documented[d].ref (&ref, &spec, fan_in, fan_out);
+          if (fabs (x[i] - want) > 1e-6 * MAX (1.0, fabs (want)))
+            g_error ("%s: draw %d is %.9g, the formula gives %.9g", documented[d].name, i, x[i], want);
+        }
+    }
+  /* every kind has a documented name, and names round-trip */
   for (int k = 0; k < SHOAL_INIT_COUNT; k++)
     {
-      g_assert_cmpstr (shoal_init_kind_name (k), ==, expected[k]);
+      g_assert_true (seen[k]);
       ShoalInitKind parsed = SHOAL_INIT_COUNT;
-      g_assert_true (shoal_init_kind_parse (expected[k], &parsed));
+      g_assert_true (shoal_init_kind_parse (shoal_init_kind_name (k), &parsed));
       g_assert_cmpint (parsed, ==, k);
     }
-  ShoalInitKind kind = SHOAL_INIT_CONSTANT;
-  g_assert_true (shoal_init_kind_parse ("xavier", &kind));
-  g_assert_cmpint (kind, ==, SHOAL_INIT_GLOROT_UNIFORM);
 
-  kind = SHOAL_INIT_COUNT;
+  ShoalInitKind kind = SHOAL_INIT_COUNT;
   g_assert_false (shoal_init_kind_parse ("normal", &kind));
   g_assert_false (shoal_init_kind_parse ("", &kind));
   g_assert_false (shoal_init_kind_parse ("Gaussian", &kind));
@@ -245,7 +328,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/init/names", test_names);
+  g_test_add_func ("/init/names-draw-their-formula", test_names_draw_their_formula);
   g_test_add_func ("/init/constant", test_constant);
   g_test_add_func ("/init/gaussian", test_gaussian);
   g_test_add_func ("/init/uniform", test_uniform);

@@ -18,7 +18,7 @@ store_new (const char *const *names, const int *rows)
       ShoalShape shape = { 2, { rows[i], 3 } };
       shoal_param_store_declare (s, names[i], &shape, &init, 3, rows[i], 1, 1);
     }
-  shoal_param_store_allocate (s);
+  g_assert_true (shoal_param_store_allocate (s, NULL));
   for (guint i = 0; i < s->params->len; i++)
     {
       ShoalParam *p = g_ptr_array_index (s->params, i);

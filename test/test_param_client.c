@@ -15,7 +15,7 @@ make_store (void)
   ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT, .value = 1 };
   ShoalShape shape = shoal_shape_make (1, 64);
   shoal_param_store_declare (store, "l/weight", &shape, &init, 1, 1, 1, 1);
-  shoal_param_store_allocate (store);
+  g_assert_true (shoal_param_store_allocate (store, NULL));
   shoal_param_store_init_values (store, 1);
   return store;
 }
@@ -27,7 +27,7 @@ make_server (ShoalParamStore *layout, ShoalUpdateMode mode)
   shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
   u.schedule.lr = 0.5f;
   ShoalServerOptions o = { .mode = mode, .sync_contributors = 1, .nslices = 4 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   return server;
 }
@@ -36,7 +36,7 @@ static ShoalParamClient *
 connect_local (ShoalParamStore *store, ShoalServer *server, ShoalUpdateMode mode)
 {
   GError *error = NULL;
-  ShoalParamClient *c = shoal_param_client_new (store, 4, mode);
+  ShoalParamClient *c = shoal_param_client_new (store, 4, mode, NULL);
   for (int s = 0; s < 4; s++)
     shoal_param_client_route_local (c, s, server);
   g_assert_true (shoal_param_client_start (c, &error));
@@ -143,7 +143,7 @@ test_checkpoint_servers (void)
   ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
   ShoalShape shape = shoal_shape_make (1, 100);
   shoal_param_store_declare (other, "x/weight", &shape, &init, 1, 1, 1, 1);
-  shoal_param_store_allocate (other);
+  g_assert_true (shoal_param_store_allocate (other, NULL));
   ShoalServer *wrong = make_server (other, SHOAL_UPDATE_SYNC);
   g_assert_false (shoal_server_restore (wrong, ckpt, 1, &error));
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
@@ -174,7 +174,7 @@ test_stop_refuses_step (void)
   shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
   u.schedule.lr = 0.5f;
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 4 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   ShoalParamClient *a = connect_local (sa, server, SHOAL_UPDATE_SYNC);
   ShoalParamClient *b = connect_local (sb, server, SHOAL_UPDATE_SYNC);

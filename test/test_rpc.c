@@ -67,12 +67,12 @@ env_start (Env *env, const EnvConf *conf)
   ShoalShape s2 = shoal_shape_make (2, 1, half);
   shoal_param_store_declare (env->layout, "fc/weight", &s1, &init, 1, 1, 1.0f, 1.0f);
   shoal_param_store_declare (env->layout, "fc/bias", &s2, &init, 1, 1, 1.0f, 1.0f);
-  shoal_param_store_allocate (env->layout);
+  g_assert_true (shoal_param_store_allocate (env->layout, NULL));
   value_pattern (env->layout->values, env->layout->total, 0);
 
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
   upd.schedule.lr = LR;
-  env->server = shoal_server_new (env->layout, &upd, &sopts);
+  env->server = shoal_server_new (env->layout, &upd, &sopts, NULL);
   env->nslices = conf->nslices;
   for (int i = 0; i < conf->nslices; i++)
     if (!conf->host_some || i % 2 == 0)
@@ -1073,9 +1073,9 @@ test_bind_address (void)
   ShoalUpdaterConf upd;
   ShoalServerOptions so = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
   shoal_param_store_declare (layout, "w", &s, &init, 1, 1, 1, 1);
-  shoal_param_store_allocate (layout);
+  g_assert_true (shoal_param_store_allocate (layout, NULL));
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
-  ShoalServer *server = shoal_server_new (layout, &upd, &so);
+  ShoalServer *server = shoal_server_new (layout, &upd, &so, NULL);
   g_assert_null (shoal_rpc_server_start (server, &ro, &error));
   assert_error_has (error, "rpc server: cannot listen on 192.0.2.1:0: ");
   g_clear_error (&error);

@@ -18,7 +18,7 @@ make_layout (void)
   ShoalShape a = shoal_shape_make (2, 10, 10), b = shoal_shape_make (1, 37);
   shoal_param_store_declare (store, "l/weight", &a, &init, 10, 10, 1, 1);
   shoal_param_store_declare (store, "l/bias", &b, &init, 10, 10, 2, 0);
-  shoal_param_store_allocate (store);
+  g_assert_true (shoal_param_store_allocate (store, NULL));
   for (size_t i = 0; i < store->total; i++)
     store->values[i] = (float) i * 0.01f;
   return store;
@@ -83,7 +83,7 @@ test_sync_averages (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (0.5f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 3, .nslices = 2 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   size_t b, e;
   shoal_server_slice_range (server, 1, &b, &e);
@@ -148,7 +148,7 @@ test_adam_param_across_slices (void)
   ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
   ShoalShape big = shoal_shape_make (1, 64);
   shoal_param_store_declare (layout, "l/weight", &big, &init, 8, 8, 1, 1);
-  shoal_param_store_allocate (layout);
+  g_assert_true (shoal_param_store_allocate (layout, NULL));
   for (size_t i = 0; i < layout->total; i++)
     layout->values[i] = 0.5f;
   ShoalUpdaterConf u;
@@ -156,7 +156,7 @@ test_adam_param_across_slices (void)
   u.schedule.lr = 0.1f;
   ShoalServerOptions one = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 1 };
   ShoalServerOptions two = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 2 };
-  ShoalServer *whole = shoal_server_new (layout, &u, &one), *cut = shoal_server_new (layout, &u, &two);
+  ShoalServer *whole = shoal_server_new (layout, &u, &one, NULL), *cut = shoal_server_new (layout, &u, &two, NULL);
   shoal_server_host_all (whole);
   shoal_server_host_all (cut);
   size_t b0, e0, b1, e1;
@@ -196,7 +196,7 @@ test_async_and_errors (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (0.1f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 3 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_slice (server, 0);
   size_t b, e;
   shoal_server_slice_range (server, 0, &b, &e);
@@ -239,8 +239,8 @@ test_hogwild_groups_converge (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (1.0f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1, .keep_baseline = TRUE };
-  ShoalServer *master = shoal_server_new (layout, &u, &o);
-  ShoalServer *other = shoal_server_new (layout, &u, &o);
+  ShoalServer *master = shoal_server_new (layout, &u, &o, NULL);
+  ShoalServer *other = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (master);
   shoal_server_host_all (other);
   size_t n = layout->total;
@@ -343,8 +343,8 @@ test_stop_at (void)
   ShoalUpdaterConf u = plain_sgd (0.5f);
   u.momentum = 0.9f;  /* optimiser state goes into the checkpoint too */
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 2 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
-  ShoalServer *never = shoal_server_new (layout, &u, &o);  /* the same steps, no stop */
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
+  ShoalServer *never = shoal_server_new (layout, &u, &o, NULL);  /* the same steps, no stop */
   shoal_server_host_all (server);
   shoal_server_host_all (never);
   size_t total = layout->total, b1, e1;
@@ -410,7 +410,7 @@ test_stop_at (void)
   g_assert_no_error (error);
   g_assert_true (shoal_server_checkpoint (server, ckpt, 1, &error));
   g_assert_no_error (error);
-  ShoalServer *again = shoal_server_new (layout, &u, &o);
+  ShoalServer *again = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (again);
   g_assert_true (shoal_server_restore (again, ckpt, 1, &error));
   g_assert_no_error (error);
@@ -445,7 +445,7 @@ test_stop_at_async (void)
   ShoalParamStore *layout = make_layout ();
   ShoalUpdaterConf u = plain_sgd (0.1f);
   ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 1 };
-  ShoalServer *server = shoal_server_new (layout, &u, &o);
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
   shoal_server_host_all (server);
   float *grad = g_new0 (float, layout->total);
   GError *error = NULL;

@@ -92,6 +92,16 @@ service ParamService {
   binary apply_delta (1: string token, 2: i32 slice, 3: binary delta)
     throws (1: ParamError err),
 
+  /* Hogwild with elastic averaging (EASGD, Zhang, Choromanska, LeCun
+   * 2015), master side: with the slice's center c and a group's replica
+   * x = values, d = alpha (x - c), c += d; returns d, which the group
+   * subtracts from its replica.  0 < alpha <= 1.  REFUSED where the
+   * slice keeps no center (a server not run with hogwild_sync = elastic).
+   * Added after apply_delta: an older server answers it with an unknown
+   * method error, never with a wrong rule. */
+  binary elastic_exchange (1: string token, 2: i32 slice, 3: binary values, 4: double alpha)
+    throws (1: ParamError err),
+
   StatsReply stats (1: string token)
     throws (1: ParamError err),
 

@@ -2,7 +2,8 @@
  * by shoal's own loop, in this process, as `shoal run` trains a layout
  * that fits one process (one worker group; its workers as threads).
  * Layouts over several processes need `shoal run`'s launcher or `shoal
- * proc` under mpirun/srun. */
+ * proc` under mpirun/srun, except on the virtual clock ([emulate] clock
+ * = virtual), which emulates any layout in this process. */
 #ifndef SHOAL_PUBLIC_JOB_H
 #define SHOAL_PUBLIC_JOB_H
 
@@ -33,7 +34,7 @@ typedef struct {
 /* Trains the job into `workspace` (created; its job.conf, metrics.jsonl
  * and checkpoints), resuming from its newest checkpoint when `resume`.
  * result may be NULL.  FALSE with SHOAL_ERROR_UNSUPPORTED when the
- * layout needs several processes, or the errors of the net, the data,
+ * layout needs several processes (and the clock is real), or the errors of the net, the data,
  * the checkpoints and the training (a NaN loss is SHOAL_ERROR_DATA). */
 gboolean shoal_job_train (ShoalJob *job, const char *workspace, gboolean resume,
                           ShoalTrainResult *result, GError **error);

@@ -49,7 +49,9 @@ typedef struct {
  *  - SHOAL_ERROR_IO: no such file, or it cannot be loaded (the dynamic
  *    loader's message: a missing symbol, not a shared object);
  *  - SHOAL_ERROR_UNSUPPORTED: it is not a shoal plugin (no
- *    shoal_plugin_info) or was built for another plugin ABI;
+ *    shoal_plugin_info), was built for another plugin ABI, or calls
+ *    another copy of libshoal than the caller (a program linked with
+ *    libshoal.a cannot load plugins: link it with libshoal.so);
  *  - its init's error, e.g. SHOAL_ERROR_CONF "layer type 'x' is already
  *    registered". */
 gboolean shoal_plugin_load (const char *path, GError **error);

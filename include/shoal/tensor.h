@@ -68,8 +68,8 @@ ShoalDevice shoal_tensor_device (const ShoalTensor *t);
  * Aborts like g_malloc when memory cannot be had: use it for small state,
  * and shoal_try_alloc_floats where the size comes from a user. */
 float *shoal_alloc_floats (size_t count);
-/* The same, NULL with SHOAL_ERROR_MEMORY ("cannot allocate N bytes") on
- * failure. */
+/* The same, NULL with SHOAL_ERROR_MEMORY ("out of memory allocating N
+ * bytes (X GiB)") on failure. */
 float *shoal_try_alloc_floats (size_t count, GError **error);
 void shoal_free_aligned (void *p);
 

@@ -35,6 +35,12 @@ const ShoalOption shoal_cluster_options[] = {
   { "async_lr", SHOAL_OPT_STRING, "groups", SHOAL_UNBOUNDED, "none|groups|staleness",
     "asynchronous schemes: lr of one update: groups = lr / pushing groups, none = lr (Dean et al.), "
     "staleness = lr / the update's staleness (Zhang et al. 2016)" },
+  { "hogwild_sync", SHOAL_OPT_STRING, "average", SHOAL_UNBOUNDED, "average|elastic",
+    "Hogwild (nserver_groups > 1): average = deltas to the slice's master, weighted 1/g; elastic = "
+    "elastic averaging (EASGD, Zhang et al. 2015): replica and master's center move toward each other" },
+  { "elastic_alpha", SHOAL_OPT_FLOAT, "0.5", SHOAL_UNBOUNDED, NULL,
+    "hogwild_sync = elastic: the moving rate alpha (0 < alpha <= 1): d = alpha (replica - center); "
+    "replica -= d; center += d" },
   { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
     "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
     "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
@@ -82,6 +88,27 @@ check_consistency (ShoalConf *conf, const ShoalClusterConf *c, GError **error)
                         "nworkers_per_group)", c->nworkers_per_group);
       return FALSE;
     }
+  if (c->hogwild_sync != SHOAL_HOGWILD_AVERAGE && c->nserver_groups == 1)
+    {
+      shoal_conf_error (conf, error, g, "hogwild_sync",
+                        "is how Hogwild's server groups meet; with nserver_groups = 1 there is one replica");
+      return FALSE;
+    }
+  if (g_key_file_has_key (shoal_conf_keyfile (conf), g, "elastic_alpha", NULL))
+    {
+      char buf[G_ASCII_DTOSTR_BUF_SIZE];
+      if (c->hogwild_sync != SHOAL_HOGWILD_ELASTIC)
+        {
+          shoal_conf_error (conf, error, g, "elastic_alpha", "only elastic averaging uses it (hogwild_sync = elastic)");
+          return FALSE;
+        }
+      if (!(c->elastic_alpha > 0 && c->elastic_alpha <= 1))
+        {
+          shoal_conf_error (conf, error, g, "elastic_alpha", "%s is not in (0, 1]: the replica and the center move "
+                            "alpha of the way toward each other", g_ascii_formatd (buf, sizeof buf, "%g", c->elastic_alpha));
+          return FALSE;
+        }
+    }
   if (c->async_lr != SHOAL_ASYNC_LR_GROUPS && c->nworker_groups == 1)
     {
       shoal_conf_error (conf, error, g, "async_lr",
@@ -114,6 +141,10 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
                 : strcmp (async_lr, "staleness") == 0 ? SHOAL_ASYNC_LR_STALENESS
                                                       : SHOAL_ASYNC_LR_GROUPS;
   g_free (async_lr);
+  char *sync = shoal_conf_get_string (conf, g, t, "hogwild_sync");
+  c->hogwild_sync = strcmp (sync, "elastic") == 0 ? SHOAL_HOGWILD_ELASTIC : SHOAL_HOGWILD_AVERAGE;
+  g_free (sync);
+  c->elastic_alpha = shoal_conf_get_float (conf, g, t, "elastic_alpha");
   if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
     {
       shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",

@@ -20,6 +20,13 @@ typedef enum {
   SHOAL_ASYNC_LR_STALENESS   /* lr / staleness of the update, at least 1 (Zhang et al. 2016) */
 } ShoalAsyncLr;
 
+/* [cluster] hogwild_sync: how a Hogwild group's replica and the slice's
+ * master meet every sync_freq updates. */
+typedef enum {
+  SHOAL_HOGWILD_AVERAGE,     /* the master adds each group's delta weighted 1/g (model averaging) */
+  SHOAL_HOGWILD_ELASTIC      /* EASGD: replica and center move toward each other by elastic_alpha */
+} ShoalHogwildSync;
+
 typedef struct {
   int nworker_groups;
   int nworkers_per_group;
@@ -35,6 +42,8 @@ typedef struct {
   int staleness;            /* SSP: steps the fastest group may be ahead of the slowest; -1: unbounded */
   int backup_workers;       /* SYNC: gradients of a step the servers do not wait for (Chen et al.) */
   ShoalAsyncLr async_lr;
+  ShoalHogwildSync hogwild_sync;
+  double elastic_alpha;     /* EASGD: 0 < alpha <= 1 */
   int ngpus;                /* entries of gpus; 0: every worker on the CPU */
   int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */
 } ShoalClusterConf;

@@ -9,8 +9,16 @@
 #include "core/error.h"
 #include "partition/partition.h"
 
-/* The job text with its [cluster] section blanked out line by line, so
- * every other key keeps its line number in messages. */
+gboolean
+shoal_topology_key_is_placement (const char *key)
+{
+  return strcmp (key, "gpus") == 0 || shoal_option_find (shoal_partition_options, key) != NULL;
+}
+
+/* The job text with the scheme keys of its [cluster] section blanked out
+ * line by line, so every other key keeps its line number in messages;
+ * its placement keys stay, as they say where this job's parts run
+ * whichever scheme the topology picks. */
 char *
 shoal_topology_blank_cluster (const char *text, const char *topology_path)
 {
@@ -20,18 +28,17 @@ shoal_topology_blank_cluster (const char *text, const char *topology_path)
     {
       char *trimmed = g_strstrip (g_strdup (lines[i]));
       if (trimmed[0] == '[')
+        in_cluster = strcmp (trimmed, "[cluster]") == 0;
+      else if (in_cluster && trimmed[0] != '#' && strchr (trimmed, '=') != NULL)
         {
-          in_cluster = strcmp (trimmed, "[cluster]") == 0;
-          if (in_cluster)
+          char *key = g_strstrip (g_strndup (trimmed, (gsize) (strchr (trimmed, '=') - trimmed)));
+          if (!shoal_topology_key_is_placement (key))
             {
               g_free (lines[i]);
-              lines[i] = g_strdup_printf ("# [cluster] replaced by %s", topology_path);
-              g_free (trimmed);
-              continue;
+              lines[i] = g_strdup_printf ("# replaced by %s", topology_path);
             }
+          g_free (key);
         }
-      if (in_cluster)
-        lines[i][0] = '\0';
       g_free (trimmed);
     }
   char *out = g_strjoinv ("\n", lines);

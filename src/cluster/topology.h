@@ -1,5 +1,5 @@
 /* Topology files: a conf holding only a [cluster] section (the files in conf/)
- * that replaces a job's [cluster].  The job loader (worker/job.h,
+ * whose keys replace the scheme keys of a job's [cluster].  The job loader (worker/job.h,
  * shoal_job_load_topology) applies one as overrides on the job text with
  * its own [cluster] blanked out, so every other key keeps its line. */
 #ifndef SHOAL_TOPOLOGY_H
@@ -15,9 +15,14 @@ G_BEGIN_DECLS
  * (g_strfreev), or NULL with error. */
 char **shoal_topology_overrides (const char *path, GError **error);
 
-/* The job conf text with its [cluster] section blanked out line by line
- * (its header becomes a comment naming topology_path), so every other
- * key keeps its line number in messages.  Newly allocated. */
+/* [cluster] keys that say where a job's parts run rather than which
+ * scheme runs (gpus, partition_dim): a topology keeps the job's. */
+gboolean shoal_topology_key_is_placement (const char *key);
+
+/* The job conf text with the scheme keys of its [cluster] section blanked
+ * out line by line (each becomes a comment naming topology_path), so
+ * every other key keeps its line number in messages; the placement keys
+ * stay.  Newly allocated. */
 char *shoal_topology_blank_cluster (const char *text, const char *topology_path);
 
 G_END_DECLS

@@ -5,6 +5,8 @@
  * large message holds up only the thread sending it. */
 #include "comm/group_wire.h"
 
+#include <string.h>
+
 #include "core/error.h"
 
 #define DEFAULT_CONNECT_RETRIES 300   /* 30 s at rpc_client's 100 ms between attempts */
@@ -12,6 +14,8 @@
  * group is lost, and a leader telling the others to stop should not wait
  * 30 s per dead peer for that. */
 #define RECONNECT_RETRIES 5
+/* a live process answers a probe call within milliseconds */
+#define PROBE_TIMEOUT_MS 2000
 
 typedef struct {
   GMutex lock;
@@ -28,6 +32,56 @@ typedef struct {
   ShoalMailbox *mailbox;        /* borrowed */
   Peer *peers;                  /* nprocs; this_proc's unused */
 } ThriftWire;
+
+/* A failed send to a process that was reached before: whether the error
+ * reads "cannot connect", "receive: Connection reset by peer" or "send:
+ * Broken pipe" depends only on where the call was when the process died,
+ * and a dying process may still accept a connection for a moment.  So a
+ * probe call (stats: any answer, a refusal included, means alive) tells a
+ * dead process ("is gone", as wire_alive says it) from a call that failed
+ * on a live one.  `connecting`: the send failed to connect, which already
+ * is the probe.  Takes `e`. */
+static void
+fail_send (ThriftWire *tw, int proc, gboolean connecting, GError *e, GError **error)
+{
+  Peer *peer = &tw->peers[proc];
+  g_mutex_lock (&peer->lock);
+  gboolean reached = peer->reached;
+  ShoalRpcClientOptions opts = peer->opts;
+  opts.connect_retries = MIN (opts.connect_retries, RECONNECT_RETRIES);
+  opts.timeout_ms = PROBE_TIMEOUT_MS;
+  g_mutex_unlock (&peer->lock);
+
+  GError *probe = NULL;
+  gboolean gone = FALSE;
+  if (reached && connecting)
+    gone = TRUE;
+  else if (reached)
+    {
+      ShoalRpcClient *c = shoal_rpc_client_connect (&opts, &probe);
+      if (c != NULL)
+        {
+          ShoalServerStats st;
+          gone = !shoal_rpc_client_stats (c, &st, &probe) && shoal_rpc_client_peer_closed (c)
+                 /* a stopped (SIGSTOP) or wedged process is not gone */
+                 && strstr (probe->message, "timed out") == NULL;
+          shoal_rpc_client_free (c);
+        }
+      else
+        gone = TRUE;
+    }
+  if (gone && probe != NULL)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d is gone: %s (a call to it "
+                 "failed: %s)", tw->group, proc, probe->message, e->message);
+  else if (gone)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d is gone: %s", tw->group, proc,
+                 e->message);
+  else
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d: %s", tw->group, proc,
+                 e->message);
+  g_clear_error (&probe);
+  g_error_free (e);
+}
 
 static gboolean
 wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error)
@@ -59,6 +113,7 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
   if (peer->reached)
     opts.connect_retries = MIN (opts.connect_retries, RECONNECT_RETRIES);
   g_mutex_unlock (&peer->lock);
+  gboolean connecting = c == NULL;
   if (c == NULL)
     c = shoal_rpc_client_connect (&opts, &e);
 
@@ -67,10 +122,9 @@ wire_send (gpointer data, int proc, guint32 channel, GBytes *msg, GError **error
   if (c == NULL || !shoal_rpc_client_send_bridge (c, tw->group, channel, bytes, len, &e))
     {
       /* a refused or broken call: the next send starts from a fresh connection */
+      gboolean connect_failed = connecting && c == NULL;
       shoal_rpc_client_free (c);
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "group %d: process %d: %s", tw->group,
-                   proc, e->message);
-      g_error_free (e);
+      fail_send (tw, proc, connect_failed, e, error);
       return FALSE;
     }
   g_mutex_lock (&peer->lock);

@@ -76,11 +76,17 @@ client_alloc (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
 }
 
 ShoalParamClient *
-shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
+shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode, GError **error)
 {
   g_return_val_if_fail (store->allocated && nslices >= 1, NULL);
+  float *sendbuf = shoal_try_alloc_floats (store->total, error);
+  if (sendbuf == NULL)
+    {
+      shoal_param_store_prefix_nomem (store, error, "param client: send buffer");
+      return NULL;
+    }
   ShoalParamClient *c = client_alloc (store, nslices, mode);
-  c->sendbuf = shoal_alloc_floats (store->total);
+  c->sendbuf = sendbuf;
   return c;
 }
 

@@ -33,8 +33,10 @@ typedef struct _ShoalParamClient ShoalParamClient;
 
 /* A client for the worker whose params are `store` (borrowed; must
  * outlive the client), over `nslices` slices (shoal_slice_range).
- * Route every slice, then start. */
-ShoalParamClient *shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode);
+ * Route every slice, then start.  NULL with SHOAL_ERROR_MEMORY when its
+ * send buffer (the size of the params) does not fit in memory. */
+ShoalParamClient *shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode,
+                                          GError **error);
 void shoal_param_client_route_local (ShoalParamClient *client, int slice, ShoalServer *server);
 /* `endpoint` is copied; clients to the same host:port share a connection. */
 void shoal_param_client_route_remote (ShoalParamClient *client, int slice,

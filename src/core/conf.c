@@ -26,6 +26,31 @@ line_key (const char *group, const char *key)
   return g_strconcat (group, "\x1f", key ? key : "", NULL);
 }
 
+static guint edit_distance (const char *a, const char *b);
+
+/* The conf's layer whose name is nearest to name (2 edits at most), newly
+ * allocated, or NULL. */
+static char *
+closest_layer (ShoalConf *conf, const char *name)
+{
+  char **groups = g_key_file_get_groups (conf->keyfile, NULL);
+  char *best = NULL;
+  guint best_d = 3;
+  for (int i = 0; groups[i] != NULL; i++)
+    if (g_str_has_prefix (groups[i], "layer "))
+      {
+        guint d = edit_distance (name, groups[i] + strlen ("layer "));
+        if (d < best_d)
+          {
+            best_d = d;
+            g_free (best);
+            best = g_strdup (groups[i] + strlen ("layer "));
+          }
+      }
+  g_strfreev (groups);
+  return best;
+}
+
 /* GKeyFile silently merges a group written twice and keeps the last of a
  * key written twice; in a job conf both are copy-paste mistakes, so the
  * scan that records lines rejects them. */
@@ -173,12 +198,48 @@ shoal_conf_override (ShoalConf *conf, const char *assignment, GError **error)
   *dot = '\0';
   char *group = g_strstrip (left);
   char *key = g_strstrip (dot + 1);
+  /* a layer needs its type and sources: -o changes the conf's layers, a
+   * layer it names that the conf lacks is a typo to report here, at -o */
+  if (g_str_has_prefix (group, "layer ") && !g_key_file_has_group (conf->keyfile, group))
+    {
+      char *hint = closest_layer (conf, group + strlen ("layer "));
+      char *also = hint != NULL ? g_strdup_printf (" (did you mean 'layer %s.%s'?)", hint, key) : g_strdup ("");
+      g_free (hint);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "-o %s.%s: %s has no [%s]%s", group, key,
+                   conf->origin, group, also);
+      g_free (also);
+      g_free (left);
+      return FALSE;
+    }
   char *value = g_strstrip (g_strdup (eq + 1));
   g_key_file_set_value (conf->keyfile, group, key, value);
   g_hash_table_add (conf->overrides, line_key (group, key));
   g_free (value);
   g_free (left);
   return TRUE;
+}
+
+/* A key -o set in group, or NULL. */
+static const char *
+override_key_of (ShoalConf *conf, const char *group)
+{
+  GHashTableIter it;
+  gpointer k;
+  gsize n = strlen (group);
+  g_hash_table_iter_init (&it, conf->overrides);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    if (strncmp (k, group, n) == 0 && ((const char *) k)[n] == '\x1f')
+      return (const char *) k + n + 1;
+  return NULL;
+}
+
+gboolean
+shoal_conf_is_override (ShoalConf *conf, const char *group, const char *key)
+{
+  char *k = line_key (group, key);
+  gboolean is = g_hash_table_contains (conf->overrides, k);
+  g_free (k);
+  return is;
 }
 
 int
@@ -201,8 +262,12 @@ shoal_conf_error (ShoalConf *conf, GError **error, const char *group, const char
 
   char *where;
   char *k = line_key (group, key);
+  const char *by = NULL;
   if (key != NULL && g_hash_table_contains (conf->overrides, k))
     where = g_strdup_printf ("-o %s.%s", group, key);
+  else if (key == NULL && shoal_conf_line (conf, group, NULL) == 0
+           && (by = override_key_of (conf, group)) != NULL)
+    where = g_strdup_printf ("-o %s.%s", group, by);   /* a section only -o wrote */
   else
     {
       int line = key ? shoal_conf_line (conf, group, key) : 0;

@@ -20,6 +20,8 @@ G_BEGIN_DECLS
 GKeyFile *shoal_conf_keyfile (ShoalConf *conf);
 /* 1-based line of the key (or of the group when key is NULL); 0 if unknown. */
 int shoal_conf_line (ShoalConf *conf, const char *group, const char *key);
+/* Whether -o set the key. */
+gboolean shoal_conf_is_override (ShoalConf *conf, const char *group, const char *key);
 
 /* Sets *error (SHOAL_ERROR_CONF) to "ORIGIN:LINE: [GROUP] KEY: message". */
 void shoal_conf_error (ShoalConf *conf, GError **error, const char *group, const char *key,

@@ -89,7 +89,7 @@ void *
 shoal_device_alloc (ShoalDevice device, size_t bytes, GError **error)
 {
   if (device.kind == SHOAL_DEVICE_CPU)
-    return shoal_alloc_floats ((bytes + sizeof (float) - 1) / sizeof (float));
+    return shoal_try_alloc_floats ((bytes + sizeof (float) - 1) / sizeof (float), error);
   const ShoalDeviceBackend *b = backend_for (device, error);
   return b != NULL ? b->alloc (device.index, bytes, error) : NULL;
 }
@@ -138,7 +138,7 @@ void *
 shoal_device_host_alloc (ShoalDevice device, size_t bytes, GError **error)
 {
   if (device.kind == SHOAL_DEVICE_CPU)
-    return shoal_alloc_floats ((bytes + sizeof (float) - 1) / sizeof (float));
+    return shoal_try_alloc_floats ((bytes + sizeof (float) - 1) / sizeof (float), error);
   const ShoalDeviceBackend *b = backend_for (device, error);
   return b != NULL ? b->host_alloc (device.index, bytes, error) : NULL;
 }

@@ -100,14 +100,61 @@ bind_views (ShoalParamStore *store)
     }
 }
 
-void
-shoal_param_store_allocate (ShoalParamStore *store)
+const ShoalParam *
+shoal_param_store_largest (const ShoalParamStore *store)
 {
-  g_return_if_fail (!store->allocated);
-  store->values = shoal_alloc_floats (store->total);
-  store->grads = shoal_alloc_floats (store->total);
+  const ShoalParam *big = NULL;
+  for (guint i = 0; i < store->params->len; i++)
+    {
+      const ShoalParam *p = g_ptr_array_index (store->params, i);
+      if (big == NULL || p->count > big->count)
+        big = p;
+    }
+  return big;
+}
+
+void
+shoal_param_store_prefix_nomem (const ShoalParamStore *store, GError **error, const char *what)
+{
+  const ShoalParam *big = shoal_param_store_largest (store);
+  if (big == NULL)
+    {
+      g_prefix_error (error, "%s: ", what);
+      return;
+    }
+  char *dims = shoal_shape_to_string (&big->shape);
+  char *size = shoal_format_bytes (big->count * sizeof (float));
+  g_prefix_error (error, "%s of %u params (largest: %s %s, %s): ", what, store->params->len,
+                  big->name, dims, size);
+  g_free (size);
+  g_free (dims);
+}
+
+static float *
+alloc_buffer (ShoalParamStore *store, size_t count, const char *what, GError **error)
+{
+  float *p = shoal_try_alloc_floats (count, error);
+  if (p == NULL)
+    shoal_param_store_prefix_nomem (store, error, what);
+  return p;
+}
+
+gboolean
+shoal_param_store_allocate (ShoalParamStore *store, GError **error)
+{
+  g_return_val_if_fail (!store->allocated, FALSE);
+  float *values = alloc_buffer (store, store->total, "values", error);
+  float *grads = values != NULL ? alloc_buffer (store, store->total, "gradients", error) : NULL;
+  if (grads == NULL)
+    {
+      shoal_free_aligned (values);
+      return FALSE;
+    }
+  store->values = values;
+  store->grads = grads;
   store->allocated = TRUE;
   bind_views (store);
+  return TRUE;
 }
 
 gboolean
@@ -164,12 +211,20 @@ shoal_param_store_borrow_values (ShoalParamStore *store, float *values)
   bind_views (store);
 }
 
-void
-shoal_param_store_allocate_state (ShoalParamStore *store, int per_value)
+gboolean
+shoal_param_store_allocate_state (ShoalParamStore *store, int per_value, GError **error)
 {
+  float *state = NULL;
+  if (per_value > 0)
+    {
+      state = alloc_buffer (store, store->total * (size_t) per_value, "optimiser state", error);
+      if (state == NULL)
+        return FALSE;
+    }
   shoal_free_aligned (store->state);
-  store->state = per_value > 0 ? shoal_alloc_floats (store->total * (size_t) per_value) : NULL;
+  store->state = state;
   store->state_per_value = per_value;
+  return TRUE;
 }
 
 /* FNV-1a: a stable 64-bit stream id from a param name. */

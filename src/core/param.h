@@ -59,8 +59,11 @@ ShoalParam *shoal_param_store_declare (ShoalParamStore *store, const char *name,
                                        int fan_in, int fan_out,
                                        float lr_scale, float wd_scale);
 
-/* Allocates zeroed values and grads and binds every param's views. */
-void shoal_param_store_allocate (ShoalParamStore *store);
+/* Allocates zeroed values and grads and binds every param's views.
+ * FALSE with SHOAL_ERROR_MEMORY when memory is short ("values of 6
+ * params (largest: fc2/weight 500000x1024, 1.9 GiB): out of memory
+ * allocating N bytes (2.0 GiB)"); the store is then as before. */
+gboolean shoal_param_store_allocate (ShoalParamStore *store, GError **error);
 /* Makes params read values from memory owned by someone else (an
  * in-process server); `values` must hold store->total floats and outlive
  * the binding. */
@@ -71,8 +74,16 @@ void shoal_param_store_borrow_values (ShoalParamStore *store, float *values);
  * copies.  FALSE with error when device or pinned memory is short. */
 gboolean shoal_param_store_allocate_device (ShoalParamStore *store, ShoalDevice device,
                                             GError **error);
-/* Allocates (zeroed) optimiser state of per_value floats per value. */
-void shoal_param_store_allocate_state (ShoalParamStore *store, int per_value);
+/* Allocates (zeroed) optimiser state of per_value floats per value;
+ * FALSE with SHOAL_ERROR_MEMORY when memory is short. */
+gboolean shoal_param_store_allocate_state (ShoalParamStore *store, int per_value, GError **error);
+
+/* Prefixes an out-of-memory error about buffers of this store's size with
+ * "WHAT of N params (largest: NAME SHAPE, X GiB): ", naming the layer
+ * that most likely made it too big. */
+void shoal_param_store_prefix_nomem (const ShoalParamStore *store, GError **error, const char *what);
+/* The store's largest param, NULL when it has none. */
+const ShoalParam *shoal_param_store_largest (const ShoalParamStore *store);
 
 
 G_END_DECLS

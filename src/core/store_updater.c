@@ -20,8 +20,12 @@ shoal_updater_new (const ShoalUpdaterConf *conf, ShoalParamStore *store)
   u->store = store;
   u->updates = g_new0 (gint64, MAX (store->params->len, 1));
   int per = shoal_updater_state_per_value (conf->kind);
-  if (per > 0 && (store->state == NULL || store->state_per_value < per))
-    shoal_param_store_allocate_state (store, per);
+  GError *error = NULL;
+  /* the public API says it never fails: out of memory aborts, as g_malloc
+   * does, but says how much (an API that reports it is for later) */
+  if (per > 0 && (store->state == NULL || store->state_per_value < per)
+      && !shoal_param_store_allocate_state (store, per, &error))
+    g_error ("shoal_updater_new: %s", error->message);
   return u;
 }
 

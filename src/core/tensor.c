@@ -64,17 +64,53 @@ shoal_shape_to_string (const ShoalShape *shape)
   return g_string_free (s, FALSE);
 }
 
-float *
-shoal_alloc_floats (size_t count)
+char *
+shoal_format_bytes (guint64 bytes)
 {
-  size_t bytes = (count * sizeof (float) + 63) & ~(size_t) 63;
+  static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+  double v = (double) bytes;
+  int u = 0;
+  while (v >= 1024 && u + 1 < (int) G_N_ELEMENTS (units))
+    {
+      v /= 1024;
+      u++;
+    }
+  return u == 0 ? g_strdup_printf ("%" G_GUINT64_FORMAT " bytes", bytes) : g_strdup_printf ("%.1f %s", v, units[u]);
+}
+
+float *
+shoal_try_alloc_floats (size_t count, GError **error)
+{
   void *p = NULL;
 
+  if (count > (G_MAXSIZE - 63) / sizeof (float))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
+                   "out of memory allocating %zu floats (more bytes than size_t holds)", count);
+      return NULL;
+    }
+  size_t bytes = (count * sizeof (float) + 63) & ~(size_t) 63;
   if (bytes == 0)
     bytes = 64;
   if (posix_memalign (&p, 64, bytes) != 0)
-    g_error ("out of memory allocating %zu bytes", bytes);
+    {
+      char *size = shoal_format_bytes (bytes);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "out of memory allocating %zu bytes (%s)",
+                   bytes, size);
+      g_free (size);
+      return NULL;
+    }
   memset (p, 0, bytes);
+  return p;
+}
+
+float *
+shoal_alloc_floats (size_t count)
+{
+  GError *error = NULL;
+  float *p = shoal_try_alloc_floats (count, &error);
+  if (p == NULL)
+    g_error ("%s", error->message);
   return p;
 }
 
@@ -82,29 +118,6 @@ void
 shoal_free_aligned (void *p)
 {
   free (p);
-}
-
-float *
-shoal_try_alloc_floats (size_t count, GError **error)
-{
-  size_t bytes = count > (G_MAXSIZE - 63) / sizeof (float) ? 0 : (count * sizeof (float) + 63) & ~(size_t) 63;
-  void *p = NULL;
-
-  if (bytes == 0 && count > 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "cannot allocate %zu floats: too many", count);
-      return NULL;
-    }
-  if (bytes == 0)
-    bytes = 64;
-  if (posix_memalign (&p, 64, bytes) != 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "cannot allocate %zu bytes (%.1f MiB)",
-                   bytes, bytes / 1048576.0);
-      return NULL;
-    }
-  memset (p, 0, bytes);
-  return p;
 }
 
 /* ---- accessors (the public face of a tensor) ------------------------------ */
@@ -157,6 +170,23 @@ shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape)
   t->device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
 }
 
+gboolean
+shoal_tensor_try_alloc (ShoalTensor *t, const ShoalShape *shape, GError **error)
+{
+  ShoalShape copy = *shape;  /* shape may point into t */
+  size_t count = shoal_shape_count (&copy);
+  float *data = shoal_try_alloc_floats (count, error);
+  shoal_tensor_clear (t);
+  if (data == NULL)
+    return FALSE;
+  t->shape = copy;
+  t->capacity = count;
+  t->data = data;
+  t->owns_data = TRUE;
+  t->device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
+  return TRUE;
+}
+
 void
 shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape)
 {
@@ -173,10 +203,7 @@ gboolean
 shoal_tensor_alloc_on (ShoalTensor *t, const ShoalShape *shape, ShoalDevice device, GError **error)
 {
   if (device.kind == SHOAL_DEVICE_CPU)
-    {
-      shoal_tensor_alloc (t, shape);
-      return TRUE;
-    }
+    return shoal_tensor_try_alloc (t, shape, error);
   ShoalShape copy = *shape;  /* shape may point into t */
   size_t count = shoal_shape_count (&copy);
   float *data = shoal_device_alloc (device, MAX (count, (size_t) 1) * sizeof (float), error);

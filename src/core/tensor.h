@@ -25,8 +25,16 @@ struct _ShoalTensor {
   gboolean owns_data;
 };
 
-/* Tensors.  A zero-initialised ShoalTensor is empty and valid to clear. */
+/* Tensors.  A zero-initialised ShoalTensor is empty and valid to clear.
+ * shoal_tensor_alloc aborts when memory is short (as g_malloc does): use
+ * it for tensors whose size the caller bounds; shoal_tensor_try_alloc
+ * returns FALSE with SHOAL_ERROR_MEMORY (naming the bytes) instead and
+ * leaves t empty. */
 void shoal_tensor_alloc (ShoalTensor *t, const ShoalShape *shape);  /* zero-filled, 64-byte aligned */
+gboolean shoal_tensor_try_alloc (ShoalTensor *t, const ShoalShape *shape, GError **error);
+/* "1.2 GiB": bytes in binary units, one decimal, plain ASCII (g_format_size
+ * puts a no-break space in); g_free it. */
+char *shoal_format_bytes (guint64 bytes);
 void shoal_tensor_view (ShoalTensor *t, float *data, const ShoalShape *shape);
 void shoal_tensor_clear (ShoalTensor *t);                           /* frees owned memory */
 

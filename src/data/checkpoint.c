@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "data/lmdb_file.h"
+#include "core/tensor.h"
 
 /* Grown before saves that need it; a huge first map would only cost
  * address space, but some environments (valgrind, ulimit -v) refuse it.
@@ -45,6 +47,11 @@ shoal_checkpoint_open (const char *dir, gboolean create, GError **error)
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: no checkpoint here", dir);
       return NULL;
     }
+  if (!shoal_lmdb_check_meta_pages (dir, error))
+    {
+      g_prefix_error (error, "checkpoint: ");
+      return NULL;
+    }
   ShoalCheckpoint *c = g_new0 (ShoalCheckpoint, 1);
   c->dir = g_strdup (dir);
   int rc = mdb_env_create (&c->env);
@@ -52,6 +59,13 @@ shoal_checkpoint_open (const char *dir, gboolean create, GError **error)
     rc = mdb_env_set_mapsize (c->env, INITIAL_MAP_SIZE);
   if (rc == 0)
     rc = mdb_env_open (c->env, dir, create ? 0 : MDB_RDONLY, 0644);
+  /* before the first transaction reads a page through the map */
+  if (rc == 0 && !shoal_lmdb_check_size (c->env, dir, error))
+    {
+      g_prefix_error (error, "checkpoint: ");
+      shoal_checkpoint_close (c);
+      return NULL;
+    }
   MDB_txn *txn = NULL;
   if (rc == 0)
     rc = mdb_txn_begin (c->env, NULL, create ? 0 : MDB_RDONLY, &txn);
@@ -101,7 +115,7 @@ static int save_once (ShoalCheckpoint *c, gint64 step, const char *const *names,
 /* Grows the map before a save that may not fit: LMDB's own MDB_MAP_FULL
  * error path leaks its page lists, so it stays the rare fallback. */
 static int
-reserve (ShoalCheckpoint *c, GBytes *const *blobs)
+reserve (ShoalCheckpoint *c, GBytes *const *blobs, size_t *need_out)
 {
   MDB_envinfo info;
   MDB_stat st;
@@ -113,6 +127,7 @@ reserve (ShoalCheckpoint *c, GBytes *const *blobs)
   size_t need = 0;
   for (int i = 0; blobs[i] != NULL; i++)
     need += g_bytes_get_size (blobs[i]) + 64 * (size_t) st.ms_psize;
+  *need_out = need;
   size_t used = (info.me_last_pgno + 1) * (size_t) st.ms_psize;
   size_t size = info.me_mapsize;
   /* the old step's pages are freed only after this write: room for both */
@@ -121,22 +136,60 @@ reserve (ShoalCheckpoint *c, GBytes *const *blobs)
   return size == info.me_mapsize ? 0 : mdb_env_set_mapsize (c->env, size);
 }
 
+/* Every failed save says where, which step and which step's checkpoint
+ * is still there: a save never touches the steps it keeps. */
+static gboolean
+save_fail (ShoalCheckpoint *c, gint64 step, const char *const *names, const char *what,
+           GError **error)
+{
+  gint64 kept[2] = { -1, -1 };
+  if (names[0] != NULL)
+    shoal_checkpoint_steps (c, names[0], kept);
+  char *file = g_build_filename (c->dir, "data.mdb", NULL);
+  char *also = kept[0] >= 0 ? g_strdup_printf (" (the checkpoint of step %" G_GINT64_FORMAT " is kept)", kept[0])
+                            : g_strdup ("");
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: checkpoint of step %" G_GINT64_FORMAT ": %s%s",
+               file, step, what, also);
+  g_free (also);
+  g_free (file);
+  return FALSE;
+}
+
 gboolean
 shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names,
                        GBytes *const *blobs, GError **error)
 {
-  int rrc = reserve (c, blobs);
+  size_t need = 0;
+  int rrc = reserve (c, blobs, &need);
   if (rrc != 0)
     return lmdb_fail (error, c->dir, "growing the map", rrc);
+  /* A full disk found here leaves the file as it was; found by LMDB in the
+   * middle of its page writes it reads EIO (a short write). */
+  GError *local = NULL;
+  if (!shoal_lmdb_reserve_disk (c->env, need, &local))
+    {
+      gboolean r = save_fail (c, step, names, local->message, error);
+      g_error_free (local);
+      return r;
+    }
   for (;;)
     {
       int rc = save_once (c, step, names, blobs);
       if (rc == 0)
         return TRUE;
       MDB_envinfo info;
+      if ((rc == EIO || rc == ENOSPC) && shoal_lmdb_free_bytes (c->dir) < need)
+        {
+          char *size = shoal_format_bytes (need);
+          char *what = g_strdup_printf ("writing %s: %s", size, g_strerror (ENOSPC));
+          g_free (size);
+          save_fail (c, step, names, what, error);
+          g_free (what);
+          return FALSE;
+        }
       if (rc != MDB_MAP_FULL || mdb_env_info (c->env, &info) != 0 || info.me_mapsize >= MAX_MAP_SIZE
           || mdb_env_set_mapsize (c->env, info.me_mapsize * 2) != 0)
-        return lmdb_fail (error, c->dir, "write", rc);
+        return save_fail (c, step, names, mdb_strerror (rc), error);
     }
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "data/lmdb_file.h"
 
 #define MAP_ALIGN ((size_t) 64 << 10)
 #define MAP_MAX ((size_t) 1 << 40)
@@ -156,14 +157,20 @@ shoal_dataset_open (const char *path, GError **error)
   ds = g_new0 (ShoalDataset, 1);
   ds->refs = 1;
   ds->path = g_strdup (path);
+  if (!shoal_lmdb_check_meta_pages (path, error))
+    goto fail;
   rc = mdb_env_create (&ds->env);
   if (rc == 0)
     rc = mdb_env_open (ds->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0664);
   if (rc != 0)
     {
-      set_lmdb_error (error, path, "not an LMDB dataset", rc);
+      /* ENOMEM: the map did not fit in the address space (ulimit -v) */
+      set_lmdb_error (error, path, rc == ENOMEM ? "mapping the file" : "not an LMDB dataset", rc);
       goto fail;
     }
+  /* before any page is read through the map: a short file is a SIGBUS there */
+  if (!shoal_lmdb_check_size (ds->env, path, error))
+    goto fail;
   rc = mdb_txn_begin (ds->env, NULL, MDB_RDONLY, &txn);
   if (rc == 0)
     rc = mdb_dbi_open (txn, NULL, 0, &ds->dbi);
@@ -403,6 +410,8 @@ shoal_dataset_writer_new_full (const char *path, size_t map_size, guint commit_e
   w->pending = g_byte_array_new ();
   w->ends = g_array_new (FALSE, FALSE, sizeof (size_t));
 
+  if (!shoal_lmdb_check_meta_pages (path, error))
+    goto fail;
   rc = mdb_env_create (&w->env);
   if (rc == 0)
     rc = mdb_env_set_mapsize (w->env, w->map_size);
@@ -414,6 +423,8 @@ shoal_dataset_writer_new_full (const char *path, size_t map_size, guint commit_e
       set_lmdb_error (error, path, "cannot create an LMDB dataset", rc);
       goto fail;
     }
+  if (!shoal_lmdb_check_size (w->env, path, error))
+    goto fail;
   rc = mdb_txn_begin (w->env, NULL, 0, &txn);
   if (rc == 0)
     rc = mdb_dbi_open (txn, NULL, 0, &w->dbi);
@@ -504,6 +515,8 @@ commit_pending (ShoalDatasetWriter *w, GError **error)
             return FALSE;
           continue;
         }
+      if (rc == EIO && shoal_lmdb_free_bytes (w->path) < w->pending->len + (size_t) (64 << 10))
+        rc = ENOSPC;   /* LMDB's word for a short write, which a full disk makes */
       if (rc != 0)
         {
           set_lmdb_error (error, w->path, "writing", rc);

@@ -273,17 +273,30 @@ blank (const char *s)
   return TRUE;
 }
 
-/* Parses a number filling the whole field (spaces around it allowed). */
-static gboolean
+/* Parses a number filling the whole field (spaces around it allowed) into
+ * a finite float.  NaN and infinities are refused here: a net trained on
+ * them reports only a NaN loss, far from the cell that caused it.  Returns
+ * NULL, or why the field is refused. */
+static const char *
 parse_number (char *field, double *value)
 {
   char *end;
   g_strstrip (field);
   if (*field == '\0')
-    return FALSE;
+    return "is not a number";
   errno = 0;
   *value = g_ascii_strtod (field, &end);
-  return *end == '\0' && errno != ERANGE;
+  if (*end != '\0')
+    return "is not a number";
+  if (isnan (*value))
+    return "is not a number (NaN cannot be trained on)";
+  if (isinf (*value) && errno != ERANGE)
+    return "is infinite (cannot be trained on)";
+  if (errno == ERANGE && fabs (*value) >= 1.0)   /* underflow to 0 or a denormal is fine */
+    return "is out of range";
+  if (!isfinite ((float) *value))
+    return "is out of a float's range (+-3.4e38)";
+  return NULL;
 }
 
 gboolean
@@ -358,11 +371,12 @@ shoal_import_csv (const char *in, const char *out, int label_column, gboolean sk
       for (guint c = 0, k = 0; c < n; c++)
         {
           double v;
-          if (!parse_number (fields[c], &v))
+          const char *why = parse_number (fields[c], &v);
+          if (why != NULL)
             {
               g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
-                           "%s:%" G_GUINT64_FORMAT ": column %u: '%s' is not a number", in,
-                           lineno, c, fields[c]);
+                           "%s:%" G_GUINT64_FORMAT ": column %u: '%s' %s", in, lineno, c,
+                           fields[c], why);
               g_strfreev (fields);
               goto done;
             }

@@ -366,8 +366,10 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
 
   for (int b = 0; b < 2; b++)
     {
-      p->buf[b] = shoal_alloc_floats ((size_t) p->batch * p->row);
-      p->lab[b] = shoal_alloc_floats ((size_t) p->batch);
+      p->buf[b] = shoal_layer_alloc_floats (layer, (size_t) p->batch * p->row, "batch buffer", error);
+      p->lab[b] = p->buf[b] != NULL ? shoal_layer_alloc_floats (layer, (size_t) p->batch, "label buffer", error) : NULL;
+      if (p->lab[b] == NULL)
+        return FALSE;
     }
   ShoalShape shape = { .ndim = first.shape.ndim + 1 };
   shape.dim[0] = p->batch;

@@ -99,17 +99,16 @@ batchnorm_setup (ShoalLayer *layer, GError **error)
   p->var->lr_scale = p->var->wd_scale = 0;
 
   size_t row = (size_t) c * p->spatial;
-  p->xhat = shoal_alloc_floats (shoal_shape_count (in));
   p->inv_std = g_new0 (double, c);
   p->chan_a = g_new0 (double, c);
   p->chan_b = g_new0 (double, c);
   p->chan_c = g_new0 (double, c);
-  p->row_acc = shoal_alloc_floats (row);
-  p->row_a = shoal_alloc_floats (row);
-  p->row_b = shoal_alloc_floats (row);
-  p->row_c = shoal_alloc_floats (row);
-  p->row_d = shoal_alloc_floats (row);
-  return TRUE;
+  return (p->xhat = shoal_layer_alloc_floats (layer, shoal_shape_count (in), "normalised input", error)) != NULL
+         && (p->row_acc = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL
+         && (p->row_a = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL
+         && (p->row_b = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL
+         && (p->row_c = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL
+         && (p->row_d = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL;
 }
 
 static void

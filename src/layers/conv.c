@@ -171,10 +171,11 @@ conv_setup (ShoalLayer *layer, GError **error)
   cv->ld = ((size_t) cv->chunk * cv->p + 15) / 16 * 16;
   if ((cv->ld / 16) % 2 == 0)
     cv->ld += 16;
-  cv->col = shoal_alloc_floats ((size_t) cv->k * cv->ld);
-  cv->dcol = shoal_alloc_floats ((size_t) cv->k * cv->ld);
-  cv->mat = shoal_alloc_floats ((size_t) cv->f * cv->ld);
-  cv->ones = shoal_alloc_floats (cv->ld);
+  if ((cv->col = shoal_layer_alloc_floats (layer, (size_t) cv->k * cv->ld, "column matrix", error)) == NULL
+      || (cv->dcol = shoal_layer_alloc_floats (layer, (size_t) cv->k * cv->ld, "column gradient", error)) == NULL
+      || (cv->mat = shoal_layer_alloc_floats (layer, (size_t) cv->f * cv->ld, "output matrix", error)) == NULL
+      || (cv->ones = shoal_layer_alloc_floats (layer, cv->ld, "bias row", error)) == NULL)
+    return FALSE;
   for (size_t i = 0; i < cv->ld; i++)
     cv->ones[i] = 1.0f;
   return TRUE;

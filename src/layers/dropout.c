@@ -17,6 +17,8 @@
 
 #include "layers/layer.h"
 
+#include "core/error.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -49,8 +51,18 @@ dropout_setup (ShoalLayer *layer, GError **error)
   p->scale = (float) (65536.0 / (65536.0 - p->threshold));
   layer->out.shape = layer->srcs[0]->out.shape;
   size_t count = shoal_shape_count (&layer->out.shape);
-  p->mask = shoal_alloc_floats (count);
-  p->draws = g_new (guint32, count / 2 + 1);
+  p->mask = shoal_layer_alloc_floats (layer, count, "mask", error);
+  if (p->mask == NULL)
+    return FALSE;
+  p->draws = g_try_new (guint32, count / 2 + 1);
+  if (p->draws == NULL)
+    {
+      shoal_layer_error_nomem (layer, error, g_error_new (SHOAL_ERROR, SHOAL_ERROR_MEMORY,
+                                                          "out of memory allocating %zu bytes",
+                                                          (count / 2 + 1) * sizeof (guint32)),
+                               "random draws");
+      return FALSE;
+    }
   return TRUE;
 }
 

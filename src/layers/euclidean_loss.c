@@ -30,9 +30,9 @@ euclidean_loss_setup (ShoalLayer *layer, GError **error)
       g_free (sb);
       return FALSE;
     }
-  p->diff = shoal_alloc_floats (shoal_tensor_count (a));
+  p->diff = shoal_layer_alloc_floats (layer, shoal_tensor_count (a), "difference", error);
   layer->out.shape = shoal_shape_make (1, 1);
-  return TRUE;
+  return p->diff != NULL;
 }
 
 static void

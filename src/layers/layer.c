@@ -81,6 +81,26 @@ shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key, con
   g_free (msg);
 }
 
+void
+shoal_layer_error_nomem (const ShoalLayer *layer, GError **error, GError *local, const char *what)
+{
+  GError *placed = NULL;
+  shoal_layer_error (layer, &placed, NULL, "%s: %s", what, local->message);
+  g_set_error_literal (error, local->domain, local->code, placed->message);
+  g_error_free (placed);
+  g_error_free (local);
+}
+
+float *
+shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const char *what, GError **error)
+{
+  GError *local = NULL;
+  float *p = shoal_try_alloc_floats (count, &local);
+  if (p == NULL)
+    shoal_layer_error_nomem (layer, error, local, what);
+  return p;
+}
+
 /* Reads <pname>_<suffix> as a float into *out when present. */
 static void
 param_key_float (const ShoalLayer *layer, const char *pname, const char *suffix, float *out)

@@ -103,6 +103,18 @@ struct _ShoalLayer {
   void *gpu_priv;                   /* GPU nets: state of that path, made by its setup, freed by its finalize */
 };
 
+/* Out of memory in a layer: moves `local` (taken) into error with the
+ * layer's place and `what` in front ("mlp.conf:31: [layer fc1] output
+ * 64x9000000: out of memory allocating ... bytes (2.1 GiB)"), keeping its
+ * code (SHOAL_ERROR_MEMORY). */
+void shoal_layer_error_nomem (const ShoalLayer *layer, GError **error, GError *local,
+                              const char *what);
+/* A layer's own float buffer (zero-filled, 64-byte aligned, free with
+ * shoal_free_aligned) whose size the conf decides: NULL with an error
+ * naming the layer, `what` and the bytes when memory is short. */
+float *shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const char *what,
+                                 GError **error);
+
 /* [begin, end) of the layer's params in the store (a layer declares its
  * params together, so they are contiguous); FALSE when it has none. */
 gboolean shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end);

@@ -69,9 +69,8 @@ lrn_setup (ShoalLayer *layer, GError **error)
   lr->c = in->shape.dim[1];
   lr->plane = shoal_shape_row_size (&in->shape) / lr->c;
   layer->out.shape = in->shape;
-  lr->scale = shoal_alloc_floats (shoal_shape_count (&in->shape));
-  lr->ratio = shoal_alloc_floats ((size_t) lr->c * lr->plane);
-  return TRUE;
+  return (lr->scale = shoal_layer_alloc_floats (layer, shoal_shape_count (&in->shape), "scale", error)) != NULL
+         && (lr->ratio = shoal_layer_alloc_floats (layer, (size_t) lr->c * lr->plane, "ratio", error)) != NULL;
 }
 
 /* p[i] = s[i]^-beta for i < n */

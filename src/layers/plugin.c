@@ -5,6 +5,7 @@
 #include <shoal/plugin.h>
 #include <shoal/version.h>
 
+#include <dlfcn.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -50,6 +51,22 @@ find_plugin (const char *name)
   return found != NULL ? found : g_strdup (name);
 }
 
+/* A plugin links libshoal.so.  A program linked with libshoal.a has a
+ * copy of its own: the plugin would then bring a second one and register
+ * its types into that copy's registry, where the program never looks.
+ * The plugin's own dependencies say which copy it calls. */
+static gboolean
+same_library (GModule *module, char **other)
+{
+  gpointer theirs = NULL;
+  if (!g_module_symbol (module, "shoal_plugin_load", &theirs) || theirs == NULL
+      || theirs == (gpointer) shoal_plugin_load)
+    return TRUE;
+  Dl_info where;
+  *other = g_strdup (dladdr (theirs, &where) != 0 && where.dli_fname != NULL ? where.dli_fname : "?");
+  return FALSE;
+}
+
 gboolean
 shoal_plugin_load (const char *name, GError **error)
 {
@@ -79,11 +96,16 @@ shoal_plugin_load (const char *name, GError **error)
   gboolean ok = FALSE, ran_init = FALSE;
   GModule *module = g_module_open (key, G_MODULE_BIND_LAZY | G_MODULE_BIND_LOCAL);
   gpointer symbol = NULL;
+  char *other = NULL;
   if (module == NULL)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "plugin %s: cannot load: %s", key, g_module_error ());
   else if (!g_module_symbol (module, "shoal_plugin_info", &symbol) || symbol == NULL)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
                  "plugin %s: not a shoal plugin (it has no shoal_plugin_info: see shoal/plugin.h)", key);
+  else if (!same_library (module, &other))
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED,
+                 "plugin %s: it calls another copy of libshoal (%s) than this program's: a program "
+                 "linked with libshoal.a cannot load plugins, link it with libshoal.so", key, other);
   else
     {
       const ShoalPluginInfo *info = symbol;
@@ -121,6 +143,7 @@ shoal_plugin_load (const char *name, GError **error)
   if (module != NULL && !ran_init)
     g_module_close (module);
   g_mutex_unlock (&plugins_lock);
+  g_free (other);
   g_free (key);
   return ok;
 }

@@ -46,9 +46,9 @@ softmax_loss_setup (ShoalLayer *layer, GError **error)
       return FALSE;
     }
   p->classes = (int) (width / (size_t) p->steps);
-  p->prob = shoal_alloc_floats (shoal_tensor_count (&logits->out));
+  p->prob = shoal_layer_alloc_floats (layer, shoal_tensor_count (&logits->out), "probabilities", error);
   layer->out.shape = shoal_shape_make (1, 1);
-  return TRUE;
+  return p->prob != NULL;
 }
 
 static void

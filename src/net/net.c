@@ -368,6 +368,50 @@ insert_splits (ShoalNet *net, GPtrArray *layers)
     }
 }
 
+/* A layer's output (or its gradient) on the CPU: its size comes from the
+ * conf, so running out of memory is an error naming the layer. */
+static gboolean
+alloc_out (ShoalLayer *layer, ShoalTensor *t, const char *what, GError **error)
+{
+  GError *local = NULL;
+  ShoalShape shape = layer->out.shape;
+  if (shoal_tensor_try_alloc (t, &shape, &local))
+    return TRUE;
+  char *dims = shoal_shape_to_string (&shape);
+  char *w = g_strdup_printf ("%s %s", what, dims);
+  shoal_layer_error_nomem (layer, error, local, w);
+  g_free (w);
+  g_free (dims);
+  return FALSE;
+}
+
+/* The param store; out of memory is placed at the layer of the largest
+ * param, the likeliest culprit. */
+static gboolean
+allocate_params (ShoalNet *net, GError **error)
+{
+  GError *local = NULL;
+  if (shoal_param_store_allocate (net->store, &local))
+    return TRUE;
+  const ShoalParam *big = shoal_param_store_largest (net->store);
+  for (guint i = 0; big != NULL && i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      for (int j = 0; j < layer->nparams; j++)
+        if (layer->params[j] == big)
+          {
+            GError *placed = NULL;
+            shoal_layer_error (layer, &placed, NULL, "%s", local->message);
+            g_set_error_literal (error, local->domain, local->code, placed->message);
+            g_error_free (placed);
+            g_error_free (local);
+            return FALSE;
+          }
+    }
+  g_propagate_error (error, local);
+  return FALSE;
+}
+
 /* Every dim positive and the count within an int: layers index rows and
  * columns with int, and a product that wrapped would allocate too little. */
 static gboolean
@@ -432,11 +476,12 @@ setup_layers (ShoalNet *net, GError **error)
             return FALSE;
           continue;
         }
-      if (layer->out.data == NULL)
-        shoal_tensor_alloc (&layer->out, &layer->out.shape);
+      if (layer->out.data == NULL && !alloc_out (layer, &layer->out, "output", error))
+        return FALSE;
       /* consumers write d/d out here; a split's consumers use its branch buffers */
-      if (layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
-        shoal_tensor_alloc (&layer->grad, &layer->out.shape);
+      if (layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops
+          && !alloc_out (layer, &layer->grad, "output gradient", error))
+        return FALSE;
     }
 
   /* where backward writes each source's gradient */
@@ -517,7 +562,11 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
       shoal_net_free (net);
       return NULL;
     }
-  shoal_param_store_allocate (net->store);
+  if (!allocate_params (net, error))
+    {
+      shoal_net_free (net);
+      return NULL;
+    }
   if (net->ctx.gpu != NULL && !shoal_net_gpu_prepare (net, error))
     {
       shoal_net_free (net);

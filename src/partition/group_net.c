@@ -81,7 +81,7 @@ shoal_group_net_free (ShoalGroupNet *g)
 /* The group store: the unpartitioned net's layout, declared anew so that
  * the full net can go. */
 static ShoalParamStore *
-copy_layout (ShoalParamStore *full)
+copy_layout (ShoalParamStore *full, ShoalConf *conf, GError **error)
 {
   ShoalParamStore *store = shoal_param_store_new ();
   for (guint i = 0; i < full->params->len; i++)
@@ -91,7 +91,12 @@ copy_layout (ShoalParamStore *full)
                                                  p->fan_out, p->lr_scale, p->wd_scale);
       g_assert (q->offset == p->offset);
     }
-  shoal_param_store_allocate (store);
+  if (!shoal_param_store_allocate (store, error))
+    {
+      g_prefix_error (error, "%s: the group's ", shoal_conf_origin (conf));
+      shoal_param_store_free (store);
+      return NULL;
+    }
   return store;
 }
 
@@ -312,7 +317,9 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
           o->parts[w]->loss_norm = o->batch_rows;  /* each part divides by the whole batch */
     }
 
-  g->store = copy_layout (shoal_net_params (full));
+  g->store = copy_layout (shoal_net_params (full), g->conf, error);
+  if (g->store == NULL)
+    return FALSE;
   make_proxies (g, full);
   g->wctx = g_new0 (WorkerCtx, k);
   for (int w = 0; w < k; w++)

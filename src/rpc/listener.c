@@ -117,6 +117,16 @@ reap (ShoalRpcListener *rpc, gboolean all)
   g_list_free (finished);
 }
 
+guint
+shoal_rpc_listener_reap (ShoalRpcListener *rpc)
+{
+  reap (rpc, FALSE);
+  g_mutex_lock (&rpc->lock);
+  guint open = g_list_length (rpc->conns);
+  g_mutex_unlock (&rpc->lock);
+  return open;
+}
+
 static char *
 address_string (const struct sockaddr *addr, socklen_t len)
 {

@@ -41,6 +41,11 @@ typedef struct {
 ShoalRpcListener *shoal_rpc_listener_start (ThriftProcessor *processor,
                                             const ShoalRpcListenerOptions *opts, GError **error);
 int shoal_rpc_listener_port (ShoalRpcListener *listener);
+/* Joins the threads of connections that ended (the accept loop does so at
+ * its next connection); returns how many connections are still open.
+ * For harnesses that want no thread of a finished connection left
+ * running (fuzz/fuzz_param_handler.c). */
+guint shoal_rpc_listener_reap (ShoalRpcListener *listener);
 /* TRUE once shoal_rpc_listener_stop began: handlers stop waiting. */
 gboolean shoal_rpc_listener_stopping (ShoalRpcListener *listener);
 /* Stops accepting, wakes and closes every connection, joins its threads

@@ -21,6 +21,7 @@
 #include <thrift/c_glib/thrift_configuration.h>
 
 #include "core/error.h"
+#include "rpc/link_limit.h"
 
 /* ---- sockets ------------------------------------------------------------ */
 
@@ -63,6 +64,7 @@ struct _ShoalThriftSocket {
   gsize max_message;
   gsize consumed;        /* bytes read of the current message */
   gint64 timeout_ms;
+  ShoalLinkLimiter *limiter;  /* [emulate] bandwidth and latency of this link; NULL: none */
 };
 
 typedef struct {
@@ -196,13 +198,37 @@ socket_read_end (ThriftTransport *transport, GError **error)
   return TRUE;
 }
 
+/* An emulated link's rate: sends at most the bytes the limiter grants,
+ * by cutting the iovec short in a copy (the caller's stays whole). */
+static gssize
+send_limited (ShoalThriftSocket *s, struct iovec *iov, int iovcnt)
+{
+  gsize want = 0;
+  for (int i = 0; i < iovcnt; i++)
+    want += iov[i].iov_len;
+  gsize granted = shoal_link_limiter_grant (s->limiter, want);
+  struct iovec cut[2];
+  int n = 0;
+  for (gsize left = granted; n < iovcnt && n < 2 && left > 0; n++)
+    {
+      cut[n] = iov[n];
+      cut[n].iov_len = MIN (cut[n].iov_len, left);
+      left -= cut[n].iov_len;
+    }
+  struct msghdr msg = { .msg_iov = cut, .msg_iovlen = (size_t) n };
+  gssize r = sendmsg (s->fd, &msg, MSG_NOSIGNAL);
+  shoal_link_limiter_refund (s->limiter, granted - (gsize) MAX (r, 0));
+  return r;
+}
+
 static gboolean
 send_iov (ShoalThriftSocket *s, struct iovec *iov, int iovcnt, GError **error)
 {
   while (iovcnt > 0)
     {
       struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t) iovcnt };
-      gssize r = sendmsg (s->fd, &msg, MSG_NOSIGNAL);
+      gssize r = s->limiter != NULL && s->limiter->limit.bytes_per_s > 0 ? send_limited (s, iov, iovcnt)
+                                                                        : sendmsg (s->fd, &msg, MSG_NOSIGNAL);
       if (r < 0)
         {
           if (errno == EINTR)
@@ -277,7 +303,12 @@ socket_flush (ThriftTransport *transport, GError **error)
   ShoalThriftSocket *s = (ShoalThriftSocket *) transport;
 
   s->consumed = 0;   /* a message was answered or sent: the next one starts afresh */
-  return check_open (s, error) && send_pending (s, error);
+  if (!check_open (s, error))
+    return FALSE;
+  /* an emulated link: the message's last bytes leave `latency` later */
+  if (s->limiter != NULL && s->wlen > 0)
+    shoal_link_limiter_message_end (s->limiter);
+  return send_pending (s, error);
 }
 
 static gboolean
@@ -413,6 +444,7 @@ shoal_thrift_socket_finalize (GObject *object)
   ShoalThriftSocket *s = (ShoalThriftSocket *) object;
 
   socket_close (THRIFT_TRANSPORT (object), NULL);
+  g_free (s->limiter);
   g_free (s->rbuf);
   g_free (s->wbuf);
   G_OBJECT_CLASS (shoal_thrift_socket_parent_class)->finalize (object);
@@ -448,6 +480,12 @@ shoal_thrift_socket_new (int fd, size_t max_message, gint64 timeout_ms)
   s->fd = fd;
   s->max_message = max_message;
   s->timeout_ms = timeout_ms;
+  ShoalLinkLimit limit = shoal_link_limit_get_default ();
+  if (limit.bytes_per_s > 0 || limit.latency_us > 0)
+    {
+      s->limiter = g_new0 (ShoalLinkLimiter, 1);
+      shoal_link_limiter_init (s->limiter, &limit, g_get_monotonic_time ());
+    }
   return s;
 }
 

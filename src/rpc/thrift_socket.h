@@ -9,7 +9,9 @@
  * them straight from their source (writev of the buffered header and the
  * payload), bounds each message's total size, retries EINTR, never
  * raises SIGPIPE, and says "timed out after N s" when SO_RCVTIMEO or
- * SO_SNDTIMEO fire. */
+ * SO_SNDTIMEO fire.  Where the process emulates a slow network
+ * (rpc/link_limit.h), each socket paces what it sends and delays the end
+ * of each message. */
 #ifndef SHOAL_THRIFT_SOCKET_H
 #define SHOAL_THRIFT_SOCKET_H
 

@@ -8,6 +8,7 @@ struct _ShoalGroupSync {
   ShoalServer *server;
   int server_group;
   int sync_freq;
+  float elastic_alpha;          /* 0: averaging deltas */
   ShoalSliceMaster *masters;
   ShoalRpcClientOptions *endpoints;
   char **hosts;                 /* the endpoints' host strings, owned */
@@ -19,6 +20,23 @@ struct _ShoalGroupSync {
   GError *error;                /* what ended the thread early */
 };
 
+/* EASGD: the replica goes to the master's center, d comes back. */
+static gboolean
+sync_elastic (ShoalGroupSync *gs, int s, float *x, size_t n, GError **error)
+{
+  const ShoalSliceMaster *m = &gs->masters[s];
+  if (!shoal_server_take_values (gs->server, s, x, n, error))
+    return FALSE;
+  if (m->group == gs->server_group)
+    return shoal_server_elastic_exchange (gs->server, s, x, x, n, gs->elastic_alpha, error)
+           && shoal_server_elastic_merge (gs->server, s, x, n, error);
+  if (gs->clients[m->endpoint] == NULL
+      && (gs->clients[m->endpoint] = shoal_rpc_client_connect (&gs->endpoints[m->endpoint], error)) == NULL)
+    return FALSE;
+  return shoal_rpc_client_elastic_exchange (gs->clients[m->endpoint], s, x, x, n, gs->elastic_alpha, error)
+         && shoal_server_elastic_merge (gs->server, s, x, n, error);
+}
+
 static gboolean
 sync_slice (ShoalGroupSync *gs, int s, float *buf, GError **error)
 {
@@ -26,6 +44,8 @@ sync_slice (ShoalGroupSync *gs, int s, float *buf, GError **error)
   shoal_server_slice_range (gs->server, s, &b, &e);
   float *delta = buf + b;
   const ShoalSliceMaster *m = &gs->masters[s];
+  if (gs->elastic_alpha > 0)
+    return sync_elastic (gs, s, delta, e - b, error);
   if (m->group == gs->server_group)
     /* the master's own values are the reference: just restart the count */
     return shoal_server_take_delta (gs->server, s, delta, e - b, error);
@@ -84,6 +104,7 @@ shoal_group_sync_start (const ShoalGroupSyncOptions *opts, GError **error)
   gs->server = opts->server;
   gs->server_group = opts->server_group;
   gs->sync_freq = opts->sync_freq;
+  gs->elastic_alpha = opts->elastic_alpha;
   gs->masters = g_memdup2 (opts->masters, sizeof (ShoalSliceMaster) * (gsize) nslices);
   gs->nendpoints = opts->nendpoints;
   gs->endpoints = g_new0 (ShoalRpcClientOptions, MAX (opts->nendpoints, 1));

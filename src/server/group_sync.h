@@ -4,6 +4,10 @@
  * server group and takes the master's values back (model averaging
  * between server groups; server.h: take_delta, apply_delta,
  * merge_master).  A slice this group masters only restarts its count.
+ * With elastic averaging (EASGD) the group sends its replica instead and
+ * subtracts the master's answer d = alpha (replica - center) (server.h:
+ * take_values, elastic_exchange, elastic_merge); a slice this group
+ * masters meets its center locally.
  *
  * Where the masters live is the caller's knowledge (the cluster layout):
  * it gives, per slice, the master group and the endpoint of the server
@@ -27,6 +31,7 @@ typedef struct {
   ShoalServer *server;               /* borrowed: this group's server, made with keep_baseline */
   int server_group;                  /* this group's index */
   int sync_freq;                     /* updates of a slice between syncs, >= 1 */
+  float elastic_alpha;               /* > 0: elastic averaging with this alpha; 0: averaging deltas */
   const ShoalSliceMaster *masters;   /* [shoal_server_n_slices (server)], copied */
   const ShoalRpcClientOptions *endpoints;  /* [nendpoints], copied (strings too) */
   int nendpoints;

@@ -468,6 +468,28 @@ shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float *delta,
 }
 
 gboolean
+shoal_rpc_client_elastic_exchange (ShoalRpcClient *c, int slice, const float *replica, float *diff_out,
+                                   size_t n, float alpha, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray *ret = NULL, d;
+  gboolean ok;
+
+  if (!call_begin (c, "elastic_exchange", slice, n, error))
+    return FALSE;
+  d = view (replica, n);
+  /* the binary return is the result's field 0 itself: depth 1 */
+  if (diff_out != NULL && n > 0)
+    shoal_thrift_protocol_set_sink (c->proto, diff_out, (guint32) (n * sizeof (float)), 1, 0, -1);
+  ok = shoal_param_service_if_elastic_exchange (c->client, &ret, c->token, slice, &d, alpha, &perr, &terr);
+  ok = take_values (c, ok, ret, diff_out, n, &terr);
+  if (ret != NULL)
+    g_byte_array_unref (ret);
+  return call_end (c, ok, "elastic_exchange", slice, perr, terr, error);
+}
+
+gboolean
 shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error)
 {
   ShoalParamError *perr = NULL;

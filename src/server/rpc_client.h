@@ -55,6 +55,10 @@ gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values
 /* Hogwild: send a delta to the slice's master group, get its values back. */
 gboolean shoal_rpc_client_apply_delta (ShoalRpcClient *c, int slice, const float *delta,
                                        float *values_out, size_t n, GError **error);
+/* Hogwild with elastic averaging: the replica to the slice's master,
+ * the master's d = alpha (replica - center) back (server.h). */
+gboolean shoal_rpc_client_elastic_exchange (ShoalRpcClient *c, int slice, const float *replica,
+                                            float *diff_out, size_t n, float alpha, GError **error);
 gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GError **error);
 /* Asks the server process to checkpoint its slices as of `step`. */
 gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);

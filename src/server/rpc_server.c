@@ -369,6 +369,33 @@ handler_apply_delta (ShoalParamServiceIf *iface, GByteArray **_return, const gch
   return TRUE;
 }
 
+/* EASGD: d goes back in the replica's buffer (server.h allows the alias). */
+static gboolean
+handler_elastic_exchange (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
+                          const gint32 slice, const GByteArray *values, const gdouble alpha, ShoalParamError **err,
+                          GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  GByteArray *diff;
+  GError *e = NULL;
+  size_t n;
+
+  (void) error;
+  if (!token_ok (rpc, "elastic_exchange", token, err)
+      || !slice_ok (rpc, "elastic_exchange", slice, TRUE, values, &n, err))
+    return FALSE;
+  diff = values != NULL ? g_byte_array_ref ((GByteArray *) values) : g_byte_array_new ();
+  if (!shoal_server_elastic_exchange (rpc->server, slice, floats_of (values), floats_of (diff), n, (float) alpha, &e))
+    {
+      g_byte_array_unref (diff);
+      return server_fault (rpc, err, e);
+    }
+  if (*_return != NULL)
+    g_byte_array_unref (*_return);
+  *_return = diff;
+  return TRUE;
+}
+
 static gboolean
 handler_stats (ShoalParamServiceIf *iface, ShoalStatsReply **_return, const gchar *token,
                ShoalParamError **err, GError **error)
@@ -500,6 +527,7 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->push_pull = handler_push_pull;
   h->put = handler_put;
   h->apply_delta = handler_apply_delta;
+  h->elastic_exchange = handler_elastic_exchange;
   h->stats = handler_stats;
   h->shutdown = handler_shutdown;
   h->checkpoint = handler_checkpoint;
@@ -588,6 +616,12 @@ int
 shoal_rpc_server_port (ShoalRpcServer *rpc)
 {
   return shoal_rpc_listener_port (rpc->listener);
+}
+
+guint
+shoal_rpc_server_reap (ShoalRpcServer *rpc)
+{
+  return shoal_rpc_listener_reap (rpc->listener);
 }
 
 void

@@ -50,6 +50,11 @@ typedef struct {
 ShoalRpcServer *shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts,
                                         GError **error);
 int shoal_rpc_server_port (ShoalRpcServer *rpc);
+/* Joins the threads of connections that ended (the acceptor does so at
+ * its next connection); returns how many connections are still open.
+ * For harnesses that want no thread of a finished connection left
+ * running (fuzz/fuzz_param_handler.c). */
+guint shoal_rpc_server_reap (ShoalRpcServer *rpc);
 /* Blocks until `expected_shutdowns` shutdown calls arrived (every worker
  * process said it is done), shoal_rpc_server_stop was called, or give_up
  * says so (checked every 200 ms). */

@@ -17,6 +17,7 @@ typedef struct {
   int contributions;       /* SYNC: gradients summed for step == version */
   float *accumulator;      /* SYNC with several contributors: the running sum; owned */
   float *baseline;         /* Hogwild: values at the last sync; owned, NULL until first take */
+  float *center;           /* EASGD master: the center variable; owned, NULL without elastic_center */
   gint64 updates_since_sync;
   ShoalClocks *clocks;     /* SSP: the pushing units' clocks; owned, NULL without SSP */
   GMutex lock;
@@ -68,9 +69,20 @@ shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, size_t *
 
 ShoalServer *
 shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater,
-                  const ShoalServerOptions *opts)
+                  const ShoalServerOptions *opts, GError **error)
 {
   g_return_val_if_fail (layout->allocated && opts->nslices >= 1, NULL);
+  /* sized by the conf: out of memory is an error, not an abort */
+  int state_per_value = shoal_updater_state_per_value (updater->kind);
+  float *values = shoal_try_alloc_floats (layout->total, error);
+  float *state = values != NULL && state_per_value > 0
+                   ? shoal_try_alloc_floats (layout->total * (size_t) state_per_value, error) : NULL;
+  if (values == NULL || (state_per_value > 0 && state == NULL))
+    {
+      shoal_param_store_prefix_nomem (layout, error, values == NULL ? "server: values" : "server: optimiser state");
+      shoal_free_aligned (values);
+      return NULL;
+    }
   ShoalServer *server = g_new0 (ShoalServer, 1);
   server->updater = *updater;
   server->opts = *opts;
@@ -85,11 +97,10 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   if (opts->mode != SHOAL_UPDATE_ASYNC)
     server->opts.ssp_units = 0;
   server->total = layout->total;
-  server->values = shoal_alloc_floats (layout->total);
+  server->values = values;
   memcpy (server->values, layout->values, layout->total * sizeof (float));
-  server->state_per_value = shoal_updater_state_per_value (updater->kind);
-  if (server->state_per_value > 0)
-    server->state = shoal_alloc_floats (layout->total * (size_t) server->state_per_value);
+  server->state_per_value = state_per_value;
+  server->state = state;
 
   server->nsegments = (int) layout->params->len;
   server->segments = g_new0 (Segment, server->nsegments);
@@ -131,6 +142,7 @@ shoal_server_free (ShoalServer *server)
       g_cond_clear (&s->changed);
       shoal_free_aligned (s->accumulator);
       shoal_free_aligned (s->baseline);
+      shoal_free_aligned (s->center);
       shoal_clocks_free (s->clocks);
     }
   g_mutex_clear (&server->staleness_lock);
@@ -157,6 +169,12 @@ shoal_server_host_slice (ShoalServer *server, int slice)
        * the first delta is exactly what this group learned */
       s->baseline = shoal_alloc_floats (s->end - s->begin);
       memcpy (s->baseline, server->values + s->begin, (s->end - s->begin) * sizeof (float));
+    }
+  if (server->opts.elastic_center && s->center == NULL)
+    {
+      /* EASGD: the center starts where every replica starts */
+      s->center = shoal_alloc_floats (s->end - s->begin);
+      memcpy (s->center, server->values + s->begin, (s->end - s->begin) * sizeof (float));
     }
 }
 
@@ -432,6 +450,18 @@ shoal_server_wait_bound (ShoalServer *server, int slice, int unit, gint64 step, 
   return ok;
 }
 
+gboolean
+shoal_server_bound_ok (ShoalServer *server, int slice, int unit, gint64 step)
+{
+  if (server->opts.ssp_units <= 0 || unit < 0 || slice < 0 || slice >= server->opts.nslices)
+    return TRUE;
+  Slice *s = &server->slices[slice];
+  g_mutex_lock (&s->lock);
+  gboolean ok = shoal_clocks_may_go_on (s->clocks, step, server->opts.ssp_bound);
+  g_mutex_unlock (&s->lock);
+  return ok;
+}
+
 void
 shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out)
 {
@@ -531,6 +561,66 @@ shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta, fl
     v[i] += scale * delta[i];
   memcpy (values_out, v, n * sizeof (float));
   s->version++;
+  g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gboolean
+shoal_server_elastic_exchange (ShoalServer *server, int slice, const float *replica, float *diff_out,
+                               size_t n, float alpha, GError **error)
+{
+  Slice *s = checked_slice (server, "elastic_exchange", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  if (!(alpha > 0 && alpha <= 1))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "elastic_exchange: slice %d: alpha %g is not in (0, 1]",
+                   slice, (double) alpha);
+      return FALSE;
+    }
+  if (s->center == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "elastic_exchange: slice %d keeps no center here (not a master of elastic averaging)", slice);
+      return FALSE;
+    }
+  stat_add (&server->stats.deltas, 1);
+  g_mutex_lock (&s->lock);
+  float *restrict c = s->center;
+  for (size_t i = 0; i < n; i++)
+    {
+      float d = alpha * (replica[i] - c[i]);
+      c[i] += d;
+      diff_out[i] = d;
+    }
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gboolean
+shoal_server_take_values (ShoalServer *server, int slice, float *values_out, size_t n, GError **error)
+{
+  Slice *s = checked_slice (server, "take_values", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  g_mutex_lock (&s->lock);
+  memcpy (values_out, server->values + s->begin, n * sizeof (float));
+  s->updates_since_sync = 0;
+  g_mutex_unlock (&s->lock);
+  return TRUE;
+}
+
+gboolean
+shoal_server_elastic_merge (ShoalServer *server, int slice, const float *diff, size_t n, GError **error)
+{
+  Slice *s = checked_slice (server, "elastic_merge", slice, n, error);
+  if (s == NULL)
+    return FALSE;
+  g_mutex_lock (&s->lock);
+  float *restrict v = server->values + s->begin;
+  for (size_t i = 0; i < n; i++)
+    v[i] -= diff[i];
   g_cond_broadcast (&s->changed);
   g_mutex_unlock (&s->lock);
   return TRUE;
@@ -759,6 +849,10 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
           sl->contributions = 0;
           if (sl->baseline != NULL)
             memcpy (sl->baseline, p, bytes);
+          /* EASGD's center is not checkpointed: it starts again from the
+           * master replica's values, as Hogwild's baseline does */
+          if (sl->center != NULL)
+            memcpy (sl->center, p, bytes);
           g_cond_broadcast (&sl->changed);
           g_mutex_unlock (&sl->lock);
           restored++;

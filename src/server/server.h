@@ -40,6 +40,10 @@ typedef struct {
   gboolean keep_baseline; /* Hogwild groups: remember values at the last sync (take_delta) */
   float lr_scale;         /* multiplies every update's learning rate; 0 means 1 */
   float delta_scale;      /* multiplies the deltas apply_delta adds; 0 means 1 */
+  /* Hogwild with elastic averaging (EASGD, Zhang, Choromanska, LeCun
+   * 2015): keep a center variable beside each hosted slice, from the
+   * initial values, for shoal_server_elastic_exchange. */
+  gboolean elastic_center;
   /* SYNC, Sandblaster with backup workers (Chen et al. 2016): a step is
    * applied with the first sync_contributors - backup_workers gradients;
    * later ones for that step are dropped (counted in stats.dropped).
@@ -77,9 +81,11 @@ void shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, siz
 
 /* `layout` gives the param table (names, offsets, scales) and the initial
  * values, which are copied; it may be freed afterwards.  Hosts no slice
- * until shoal_server_host_slice.  Free with shoal_server_free. */
+ * until shoal_server_host_slice.  Free with shoal_server_free.  NULL with
+ * SHOAL_ERROR_MEMORY when the values or the optimiser state do not fit
+ * in memory. */
 ShoalServer *shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater,
-                               const ShoalServerOptions *opts);
+                               const ShoalServerOptions *opts, GError **error);
 void shoal_server_free (ShoalServer *server);
 
 void shoal_server_host_slice (ShoalServer *server, int slice);
@@ -123,6 +129,10 @@ gboolean shoal_server_push_from (ShoalServer *server, int slice, const float *gr
 gboolean shoal_server_wait_bound (ShoalServer *server, int slice, int unit, gint64 step,
                                   gint64 timeout_us, GError **error);
 
+/* The same rule without waiting: whether unit `unit`, having pushed
+ * `step` to the slice, may begin step + 1 now (TRUE without SSP). */
+gboolean shoal_server_bound_ok (ShoalServer *server, int slice, int unit, gint64 step);
+
 /* What shoal_server_push_from recorded since the last take (then reset):
  * the staleness of every applied gradient with a known base version. */
 void shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out);
@@ -158,6 +168,20 @@ gboolean shoal_server_take_delta (ShoalServer *server, int slice, float *delta_o
                                   GError **error);
 gboolean shoal_server_merge_master (ShoalServer *server, int slice, const float *master_values,
                                     size_t n, GError **error);
+/* Hogwild with elastic averaging (EASGD), master side: the center c of
+ * the slice and a group's replica x move toward each other: d = alpha
+ * (x - c), c += d; d goes into diff_out (may alias replica), which the
+ * group subtracts from its replica (shoal_server_elastic_merge).  Needs a
+ * server made with elastic_center; 0 < alpha <= 1. */
+gboolean shoal_server_elastic_exchange (ShoalServer *server, int slice, const float *replica, float *diff_out,
+                                        size_t n, float alpha, GError **error);
+/* Group side: copies the slice's values (the replica to send) and
+ * restarts its count of updates since the last sync. */
+gboolean shoal_server_take_values (ShoalServer *server, int slice, float *values_out, size_t n,
+                                   GError **error);
+/* Group side: values -= diff (the master's answer to the exchange). */
+gboolean shoal_server_elastic_merge (ShoalServer *server, int slice, const float *diff, size_t n,
+                                     GError **error);
 /* Updates applied to a slice since its last take_delta (Hogwild's sync_freq). */
 gint64 shoal_server_updates_since_sync (ShoalServer *server, int slice);
 

@@ -76,7 +76,8 @@ shoal_cmd_inspect (int argc, char **argv)
     { "workers", 'k', 0, G_OPTION_ARG_INT, &workers,
       "workers per group (default: [cluster] nworkers_per_group)", "K" },
     { "topology", 't', 0, G_OPTION_ARG_FILENAME, &topology,
-      "a conf with only a [cluster] section that replaces the job's", "FILE" },
+      "a conf with only a [cluster] section whose keys replace the job's scheme keys (gpus and "
+      "partition_dim stay)", "FILE" },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides,
       "set a conf key, e.g. -o 'layer fc1.partition_dim=1'", "SECTION.KEY=VALUE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }

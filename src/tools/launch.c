@@ -175,11 +175,14 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
               running--;
               if (WIFEXITED (status) && WEXITSTATUS (status) == 130 && !failed && !interrupted && !stopping)
                 {
-                  /* stopped on a signal sent to it alone (a scheduler preempting
-                   * its node): the job stops with it, everyone with a checkpoint */
+                  /* a signal sent to one rank alone (a scheduler preempting its
+                   * node): the job stops with it, everyone with a checkpoint.
+                   * The first rank to end need not be the one signalled (a SYNC
+                   * group's other processes stop at the same step), so the
+                   * message says only what is known */
                   char *who = describe_rank (layout, r);
-                  fprintf (stderr, "shoal run: %s stopped on a signal; stopping %d process%s\n", who,
-                           running, running == 1 ? "" : "es");
+                  fprintf (stderr, "shoal run: %s stopped with a checkpoint (a stop request); stopping %d "
+                           "process%s\n", who, running, running == 1 ? "" : "es");
                   g_free (who);
                   signal_running (children, n, SIGINT);
                   interrupted = TRUE;
@@ -370,6 +373,10 @@ again:;
   g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
   g_free (start_us);
   pid_t parent = getpid ();
+  /* a rank ignores a second stop signal from its launcher (tools/run.c) */
+  char *launcher = g_strdup_printf ("%d", (int) parent);
+  g_setenv ("SHOAL_LAUNCHER_PID", launcher, TRUE);
+  g_free (launcher);
   int started = 0;
   /* every rank runs here: their worker threads share this machine's cores */
   int all_workers = 0;

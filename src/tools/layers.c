@@ -1,6 +1,9 @@
-/* shoal layers: every layer type with its keys, from the option tables. */
+/* shoal layers: every layer type with its keys, from the option tables,
+ * those of plugins too (--plugin: what a plugin's author checks first). */
 #include <glib.h>
 #include <stdio.h>
+
+#include <shoal/plugin.h>
 
 #include "layers/layer.h"
 #include "tools/commands.h"
@@ -17,8 +20,31 @@ print_options (const ShoalOption *opt, const char *indent)
 int
 shoal_cmd_layers (int argc, char **argv)
 {
-  (void) argc;
-  (void) argv;
+  char **plugins = NULL;
+  GOptionEntry entries[] = {
+    { "plugin", 'p', 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
+      "also list the layer types of this plugin (repeatable)", "LIB.so" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  GOptionContext *ctx = g_option_context_new ("- list layer types and their conf keys");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GError *error = NULL;
+  gboolean ok = g_option_context_parse (ctx, &argc, &argv, &error);
+  g_option_context_free (ctx);
+  if (ok && argc > 1)
+    g_set_error (&error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument '%s'", argv[1]);
+  int status = error != NULL ? 2 : 0;
+  for (int i = 0; error == NULL && plugins != NULL && plugins[i] != NULL; i++)
+    if (!shoal_plugin_load (plugins[i], &error))
+      status = 1;
+  g_strfreev (plugins);
+  if (error != NULL)
+    {
+      fprintf (stderr, "shoal layers: %s\n", error->message);
+      g_error_free (error);
+      return status;
+    }
+
   const char **types = shoal_layer_types ();
   printf ("keys of every [layer NAME]:\n");
   print_options (shoal_layer_common_options, "  ");

@@ -28,13 +28,21 @@ static const Command commands[] = {
   { "inspect", shoal_cmd_inspect, "how a job's net is split among a group's workers: shoal inspect JOB.conf [--graph out.dot [--png out.png]]" },
 };
 
+/* Also the man page's text: help2man reads --help (a "Usage:" line, a
+ * description, then sections) and --version (name and version). */
 static void
 usage (FILE *out)
 {
-  fprintf (out, "usage: shoal COMMAND [ARGS]\n\ncommands:\n");
+  fprintf (out, "Usage: shoal COMMAND [ARGS]\n"
+                "Train neural nets in the style of Apache SINGA: worker groups and parameter\n"
+                "servers in one process or many; a job's conf picks the training scheme.\n\n"
+                "Commands:\n");
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     fprintf (out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  fprintf (out, "\n`shoal COMMAND --help` for the options of a command.\n");
+  fprintf (out, "\nOptions:\n"
+                "  -h, --help     print this help and exit\n"
+                "      --version  print the version and exit\n"
+                "\n`shoal COMMAND --help` for the options of a command.\n");
 }
 
 int

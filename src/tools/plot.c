@@ -59,11 +59,8 @@ shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *
   char *q_out = shoal_gnuplot_quote (base);
   g_string_append_printf (script, "set output %s\n", q_out);
   g_free (q_out);
-  g_string_append_printf (script, "set xlabel \"%s\"\nset ylabel \"%s\"\nset title \"%s vs %s\"\n",
-                          by_samples ? "samples seen (all workers)" : "wall time (s)",
-                          loss ? "train loss (group 0)" : "test accuracy (group 0)",
-                          loss ? "train loss" : "test accuracy", by_samples ? "samples seen" : "wall time");
   GString *plot = g_string_new ("plot ");
+  int virtual_runs = 0, runs = 0;
   for (int i = 0; ok && workspaces[i] != NULL; i++)
     {
       char *path = metrics_path (workspaces[i]);
@@ -83,6 +80,8 @@ shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *
           break;
         }
       GArray *points = loss ? log->train : log->tests;
+      virtual_runs += log->virtual_time;
+      runs++;
       if (!loss && !log->has_accuracy && points->len > 0)
         g_message ("%s: the net has no accuracy layer; plotting its test loss", workspaces[i]);
       if (points->len == 0)
@@ -115,8 +114,17 @@ shoal_plot_runs (char **workspaces, const char *out, const char *x, const char *
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "no run has %s lines to plot", loss ? "train" : "test");
       ok = FALSE;
     }
+  if (ok && virtual_runs > 0 && virtual_runs < runs && !by_samples)
+    g_message ("%d of the %d runs ran on the virtual clock: their times are virtual, the others' wall time",
+               virtual_runs, runs);
   if (ok)
     {
+      /* the virtual clock's runs (emulator.h) are plotted in virtual time */
+      const char *clock = virtual_runs == runs ? "virtual time" : virtual_runs > 0 ? "virtual or wall time" : "wall time";
+      g_string_append_printf (script, "set xlabel \"%s%s\"\nset ylabel \"%s\"\nset title \"%s vs %s\"\n",
+                              by_samples ? "samples seen (all workers)" : clock, by_samples ? "" : " (s)",
+                              loss ? "train loss (group 0)" : "test accuracy (group 0)",
+                              loss ? "train loss" : "test accuracy", by_samples ? "samples seen" : clock);
       g_string_append_printf (script, "%s\n", plot->str);
       char *script_path = g_strconcat (out_abs, ".gp", NULL);
       char *script_name = g_path_get_basename (script_path);
@@ -141,7 +149,8 @@ shoal_cmd_plot (int argc, char **argv)
   GOptionEntry entries[] = {
     { "out", 'O', 0, G_OPTION_ARG_FILENAME, &out, "the PNG to write (required); its data and gnuplot "
       "script go to FILE.png.data/ and FILE.png.gp", "FILE.png" },
-    { "x", 'x', 0, G_OPTION_ARG_STRING, &x, "time (wall time, the default) or samples (seen by all workers)", "time|samples" },
+    { "x", 'x', 0, G_OPTION_ARG_STRING, &x, "time (wall time, the default; virtual time for virtual-clock runs) or "
+      "samples (seen by all workers)", "time|samples" },
     { "y", 'y', 0, G_OPTION_ARG_STRING, &y, "accuracy (group 0's test accuracy, the default) or loss "
       "(group 0's train loss)", "accuracy|loss" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tools/commands.h"
 #include "worker/job.h"
@@ -12,12 +13,21 @@
 #include "worker/worker.h"
 
 static volatile sig_atomic_t stop_signals;
+/* A rank started by `shoal run`'s launcher: the launcher's pid.  It
+ * forwards a stop to every rank once, also to one that is already
+ * stopping on a signal of its own (a rank signalled alone); that second
+ * signal must not end the rank before its checkpoint is written.  The
+ * launcher escalates itself (SIGKILL after its grace). */
+static pid_t launcher_pid;
 
 static void
-on_stop_signal (int sig)
+on_stop_signal (int sig, siginfo_t *info, void *context)
 {
+  (void) context;
   if (stop_signals++ > 0)
     {
+      if (launcher_pid > 0 && info != NULL && info->si_pid == launcher_pid)
+        return;
       /* a second signal: stop now, as the user asks */
       signal (sig, SIG_DFL);
       raise (sig);
@@ -29,9 +39,13 @@ on_stop_signal (int sig)
 void
 shoal_install_stop_handlers (void)
 {
+  const char *launcher = g_getenv ("SHOAL_LAUNCHER_PID");
+  if (launcher != NULL && (pid_t) g_ascii_strtoll (launcher, NULL, 10) == getppid ())
+    launcher_pid = getppid ();
   struct sigaction sa;
   memset (&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
+  sa.sa_sigaction = on_stop_signal;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset (&sa.sa_mask);
   sigaction (SIGINT, &sa, NULL);
   sigaction (SIGTERM, &sa, NULL);
@@ -56,8 +70,8 @@ shoal_cmd_run (int argc, char **argv)
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
       "directory for metrics.jsonl and job.conf (default: workspace/JOBNAME)", "DIR" },
     { "topology", 't', 0, G_OPTION_ARG_FILENAME, &topology,
-      "a conf with only a [cluster] section that replaces the job's (e.g. conf/downpour.conf); "
-      "-o overrides apply after it", "FILE" },
+      "a conf with only a [cluster] section whose keys replace the job's scheme keys; the job's "
+      "gpus and partition_dim stay (e.g. conf/downpour.conf); -o overrides apply after it", "FILE" },
     { "grace", 0, 0, G_OPTION_ARG_INT, &grace,
       "multi-process runs: after a process failed, seconds without new metrics before the others "
       "are stopped (default 60)", "SECONDS" },
@@ -103,7 +117,8 @@ shoal_cmd_run (int argc, char **argv)
   char *ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
   /* the job loaded, so the layout is valid */
   ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, NULL);
-  if (layout->nprocs > 1)
+  /* the virtual clock runs every unit in this process */
+  if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
     {
       status = shoal_launch (job, layout, ws, quiet, grace, resume, no_restart ? 0 : 3);
       shoal_layout_free (layout);

@@ -184,6 +184,21 @@ shoal_run_log_read (const char *path, GError **error)
           ok = FALSE;
           break;
         }
+      /* a virtual-clock run: its curves are in virtual time */
+      double vtime;
+      gboolean has_vtime = number (o, "vtime", &vtime);
+      if (has_vtime)
+        time = vtime;
+      if (log->lines > 0 && has_vtime != log->virtual_time)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s:%d: a line %s \"vtime\" among lines %s it: "
+                       "two runs in one file?", path, i + 1, has_vtime ? "with" : "without",
+                       has_vtime ? "without" : "with");
+          ok = FALSE;
+          break;
+        }
+      log->virtual_time = has_vtime;
+      log->lines++;
       log->end_time = MAX (log->end_time, time);
       if (strcmp (phase, "process") == 0)
         {

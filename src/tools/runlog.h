@@ -5,6 +5,7 @@
  * "Samples seen" is job-wide: at time t, the rows every worker unit had
  * trained on, each unit's count interpolated linearly between its train
  * lines (a unit's count before its first line grows from 0 at time 0).
+ * Where lines carry "vtime" (a virtual-clock run) it is the time.
  * Accuracy curves are group 0's test passes (the job's reported
  * accuracy); the loss curve is group 0's first unit's train lines. */
 #ifndef SHOAL_RUNLOG_H
@@ -17,7 +18,7 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  double time;        /* s on the job's clock */
+  double time;        /* s on the job's clock: virtual seconds for a virtual-clock run */
   double samples;     /* job-wide samples seen then */
   double value;       /* test accuracy (or loss where the net has no accuracy) / train loss */
   double loss;        /* test points: the test loss */
@@ -37,6 +38,9 @@ typedef struct {
   gint64 updates, dropped;
   double compute_s, wait_s, peer_wait_s;  /* summed over the units */
   int units;                /* worker units that wrote train lines */
+  gboolean virtual_time;    /* the lines carry "vtime" (a virtual-clock run): every time here is
+                             * virtual, so are samples_per_sec, compute_s and wait_s */
+  gint64 lines;
 } ShoalRunLog;
 
 /* Reads path; a line that is not a JSON object, or a train or test line

@@ -67,6 +67,27 @@ const ShoalOption shoal_updater_options[] = {
   SHOAL_OPTION_END
 };
 
+/* train_steps and epochs both give the training length: one of them set
+ * with -o replaces the other from the file (the command line wins). */
+static void
+length_override_wins (ShoalConf *conf)
+{
+  static const char *const keys[2] = { "train_steps", "epochs" };
+  GKeyFile *kf = shoal_conf_keyfile (conf);
+  for (int i = 0; i < 2; i++)
+    {
+      const char *mine = keys[i], *other = keys[1 - i];
+      if (!shoal_conf_is_override (conf, "job", mine) || shoal_conf_is_override (conf, "job", other)
+          || !g_key_file_has_key (kf, "job", other, NULL))
+        continue;
+      char *raw = g_key_file_get_value (kf, "job", mine, NULL);
+      double v = g_ascii_strtod (g_strstrip (raw), NULL);
+      g_free (raw);
+      if (v > 0)
+        g_key_file_remove_key (kf, "job", other, NULL);
+    }
+}
+
 static gboolean
 check_groups (ShoalConf *conf, GError **error)
 {
@@ -76,10 +97,10 @@ check_groups (ShoalConf *conf, GError **error)
     {
       const char *g = groups[i];
       if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
-          || g_str_has_prefix (g, "layer "))
+          || strcmp (g, "emulate") == 0 || g_str_has_prefix (g, "layer "))
         continue;
       shoal_conf_error (conf, error, g, NULL,
-                        "unknown section (expected [job], [updater], [cluster] or [layer NAME])");
+                        "unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
       ok = FALSE;
     }
   g_strfreev (groups);
@@ -193,8 +214,13 @@ load_plugins (ShoalJob *job, const char *const *extra, GError **error)
         }
     }
   if (ok && all->len > 0)
-    g_key_file_set_string_list (shoal_conf_keyfile (job->conf), "job", "plugins",
-                                (const char *const *) all->pdata, all->len);
+    {
+      /* the conf's list syntax ("a, b"), not GKeyFile's ("a;b;") */
+      g_ptr_array_add (all, NULL);
+      char *joined = g_strjoinv (", ", (char **) all->pdata);
+      g_key_file_set_string (shoal_conf_keyfile (job->conf), "job", "plugins", joined);
+      g_free (joined);
+    }
   g_ptr_array_free (all, TRUE);
   return ok;
 }
@@ -219,6 +245,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
         return NULL;
       }
 
+  length_override_wins (conf);
   ShoalJob *job = g_new0 (ShoalJob, 1);
   job->conf = conf;
   const ShoalOption *const job_tables[] = { shoal_job_options, NULL };
@@ -266,7 +293,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
     }
   if (ok)
     ok = shoal_job_check_families (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
-         && shoal_cluster_conf_read (conf, &job->cluster, error);
+         && shoal_cluster_conf_read (conf, &job->cluster, error)
+         && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error);
   if (!ok)
     {
       shoal_job_free (job);
@@ -327,6 +355,7 @@ shoal_job_free (ShoalJob *job)
   if (job == NULL)
     return;
   shoal_conf_free (job->conf);
+  shoal_emulate_conf_clear (&job->emulate);
   g_free (job->name);
   g_strfreev (job->init_from);
   g_free (job);

@@ -5,6 +5,7 @@
  *            seed, threads, checkpoint_freq, init_from, alg, cd_k, max_seconds, metrics_interval
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
+ * [emulate]  a cluster that is not there (cluster/emulate.h; docs/SCHEMES.md, "Emulation")
  * Any other group except "layer NAME" is an error. */
 #ifndef SHOAL_JOB_H
 #define SHOAL_JOB_H
@@ -14,6 +15,7 @@
 #include <shoal/job.h>
 
 #include "cluster/cluster_conf.h"
+#include "cluster/emulate.h"
 #include "core/conf.h"
 #include "core/tensor.h"
 #include "core/updater.h"
@@ -37,6 +39,7 @@ struct _ShoalJob {
   double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
   ShoalUpdaterConf updater;
   ShoalClusterConf cluster;
+  ShoalEmulateConf emulate; /* [emulate]: stragglers, slow links, a lost group, the virtual clock */
 };
 
 /* shoal_job_load with the [cluster] section of the topology file at

@@ -17,8 +17,9 @@
  * Train and test lines end with "metrics": {LAYER: value} for the net's
  * metric layers other than the accuracy (an RBM's rbm_free_energy).
  * The clock fields are written in one place (line_begin in metrics.c):
- * a virtual clock adds "vtime" there, beside "time", and no reader has to
- * change. */
+ * a virtual-clock run (worker/emulator.h) adds "vtime", its virtual
+ * seconds, beside "time"; readers that know it (tools/runlog.c) use it
+ * in place of "time", others need not change. */
 #ifndef SHOAL_METRICS_H
 #define SHOAL_METRICS_H
 
@@ -85,6 +86,9 @@ typedef struct {
 void shoal_metrics_write (ShoalMetricsWriter *writer, const ShoalMetricsRecord *record);
 void shoal_metrics_write_process (ShoalMetricsWriter *writer, const ShoalProcessRecord *record);
 double shoal_metrics_elapsed (ShoalMetricsWriter *writer);
+/* The virtual clock: lines written from now on carry "vtime": vtime
+ * (seconds; < 0: no field).  The emulator writes from one thread. */
+void shoal_metrics_set_vtime (ShoalMetricsWriter *writer, double vtime);
 
 G_END_DECLS
 

@@ -23,6 +23,9 @@
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
+#include "rpc/link_limit.h"
+#include "worker/emulator.h"
+#include "worker/fault_timer.h"
 #include "worker/metrics.h"
 #include "worker/named_params.h"
 #include "worker/process_report.h"
@@ -69,13 +72,14 @@ typedef struct {
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
 } Process;
 
-/* Initialises params from the init_from workspaces' checkpoints, by
- * name or as <param>_init_from renames them (worker/named_params.h). */
-static gboolean
-init_from_workspaces (Process *p, ShoalParamStore *store, GError **error)
+/* [job] init_from: initialises params from the init_from workspaces'
+ * checkpoints, by name or as <param>_init_from renames them
+ * (worker/named_params.h). */
+gboolean
+shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
 {
   int copied = 0;
-  if (!shoal_named_params_init (store, p->job->conf, (const char *const *) p->job->init_from, &copied, error))
+  if (!shoal_named_params_init (store, job->conf, (const char *const *) job->init_from, &copied, error))
     return FALSE;
   g_message ("init_from: %d of %u params initialised by name", copied, store->params->len);
   return TRUE;
@@ -120,8 +124,8 @@ endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, G
 /* How many slices: the layout's count times whatever brings slices near
  * TARGET_SLICE_BYTES; every process computes the same from the same net.
  * Being a multiple, slice s is served like the layout's slice s % nslices. */
-static int
-slice_count (const ShoalLayout *layout, size_t total_floats)
+int
+shoal_runner_slice_count (const ShoalLayout *layout, size_t total_floats)
 {
   size_t bytes = total_floats * sizeof (float);
   size_t per = (size_t) layout->nslices * TARGET_SLICE_BYTES;
@@ -190,47 +194,20 @@ start_servers (Process *p, GError **error)
   /* a group in one process sends one summed gradient; a group spread
    * over processes sends one per worker */
   gboolean group_pushes = p->whole_groups || p->spread_net;
-  ShoalServerOptions sopts = { .mode = p->layout->mode,
-                               .sync_contributors = group_pushes ? 1 : p->layout->sync_contributors,
-                               .nslices = p->nslices,
-                               .keep_baseline = p->layout->group_sync };
-  /* Asynchronous schemes compared on equal terms with synchronous ones:
-   * the g groups (or g*k spread workers) pushing to one server group each
-   * move it by lr/g, so one round of their pushes goes as far as one
-   * synchronous step with the job's lr; likewise a Hogwild master adds
-   * each group's delta weighted 1/g (model averaging). */
   const ShoalClusterConf *c = &p->layout->conf;
-  if (p->layout->mode == SHOAL_UPDATE_ASYNC)
+  if (p->layout->mode == SHOAL_UPDATE_SYNC && c->backup_workers > 0 && group_pushes)
     {
-      int groups_here = c->nworker_groups / c->nserver_groups;
-      int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
-      /* [cluster] async_lr: groups (the above, the default), none (Dean
-       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
-       * lr / the update's staleness, measured by the server) */
-      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
-      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
-      if (p->layout->group_sync)
-        sopts.delta_scale = 1.0f / (float) c->nserver_groups;
-      if (c->staleness >= 0)
-        {
-          /* SSP: the units pushing here count their steps (unit_id) */
-          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
-          sopts.ssp_bound = c->staleness;
-        }
+      shoal_conf_error (p->job->conf, error, "cluster", "backup_workers",
+                        "this group runs as one net spread over processes (its layers are not all "
+                        "split by batch) and pushes one gradient per step: there is no late "
+                        "worker's gradient to drop");
+      return FALSE;
     }
-  else if (c->backup_workers > 0)
-    {
-      if (group_pushes)
-        {
-          shoal_conf_error (p->job->conf, error, "cluster", "backup_workers",
-                            "this group runs as one net spread over processes (its layers are not all "
-                            "split by batch) and pushes one gradient per step: there is no late "
-                            "worker's gradient to drop");
-          return FALSE;
-        }
-      sopts.backup_workers = c->backup_workers;
-    }
-  p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts);
+  ShoalServerOptions sopts;
+  shoal_runner_server_options (p->layout, group_pushes, p->nslices, &sopts);
+  p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts, error);
+  if (p->server == NULL)
+    return FALSE;
   for (int s = 0; s < p->nslices; s++)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
@@ -242,6 +219,44 @@ start_servers (Process *p, GError **error)
   if (p->opts->endpoints == NULL)
     return TRUE;
   return start_rpc (p, error);
+}
+
+void
+shoal_runner_server_options (const ShoalLayout *layout, gboolean group_pushes, int nslices,
+                             ShoalServerOptions *out)
+{
+  ShoalServerOptions sopts = { .mode = layout->mode,
+                               .sync_contributors = group_pushes ? 1 : layout->sync_contributors,
+                               .nslices = nslices,
+                               .keep_baseline = layout->group_sync };
+  /* Asynchronous schemes compared on equal terms with synchronous ones:
+   * the g groups (or g*k spread workers) pushing to one server group each
+   * move it by lr/g, so one round of their pushes goes as far as one
+   * synchronous step with the job's lr; likewise a Hogwild master adds
+   * each group's delta weighted 1/g (model averaging). */
+  const ShoalClusterConf *c = &layout->conf;
+  if (layout->mode == SHOAL_UPDATE_ASYNC)
+    {
+      int groups_here = c->nworker_groups / c->nserver_groups;
+      int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
+      /* [cluster] async_lr: groups (the above, the default), none (Dean
+       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
+       * lr / the update's staleness, measured by the server) */
+      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
+      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
+      if (layout->group_sync)
+        sopts.delta_scale = 1.0f / (float) c->nserver_groups;
+      sopts.elastic_center = layout->group_sync && c->hogwild_sync == SHOAL_HOGWILD_ELASTIC;
+      if (c->staleness >= 0)
+        {
+          /* SSP: the units pushing here count their steps (unit_id) */
+          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
+          sopts.ssp_bound = c->staleness;
+        }
+    }
+  else if (c->backup_workers > 0 && !group_pushes)
+    sopts.backup_workers = c->backup_workers;
+  *out = sopts;
 }
 
 /* Hogwild: the sync thread beside this process's server group, told
@@ -269,6 +284,8 @@ start_group_sync (Process *p, GError **error)
     {
       ShoalGroupSyncOptions o = { .server = p->server, .server_group = p->server_group,
                                   .sync_freq = l->conf.sync_freq, .masters = masters,
+                                  .elastic_alpha = l->conf.hogwild_sync == SHOAL_HOGWILD_ELASTIC
+                                                     ? (float) l->conf.elastic_alpha : 0,
                                   .endpoints = endpoints, .nendpoints = nend };
       p->group_sync = shoal_group_sync_start (&o, error);
       ok = p->group_sync != NULL;
@@ -285,6 +302,7 @@ typedef struct {
   ShoalWorker worker;
   ShoalGroupNet *net;     /* owned unless it is the layout net */
   ShoalParamClient *client;
+  ShoalSlowdown *slowdown; /* [emulate]; owned, NULL when not slowed */
   GThread *thread;
   gboolean ok;
   gboolean follower;      /* a spread net's follower: runs its leader's commands */
@@ -366,7 +384,8 @@ build_net (Process *p, ShoalMember unit, GError **error)
   if (net == NULL)
     return NULL;
   shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
-  if (p->job->init_from[0] != NULL && !init_from_workspaces (p, shoal_group_net_params (net), error))
+  if (p->job->init_from != NULL && p->job->init_from[0] != NULL
+      && !shoal_runner_init_from (p->job, shoal_group_net_params (net), error))
     {
       shoal_group_net_free (net);
       return NULL;
@@ -377,11 +396,10 @@ build_net (Process *p, ShoalMember unit, GError **error)
 /* A batch-split group spread over processes without a group net: each
  * worker reads its share of the group's batch (batch_size is the
  * group's) and pushes its own gradient. */
-static gboolean
-share_batch (Process *p, GError **error)
+gboolean
+shoal_runner_share_batch (ShoalJob *job, int k, GError **error)
 {
-  int k = p->layout->conf.nworkers_per_group;
-  GKeyFile *kf = shoal_conf_keyfile (p->job->conf);
+  GKeyFile *kf = shoal_conf_keyfile (job->conf);
   char **groups = g_key_file_get_groups (kf, NULL);
   gboolean ok = TRUE;
   for (int i = 0; ok && groups[i] != NULL; i++)
@@ -394,14 +412,14 @@ share_batch (Process *p, GError **error)
       g_free (raw);
       if (batch % k != 0)
         {
-          shoal_conf_error (p->job->conf, error, groups[i], "batch_size",
+          shoal_conf_error (job->conf, error, groups[i], "batch_size",
                             "%" G_GINT64_FORMAT " rows cannot be shared evenly by the %d workers of a group "
                             "spread over processes", batch, k);
           ok = FALSE;
           break;
         }
       char *o = g_strdup_printf ("%s.batch_size=%" G_GINT64_FORMAT, groups[i], batch / k);
-      ok = shoal_conf_override (p->job->conf, o, error);
+      ok = shoal_conf_override (job->conf, o, error);
       g_free (o);
     }
   g_strfreev (groups);
@@ -490,7 +508,9 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
       slot->client = shoal_param_client_new_shared (store, p->server);
       return TRUE;
     }
-  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
+  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode, error);
+  if (slot->client == NULL)
+    return FALSE;
   shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
@@ -568,7 +588,17 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
       ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
+      /* a unit of several workers (a group net) waits for its slowest */
+      slots[i].slowdown = shoal_slowdown_new (&p->job->emulate, &p->job->cluster, p->job->seed, m.group,
+                                              p->unit_size > 1 ? 0 : m.index, p->unit_size);
+      if (slots[i].slowdown != NULL && !slots[i].follower)
+        {
+          char *how = shoal_slowdown_describe (slots[i].slowdown);
+          g_message ("[group %d worker %d] [emulate] slowed: %s", m.group, m.index, how);
+          g_free (how);
+        }
       slots[i].worker = (ShoalWorker) { .job = p->job, .net = slots[i].net, .client = slots[i].client,
+                                        .slowdown = slots[i].slowdown,
                                         .metrics = p->metrics, .group = m.group, .worker = m.index,
                                         .log_progress = !p->opts->quiet, .tester = m.index == 0,
                                         .test_accuracy = -1, .checkpoint = worker_checkpoint,
@@ -616,6 +646,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
                                  .follower = slots[0].follower };
   for (guint i = 0; i < n; i++)
     {
+      shoal_slowdown_free (slots[i].slowdown);
       shoal_param_client_free (slots[i].client);
       if (slots[i].net != p->layout_net)
         shoal_group_net_free (slots[i].net);
@@ -629,7 +660,20 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 {
   Process p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
                 .stop_step = G_MAXINT64 };
+  ShoalFaultTimer *fault = NULL;
   gboolean ok = FALSE;
+  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+    {
+      /* the whole layout in this process, on a virtual clock */
+      if (opts->endpoints != NULL)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "%s: [emulate] clock = virtual runs every unit in one process: start it with `shoal run`, "
+                       "not as rank %d", shoal_conf_origin (job->conf), opts->rank);
+          return FALSE;
+        }
+      return shoal_emulator_run (job, opts, result, error);
+    }
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
 
@@ -653,6 +697,14 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   p.proc = &p.layout->procs[rank];
   if (!prepare_workspace (job, opts, error))
     goto out;
+  /* [emulate] links: before this process opens or accepts any connection */
+  ShoalLinkLimit link = { shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
+                          (gint64) (job->emulate.latency_ms * 1000) };
+  shoal_link_limit_set_default (&link);
+  if ((link.bytes_per_s > 0 || link.latency_us > 0) && rank == 0)
+    g_message ("[emulate] every link between processes: %s%g Mbit/s, %g ms latency",
+               link.bytes_per_s > 0 ? "" : "no bandwidth limit, ", job->emulate.bandwidth_mbit,
+               job->emulate.latency_ms);
   char *ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
   if (opts->resume)
     {
@@ -678,7 +730,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
   if (!plan_units (&p, error))
     goto out;
-  if (!p.whole_groups && !p.spread_net && !share_batch (&p, error))
+  if (!p.whole_groups && !p.spread_net && !shoal_runner_share_batch (job, p.layout->conf.nworkers_per_group, error))
     goto out;
   if (p.spread_net && p.units->len > 0 && !open_wire (&p, error))
     goto out;
@@ -701,7 +753,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   int batch = input != NULL ? shoal_tensor_rows (&input->out) : 0;
   if (!follower)
     shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
-  p.nslices = slice_count (p.layout, shoal_group_net_params (p.layout_net)->total);
+  p.nslices = shoal_runner_slice_count (p.layout, shoal_group_net_params (p.layout_net)->total);
   if (!opts->quiet && rank == 0)
     {
       g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d per worker, updater %s, lr %g, %d slices",
@@ -724,6 +776,14 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (p.metrics == NULL)
     goto out;
   p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
+  if (job->emulate.fault_group >= 0 && p.proc->workers->len > 0
+      && g_array_index (p.proc->workers, ShoalMember, 0).group == job->emulate.fault_group)
+    {
+      /* emulate.c made sure the group has processes of its own */
+      char *what = g_strdup_printf ("rank %d (group %d)", rank, job->emulate.fault_group);
+      fault = shoal_fault_timer_start (job->emulate.fault_at, p.metrics, what);
+      g_free (what);
+    }
   if (p.proc->workers->len > 0)
     ok = run_workers (&p, result, error);
   else
@@ -751,6 +811,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
 
 out:
+  shoal_fault_timer_stop (fault);
   shoal_process_report_stop (p.report);
   shoal_group_sync_stop (p.group_sync, NULL);
   if (p.layout_net != NULL)

@@ -8,6 +8,8 @@
 
 #include <glib.h>
 
+#include "cluster/layout.h"
+#include "server/server.h"
 #include "worker/job.h"
 
 G_BEGIN_DECLS
@@ -55,6 +57,26 @@ gboolean shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResu
  * the cores divided among `local_workers` (the worker threads of every
  * process on this machine).  Returns the number set. */
 int shoal_set_blas_threads (int requested, int local_workers);
+
+/* ---- shared with the virtual-clock emulator (worker/emulator.c), so
+ * that both run the same rules ---------------------------------------- */
+
+/* How many slices the param buffer is cut into: the layout's count times
+ * whatever brings slices near 512 KiB (the same in every process). */
+int shoal_runner_slice_count (const ShoalLayout *layout, size_t total_floats);
+/* The options of a server group's ShoalServer: mode, contributors, the
+ * asynchronous schemes' lr scale (async_lr), SSP, backup workers,
+ * Hogwild's baseline and delta weights.  group_pushes: a group pushes
+ * one summed gradient (its workers share a process, or it runs as one
+ * net spread over processes). */
+void shoal_runner_server_options (const ShoalLayout *layout, gboolean group_pushes, int nslices,
+                                  ShoalServerOptions *out);
+/* A batch-split group of k workers spread over processes: each worker
+ * reads batch_size / k rows (overrides the job's conf). */
+gboolean shoal_runner_share_batch (ShoalJob *job, int k, GError **error);
+/* [job] init_from: copies params by name (or as <param>_init_from renames
+ * them) from those workspaces' newest checkpoints into store. */
+gboolean shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error);
 
 G_END_DECLS
 

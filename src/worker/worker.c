@@ -162,16 +162,31 @@ stop_with_group (ShoalWorker *w, gint64 step)
 
 /* Test hook: SHOAL_INJECT_STEP_DELAY="GROUP:MS" makes every worker of
  * GROUP sleep MS milliseconds per step, to show that other groups do not
- * wait for a slow one in asynchronous schemes.  Returns microseconds. */
+ * wait for a slow one in asynchronous schemes; "GROUP:MS@FROM" only from
+ * step FROM on, so that a test can be sure a run is still training when
+ * its signal comes (a stop request ends the sleep).  Returns
+ * microseconds; *from is the first step delayed. */
 static gint64
-injected_delay_us (int group)
+injected_delay_us (int group, gint64 *from)
 {
   const char *spec = g_getenv ("SHOAL_INJECT_STEP_DELAY");
-  int g = -1, ms = 0;
-  if (spec == NULL || sscanf (spec, "%d:%d", &g, &ms) != 2 || g != group || ms <= 0)
+  int g = -1, ms = 0, first = 0;
+  *from = 0;
+  if (spec == NULL || sscanf (spec, "%d:%d@%d", &g, &ms, &first) < 2 || g != group || ms <= 0)
     return 0;
-  g_message ("[group %d] test hook: %d ms delay per step", group, ms);
+  *from = MAX (first, 0);
+  g_message ("[group %d] test hook: %d ms delay per step from step %d", group, ms, MAX (first, 0));
   return (gint64) ms * 1000;
+}
+
+/* The injected delay, cut short by a stop request (SIGINT, SIGTERM). */
+static void
+injected_sleep (gint64 us)
+{
+  gint64 end = g_get_monotonic_time () + us;
+  for (gint64 now = g_get_monotonic_time (); now < end && !shoal_worker_stop_requested ();
+       now = g_get_monotonic_time ())
+    g_usleep ((gulong) MIN (end - now, 10 * 1000));
 }
 
 /* Test hook: SHOAL_INJECT_BOUNDARY_DELAY="GROUP:WORKER:MS" makes that
@@ -218,7 +233,8 @@ gboolean
 shoal_worker_train (ShoalWorker *w)
 {
   gint64 started_us = g_get_monotonic_time ();
-  gint64 delay_us = injected_delay_us (w->group);
+  gint64 delay_from = 0;
+  gint64 delay_us = injected_delay_us (w->group, &delay_from);
   gint64 boundary_delay_us = injected_boundary_delay_us (w->group, w->worker);
   const ShoalJob *job = w->job;
   const ShoalUpdaterConf *u = &job->updater;
@@ -305,15 +321,23 @@ shoal_worker_train (ShoalWorker *w)
           window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
         }
 
-      if (delay_us > 0)
-        g_usleep ((gulong) delay_us);
+      if (delay_us > 0 && step >= delay_from)
+        injected_sleep (delay_us);
       push.step = step;
       /* forward and backward in one wake-up of the group's workers; with
-       * clipping the whole gradient must exist before anything is sent */
+       * clipping the whole gradient must exist before anything is sent,
+       * and an emulated straggler sends nothing before its step's end */
       gint64 t_compute = g_get_monotonic_time ();
-      double loss = shoal_group_net_train_step (w->net, clip ? NULL : push_layer, &push);
+      double loss = shoal_group_net_train_step (w->net, clip || w->slowdown ? NULL : push_layer, &push);
       if (clip)
         shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
+      if (w->slowdown != NULL)
+        {
+          /* [emulate]: as if computing took (factor x) longer, plus delays */
+          double extra = shoal_slowdown_extra_s (w->slowdown, (double) (g_get_monotonic_time () - t_compute) / 1e6);
+          if (extra > 0)
+            g_usleep ((gulong) (extra * 1e6));
+        }
       shoal_param_client_step_done (w->client, step);
       window_compute += (double) (g_get_monotonic_time () - t_compute) / 1e6;
 

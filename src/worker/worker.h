@@ -15,6 +15,7 @@
 
 #include <glib.h>
 
+#include "cluster/emulate.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
 #include "worker/job.h"
@@ -36,6 +37,7 @@ typedef struct _ShoalWorker {
   gboolean (*checkpoint) (struct _ShoalWorker *worker, gint64 step, GError **error);
   gpointer checkpoint_data;
   gint64 *stop_step;               /* shared by the process's workers: stop at this step (atomic); may be NULL */
+  ShoalSlowdown *slowdown;         /* [emulate]: how much longer this unit's steps take; borrowed, may be NULL */
   /* SYNC with other units pushing for the same steps from other processes
    * (a batch-split group spread over processes): a stop there can make
    * the servers refuse a step this unit began (shoal_param_client_stop_at),

@@ -31,28 +31,35 @@ run -o job.train_steps=80 --workspace "$dir/early" --resume >/dev/null
 early=$(final "$dir/early")
 echo "stopped at 55:       $early"
 
-# 2. SIGINT while it trains (slowed by 30 ms a step so that it is still
-#    training when the signal comes; the math is the same)
-SHOAL_INJECT_STEP_DELAY=0:30 \
-  "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o job.train_steps=80 \
+# 2. SIGINT while it trains.  From step 40 on every step waits 10 minutes
+#    (a stop request cuts the wait short; the math is the same), so the run
+#    cannot end before the signal: it comes once step 10 is in the
+#    metrics, and the run must stop with a checkpoint (exit 130).  timeout
+#    bounds the run and passes the SIGINT on once: --foreground, because
+#    without it timeout also signals its process group, a second SIGINT,
+#    which ends a run at once (seen on the ASan build).
+SHOAL_INJECT_STEP_DELAY=0:600000@40 \
+  timeout --foreground -s INT -k 10 240 "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o job.train_steps=80 \
   -o job.checkpoint_freq=0 --workspace "$dir/sig" >"$dir/sig.out" 2>&1 &
 pid=$!
-for _ in $(seq 200); do  # until it trains (bounded: 20 s)
-  grep -q '"phase":"train"' "$dir/sig/metrics.jsonl" 2>/dev/null && break
+trained=0
+for _ in $(seq 600); do  # until step 10 is in the metrics (bounded: 60 s)
+  grep -q '"phase":"train"' "$dir/sig/metrics.jsonl" 2>/dev/null && { trained=1; break; }
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.1
 done
+[ "$trained" -eq 1 ] || { cat "$dir/sig.out"; echo "the SIGINT run never reached step 10"; exit 1; }
 kill -INT "$pid"
 status=0
 wait "$pid" || status=$?
-if [ "$status" -eq 130 ]; then
-  grep -q "stopped at step .* with a checkpoint; continue with --resume" "$dir/sig.out"
-  run -o job.train_steps=80 -o job.checkpoint_freq=0 --workspace "$dir/sig" --resume >/dev/null
-else
-  # it finished before the signal arrived: nothing to resume, still a valid run
-  [ "$status" -eq 0 ] || { cat "$dir/sig.out"; exit 1; }
-fi
+[ "$status" -eq 130 ] || { cat "$dir/sig.out"; echo "SIGINT: exit $status, expected 130"; exit 1; }
+grep -q "stopped at step .* with a checkpoint; continue with --resume" "$dir/sig.out" \
+  || { cat "$dir/sig.out"; echo "SIGINT: no checkpoint reported"; exit 1; }
+stopped=$(sed -n 's/^stopped at step \([0-9]*\) with a checkpoint.*/\1/p' "$dir/sig.out")
+[ "$stopped" -ge 10 ] && [ "$stopped" -le 42 ] || { echo "SIGINT: stopped at step '$stopped', not in 10..42"; exit 1; }
+run -o job.train_steps=80 -o job.checkpoint_freq=0 --workspace "$dir/sig" --resume >/dev/null
 sig=$(final "$dir/sig")
-echo "SIGINT (exit $status): $sig"
+echo "SIGINT (stopped at step $stopped): $sig"
 
 # 3. over Thrift, the server in its own process
 sep=(-o cluster.server_worker_separate=true)

@@ -27,9 +27,9 @@ expect() {  # STATUS MESSAGE ARGS...
   fi
 }
 
-known=$(cd conf && for s in sandblaster allreduce downpour hogwild ssp backup stale-lr downpour-dean; do
+known=$(cd conf && for s in sandblaster allreduce downpour hogwild ssp backup stale-lr downpour-dean elastic; do
           [ -f "$s.conf" ] && printf '%s, ' "$s"; done; ls *.conf | sed 's/\.conf$//' | sort \
-          | grep -vxE 'sandblaster|allreduce|downpour|hogwild|ssp|backup|stale-lr|downpour-dean' | sed 's/$/, /' | tr -d '\n')
+          | grep -vxE 'sandblaster|allreduce|downpour|hogwild|ssp|backup|stale-lr|downpour-dean|elastic' | sed 's/$/, /' | tr -d '\n')
 known=${known%, }
 expect 2 "shoal compare: --schemes: unknown scheme 'nosuch' (conf has: $known; or give a topology file's path)" \
   compare "$job" --schemes sandblaster,nosuch --out "$dir/c"

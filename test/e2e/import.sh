@@ -46,4 +46,16 @@ printf 'x,label,y\n1.5,4,2\n3,0,-1\n' > "$tmp/d.csv"
 out=$("$shoal" import csv --in "$tmp/d.csv" --out "$tmp/csv" --label-column 1 --skip-header) \
   || fail "csv import"
 [[ "$out" == "$tmp/csv: 2 records of 2 floats, "* ]] || fail "csv summary: $out"
+# NaN and infinities are errors naming line and column, and nothing is left behind
+printf 'x,label,y\n1.5,4,2\n3,0,nan\n' > "$tmp/nan.csv"
+"$shoal" import csv --in "$tmp/nan.csv" --out "$tmp/nan" --label-column 1 --skip-header >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "a CSV with nan was imported"
+grep -qxF "shoal import csv: $tmp/nan.csv:3: column 2: 'nan' is not a number (NaN cannot be trained on)" "$tmp/err" \
+  || fail "nan: $(cat "$tmp/err")"
+[ -e "$tmp/nan/data.mdb" ] && fail "a failed import left $tmp/nan/data.mdb behind"
+printf '1,inf\n' > "$tmp/inf.csv"
+"$shoal" import csv --in "$tmp/inf.csv" --out "$tmp/inf" --label-column 0 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "a CSV with inf was imported"
+grep -qxF "shoal import csv: $tmp/inf.csv:1: column 1: 'inf' is infinite (cannot be trained on)" "$tmp/err" \
+  || fail "inf: $(cat "$tmp/err")"
 echo "import: all checks passed"

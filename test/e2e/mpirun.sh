@@ -4,8 +4,8 @@
 # OMPI_COMM_WORLD_RANK and the endpoints from the same hostfile (all
 # 127.0.0.1 here), and the Downpour layout (2 worker groups, a server
 # process) trains the MLP subset to the bar; then a group spread over two
-# ranks with a feature split does too.  Skipped without mpirun
-# (Debian package openmpi-bin).  Usage: mpirun.sh BUILD
+# ranks with a feature split does too.  Skipped (exit 77) without mpirun
+# (Debian package openmpi-bin, which make deps installs).  Usage: mpirun.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,7 @@ source test/e2e/lib/topology.sh
 
 if ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (install the Debian package openmpi-bin)"
-  exit 0
+  exit 77
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

@@ -40,6 +40,7 @@ expect 1 "[layer fc2] src: unknown source layer 'relu9'" run "$dir/nosrc.conf"
 expect 1 "[layer data] train: " run "$base" -o "layer data.train=$dir/no-such-db"
 expect 1 "-o updater.lr: [updater] lr: expected a number, got 'fast'" run "$base" -o updater.lr=fast
 expect 1 "[updater] momentm: unknown key (did you mean 'momentum'?)" run "$base" -o updater.momentm=0.9
+expect 1 "-o layer fc9.num_output: $base has no [layer fc9] (did you mean 'layer fc1.num_output'?)" run "$base" -o 'layer fc9.num_output=5'
 expect 1 "[cluster] nworkers_per_procs" run "$base" -o cluster.nworkers_per_group=4 -o cluster.nworkers_per_procs=3
 expect 1 "No such file" run "$dir/missing.conf"
 expect 2 "expected one JOB.conf" run

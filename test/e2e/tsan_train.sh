@@ -5,13 +5,10 @@
 # processes on loopback).  Tiny layers and 60 steps: the point is the
 # threads meeting, not accuracy.  Any TSan report fails the run (the
 # processes exit 66).  Only in a TSan build: make SANITIZE=thread test-threads.
+# suite: thread
 # Usage: tsan_train.sh BUILD
 set -euo pipefail
 build=${1:-build}
-case "${SHOAL_SANITIZE:-}" in
-  *thread*) ;;
-  *) echo "SKIP: not a TSan build (make SANITIZE=thread test-threads runs this)"; exit 0 ;;
-esac
 [ -d build/data/fashion-mnist/train ] || { echo "no build/data/fashion-mnist: run make data"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

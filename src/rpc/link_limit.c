@@ -1,0 +1,97 @@
+/* A token bucket per socket and a sleep per message: the simplest
+ * limiter that holds a rate over any stretch longer than the bucket and
+ * corrects its own oversleeping (time slept past a wait refills the
+ * bucket, up to its size, so the next piece goes sooner). */
+#include "rpc/link_limit.h"
+
+#include <math.h>
+
+/* At least this many bytes per piece, so a fast link is not paced in
+ * tiny sends; otherwise 20 ms of traffic, so a sender descheduled for
+ * less than that loses no rate. */
+#define MIN_BURST 16384.0
+#define BURST_SECONDS 0.02
+
+static GMutex default_lock;
+static ShoalLinkLimit default_limit;
+
+void
+shoal_link_limit_set_default (const ShoalLinkLimit *limit)
+{
+  g_mutex_lock (&default_lock);
+  default_limit = limit != NULL ? *limit : (ShoalLinkLimit) { 0, 0 };
+  g_mutex_unlock (&default_lock);
+}
+
+ShoalLinkLimit
+shoal_link_limit_get_default (void)
+{
+  g_mutex_lock (&default_lock);
+  ShoalLinkLimit l = default_limit;
+  g_mutex_unlock (&default_lock);
+  return l;
+}
+
+double
+shoal_link_limit_bytes_per_s (double mbit)
+{
+  return mbit * 1e6 / 8;
+}
+
+void
+shoal_link_limiter_init (ShoalLinkLimiter *l, const ShoalLinkLimit *limit, gint64 now_us)
+{
+  l->limit = *limit;
+  l->burst = MAX (MIN_BURST, limit->bytes_per_s * BURST_SECONDS);
+  l->tokens = l->burst;
+  l->last_us = now_us;
+}
+
+gsize
+shoal_link_limiter_take (ShoalLinkLimiter *l, gsize want, gint64 now_us, gint64 *wait_us)
+{
+  *wait_us = 0;
+  if (l->limit.bytes_per_s <= 0)
+    return want;
+  double rate = l->limit.bytes_per_s;
+  if (now_us > l->last_us)
+    {
+      l->tokens = MIN (l->burst, l->tokens + (double) (now_us - l->last_us) * rate / 1e6);
+      l->last_us = now_us;
+    }
+  gsize n = MAX (MIN (want, (gsize) l->burst), 1);
+  if (l->tokens < (double) n)
+    {
+      gint64 wait = (gint64) ceil (((double) n - l->tokens) * 1e6 / rate);
+      /* as if sent once the wait is over */
+      l->tokens += (double) wait * rate / 1e6;
+      l->last_us = MAX (l->last_us, now_us) + wait;
+      *wait_us = wait;
+    }
+  l->tokens -= (double) n;
+  return n;
+}
+
+void
+shoal_link_limiter_refund (ShoalLinkLimiter *l, gsize bytes)
+{
+  if (l->limit.bytes_per_s > 0)
+    l->tokens = MIN (l->burst, l->tokens + (double) bytes);
+}
+
+gsize
+shoal_link_limiter_grant (ShoalLinkLimiter *l, gsize want)
+{
+  gint64 wait = 0;
+  gsize n = shoal_link_limiter_take (l, want, g_get_monotonic_time (), &wait);
+  if (wait > 0)
+    g_usleep ((gulong) wait);
+  return n;
+}
+
+void
+shoal_link_limiter_message_end (ShoalLinkLimiter *l)
+{
+  if (l->limit.latency_us > 0)
+    g_usleep ((gulong) l->limit.latency_us);
+}
