@@ -28,6 +28,9 @@ const ShoalOption shoal_param_options[] = {
   { "high", SHOAL_OPT_FLOAT, "0.05", SHOAL_UNBOUNDED, NULL, "uniform upper bound" },
   { "lr_scale", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "multiplies the learning rate" },
   { "wd_scale", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "multiplies the weight decay" },
+  { "init_from", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
+    "with [job] init_from: the checkpointed param that initialises this one, NAME or NAME^T "
+    "(transposed; e.g. a decoder's weight from its encoder's); default: its own name" },
   SHOAL_OPTION_END
 };
 
