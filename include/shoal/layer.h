@@ -204,6 +204,12 @@ ShoalParam *shoal_layer_declare_param (ShoalLayer *layer, const char *pname,
  * source 1 carries labels, one per row of source 0; else FALSE with a
  * SHOAL_ERROR_CONF naming the layer. */
 gboolean shoal_layer_check_labels (const ShoalLayer *layer, GError **error);
+/* The same, for scores of one or several time steps: a row of source 1
+ * holds *steps labels (1 for one label per row) and a row of source 0
+ * *steps x *classes scores, step after step; else FALSE with a
+ * SHOAL_ERROR_CONF naming the layer.  steps and classes are written on
+ * success only. */
+gboolean shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error);
 
 /* ---- the registry ----------------------------------------------------------- */
 

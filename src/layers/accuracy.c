@@ -32,19 +32,8 @@ accuracy_setup (ShoalLayer *layer, GError **error)
   AccuracyPriv *p = layer->priv;
   const ShoalLayer *logits = layer->srcs[0];
 
-  if (!shoal_layer_check_labels (layer, error))
+  if (!shoal_layer_check_step_labels (layer, &p->steps, &p->classes, error))
     return FALSE;
-  p->steps = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
-  size_t width = shoal_tensor_row_size (&logits->out);
-  if (p->steps < 1 || width % (size_t) p->steps != 0)
-    {
-      char *s = shoal_shape_to_string (&logits->out.shape);
-      shoal_layer_error (layer, error, "src", "logits '%s' (%s) are not %d steps of classes, one per label of a row",
-                         logits->name, s, p->steps);
-      g_free (s);
-      return FALSE;
-    }
-  p->classes = (int) (width / (size_t) p->steps);
   p->top_k = (int) shoal_layer_opt_int (layer, "top_k");
   if (p->top_k > p->classes)
     {

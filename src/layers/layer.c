@@ -214,6 +214,27 @@ shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
   return TRUE;
 }
 
+gboolean
+shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error)
+{
+  if (!shoal_layer_check_labels (layer, error))
+    return FALSE;
+  const ShoalLayer *logits = layer->srcs[0];
+  int n = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
+  size_t width = shoal_tensor_row_size (&logits->out);
+  if (n < 1 || width % (size_t) n != 0)
+    {
+      char *s = shoal_shape_to_string (&logits->out.shape);
+      shoal_layer_error (layer, error, "src", "logits '%s' (%s) are not %d steps of classes, one per label of a row",
+                         logits->name, s, n);
+      g_free (s);
+      return FALSE;
+    }
+  *steps = n;
+  *classes = (int) (width / (size_t) n);
+  return TRUE;
+}
+
 /* ---- accessors (what plugins use instead of the struct) ------------------- */
 
 const char *

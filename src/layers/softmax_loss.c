@@ -33,19 +33,8 @@ softmax_loss_setup (ShoalLayer *layer, GError **error)
   SoftmaxLossPriv *p = layer->priv;
   const ShoalLayer *logits = layer->srcs[0];
 
-  if (!shoal_layer_check_labels (layer, error))
+  if (!shoal_layer_check_step_labels (layer, &p->steps, &p->classes, error))
     return FALSE;
-  p->steps = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
-  size_t width = shoal_tensor_row_size (&logits->out);
-  if (p->steps < 1 || width % (size_t) p->steps != 0)
-    {
-      char *s = shoal_shape_to_string (&logits->out.shape);
-      shoal_layer_error (layer, error, "src", "logits '%s' (%s) are not %d steps of classes, one per label of a row",
-                         logits->name, s, p->steps);
-      g_free (s);
-      return FALSE;
-    }
-  p->classes = (int) (width / (size_t) p->steps);
   p->prob = shoal_layer_alloc_floats (layer, shoal_tensor_count (&logits->out), "probabilities", error);
   layer->out.shape = shoal_shape_make (1, 1);
   return p->prob != NULL;
