@@ -292,6 +292,27 @@ input_projection (const ShoalRecurrentPriv *p, const ShoalRecurrentLevel *lv, co
                lv->w_ih->value.data, lv->in, beta, lv->gates, p->gh);
 }
 
+/* The states step t starts from: the carried (or zero) initial states at
+ * t = 0, else step t - 1's outputs (h) and cell states (c, kept in aux). */
+typedef struct
+{
+  const float *h, *c;
+  size_t h_stride, c_stride;
+} PrevStates;
+
+static PrevStates
+prev_states (const ShoalRecurrentPriv *p, const ShoalRecurrentLevel *lv, const float *hout, int t)
+{
+  const size_t H = (size_t) p->hidden, T = (size_t) p->steps;
+  PrevStates s = { .h = t == 0 ? lv->h0 : hout + (size_t) (t - 1) * H, .h_stride = t == 0 ? H : T * H };
+  if (p->cell->has_cell)
+    {
+      s.c = t == 0 ? lv->c0 : lv->aux + (size_t) (t - 1) * H;
+      s.c_stride = s.h_stride;
+    }
+  return s;
+}
+
 static void
 forward_level (ShoalLayer *layer, int l, const float *x, float *hout, int rows)
 {
@@ -303,15 +324,7 @@ forward_level (ShoalLayer *layer, int l, const float *x, float *hout, int rows)
   input_projection (p, lv, x, rows * T);
   for (int t = 0; t < T; t++)
     {
-      const float *h_prev = t == 0 ? lv->h0 : hout + (size_t) (t - 1) * H;
-      size_t h_prev_stride = t == 0 ? (size_t) H : (size_t) T * H;
-      const float *c_prev = NULL;
-      size_t c_prev_stride = 0;
-      if (p->cell->has_cell)
-        {
-          c_prev = t == 0 ? lv->c0 : lv->aux + (size_t) (t - 1) * H;
-          c_prev_stride = t == 0 ? (size_t) H : (size_t) T * H;
-        }
+      PrevStates prev = prev_states (p, lv, hout, t);
       /* hproj = h_prev W_hh^T + b_hh */
       float beta = 0.0f;
       if (lv->b_hh != NULL)
@@ -320,17 +333,17 @@ forward_level (ShoalLayer *layer, int l, const float *x, float *hout, int rows)
             memcpy (p->hproj + (size_t) b * GH, lv->b_hh->value.data, (size_t) GH * sizeof (float));
           beta = 1.0f;
         }
-      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, GH, H, 1.0f, h_prev,
-                   (int) h_prev_stride, lv->w_hh->value.data, H, beta, p->hproj, GH);
+      cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, GH, H, 1.0f, prev.h,
+                   (int) prev.h_stride, lv->w_hh->value.data, H, beta, p->hproj, GH);
       /* h_prev of every row at step t, for dW_hh */
       for (int b = 0; b < rows; b++)
-        memcpy (lv->hprev + ((size_t) b * T + t) * H, h_prev + (size_t) b * h_prev_stride, hbytes);
+        memcpy (lv->hprev + ((size_t) b * T + t) * H, prev.h + (size_t) b * prev.h_stride, hbytes);
       ShoalCellForward f = {
         .rows = rows, .hidden = H,
         .gates = lv->gates + (size_t) t * GH, .gates_stride = (size_t) T * GH,
         .hproj = p->hproj,
-        .h_prev = h_prev, .h_prev_stride = h_prev_stride,
-        .c_prev = c_prev, .c_prev_stride = c_prev_stride,
+        .h_prev = prev.h, .h_prev_stride = prev.h_stride,
+        .c_prev = prev.c, .c_prev_stride = prev.c_stride,
         .aux = lv->aux + (size_t) t * H, .aux_stride = (size_t) T * H,
         .h = hout + (size_t) t * H, .h_stride = (size_t) T * H,
       };
@@ -400,20 +413,12 @@ backward_level (ShoalLayer *layer, int l, const float *x, const float *hout, con
           for (int j = 0; j < H; j++)
             o[j] = d[j] + r[j];
         }
-      const float *h_prev = t == 0 ? lv->h0 : hout + (size_t) (t - 1) * H;
-      size_t h_prev_stride = t == 0 ? (size_t) H : (size_t) T * H;
-      const float *c_prev = NULL;
-      size_t c_prev_stride = 0;
-      if (p->cell->has_cell)
-        {
-          c_prev = t == 0 ? lv->c0 : lv->aux + (size_t) (t - 1) * H;
-          c_prev_stride = t == 0 ? (size_t) H : (size_t) T * H;
-        }
+      PrevStates prev = prev_states (p, lv, hout, t);
       ShoalCellBackward bw = {
         .rows = rows, .hidden = H,
         .gates = lv->gates + (size_t) t * GH, .gates_stride = (size_t) T * GH,
-        .h_prev = h_prev, .h_prev_stride = h_prev_stride,
-        .c_prev = c_prev, .c_prev_stride = c_prev_stride,
+        .h_prev = prev.h, .h_prev_stride = prev.h_stride,
+        .c_prev = prev.c, .c_prev_stride = prev.c_stride,
         .aux = lv->aux + (size_t) t * H, .aux_stride = (size_t) T * H,
         .dh = p->dh, .dc = p->dc,
         .dgx = p->dgx + (size_t) t * GH, .dgx_stride = (size_t) T * GH,
