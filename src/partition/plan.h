@@ -41,6 +41,7 @@ typedef struct {
   int nsrcs;
   ShoalShape shape;                  /* out of the unpartitioned net */
   gboolean label, needs_grad;
+  int label_steps;                   /* labels per row (sequences: > 1) */
   int units;                         /* dim 1 with ops->split.units_key: the whole count */
   size_t param_floats;               /* its params' values */
   size_t in_floats;                  /* values of one row of its first source */

@@ -44,6 +44,7 @@ void shoal_tool_model_args_clear (ShoalToolModelArgs *a);
  * shoal_tool_model_cleanup, also on failure). */
 ShoalModel *shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, GError **error);
 void shoal_tool_model_cleanup (char *tmpdir);
+int shoal_cmd_sample (int argc, char **argv);
 
 /* launch.c: runs every rank of `layout` as a `shoal proc` child on
  * loopback with the job's resolved conf in `workspace`, waits for all and
