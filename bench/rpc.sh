@@ -45,7 +45,9 @@ done
 
 echo "Parameter service vs raw TCP on loopback (bench/rpc_throughput.c; median of $RUNS runs," \
      "each a median over operations; MiB/s of slice bytes both ways):"
-printf '%6s %8s %14s %14s %14s %14s %8s %8s %8s\n' "mode" "slice" "rpc push+pull" "rpc put+pull" \
+echo "ratios: rpc / raw of each run (operations interleaved within it), median [min-max] over the runs;" \
+     "target >= 0.9 for push+pull at every size"
+printf '%6s %8s %14s %14s %14s %14s %-17s %5s %-17s\n' "mode" "slice" "rpc push+pull" "rpc put+pull" \
   "rpc push_pull" "raw push+pull" "ratio" "put" "1 call"
 awk '
   function med(list,   n, v, i, j, t) {
@@ -65,14 +67,20 @@ awk '
       else vals[size, kv[1]] = vals[size, kv[1]] " " kv[2]
     }
   }
+  function range(list,   n, v, i, lo, hi) {
+    n = split(list, v, " "); lo = hi = v[1]
+    for (i = 2; i <= n; i++) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
+    return sprintf("[%.2f-%.2f]", lo, hi)
+  }
   END {
     for (s = 1; s <= ns; s++) {
       z = order[s]
       split(z, mz, " ")
-      printf "%6s %4s MiB %14.0f %14.0f %14.0f %14.0f %8.2f %8.2f %8.2f\n", mz[1], mz[2],
+      printf "%6s %4s MiB %14.0f %14.0f %14.0f %14.0f %5.2f %-11s %5.2f %5.2f %-11s\n", mz[1], mz[2],
         med(vals[z, "rpc_push_pull"]), med(vals[z, "rpc_put_pull"]), med(vals[z, "rpc_pushpull_call"]),
-        med(vals[z, "raw_push_pull"]), med(vals[z, "ratio_push_pull"]),
-        med(vals[z, "ratio_put_pull"]), med(vals[z, "ratio_pushpull_call"])
+        med(vals[z, "raw_push_pull"]), med(vals[z, "ratio_push_pull"]), range(vals[z, "ratio_push_pull"]),
+        med(vals[z, "ratio_put_pull"]), med(vals[z, "ratio_pushpull_call"]),
+        range(vals[z, "ratio_pushpull_call"])
     }
   }' "$LOG"
 echo "stock c_glib client (ThriftSocket + ThriftBufferedTransport) pulling the same slices, MiB/s:" \
