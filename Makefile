@@ -10,8 +10,9 @@ BUILD := build
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
-  libjson-glib-dev gnuplot-nox help2man
-BENCH_PACKAGES := python3-torch python3-numpy time
+  libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib
+# libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
+BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math
 WERROR ?= -Werror
@@ -339,7 +340,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh; do \
+	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh rnn.sh rbm.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 

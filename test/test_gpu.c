@@ -22,6 +22,7 @@
 #include "data/dataset.h"
 #include "net/net.h"
 #include "partition/partition.h"
+#include "layers/recurrent.h"
 
 #define SEED 11
 
@@ -1007,6 +1008,128 @@ test_cpu_device (void)
   shoal_device_host_free (cpu, host);
 }
 
+/* ---- the recurrent and RBM families ------------------------------------- */
+
+/* gru and lstm through cuDNN against recurrent.c: two levels, stateful
+ * (the second step starts from the carried states, which the restart
+ * source zeroes for one row), per-step dense and softmax. */
+static void
+test_recurrent (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *types[] = { "gru", "lstm" };
+  for (int i = 0; i < 2; i++)
+    {
+      char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = 5,7,6\nneed_grad = true\nnum_classes = 9\n"
+                                    "label_steps = 7\n"
+                                    "[layer m]\ntype = feed\nshape = 5,1\n"
+                                    "[layer r]\ntype = %s\nsrc = x, m\nhidden_size = 8\nnum_layers = 2\n"
+                                    "[layer fc]\ntype = dense\nsrc = r\nnum_output = 9\naxis = 2\n"
+                                    "[layer loss]\ntype = softmax_loss\nsrc = fc, x\n"
+                                    "[layer acc]\ntype = accuracy\nsrc = fc, x\n", types[i]);
+      Pair p = pair_new (text);
+      GError *error = NULL;
+      ShoalLayer *mc = shoal_net_find (p.cpu, "m"), *mg = shoal_net_find (p.gpu, "m");
+      for (int r = 0; r < 5; r++)
+        mc->out.data[r] = r == 2 ? -1.0f : 1.0f;  /* row 2 restarts every batch */
+      g_assert_true (shoal_tensor_upload (&mg->out, mc->out.data, &error));
+      compare_step (&p, 1e-4);
+      compare_step (&p, 1e-4);
+      /* the carried states agree too (the GPU keeps them on the host) */
+      ShoalLayer *rc = shoal_net_find (p.cpu, "r"), *rg = shoal_net_find (p.gpu, "r");
+      ShoalRecurrentPriv *pc = rc->priv, *pg = rg->priv;
+      size_t hn = (size_t) pc->levels * pc->cap * pc->hidden;
+      assert_close ("carried h", pc->state_h[0], pg->state_h[0], hn, 1e-4, 1e-6);
+      if (pc->cell->has_cell)
+        assert_close ("carried c", pc->state_c[0], pg->state_c[0], hn, 1e-4, 1e-6);
+      pair_free (&p);
+      /* finite differences need the same initial states every forward */
+      gchar **parts = g_strsplit (text, "[layer fc]", 2);
+      char *stateless = g_strdup_printf ("%sstateful = false\n[layer fc]%s", parts[0], parts[1]);
+      g_strfreev (parts);
+      gpu_gradcheck (stateless, 20);
+      g_free (stateless);
+      g_free (text);
+    }
+}
+
+/* embedding: integer ids (restart marks included) written into both nets */
+static void
+test_embedding (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *text = "[layer ids]\ntype = feed\nshape = 4,6\n"
+                     "[layer e]\ntype = embedding\nsrc = ids\nvocab_size = 11\nembedding_dim = 5\n"
+                     "[layer t]\ntype = feed\nshape = 4,30\n"
+                     "[layer loss]\ntype = euclidean_loss\nsrc = e, t\n";
+  Pair p = pair_new (text);
+  ShoalLayer *c = shoal_net_find (p.cpu, "ids"), *g = shoal_net_find (p.gpu, "ids");
+  for (int i = 0; i < 24; i++)
+    c->out.data[i] = i % 6 == 0 ? -(float) (i % 11) - 1.0f : (float) ((i * 7) % 11);
+  GError *error = NULL;
+  g_assert_true (shoal_tensor_upload (&g->out, c->out.data, &error));
+  compare_step (&p, 1e-5);
+  pair_free (&p);
+}
+
+/* RBM layers: the deterministic parts (reconstruction error, free energy,
+ * and no update without alg = cd) equal the CPU's; with CD-1 the GPU's
+ * own samples train a small RBM: its error falls. */
+static void
+test_rbm (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *text = "[layer x]\ntype = feed\nshape = 16,12\n"
+                     "[layer v]\ntype = rbm_visible\nsrc = x\n"
+                     "[layer h]\ntype = rbm_hidden\nsrc = v\nnum_output = 6\n"
+                     "[layer fe]\ntype = rbm_free_energy\nsrc = v, h\n";
+  compare_conf (text, 1e-5);
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (text, "gpu.conf", &error);
+  ShoalNetOptions opts = { .seed = SEED, .shard_count = 1, .device = GPU0, .cd_k = 1 };
+  ShoalNet *net = shoal_net_new (conf, &opts, &error);
+  g_assert_no_error (error);
+  ShoalParamStore *store = shoal_net_params (net);
+  shoal_param_store_init_values (store, SEED);
+  ShoalLayer *x = shoal_net_find (net, "x");
+  float data[16 * 12];
+  for (int r = 0; r < 16; r++)
+    for (int i = 0; i < 12; i++)
+      data[r * 12 + i] = (float) ((r % 2) ? i < 6 : i % 2);
+  g_assert_true (shoal_tensor_upload (&x->out, data, &error));
+  double first = 0, last = 0;
+  for (int step = 0; step < 200; step++)
+    {
+      shoal_param_store_zero_grads (store);
+      double err = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      shoal_net_backward (net);
+      g_assert_true (shoal_net_device_error (net, &error));
+      for (size_t i = 0; i < store->total; i++)
+        store->values[i] -= 0.3f * store->grads[i];
+      first = step == 0 ? err : first;
+      last = err;
+    }
+  g_test_message ("GPU CD-1: reconstruction error %.3f -> %.3f", first, last);
+  g_assert_cmpfloat (last, <, 0.5 * first);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
+static void
+test_sigmoid_cross_entropy (void)
+{
+  if (!have_gpu ())
+    return;
+  const char *text = "[layer x]\ntype = feed\nshape = 6,10\nneed_grad = true\n"
+                     "[layer t]\ntype = feed\nshape = 6,10\nneed_grad = true\n"
+                     "[layer loss]\ntype = sigmoid_cross_entropy_loss\nsrc = x, t\n";
+  compare_conf (text, 1e-5);
+  gpu_gradcheck (text, 30);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1043,5 +1166,9 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/train-cnn", test_train_cnn);
   g_test_add_func ("/gpu/second-gpu", test_second_gpu);
   g_test_add_func ("/gpu/lmdb-input", test_lmdb_input);
+  g_test_add_func ("/gpu/recurrent", test_recurrent);
+  g_test_add_func ("/gpu/embedding", test_embedding);
+  g_test_add_func ("/gpu/rbm", test_rbm);
+  g_test_add_func ("/gpu/sigmoid-cross-entropy", test_sigmoid_cross_entropy);
   return g_test_run ();
 }

@@ -241,10 +241,11 @@ feed_inputs (Pair *p, ShoalRng *rng, int rows)
       for (size_t j = 0; j < rows * row; j++)
         in->out.data[j] = shoal_rng_gaussian (rng);
       int classes = 7;
+      size_t lrow = in->label.data != NULL ? shoal_tensor_row_size (&in->label) : 0;  /* sequences: > 1 */
       if (in->label.data != NULL)
         {
           shoal_tensor_set_rows (&in->label, rows);
-          for (int r = 0; r < rows; r++)
+          for (size_t r = 0; r < rows * lrow; r++)
             in->label.data[r] = (float) shoal_rng_below (rng, (guint32) classes);
         }
       for (int w = 0; w < p->k; w++)
@@ -260,7 +261,7 @@ feed_inputs (Pair *p, ShoalRng *rng, int rows)
           if (in->label.data != NULL)
             {
               shoal_tensor_set_rows (&part->label, hi - lo);
-              memcpy (part->label.data, in->label.data + lo, (size_t) (hi - lo) * sizeof (float));
+              memcpy (part->label.data, in->label.data + lo * lrow, (size_t) (hi - lo) * lrow * sizeof (float));
             }
         }
     }
@@ -460,6 +461,50 @@ test_mlp_batch_input (void)
   /* every worker reads its own rows (its shard in a real job) */
   check_equivalent (mlp_text, "in=0", NULL, "mlp batch-split input");
   check_equivalent (mlp_text, "in=0 fc1=1 relu1=1 fc2=1 act2=1", NULL, "mlp batch-split input, features");
+}
+
+/* Recurrent layers split by batch: each worker's part unrolls its rows
+ * and carries their state; the second step of check_equivalent starts
+ * from the states the first left.  A restart source (in) marks rows with
+ * a negative first value.  Sequence labels (5 per row) travel through
+ * slices and bridges with their rows. */
+static const char rnn_text[] =
+  "[layer in]\ntype = feed\nshape = 22, 5, 4\nnum_classes = 7\nlabel_steps = 5\n"
+  "[layer fc1]\ntype = dense\nsrc = in\nnum_output = 6\naxis = 2\n"
+  "[layer rnn]\ntype = %s\nsrc = fc1, in\nhidden_size = 6\nnum_layers = 2\n"
+  "[layer fc2]\ntype = dense\nsrc = rnn\nnum_output = 7\naxis = 2\n"
+  "[layer loss]\ntype = softmax_loss\nsrc = fc2, in\n"
+  "[layer accuracy]\ntype = accuracy\nsrc = fc2, in\n";
+
+static void
+test_recurrent_batch (void)
+{
+  const char *types[] = { "gru", "lstm" };
+  for (int i = 0; i < 2; i++)
+    {
+      char *text = g_strdup_printf (rnn_text, types[i]);
+      check_equivalent (text, NULL, NULL, types[i]);
+      check_equivalent (text, "in=0", NULL, types[i]);
+      /* a whole recurrent layer between batch-split ones */
+      check_equivalent (text, "rnn=-1", NULL, types[i]);
+      check_equivalent (text, "fc2=-1 loss=-1 accuracy=-1", NULL, types[i]);
+      /* feature splits of recurrent units are refused */
+      char *bad = with_dims (text, "rnn=1", NULL);
+      GError *error = NULL;
+      ShoalConf *conf = shoal_conf_load_data (bad, "test.conf", &error);
+      g_assert_no_error (error);
+      g_assert_null (shoal_group_net_new (conf, 2, NULL, &error));
+      g_assert_nonnull (error);
+      char *want = g_strdup_printf ("a %s layer cannot be split by feature (partition_dim 1): its type does "
+                                    "not support it; it can be split by batch (0) or whole (-1)", types[i]);
+      if (strstr (error->message, want) == NULL)
+        g_error ("%s lacks %s", error->message, want);
+      g_free (want);
+      g_clear_error (&error);
+      shoal_conf_free (conf);
+      g_free (bad);
+      g_free (text);
+    }
 }
 
 static void
@@ -931,6 +976,7 @@ main (int argc, char **argv)
   g_test_add_func ("/partition/mlp-batch-input", test_mlp_batch_input);
   g_test_add_func ("/partition/batchnorm", test_batchnorm);
   g_test_add_func ("/partition/cnn-batch", test_cnn_batch);
+  g_test_add_func ("/partition/recurrent-batch", test_recurrent_batch);
   g_test_add_func ("/partition/cnn-feature", test_cnn_feature);
   g_test_add_func ("/partition/cnn-hybrid", test_cnn_hybrid);
   g_test_add_func ("/partition/one-worker", test_one_worker_is_the_net);

@@ -136,6 +136,60 @@ test_sync_averages (void)
   shoal_param_store_free (layout);
 }
 
+/* Adam on a param that spans two slices, the slices applied in either
+ * order step after step: every value takes the same update as when the
+ * whole param is one slice (bias correction counts the updates each
+ * value's moments saw; a count per param lagged for the part applied
+ * before the param's first part). */
+static void
+test_adam_param_across_slices (void)
+{
+  ShoalParamStore *layout = shoal_param_store_new ();
+  ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
+  ShoalShape big = shoal_shape_make (1, 64);
+  shoal_param_store_declare (layout, "l/weight", &big, &init, 8, 8, 1, 1);
+  g_assert_true (shoal_param_store_allocate (layout, NULL));
+  for (size_t i = 0; i < layout->total; i++)
+    layout->values[i] = 0.5f;
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_ADAM);
+  u.schedule.lr = 0.1f;
+  ShoalServerOptions one = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 1 };
+  ShoalServerOptions two = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 2 };
+  ShoalServer *whole = shoal_server_new (layout, &u, &one, NULL), *cut = shoal_server_new (layout, &u, &two, NULL);
+  shoal_server_host_all (whole);
+  shoal_server_host_all (cut);
+  size_t b0, e0, b1, e1;
+  shoal_server_slice_range (cut, 0, &b0, &e0);
+  shoal_server_slice_range (cut, 1, &b1, &e1);
+  g_assert_cmpuint (e0, ==, b1);
+  g_assert_cmpuint (b1, <, 64);  /* the param spans both */
+  float *grad = g_new (float, layout->total);
+  GError *error = NULL;
+  for (int step = 0; step < 5; step++)
+    {
+      for (size_t i = 0; i < layout->total; i++)
+        grad[i] = (float) ((i * 7 + (size_t) step * 3) % 11) - 5.0f;
+      g_assert_true (shoal_server_push (whole, 0, grad, layout->total, step, &error));
+      /* the second slice first on even steps, as backward completes the buffer's end first */
+      int first = step % 2 == 0 ? 1 : 0;
+      for (int k = 0; k < 2; k++)
+        {
+          int sl = k == 0 ? first : 1 - first;
+          size_t b = sl == 0 ? b0 : b1, e = sl == 0 ? e0 : e1;
+          g_assert_true (shoal_server_push (cut, sl, grad + b, e - b, step, &error));
+        }
+      g_assert_no_error (error);
+    }
+  const float *w = shoal_server_values (whole), *c = shoal_server_values (cut);
+  for (size_t i = 0; i < 64; i++)
+    g_assert_cmpfloat_with_epsilon (c[i], w[i], 1e-6);
+  g_free (grad);
+  shoal_server_free (whole);
+  shoal_server_free (cut);
+  shoal_param_store_free (layout);
+}
+
 static void
 test_async_and_errors (void)
 {
@@ -413,6 +467,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/server/slice-ranges", test_slice_ranges);
   g_test_add_func ("/server/sync-averages", test_sync_averages);
+  g_test_add_func ("/server/adam-param-across-slices", test_adam_param_across_slices);
   g_test_add_func ("/server/async-and-errors", test_async_and_errors);
   g_test_add_func ("/server/hogwild-groups-converge", test_hogwild_groups_converge);
   g_test_add_func ("/server/stop-at", test_stop_at);

@@ -61,12 +61,15 @@ typedef enum {
   SHOAL_LAYER_LOSS       = 1u << 1,  /* 1-element out: the batch's mean loss; seeds backward */
   SHOAL_LAYER_METRIC     = 1u << 2,  /* 1-element out reported each step, no backward */
   SHOAL_LAYER_OWN_ROWS   = 1u << 3,  /* sets out's rows itself in forward (inputs, losses) */
-  SHOAL_LAYER_CONNECTION = 1u << 4   /* joins partitions (split, slice, concat, bridges); the
+  SHOAL_LAYER_CONNECTION = 1u << 4,  /* joins partitions (split, slice, concat, bridges); the
                                       * partitioner inserts these where neighbours are cut differently */
+  SHOAL_LAYER_CD         = 1u << 5   /* an RBM layer: with [job] alg = cd its train forward runs
+                                      * the Gibbs chain and its backward ADDS the CD gradient,
+                                      * averaged over loss_norm rows like a loss (layers/rbm.h) */
 } ShoalLayerFlags;
 
 #define SHOAL_LAYER_MAX_SRCS 8
-#define SHOAL_LAYER_MAX_PARAMS 4
+#define SHOAL_LAYER_MAX_PARAMS 32  /* a stacked recurrent layer: 4 per level (layers/recurrent.h) */
 
 typedef struct _ShoalLayer ShoalLayer;
 
@@ -201,6 +204,12 @@ ShoalParam *shoal_layer_declare_param (ShoalLayer *layer, const char *pname,
  * source 1 carries labels, one per row of source 0; else FALSE with a
  * SHOAL_ERROR_CONF naming the layer. */
 gboolean shoal_layer_check_labels (const ShoalLayer *layer, GError **error);
+/* The same, for scores of one or several time steps: a row of source 1
+ * holds *steps labels (1 for one label per row) and a row of source 0
+ * *steps x *classes scores, step after step; else FALSE with a
+ * SHOAL_ERROR_CONF naming the layer.  steps and classes are written on
+ * success only. */
+gboolean shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error);
 
 /* ---- the registry ----------------------------------------------------------- */
 

@@ -35,10 +35,12 @@ typedef struct {
   int shard_index, shard_count;   /* data shard of the input layers; 0 of 1 by default */
   int worker, group;              /* which worker this net is (seeds, logs); 0, 0 */
   ShoalDevice device;             /* where it computes: the CPU (all zero) or a GPU */
+  int cd_k;                       /* [job] alg = cd: Gibbs steps of the RBM layers; 0 (BP) by default */
 } ShoalNetOptions;
 
 typedef struct {
   const char *layer;              /* borrowed from the net */
+  const char *type;               /* the layer's type, static */
   gboolean is_loss;
   double value;
 } ShoalMetric;

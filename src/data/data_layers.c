@@ -3,6 +3,7 @@
 
 static const ShoalLayerOps *const data_layers[] = {
   &shoal_layer_lmdb_input_ops,
+  &shoal_layer_text_input_ops,
 };
 
 void

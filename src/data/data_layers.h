@@ -1,5 +1,5 @@
 /* The layer types of the data module: inputs that read datasets
- * (lmdb_input).  They live here, not in src/layers, so that a program
+ * (lmdb_input, text_input).  They live here, not in src/layers, so that a program
  * built on the layer library alone links without LMDB or Thrift.
  *
  * They are registered into the layer registry (layers/layer.h) when this
@@ -17,6 +17,7 @@
 G_BEGIN_DECLS
 
 extern const ShoalLayerOps shoal_layer_lmdb_input_ops;
+extern const ShoalLayerOps shoal_layer_text_input_ops;
 
 /* Registers every data layer type; idempotent and thread-safe. */
 void shoal_data_register_layers (void);

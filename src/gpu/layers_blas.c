@@ -15,6 +15,7 @@
 
 typedef struct {
   int d, o;
+  int per_row;   /* input vectors per row (dense's axis > 1) */
 } DenseGpu;
 
 static gboolean
@@ -24,10 +25,11 @@ dense_gpu_setup (ShoalLayer *layer, GError **error)
   const ShoalTensor *x = &layer->srcs[0]->out;
   (void) error;
   layer->gpu_priv = g;
-  g->d = (int) shoal_tensor_row_size (x);
-  g->o = (int) shoal_tensor_row_size (&layer->out);
+  g->o = layer->out.shape.dim[layer->out.shape.ndim - 1];
+  g->per_row = (int) (shoal_tensor_row_size (&layer->out) / (size_t) g->o);
+  g->d = (int) (shoal_tensor_row_size (x) / (size_t) g->per_row);
   /* the bias rank-1 updates and sums run against a vector of ones */
-  size_t rows = shoal_tensor_row_size (x) > 0 ? x->capacity / shoal_tensor_row_size (x) : 1;
+  size_t rows = g->d > 0 ? x->capacity / (size_t) g->d : 1;
   shoal_gpu_ones_reserve (shoal_gpu_ctx (layer), MAX (rows, (size_t) 1));
   return TRUE;
 }
@@ -38,7 +40,7 @@ dense_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   DenseGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   const ShoalTensor *x = &layer->srcs[0]->out;
-  const int n = shoal_tensor_rows (x);
+  const int n = shoal_tensor_rows (x) * g->per_row;
   const float one = 1.0f, zero = 0.0f;
   (void) phase;
   if (n == 0)
@@ -59,7 +61,7 @@ dense_gpu_backward (ShoalLayer *layer)
   DenseGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   const ShoalTensor *x = &layer->srcs[0]->out;
-  const int n = shoal_tensor_rows (x);
+  const int n = shoal_tensor_rows (x) * g->per_row;
   const float *dy = layer->grad.data;
   const float one = 1.0f, zero = 0.0f;
   if (n == 0)

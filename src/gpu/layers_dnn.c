@@ -845,7 +845,8 @@ const ShoalLayerGpuOps shoal_layer_batchnorm_gpu = {
  * forward's sync, i.e. logged at the next call of the layer. */
 
 typedef struct {
-  int k, rows;
+  int k, rows;                      /* rows: groups of K logits (rows of the batch x steps) */
+  int steps;                        /* labels per row of the batch (sequences: > 1) */
   cudnnTensorDescriptor_t x;        /* (rows, K, 1, 1) */
   float *logp;                      /* (capacity of the logits) */
   ShoalLossResult *dev_result;
@@ -859,8 +860,9 @@ softmax_loss_gpu_setup (ShoalLayer *layer, GError **error)
   SoftmaxGpu *g = g_new0 (SoftmaxGpu, 1);
   layer->gpu_priv = g;
   const ShoalTensor *logits = &layer->srcs[0]->out;
-  g->k = (int) shoal_tensor_row_size (logits);
-  g->rows = rows_of (logits);
+  g->steps = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
+  g->k = (int) (shoal_tensor_row_size (logits) / (size_t) g->steps);
+  g->rows = rows_of (logits) * g->steps;
   if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->x), error))
     return FALSE;
   if (!shoal_gpu_set_4d (g->x, g->rows, g->k, 1, 1))
@@ -912,7 +914,7 @@ softmax_loss_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   SoftmaxGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   const ShoalTensor *logits = &layer->srcs[0]->out;
-  int rows = rows_of (logits);
+  int batch = rows_of (logits), rows = batch * g->steps;
   (void) phase;
   softmax_warn (layer, g);
   if (rows != g->rows)
@@ -930,8 +932,8 @@ softmax_loss_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
                                         logits->data, &zero, g->x, g->logp)))
     return;
   if (!GPU_CUDA (layer, "forward",
-                 shoal_k_softmax_loss (g->logp, layer->srcs[1]->label.data, rows, g->k, norm_rows (layer, rows),
-                                       g->dev_result, ctx->compute)))
+                 shoal_k_softmax_loss (g->logp, layer->srcs[1]->label.data, rows, g->k,
+                                       norm_rows (layer, batch) * g->steps, g->dev_result, ctx->compute)))
     return;
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (g->host_result, g->dev_result, sizeof (ShoalLossResult),
                                                cudaMemcpyDeviceToHost, ctx->compute));
@@ -945,8 +947,8 @@ softmax_loss_gpu_backward (ShoalLayer *layer)
 {
   SoftmaxGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
-  int rows = rows_of (&layer->srcs[0]->out);
-  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+  int batch = rows_of (&layer->srcs[0]->out), rows = batch * g->steps;
+  const float w = layer->loss_weight / ((float) norm_rows (layer, batch) * (float) g->steps);
   softmax_warn (layer, g);
   if (layer->src_grad[1] != NULL)
     {
@@ -959,7 +961,7 @@ softmax_loss_gpu_backward (ShoalLayer *layer)
   ShoalTensor *dx = layer->src_grad[0];
   if (dx == NULL)
     return;
-  shoal_tensor_set_rows (dx, rows);
+  shoal_tensor_set_rows (dx, batch);
   GPU_CUDA (layer, "backward",
             shoal_k_softmax_loss_backward (g->logp, layer->srcs[1]->label.data, rows, g->k, w, dx->data,
                                            ctx->compute));

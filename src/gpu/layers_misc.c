@@ -148,8 +148,9 @@ concat_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
           y += n;
           if (lab != NULL)
             {
-              int r = rows_of (&src->out);
-              GPU_CUDA (layer, "forward", cudaMemcpyAsync (lab, src->label.data, (size_t) r * sizeof (float),
+              /* labels may come several per row (sequences) */
+              size_t r = (size_t) rows_of (&src->out) * shoal_tensor_row_size (&src->label);
+              GPU_CUDA (layer, "forward", cudaMemcpyAsync (lab, src->label.data, r * sizeof (float),
                                                            cudaMemcpyDeviceToDevice, s));
               lab += r;
             }
@@ -160,7 +161,8 @@ concat_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
     }
   if (g->label_src >= 0)
     {
-      ShoalShape lshape = shoal_shape_make (1, rows);
+      ShoalShape lshape = layer->srcs[g->label_src]->label.shape;
+      lshape.dim[0] = rows;
       shoal_tensor_view_on (&layer->label, layer->srcs[g->label_src]->label.data, &lshape, layer->ctx->device);
     }
   size_t width = shoal_tensor_row_size (&layer->out), offset = 0;
@@ -358,6 +360,13 @@ const ShoalLayerGpuOps shoal_layer_lmdb_input_gpu = {
   .finalize = input_gpu_finalize,
 };
 
+/* text_input: the same, its ids and next-id targets read on the host */
+const ShoalLayerGpuOps shoal_layer_text_input_gpu = {
+  .setup = input_gpu_setup,
+  .forward = input_gpu_forward,
+  .finalize = input_gpu_finalize,
+};
+
 /* ---- dropout: the mask from a counter-based hash on the device -------- */
 
 typedef struct {
@@ -439,6 +448,7 @@ const ShoalLayerGpuOps shoal_layer_dropout_gpu = {
 
 typedef struct {
   int k, top_k;
+  int steps;      /* labels per row: each row holds that many groups of k logits */
   float *value;   /* device */
 } AccuracyGpu;
 
@@ -447,7 +457,8 @@ accuracy_gpu_setup (ShoalLayer *layer, GError **error)
 {
   AccuracyGpu *g = g_new0 (AccuracyGpu, 1);
   layer->gpu_priv = g;
-  g->k = (int) shoal_tensor_row_size (&layer->srcs[0]->out);
+  g->steps = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
+  g->k = (int) (shoal_tensor_row_size (&layer->srcs[0]->out) / (size_t) g->steps);
   g->top_k = (int) shoal_layer_opt_int (layer, "top_k");
   return (g->value = shoal_gpu_alloc_floats (layer, 1, error)) != NULL;
 }
@@ -459,7 +470,8 @@ accuracy_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   cudaStream_t s = shoal_gpu_ctx (layer)->compute;
   (void) phase;
   if (!GPU_CUDA (layer, "forward", shoal_k_accuracy (layer->srcs[0]->out.data, layer->srcs[1]->label.data,
-                                                     rows_of (&layer->srcs[0]->out), g->k, g->top_k, g->value, s)))
+                                                     rows_of (&layer->srcs[0]->out) * g->steps, g->k, g->top_k,
+                                                     g->value, s)))
     return;
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (layer->out.data, g->value, sizeof (float), cudaMemcpyDeviceToHost, s));
 }

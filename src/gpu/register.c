@@ -12,7 +12,9 @@ extern const ShoalDeviceBackend shoal_cuda_backend;
 
 #define GPU_LAYERS(X) X (accuracy) X (batchnorm) X (concat) X (conv) X (dense) X (dropout) \
   X (euclidean_loss) X (feed) X (lmdb_input) X (lrn) X (pooling) X (relu) X (sigmoid) \
-  X (softmax_loss) X (split) X (stanh) X (tanh)
+  X (softmax_loss) X (split) X (stanh) X (tanh) \
+  X (embedding) X (gru) X (lstm) X (text_input) X (rbm_visible) X (rbm_hidden) X (rbm_free_energy) \
+  X (sigmoid_cross_entropy_loss)
 
 #define DECLARE(type) extern const ShoalLayerGpuOps shoal_layer_##type##_gpu;
 GPU_LAYERS (DECLARE)

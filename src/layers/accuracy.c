@@ -7,13 +7,16 @@
  * takes the first maximum, and ties never count as correct for free.
  * A NaN logit for the label is never correct.  Rows whose label is not
  * a class of [0, K) are left out of both counts, as softmax_loss leaves
- * them out of the loss. */
+ * them out of the loss.  Labels with S per row (sequences) make each row
+ * of logits S groups of K classes, as in softmax_loss: out is then the
+ * fraction of correct steps. */
 #include "layers/layer.h"
 
 #include <math.h>
 
 typedef struct {
   int classes;
+  int steps;
   int top_k;
 } AccuracyPriv;
 
@@ -29,9 +32,8 @@ accuracy_setup (ShoalLayer *layer, GError **error)
   AccuracyPriv *p = layer->priv;
   const ShoalLayer *logits = layer->srcs[0];
 
-  if (!shoal_layer_check_labels (layer, error))
+  if (!shoal_layer_check_step_labels (layer, &p->steps, &p->classes, error))
     return FALSE;
-  p->classes = (int) shoal_tensor_row_size (&logits->out);
   p->top_k = (int) shoal_layer_opt_int (layer, "top_k");
   if (p->top_k > p->classes)
     {
@@ -49,11 +51,11 @@ accuracy_forward (ShoalLayer *layer, ShoalPhase phase)
   const AccuracyPriv *p = layer->priv;
   const ShoalTensor *logits = &layer->srcs[0]->out;
   const float *label = layer->srcs[1]->label.data;
-  const int rows = shoal_tensor_rows (logits), k = p->classes;
+  const int rows = shoal_tensor_rows (logits), k = p->classes, groups = rows * p->steps;
   int correct = 0, labelled = 0;
 
   (void) phase;
-  for (int i = 0; i < rows; i++)
+  for (int i = 0; i < groups; i++)
     {
       float lab = label[i];
       if (!(lab >= 0.0f && lab < (float) k) || lab != floorf (lab))

@@ -7,6 +7,7 @@
 static const ShoalOption bridge_dst_options[] = {
   { "shape", SHOAL_OPT_INT_LIST, NULL, 1, 1 << 30, NULL, "output shape, batch first (the bridged layer's)" },
   { "labels", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL, "the bridged layer carries labels" },
+  { "label_steps", SHOAL_OPT_INT, "1", 1, 1 << 24, NULL, "labels per row (a sequence's targets)" },
   { "grad", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
     "send the gradient back (false: nothing downstream learns)" },
   { "peer", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL, "the bridge_src end, for messages and graphs" },
@@ -33,7 +34,8 @@ bridge_dst_setup (ShoalLayer *layer, GError **error)
   /* consumers check for labels at their set-up; the transport re-binds them */
   if (shoal_layer_opt_bool (layer, "labels"))
     {
-      ShoalShape rows = shoal_shape_make (1, shape.dim[0]);
+      int steps = (int) shoal_layer_opt_int (layer, "label_steps");
+      ShoalShape rows = steps > 1 ? shoal_shape_make (2, shape.dim[0], steps) : shoal_shape_make (1, shape.dim[0]);
       shoal_tensor_alloc (&layer->label, &rows);
     }
   p->grad = shoal_layer_opt_bool (layer, "grad");

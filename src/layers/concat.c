@@ -77,7 +77,8 @@ concat_setup (ShoalLayer *layer, GError **error)
       }
   if (p->axis == 0 && labelled == layer->nsrcs)
     {
-      ShoalShape rows = shoal_shape_make (1, out.dim[0]);
+      ShoalShape rows = layer->srcs[0]->label.shape;  /* labels may come several per row */
+      rows.dim[0] = out.dim[0];
       shoal_tensor_alloc (&layer->label, &rows);
     }
   else if (p->axis == 0)
@@ -85,7 +86,8 @@ concat_setup (ShoalLayer *layer, GError **error)
   else if (p->label_src >= 0)
     {
       /* bound now so that consumers see labels at their set-up */
-      ShoalShape rows = shoal_shape_make (1, out.dim[0]);
+      ShoalShape rows = layer->srcs[p->label_src]->label.shape;
+      rows.dim[0] = out.dim[0];
       shoal_tensor_view (&layer->label, layer->srcs[p->label_src]->label.data, &rows);
     }
   return TRUE;
@@ -137,8 +139,9 @@ concat_forward (ShoalLayer *layer, ShoalPhase phase)
           y += n;
           if (lab != NULL)
             {
-              int r = shoal_tensor_rows (&layer->srcs[i]->out);
-              memcpy (lab, layer->srcs[i]->label.data, (size_t) r * sizeof (float));
+              size_t r = (size_t) shoal_tensor_rows (&layer->srcs[i]->out)
+                         * shoal_tensor_row_size (&layer->srcs[i]->label);
+              memcpy (lab, layer->srcs[i]->label.data, r * sizeof (float));
               lab += r;
             }
         }
@@ -148,7 +151,8 @@ concat_forward (ShoalLayer *layer, ShoalPhase phase)
     }
   if (p->label_src >= 0)
     {
-      ShoalShape lshape = shoal_shape_make (1, rows);
+      ShoalShape lshape = layer->srcs[p->label_src]->label.shape;
+      lshape.dim[0] = rows;
       shoal_tensor_view (&layer->label, layer->srcs[p->label_src]->label.data, &lshape);
     }
   size_t width = shoal_tensor_row_size (&layer->out);

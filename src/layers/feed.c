@@ -12,7 +12,9 @@ static const ShoalOption feed_options[] = {
   { "num_classes", SHOAL_OPT_INT, "0", 0, 1 << 30, NULL,
     "when > 0, labels drawn uniformly from [0, num_classes)" },
   { "labels", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
-    "carry one label per row, given with the data (shoal_net_feed); implied by num_classes > 0" },
+    "carry labels, given with the data (shoal_net_feed); implied by num_classes > 0" },
+  { "label_steps", SHOAL_OPT_INT, "1", 1, 1 << 24, NULL,
+    "labels per row (> 1: a sequence's targets, one per step)" },
   SHOAL_OPTION_END
 };
 
@@ -49,9 +51,10 @@ feed_setup (ShoalLayer *layer, GError **error)
   int classes = (int) shoal_layer_opt_int (layer, "num_classes");
   if (classes > 0 || shoal_layer_opt_bool (layer, "labels"))
     {
-      ShoalShape rows = shoal_shape_make (1, shape.dim[0]);
+      int steps = (int) shoal_layer_opt_int (layer, "label_steps");
+      ShoalShape rows = steps > 1 ? shoal_shape_make (2, shape.dim[0], steps) : shoal_shape_make (1, shape.dim[0]);
       shoal_tensor_alloc (&layer->label, &rows);
-      for (int i = 0; classes > 0 && i < shape.dim[0]; i++)
+      for (size_t i = 0; classes > 0 && i < shoal_tensor_count (&layer->label); i++)
         layer->label.data[i] = (float) shoal_rng_below (&layer->rng, (guint32) classes);
     }
   layer->needs_grad = shoal_layer_opt_bool (layer, "need_grad");
@@ -79,7 +82,7 @@ feed_feed (ShoalLayer *layer, const float *data, int rows, const float *labels, 
     return TRUE;
   if (!shoal_device_is_cpu (layer->label.device))
     return shoal_tensor_upload (&layer->label, labels, error);
-  memcpy (layer->label.data, labels, (size_t) rows * sizeof (float));
+  memcpy (layer->label.data, labels, (size_t) rows * shoal_tensor_row_size (&layer->label) * sizeof (float));
   return TRUE;
 }
 

@@ -28,6 +28,9 @@ const ShoalOption shoal_param_options[] = {
   { "high", SHOAL_OPT_FLOAT, "0.05", SHOAL_UNBOUNDED, NULL, "uniform upper bound" },
   { "lr_scale", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "multiplies the learning rate" },
   { "wd_scale", SHOAL_OPT_FLOAT, "1", 0, 1e9, NULL, "multiplies the weight decay" },
+  { "init_from", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
+    "with [job] init_from: the checkpointed param that initialises this one, NAME or NAME^T "
+    "(transposed; e.g. a decoder's weight from its encoder's); default: its own name" },
   SHOAL_OPTION_END
 };
 
@@ -208,6 +211,27 @@ shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
                          shoal_tensor_rows (&labels->label));
       return FALSE;
     }
+  return TRUE;
+}
+
+gboolean
+shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error)
+{
+  if (!shoal_layer_check_labels (layer, error))
+    return FALSE;
+  const ShoalLayer *logits = layer->srcs[0];
+  int n = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
+  size_t width = shoal_tensor_row_size (&logits->out);
+  if (n < 1 || width % (size_t) n != 0)
+    {
+      char *s = shoal_shape_to_string (&logits->out.shape);
+      shoal_layer_error (layer, error, "src", "logits '%s' (%s) are not %d steps of classes, one per label of a row",
+                         logits->name, s, n);
+      g_free (s);
+      return FALSE;
+    }
+  *steps = n;
+  *classes = (int) (width / (size_t) n);
   return TRUE;
 }
 

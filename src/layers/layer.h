@@ -71,6 +71,7 @@ typedef struct {
   int group;
   ShoalDevice device;    /* where the net computes; CPU unless built for a GPU */
   ShoalDeviceContext *gpu; /* GPU nets: streams and library handles; NULL on the CPU */
+  int cd_k;              /* Gibbs steps of SHOAL_LAYER_CD layers ([job] alg = cd); 0: trained by BP */
 } ShoalLayerContext;
 
 struct _ShoalLayer {

@@ -48,8 +48,11 @@ bind_rows (ShoalLayer *layer)
                      &shape);
   if (src->label.data != NULL)
     {
-      ShoalShape rows = shoal_shape_make (1, hi - lo);
-      shoal_tensor_view (&layer->label, src->label.data + lo, &rows);
+      /* labels may come several per row (a sequence's targets) */
+      ShoalShape rows = src->label.shape;
+      rows.dim[0] = hi - lo;
+      shoal_tensor_view (&layer->label, src->label.data + (size_t) lo * shoal_tensor_row_size (&src->label),
+                         &rows);
     }
   if (layer->grad.data != NULL)
     shoal_tensor_set_rows (&layer->grad, hi - lo);

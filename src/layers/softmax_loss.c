@@ -1,6 +1,10 @@
 /* Softmax cross-entropy: srcs = logits (N, K) and a layer carrying labels
  * (srcs[1]->label, N class indices stored as floats).  out holds
  * sum_i -log softmax(x_i)[y_i] / norm, norm = loss_norm or the rows.
+ * Sequences: labels with S per row (text_input's (N, S) next-char
+ * targets) make each row of logits S groups of K = row size / S classes
+ * ((N, S, K): one softmax per time step), and norm is multiplied by S, so
+ * the loss is the mean over rows and steps.
  *
  * Softmax and loss go through log-sum-exp with the row's maximum taken
  * out first, so logits of any size give finite results.  The forward
@@ -18,6 +22,7 @@
 
 typedef struct {
   int classes;     /* K */
+  int steps;       /* S: labels (and groups of K logits) per row */
   float *prob;     /* (capacity of the logits): softmax of the last forward */
   gboolean warned;
 } SoftmaxLossPriv;
@@ -28,9 +33,8 @@ softmax_loss_setup (ShoalLayer *layer, GError **error)
   SoftmaxLossPriv *p = layer->priv;
   const ShoalLayer *logits = layer->srcs[0];
 
-  if (!shoal_layer_check_labels (layer, error))
+  if (!shoal_layer_check_step_labels (layer, &p->steps, &p->classes, error))
     return FALSE;
-  p->classes = (int) shoal_tensor_row_size (&logits->out);
   p->prob = shoal_layer_alloc_floats (layer, shoal_tensor_count (&logits->out), "probabilities", error);
   layer->out.shape = shoal_shape_make (1, 1);
   return p->prob != NULL;
@@ -118,11 +122,11 @@ softmax_loss_forward (ShoalLayer *layer, ShoalPhase phase)
   SoftmaxLossPriv *p = layer->priv;
   const ShoalTensor *logits = &layer->srcs[0]->out;
   const float *label = layer->srcs[1]->label.data;
-  const int rows = shoal_tensor_rows (logits), k = p->classes;
+  const int rows = shoal_tensor_rows (logits), k = p->classes, groups = rows * p->steps;
   double total = 0;
 
   (void) phase;
-  for (int i = 0; i < rows; i++)
+  for (int i = 0; i < groups; i++)
     {
       const float *x = logits->data + (size_t) i * k;
       float *e = p->prob + (size_t) i * k;
@@ -143,7 +147,7 @@ softmax_loss_forward (ShoalLayer *layer, ShoalPhase phase)
       /* -log p_y = log(sum) - (x_y - m), exact even where p_y underflows */
       total += log ((double) sum) - ((double) x[y] - m);
     }
-  layer->out.data[0] = (float) (total / norm_rows (layer, rows));
+  layer->out.data[0] = (float) (total / ((double) norm_rows (layer, rows) * p->steps));
 }
 
 static void
@@ -152,8 +156,8 @@ softmax_loss_backward (ShoalLayer *layer)
   SoftmaxLossPriv *p = layer->priv;
   const ShoalTensor *logits = &layer->srcs[0]->out;
   const float *label = layer->srcs[1]->label.data;
-  const int rows = shoal_tensor_rows (logits), k = p->classes;
-  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+  const int rows = shoal_tensor_rows (logits), k = p->classes, groups = rows * p->steps;
+  const float w = layer->loss_weight / ((float) norm_rows (layer, rows) * (float) p->steps);
 
   if (layer->src_grad[1] != NULL)
     {
@@ -165,7 +169,7 @@ softmax_loss_backward (ShoalLayer *layer)
   if (dst == NULL)
     return;
   shoal_tensor_set_rows (dst, rows);
-  for (int i = 0; i < rows; i++)
+  for (int i = 0; i < groups; i++)
     {
       float *dx = dst->data + (size_t) i * k;
       int y = label_class (label[i], k);
@@ -182,7 +186,8 @@ softmax_loss_backward (ShoalLayer *layer)
 
 const ShoalLayerOps shoal_layer_softmax_loss_ops = {
   .type = "softmax_loss",
-  .summary = "softmax cross-entropy of logits (src 1) against labels (src 2)",
+  .summary = "softmax cross-entropy of logits (src 1) against labels (src 2); labels with S per row: "
+             "one softmax per step over (N, S, K) logits",
   .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS,
   .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,

@@ -534,6 +534,7 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
       net->ctx.worker = opts->worker;
       net->ctx.group = opts->group;
       net->ctx.device = opts->device;
+      net->ctx.cd_k = opts->cd_k;
     }
   if (!shoal_device_is_cpu (net->ctx.device))
     {
@@ -670,6 +671,7 @@ shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
       if (!(layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
         continue;
       out[k].layer = layer->name;
+      out[k].type = layer->ops->type;
       out[k].is_loss = (layer->ops->flags & SHOAL_LAYER_LOSS) != 0;
       out[k].value = layer->out.data[0];
       k++;

@@ -402,6 +402,7 @@ shoal_group_net_metrics (ShoalGroupNet *g, ShoalMetric *out, guint n)
       if (!(o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
         continue;
       out[count].layer = o->name;
+      out[count].type = o->ops->type;
       out[count].is_loss = (o->ops->flags & SHOAL_LAYER_LOSS) != 0;
       out[count].value = combined_value (g, o);
       count++;

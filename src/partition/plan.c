@@ -147,6 +147,8 @@ piece (Plan *pl, int s, int i, int j)
   ShoalShape shape = part_shape (pl, o, i);
   node_set (dst, "shape", shape_list (&shape));
   node_set (dst, "labels", g_strdup (o->label ? "true" : "false"));
+  if (o->label_steps > 1)
+    node_set (dst, "label_steps", g_strdup_printf ("%d", o->label_steps));
   node_set (src, "peer", g_strdup_printf ("worker %d: %s", j, dst->name));
   node_set (dst, "peer", g_strdup_printf ("worker %d: %s", i, src->name));
   PlanPair *pair = g_new0 (PlanPair, 1);
@@ -482,6 +484,7 @@ shoal_plan_read (Plan *pl, ShoalConf *conf, int k, ShoalNet *full)
       o->dim = layer->partition_dim;
       o->shape = layer->out.shape;
       o->label = layer->label.data != NULL;
+      o->label_steps = o->label ? (int) shoal_tensor_row_size (&layer->label) : 0;
       o->needs_grad = layer->needs_grad;
       o->param_layer = -1;
       o->parts = g_new0 (ShoalLayer *, k);

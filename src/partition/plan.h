@@ -41,6 +41,7 @@ typedef struct {
   int nsrcs;
   ShoalShape shape;                  /* out of the unpartitioned net */
   gboolean label, needs_grad;
+  int label_steps;                   /* labels per row (sequences: > 1) */
   int units;                         /* dim 1 with ops->split.units_key: the whole count */
   int batch_rows;                    /* rows of its batch (of srcs[0] for losses, metrics) */
   /* plan caches, names borrowed from nodes; [k] or [k * k] */

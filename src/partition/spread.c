@@ -202,8 +202,8 @@ wire_send_data (ShoalBridgeLink *link, ShoalLayer *src)
   put (b, &rows, sizeof rows);
   put (b, &labels, sizeof labels);
   put (b, src->out.data, count * sizeof (float));
-  if (labels)
-    put (b, src->label.data, (size_t) rows * sizeof (float));
+  if (labels)  /* several per row for sequences */
+    put (b, src->label.data, (size_t) rows * shoal_tensor_row_size (&src->label) * sizeof (float));
   /* sent after a failure too: the peer must not wait for it */
   send_msg (wl->g, wl->dst_proc, wl->data_ch, b);
 }
@@ -225,7 +225,8 @@ wire_recv_data (ShoalBridgeLink *link, ShoalLayer *dst)
   shoal_tensor_set_rows (&dst->out, rows);
   size_t count = (size_t) rows * shoal_tensor_row_size (&dst->out);
   const guint8 *data = take_floats (&r, count);
-  const guint8 *label = labels && dst->label.data != NULL ? take_floats (&r, (size_t) rows) : NULL;
+  size_t nlabels = dst->label.data != NULL ? (size_t) rows * shoal_tensor_row_size (&dst->label) : 0;
+  const guint8 *label = labels && dst->label.data != NULL ? take_floats (&r, nlabels) : NULL;
   if (dst->label.data != NULL)
     shoal_tensor_set_rows (&dst->label, rows);
   if (r.short_read || r.p != r.end)
@@ -234,13 +235,13 @@ wire_recv_data (ShoalBridgeLink *link, ShoalLayer *dst)
         damaged (wl->g, "bridge data");
       memset (dst->out.data, 0, count * sizeof (float));
       if (dst->label.data != NULL)
-        memset (dst->label.data, 0, (size_t) rows * sizeof (float));
+        memset (dst->label.data, 0, nlabels * sizeof (float));
     }
   else
     {
       memcpy (dst->out.data, data, count * sizeof (float));
       if (label != NULL)
-        memcpy (dst->label.data, label, (size_t) rows * sizeof (float));
+        memcpy (dst->label.data, label, nlabels * sizeof (float));
     }
   if (msg != NULL)
     g_bytes_unref (msg);

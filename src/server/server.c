@@ -27,7 +27,7 @@ typedef struct {
 typedef struct {
   size_t offset, count;
   float lr_scale, wd_scale;
-  gint updates;    /* Adam's bias-correction count; atomic, a param may span slices */
+  gint updates;    /* Adam's bias-correction count (what the checkpoint keeps); atomic */
 } Segment;
 
 struct _ShoalServer {
@@ -39,6 +39,13 @@ struct _ShoalServer {
   int state_per_value;
   Slice *slices;
   int nsegments;
+  /* [slice * nsegments + segment]: updates of the segment's values inside
+   * the slice (under the slice's lock).  A param that spans slices gets
+   * one update per slice, in whatever order the slices arrive: each part
+   * counts its own, so Adam corrects every value by the updates its
+   * moments saw (one count per param lagged a step for the parts applied
+   * before the part holding the param's start). */
+  gint *part_updates;
   Segment *segments;        /* params in offset order */
   gint stopping;            /* atomic */
   gint64 stop_step;         /* SYNC: the job stops here (shoal_server_stop_at); G_MAXINT64 none;
@@ -102,6 +109,7 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
       const ShoalParam *p = g_ptr_array_index (layout->params, i);
       server->segments[i] = (Segment) { p->offset, p->count, p->lr_scale, p->wd_scale, 0 };
     }
+  server->part_updates = g_new0 (gint, (gsize) opts->nslices * (gsize) MAX (server->nsegments, 1));
 
   g_mutex_init (&server->sync_lock);
   g_cond_init (&server->sync_due);
@@ -143,6 +151,7 @@ shoal_server_free (ShoalServer *server)
   g_mutex_clear (&server->checkpoint_lock);
   g_free (server->slices);
   g_free (server->segments);
+  g_free (server->part_updates);
   shoal_free_aligned (server->values);
   shoal_free_aligned (server->state);
   g_free (server);
@@ -252,7 +261,7 @@ checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GErro
 /* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
  * its learning rate multiplied by lr_mult. */
 static void
-apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, gint64 step,
+apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const float *grad, gint64 step,
              float lr_mult)
 {
   for (int i = 0; i < server->nsegments; i++)
@@ -261,8 +270,9 @@ apply_range (ShoalServer *server, size_t begin, size_t end, const float *grad, g
       size_t a = MAX (begin, seg->offset), b = MIN (end, seg->offset + seg->count);
       if (a >= b)
         continue;
-      gint t = a == seg->offset ? g_atomic_int_add (&seg->updates, 1) + 1
-                                : g_atomic_int_get (&seg->updates);
+      if (a == seg->offset)
+        g_atomic_int_add (&seg->updates, 1);
+      gint t = ++server->part_updates[(size_t) slice * server->nsegments + i];
       float *state_a = server->state_per_value > 0 ? server->state + a : NULL;
       float *state_b = server->state_per_value > 1 ? server->state + server->total + a : NULL;
       shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
@@ -327,7 +337,7 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
       gint64 staleness = base >= 0 ? MAX (s->version - base, 0) : 0;
       /* Zhang et al.: lr / staleness, staleness 0 counting as 1 */
       float mult = server->opts.lr_by_staleness ? 1.0f / (float) MAX (staleness, 1) : 1.0f;
-      apply_range (server, s->begin, s->end, grad, step, mult);
+      apply_range (server, (int) (s - server->slices), s->begin, s->end, grad, step, mult);
       if (base >= 0)
         record_staleness (server, staleness);
       s->version++;
@@ -386,7 +396,7 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
               for (size_t i = 0; i < n; i++)
                 s->accumulator[i] *= inv;
             }
-          apply_range (server, s->begin, s->end, sum, step, 1.0f);
+          apply_range (server, (int) (s - server->slices), s->begin, s->end, sum, step, 1.0f);
           s->contributions = 0;
           s->version++;
           s->updates_since_sync++;
@@ -860,6 +870,8 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
         {
           memcpy (&u, p, sizeof u);
           g_atomic_int_set (&server->segments[i].updates, u);
+          for (int sl = 0; sl < server->opts.nslices; sl++)
+            server->part_updates[(size_t) sl * server->nsegments + i] = u;
         }
     }
   int restored = 0;

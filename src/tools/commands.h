@@ -25,19 +25,26 @@ int shoal_cmd_eval (int argc, char **argv);
 /* model_data.c: a trained model for predict and eval. */
 typedef struct {
   const char *conf;                /* JOB.conf (a workspace's job.conf is the conf as run) */
-  const char *from;                /* workspace or params file */
-  const char *data;                /* LMDB dataset dir or .csv; NULL: the conf's own test set */
+  char *from;                      /* workspace or params file */
+  char *data;                      /* LMDB dataset dir or .csv; NULL: the conf's own test set */
   int label_column;                /* CSV: the label's column, -1 none */
   gboolean skip_header;            /* CSV */
-  const char *const *overrides;    /* -o, may be NULL */
+  char **overrides;                /* -o, may be NULL */
   const char *output;              /* layer to predict with; NULL: the first loss's scores */
   gboolean probabilities;
 } ShoalToolModelArgs;
+/* Adds the options predict and eval share (--from, --data,
+ * --label-column, --header, -o) to ctx's main group, filling *a (whose
+ * label_column should be set to its default, 0, first); free what they
+ * hold with shoal_tool_model_args_clear. */
+void shoal_tool_model_add_options (GOptionContext *ctx, ShoalToolModelArgs *a);
+void shoal_tool_model_args_clear (ShoalToolModelArgs *a);
 /* The model with its input's test set set to a->data (a CSV is imported
  * into a new temporary directory, *tmpdir: give it to
  * shoal_tool_model_cleanup, also on failure). */
 ShoalModel *shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, GError **error);
 void shoal_tool_model_cleanup (char *tmpdir);
+int shoal_cmd_sample (int argc, char **argv);
 
 typedef struct {
   gboolean quiet;

@@ -12,23 +12,9 @@
 int
 shoal_cmd_eval (int argc, char **argv)
 {
-  char *from = NULL, *data = NULL;
-  char **overrides = NULL;
-  int label_column = 0;
-  gboolean header = FALSE;
-  GOptionEntry entries[] = {
-    { "from", 'f', 0, G_OPTION_ARG_FILENAME, &from,
-      "the trained params: a run's workspace, or a file of shoal_net_save_params", "WORKSPACE" },
-    { "data", 'd', 0, G_OPTION_ARG_FILENAME, &data,
-      "an LMDB dataset (shoal import) or a .csv file (default: the conf's test set)", "DATA" },
-    { "label-column", 0, 0, G_OPTION_ARG_INT, &label_column,
-      "CSV data: 0-based column of the label (default 0)", "N" },
-    { "header", 0, 0, G_OPTION_ARG_NONE, &header, "CSV data: skip the first line", NULL },
-    { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides, "set a conf key", "SECTION.KEY=VALUE" },
-    { NULL, 0, 0, 0, NULL, NULL, NULL }
-  };
+  ShoalToolModelArgs a = { 0 };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - test a trained model on a dataset");
-  g_option_context_add_main_entries (ctx, entries, NULL);
+  shoal_tool_model_add_options (ctx, &a);
   GError *error = NULL;
   char *tmpdir = NULL;
   ShoalModel *m = NULL;
@@ -36,15 +22,14 @@ shoal_cmd_eval (int argc, char **argv)
 
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     status = 2;
-  else if (argc != 2 || from == NULL)
+  else if (argc != 2 || a.from == NULL)
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected JOB.conf and --from WORKSPACE");
       status = 2;
     }
   if (status == 0)
     {
-      ShoalToolModelArgs a = { .conf = argv[1], .from = from, .data = data, .label_column = label_column,
-                               .skip_header = header, .overrides = (const char *const *) overrides };
+      a.conf = argv[1];
       m = shoal_tool_model_open (&a, &tmpdir, &error);
       status = m == NULL ? 1 : 0;
     }
@@ -70,9 +55,7 @@ shoal_cmd_eval (int argc, char **argv)
   g_clear_error (&error);
   shoal_model_free (m);
   shoal_tool_model_cleanup (tmpdir);
-  g_free (from);
-  g_free (data);
-  g_strfreev (overrides);
+  shoal_tool_model_args_clear (&a);
   g_option_context_free (ctx);
   return status;
 }

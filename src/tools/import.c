@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "data/import.h"
+#include "data/text.h"
 #include "tools/commands.h"
 
 typedef struct {
@@ -200,19 +201,105 @@ done:
   return rc;
 }
 
+/* shoal import text --in F [--in F ...] [F ...] --out DIR --seq-len N:
+ * files in the order given (the examples sort them, so an import is the
+ * same on every machine). */
+static int
+import_text_main (int argc, char **argv)
+{
+  char **in = NULL, *out = NULL;
+  int seq_len = 0;
+  double val_fraction = 0.05;
+  gboolean any_bytes = FALSE, force = FALSE, created = FALSE;
+  GError *error = NULL;
+  ShoalTextStats stats = { 0 };
+  int rc = 1;
+  GOptionEntry entries[] = {
+    { "in", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &in,
+      "text file (.gz or plain); repeat it, or list more files after the options", "F" },
+    { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "directory to create: train/, val/, vocab.ini", "DIR" },
+    { "seq-len", 0, 0, G_OPTION_ARG_INT, &seq_len, "bytes per sequence (the model's steps per batch)", "N" },
+    { "val-fraction", 0, 0, G_OPTION_ARG_DOUBLE, &val_fraction,
+      "the last F of the text is validation data (default 0.05; 0: none)", "F" },
+    { "bytes", 0, 0, G_OPTION_ARG_NONE, &any_bytes, "accept any bytes, not only UTF-8 text", NULL },
+    { "force", 0, 0, G_OPTION_ARG_NONE, &force, "replace the datasets in a non-empty DIR", NULL },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  GOptionContext *ctx = g_option_context_new ("[FILE...] - make LMDB datasets of byte sequences for "
+                                              "character models (text_input)");
+  g_set_prgname ("shoal import text");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  GPtrArray *files = g_ptr_array_new ();
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    {
+      rc = usage_error (ctx, "text", error->message);
+      goto done;
+    }
+  for (int i = 0; in != NULL && in[i] != NULL; i++)
+    g_ptr_array_add (files, in[i]);
+  for (int i = 1; i < argc; i++)
+    g_ptr_array_add (files, argv[i]);
+  g_ptr_array_add (files, NULL);
+  if (out == NULL || files->len == 1 || seq_len == 0)
+    {
+      rc = usage_error (ctx, "text", "--in, --out and --seq-len are required");
+      goto done;
+    }
+  if (seq_len < 1 || seq_len > 1 << 20)
+    {
+      rc = usage_error (ctx, "text", "--seq-len must be 1 to 1048576");
+      goto done;
+    }
+  if (!(val_fraction >= 0 && val_fraction < 1))
+    {
+      rc = usage_error (ctx, "text", "--val-fraction must be in [0, 1)");
+      goto done;
+    }
+  char *train = g_build_filename (out, "train", NULL), *val = g_build_filename (out, "val", NULL);
+  gboolean ok = prepare_out (train, force, &created, &error) && prepare_out (val, force, &created, &error);
+  g_free (train);
+  g_free (val);
+  if (!ok)
+    goto fail;
+  gint64 t0 = g_get_monotonic_time ();
+  if (!shoal_import_text ((const char *const *) files->pdata, out, seq_len, val_fraction, any_bytes, NULL, NULL,
+                          &stats, &error))
+    goto fail;
+  printf ("%s: %" G_GUINT64_FORMAT " bytes, vocabulary of %d (set vocab_size = %d), %" G_GUINT64_FORMAT
+          " training and %" G_GUINT64_FORMAT " validation sequences of %d, in %.2f s\n",
+          out, stats.bytes, stats.vocab_size, stats.vocab_size, stats.train_sequences, stats.val_sequences,
+          seq_len, (g_get_monotonic_time () - t0) / 1e6);
+  rc = 0;
+  goto done;
+
+fail:
+  fprintf (stderr, "shoal import text: %s\n", error->message);
+  rc = 1;
+done:
+  g_clear_error (&error);
+  g_option_context_free (ctx);
+  g_ptr_array_free (files, TRUE);
+  g_strfreev (in);
+  g_free (out);
+  return rc;
+}
+
 int
 shoal_cmd_import (int argc, char **argv)
 {
   static const char usage[] =
     "usage: shoal import idx --images F --labels F --out DIR [--force]\n"
     "       shoal import csv --in F --out DIR [--label-column N] [--skip-header] [--force]\n"
+    "       shoal import text --in F [F ...] --out DIR --seq-len N [--val-fraction F] [--bytes] [--force]\n"
     "Makes an LMDB dataset of Thrift Records; inputs may be gzip-compressed.\n"
-    "`shoal import idx --help` and `shoal import csv --help` list the options.\n";
+    "`shoal import FORMAT --help` lists the options of a format.\n";
 
   if (argc >= 2 && strcmp (argv[1], "idx") == 0)
     return import_main (argc - 1, argv + 1, FALSE);
   if (argc >= 2 && strcmp (argv[1], "csv") == 0)
     return import_main (argc - 1, argv + 1, TRUE);
+  if (argc >= 2 && strcmp (argv[1], "text") == 0)
+    return import_text_main (argc - 1, argv + 1);
   if (argc >= 2 && (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0))
     {
       fputs (usage, stdout);

@@ -49,7 +49,7 @@ shoal_cmd_layers (int argc, char **argv)
   printf ("keys of every [layer NAME]:\n");
   print_options (shoal_layer_common_options, "  ");
   printf ("\nper param P (e.g. weight_init): P_init, P_value, P_mean, P_std, P_low, P_high, "
-          "P_lr_scale, P_wd_scale\n");
+          "P_lr_scale, P_wd_scale, P_init_from\n");
   for (int i = 0; types[i] != NULL; i++)
     {
       const ShoalLayerOps *ops = shoal_layer_lookup (types[i]);
@@ -57,8 +57,12 @@ shoal_cmd_layers (int argc, char **argv)
       if (ops->param_names != NULL)
         {
           printf ("  params:");
-          for (const char *const *p = ops->param_names; *p; p++)
-            printf (" %s", *p);
+          int n = 0;
+          for (const char *const *p = ops->param_names; *p; p++, n++)
+            if (n < 8)
+              printf (" %s", *p);
+          if (n > 8)
+            printf (" ... (%d in all)", n);  /* a stacked recurrent layer's levels */
           printf ("\n");
         }
       print_options (ops->options, "  ");

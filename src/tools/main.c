@@ -18,12 +18,13 @@ typedef struct {
 static const Command commands[] = {
   { "run", shoal_cmd_run, "train a job: shoal run JOB.conf [--topology T.conf] [-o section.key=value ...]" },
   { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
-  { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv ..." },
+  { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv|text ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
   { "compare", shoal_cmd_compare, "run a job under several schemes, then a report with figures: shoal compare JOB.conf [--schemes a,b] [--budget samples=N]" },
   { "plot", shoal_cmd_plot, "curves of finished runs: shoal plot WS... --out FILE.png [--x time|samples] [--y accuracy|loss]" },
   { "predict", shoal_cmd_predict, "predictions of a trained model: shoal predict JOB.conf --from WS [--data D] [--out F.csv]" },
   { "eval", shoal_cmd_eval, "loss and accuracy of a trained model: shoal eval JOB.conf --from WS [--data D]" },
+  { "sample", shoal_cmd_sample, "generate text with a trained character model: shoal sample JOB.conf --from WORKSPACE [--prime TEXT] [--length N] [--temperature T] [--seed S]" },
   { "inspect", shoal_cmd_inspect, "how a job's net is split among a group's workers: shoal inspect JOB.conf [--graph out.dot [--png out.png]]" },
 };
 

@@ -40,12 +40,39 @@ test_override (const char *conf_path, const char *data, GError **error)
   return found;
 }
 
+void
+shoal_tool_model_add_options (GOptionContext *ctx, ShoalToolModelArgs *a)
+{
+  GOptionEntry entries[] = {
+    { "from", 'f', 0, G_OPTION_ARG_FILENAME, &a->from,
+      "the trained params: a run's workspace, or a file of shoal_net_save_params", "WORKSPACE" },
+    { "data", 'd', 0, G_OPTION_ARG_FILENAME, &a->data,
+      "the samples: an LMDB dataset (shoal import) or a .csv file (default: the conf's test set)",
+      "DATA" },
+    { "label-column", 0, 0, G_OPTION_ARG_INT, &a->label_column,
+      "CSV data: 0-based column of the label, -1 for none (default 0)", "N" },
+    { "header", 0, 0, G_OPTION_ARG_NONE, &a->skip_header, "CSV data: skip the first line", NULL },
+    { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &a->overrides, "set a conf key",
+      "SECTION.KEY=VALUE" },
+    { NULL, 0, 0, 0, NULL, NULL, NULL }
+  };
+  g_option_context_add_main_entries (ctx, entries, NULL);
+}
+
+void
+shoal_tool_model_args_clear (ShoalToolModelArgs *a)
+{
+  g_clear_pointer (&a->from, g_free);
+  g_clear_pointer (&a->data, g_free);
+  g_clear_pointer (&a->overrides, g_strfreev);
+}
+
 ShoalModel *
 shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, GError **error)
 {
   *tmpdir = NULL;
   /* the job's plugins and data layers must be known to find the input */
-  ShoalJob *job = shoal_job_load (a->conf, a->overrides, error);
+  ShoalJob *job = shoal_job_load (a->conf, (const char *const *) a->overrides, error);
   if (job == NULL)
     return NULL;
   shoal_job_free (job);

@@ -87,28 +87,19 @@ predict_all (ShoalModel *m, FILE *out, int k, gint64 *samples, gint64 *correct, 
 int
 shoal_cmd_predict (int argc, char **argv)
 {
-  char *from = NULL, *data = NULL, *out_path = NULL, *output = NULL;
-  char **overrides = NULL;
-  int k = 3, label_column = 0;
-  gboolean header = FALSE;
+  ShoalToolModelArgs a = { 0 };
+  char *out_path = NULL, *output = NULL;
+  int k = 3;
   GOptionEntry entries[] = {
-    { "from", 'f', 0, G_OPTION_ARG_FILENAME, &from,
-      "the trained params: a run's workspace, or a file of shoal_net_save_params", "WORKSPACE" },
-    { "data", 'd', 0, G_OPTION_ARG_FILENAME, &data,
-      "the samples: an LMDB dataset (shoal import) or a .csv file (default: the conf's test set)",
-      "DATA" },
     { "out", 0, 0, G_OPTION_ARG_FILENAME, &out_path, "where the predictions go (default: stdout)",
       "FILE.csv" },
     { "top-k", 'k', 0, G_OPTION_ARG_INT, &k, "classes and probabilities per row (default 3)", "K" },
     { "output", 0, 0, G_OPTION_ARG_STRING, &output,
       "the layer whose outputs are the scores (default: the first loss layer's)", "LAYER" },
-    { "label-column", 0, 0, G_OPTION_ARG_INT, &label_column,
-      "CSV data: 0-based column of the label, -1 for none (default 0)", "N" },
-    { "header", 0, 0, G_OPTION_ARG_NONE, &header, "CSV data: skip the first line", NULL },
-    { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides, "set a conf key", "SECTION.KEY=VALUE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - predict with a trained model");
+  shoal_tool_model_add_options (ctx, &a);
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   char *tmpdir = NULL;
@@ -118,7 +109,7 @@ shoal_cmd_predict (int argc, char **argv)
 
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     status = 2;
-  else if (argc != 2 || from == NULL)
+  else if (argc != 2 || a.from == NULL)
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected JOB.conf and --from WORKSPACE");
       status = 2;
@@ -130,9 +121,8 @@ shoal_cmd_predict (int argc, char **argv)
     }
   if (status == 0)
     {
-      ShoalToolModelArgs a = { .conf = argv[1], .from = from, .data = data, .label_column = label_column,
-                               .skip_header = header, .overrides = (const char *const *) overrides,
-                               .output = output };
+      a.conf = argv[1];
+      a.output = output;
       m = shoal_tool_model_open (&a, &tmpdir, &error);
       if (m == NULL)
         status = 1;
@@ -175,11 +165,9 @@ shoal_cmd_predict (int argc, char **argv)
   g_clear_error (&error);
   shoal_model_free (m);
   shoal_tool_model_cleanup (tmpdir);
-  g_free (from);
-  g_free (data);
+  shoal_tool_model_args_clear (&a);
   g_free (out_path);
   g_free (output);
-  g_strfreev (overrides);
   g_option_context_free (ctx);
   return status;
 }

@@ -726,7 +726,7 @@ build_unit_net (Emu *e, Unit *u, gboolean per_group, GError **error)
   if (net == NULL)
     return NULL;
   shoal_param_store_init_values (shoal_group_net_params (net), e->job->seed);
-  if (e->job->init_from != NULL && *e->job->init_from
+  if (e->job->init_from != NULL && e->job->init_from[0] != NULL
       && !shoal_runner_init_from (e->job, shoal_group_net_params (net), error))
     {
       shoal_group_net_free (net);

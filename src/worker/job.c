@@ -1,6 +1,7 @@
 /* Job-level conf sections, described once in option tables so that
  * validation, defaults and `shoal help conf` come from one place. */
 #include "worker/job.h"
+#include "worker/families.h"
 
 #include <math.h>
 #include <string.h>
@@ -25,8 +26,13 @@ const ShoalOption shoal_job_options[] = {
     "(all ranks that `shoal run` starts, or `shoal proc --host-workers`)" },
   { "checkpoint_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL,
     "steps between checkpoints in WORKSPACE/checkpoint; 0 = only at the end (and on Ctrl-C)" },
-  { "init_from", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
-    "a workspace whose checkpointed params initialise the params of the same name (pre-training)" },
+  { "init_from", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
+    "workspaces whose checkpointed params initialise the params of the same name (pre-training; "
+    "a later workspace wins; <param>_init_from renames)" },
+  { "alg", SHOAL_OPT_STRING, "bp", SHOAL_UNBOUNDED, "bp|cd",
+    "training algorithm: bp (back-propagation, through time for recurrent layers) or cd "
+    "(contrastive divergence of the RBM layers)" },
+  { "cd_k", SHOAL_OPT_INT, "1", 1, 1000, NULL, "alg = cd: Gibbs steps per update (CD-k)" },
   { "max_seconds", SHOAL_OPT_FLOAT, "0", 0, 1e9, NULL,
     "time budget: training ends at the first step boundary after this many seconds of the job's "
     "clock, then tests as at train_steps; 0 = none" },
@@ -264,7 +270,11 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->seed = (guint64) shoal_conf_get_int (conf, "job", t, "seed");
   job->threads = (int) shoal_conf_get_int (conf, "job", t, "threads");
   job->checkpoint_freq = shoal_conf_get_int (conf, "job", t, "checkpoint_freq");
-  job->init_from = shoal_conf_get_string (conf, "job", t, "init_from");
+  gsize ninit = 0;
+  job->init_from = shoal_conf_get_string_list (conf, "job", t, "init_from", &ninit);
+  char *alg = shoal_conf_get_string (conf, "job", t, "alg");
+  job->cd_k = strcmp (alg, "cd") == 0 ? (int) shoal_conf_get_int (conf, "job", t, "cd_k") : 0;
+  g_free (alg);
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
 
@@ -282,7 +292,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = read_updater (conf, &job->updater, error) && shoal_cluster_conf_read (conf, &job->cluster, error)
+    ok = shoal_job_check_families (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
+         && shoal_cluster_conf_read (conf, &job->cluster, error)
          && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error);
   if (!ok)
     {
@@ -346,7 +357,7 @@ shoal_job_free (ShoalJob *job)
   shoal_conf_free (job->conf);
   shoal_emulate_conf_clear (&job->emulate);
   g_free (job->name);
-  g_free (job->init_from);
+  g_strfreev (job->init_from);
   g_free (job);
 }
 

@@ -2,7 +2,7 @@
  * validated, plus the conf itself for the net's [layer NAME] groups.
  *
  * [job]      name, train_steps | epochs, test_freq, test_steps, disp_freq,
- *            seed, threads, checkpoint_freq, init_from, max_seconds, metrics_interval
+ *            seed, threads, checkpoint_freq, init_from, alg, cd_k, max_seconds, metrics_interval
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
  * [emulate]  a cluster that is not there (cluster/emulate.h; docs/SCHEMES.md, "Emulation")
@@ -33,7 +33,8 @@ struct _ShoalJob {
   guint64 seed;
   int threads;              /* BLAS threads of this process; 0 = cores / local workers */
   gint64 checkpoint_freq;   /* steps between checkpoints; 0 = only at the end */
-  char *init_from;          /* workspace whose params initialise ours by name; "" = none */
+  char **init_from;         /* workspaces whose params initialise ours by name; empty = none */
+  int cd_k;                 /* alg = cd: Gibbs steps of the RBM layers; 0: alg = bp */
   double max_seconds;       /* training ends at the first step boundary past this job time; 0 = none */
   double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
   ShoalUpdaterConf updater;

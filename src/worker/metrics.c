@@ -138,6 +138,19 @@ shoal_metrics_write (ShoalMetricsWriter *w, const ShoalMetricsRecord *r)
       if (r->peer_wait_s >= 0)
         put_number (s, "peer_wait_s", r->peer_wait_s);
     }
+  if (r->others != NULL && r->others->n > 0)
+    {
+      char buf[G_ASCII_DTOSTR_BUF_SIZE];
+      g_string_append (s, ",\"metrics\":{");
+      for (int i = 0; i < r->others->n; i++)
+        {
+          char *name = g_strescape (r->others->name[i], NULL);
+          g_string_append_printf (s, "%s\"%s\":%s", i ? "," : "", name,
+                                  g_ascii_formatd (buf, sizeof buf, "%.6g", shoal_other_metrics_mean (r->others, i)));
+          g_free (name);
+        }
+      g_string_append_c (s, '}');
+    }
   line_end (w, s);
 }
 
@@ -166,4 +179,48 @@ shoal_metrics_write_process (ShoalMetricsWriter *w, const ShoalProcessRecord *r)
       g_string_append_c (s, ']');
     }
   line_end (w, s);
+}
+
+double
+shoal_metrics_accuracy (const ShoalMetric *m, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    if (!m[i].is_loss && strcmp (m[i].type, "accuracy") == 0)
+      return m[i].value;
+  return -1;
+}
+
+void
+shoal_other_metrics_add (ShoalOtherMetrics *o, const ShoalMetric *m, guint n, double weight)
+{
+  gboolean accuracy_seen = FALSE;
+  int k = 0;
+  for (guint i = 0; i < n && k < SHOAL_METRICS_MAX_OTHERS; i++)
+    {
+      if (m[i].is_loss)
+        continue;
+      if (!accuracy_seen && strcmp (m[i].type, "accuracy") == 0)
+        {
+          accuracy_seen = TRUE;  /* reported as accuracy */
+          continue;
+        }
+      o->name[k] = m[i].layer;
+      o->sum[k] += m[i].value * weight;
+      k++;
+    }
+  o->n = k;
+  o->weight += weight;
+}
+
+double
+shoal_other_metrics_mean (const ShoalOtherMetrics *o, int i)
+{
+  return o->weight > 0 ? o->sum[i] / o->weight : 0;
+}
+
+void
+shoal_other_metrics_append (const ShoalOtherMetrics *o, GString *s)
+{
+  for (int i = 0; i < o->n; i++)
+    g_string_append_printf (s, " %s %.4f", o->name[i], shoal_other_metrics_mean (o, i));
 }

@@ -14,6 +14,8 @@
  *              last such line: rank, bytes_sent, bytes_received (since
  *              the process started), and where it serves slices updates,
  *              dropped and the staleness summary and histogram.
+ * Train and test lines end with "metrics": {LAYER: value} for the net's
+ * metric layers other than the accuracy (an RBM's rbm_free_energy).
  * The clock fields are written in one place (line_begin in metrics.c):
  * a virtual-clock run (worker/emulator.h) adds "vtime", its virtual
  * seconds, beside "time"; readers that know it (tools/runlog.c) use it
@@ -23,6 +25,7 @@
 
 #include <glib.h>
 
+#include "net/net.h"
 #include "server/staleness.h"
 
 G_BEGIN_DECLS
@@ -34,6 +37,24 @@ typedef struct _ShoalMetricsWriter ShoalMetricsWriter;
 ShoalMetricsWriter *shoal_metrics_open (const char *path, gboolean append, GError **error);
 /* Flushes and closes; NULL is fine. */
 void shoal_metrics_close (ShoalMetricsWriter *writer);
+
+/* Means of the metric layers other than the loss and the accuracy, over
+ * a window of train steps or a test pass: add each batch, weighted. */
+#define SHOAL_METRICS_MAX_OTHERS 8
+typedef struct {
+  int n;
+  const char *name[SHOAL_METRICS_MAX_OTHERS];  /* layer names, borrowed from the net */
+  double sum[SHOAL_METRICS_MAX_OTHERS];
+  double weight;
+} ShoalOtherMetrics;
+
+/* The metric reported as accuracy: the first accuracy layer's; -1 if none. */
+double shoal_metrics_accuracy (const ShoalMetric *m, guint n);
+void shoal_other_metrics_add (ShoalOtherMetrics *o, const ShoalMetric *m, guint n, double weight);
+/* The mean of other metric i. */
+double shoal_other_metrics_mean (const ShoalOtherMetrics *o, int i);
+/* " NAME value" for each, appended to s (progress lines). */
+void shoal_other_metrics_append (const ShoalOtherMetrics *o, GString *s);
 
 /* A "train" or "test" line.  Numbers < 0 are not written. */
 typedef struct {
@@ -48,6 +69,7 @@ typedef struct {
   double wait_s;            /* train: seconds blocked on the servers this interval */
   double peer_wait_s;       /* train: seconds (summed over the unit's threads) waiting for the
                              * group's other processes; < 0: not reported */
+  const ShoalOtherMetrics *others;  /* the other metric layers; may be NULL */
 } ShoalMetricsRecord;
 
 /* A "process" line. */

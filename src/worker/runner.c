@@ -28,6 +28,7 @@
 #include "worker/fault_timer.h"
 #include "worker/membership.h"
 #include "worker/metrics.h"
+#include "worker/named_params.h"
 #include "worker/process_report.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
@@ -74,26 +75,16 @@ typedef struct {
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
 } Process;
 
-/* Copies every param of the init_from workspace's newest checkpoint into
- * the param of the same name; a name with another shape is an error. */
+/* [job] init_from: initialises params from the init_from workspaces'
+ * checkpoints, by name or as <param>_init_from renames them
+ * (worker/named_params.h). */
 gboolean
 shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
 {
-  const char *ws = job->init_from;
-  GError *local = NULL;
   int copied = 0;
-  GBytes *blob = shoal_workspace_params (ws, NULL, &local);
-  gboolean ok = blob != NULL
-                && shoal_param_store_load_bytes (store, blob, ws, SHOAL_PARAMS_BY_NAME_ANY, &copied, &local);
-  if (blob != NULL)
-    g_bytes_unref (blob);
-  if (!ok)
-    {
-      shoal_conf_error (job->conf, error, "job", "init_from", "%s", local->message);
-      g_error_free (local);
-      return FALSE;
-    }
-  g_message ("init_from %s: %d of %u params initialised by name", ws, copied, store->params->len);
+  if (!shoal_named_params_init (store, job->conf, (const char *const *) job->init_from, &copied, error))
+    return FALSE;
+  g_message ("init_from: %d of %u params initialised by name", copied, store->params->len);
   return TRUE;
 }
 
@@ -411,7 +402,7 @@ static ShoalGroupNet *
 build_net (Process *p, ShoalMember unit, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
-  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group };
+  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group, .cd_k = p->job->cd_k };
   /* a process of servers only builds the net for its layout: no GPU */
   if (p->units->len > 0)
     nopts.device = shoal_cluster_device (&p->job->cluster, unit.group, unit.index);
@@ -433,7 +424,7 @@ build_net (Process *p, ShoalMember unit, GError **error)
   if (net == NULL)
     return NULL;
   shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
-  if (p->job->init_from != NULL && *p->job->init_from
+  if (p->job->init_from != NULL && p->job->init_from[0] != NULL
       && !shoal_runner_init_from (p->job, shoal_group_net_params (net), error))
     {
       shoal_group_net_free (net);

@@ -89,7 +89,8 @@ void shoal_runner_server_options (const ShoalLayout *layout, gboolean group_push
 /* A batch-split group of k workers spread over processes: each worker
  * reads batch_size / k rows (overrides the job's conf). */
 gboolean shoal_runner_share_batch (ShoalJob *job, int k, GError **error);
-/* [job] init_from: copies params by name from that workspace into store. */
+/* [job] init_from: copies params by name (or as <param>_init_from renames
+ * them) from those workspaces' newest checkpoints into store. */
 gboolean shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error);
 
 G_END_DECLS

@@ -22,20 +22,17 @@ push_layer (ShoalLayer *layer, gpointer user_data)
   shoal_param_client_layer_done (ctx->client, layer, ctx->step);
 }
 
-/* Finds the metric to report as accuracy: the first metric layer. */
+/* The metric reported as accuracy: the first accuracy layer's. */
 static double
 accuracy_of (const ShoalMetric *m, guint n)
 {
-  for (guint i = 0; i < n; i++)
-    if (!m[i].is_loss)
-      return m[i].value;
-  return -1;
+  return shoal_metrics_accuracy (m, n);
 }
 
 ShoalEvalResult
 shoal_worker_evaluate (ShoalGroupNet *net, int batches)
 {
-  ShoalEvalResult r = { 0, 0, 0 };
+  ShoalEvalResult r = { 0 };
   ShoalLayer *input = shoal_group_net_input (net);
   int batch = shoal_group_net_batch_size (net);
   if (batches <= 0)
@@ -53,6 +50,7 @@ shoal_worker_evaluate (ShoalGroupNet *net, int batches)
       ShoalMetric m[16];
       guint nm = shoal_group_net_metrics (net, m, G_N_ELEMENTS (m));
       double acc = accuracy_of (m, nm);
+      shoal_other_metrics_add (&r.others, m, nm, rows);
       loss_sum += loss * rows;
       if (acc >= 0)
         {
@@ -74,16 +72,19 @@ run_test (ShoalWorker *w, gint64 step)
   w->test_accuracy = r.accuracy;
   if (w->log_progress)
     {
+      GString *others = g_string_new (NULL);
+      shoal_other_metrics_append (&r.others, others);
       if (r.accuracy >= 0)
-        g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f accuracy %.4f (%" G_GINT64_FORMAT " samples)",
-                   w->group, w->worker, step, r.loss, r.accuracy, r.samples);
+        g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f accuracy %.4f%s (%" G_GINT64_FORMAT " samples)",
+                   w->group, w->worker, step, r.loss, r.accuracy, others->str, r.samples);
       else
-        g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f (%" G_GINT64_FORMAT " samples)",
-                   w->group, w->worker, step, r.loss, r.samples);
+        g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f%s (%" G_GINT64_FORMAT " samples)",
+                   w->group, w->worker, step, r.loss, others->str, r.samples);
+      g_string_free (others, TRUE);
     }
   ShoalMetricsRecord rec = { .step = step, .group = w->group, .worker = w->worker, .phase = "test",
                              .loss = r.loss, .accuracy = r.accuracy, .samples_per_sec = -1,
-                             .samples = w->samples_seen, .peer_wait_s = -1 };
+                             .samples = w->samples_seen, .peer_wait_s = -1, .others = &r.others };
   shoal_metrics_write (w->metrics, &rec);
 }
 
@@ -304,6 +305,7 @@ train_loop (ShoalWorker *w)
   double window_compute = 0, window_wait = 0;
   gint64 window_samples = 0, total_samples = 0;
   int window_steps = 0;
+  ShoalOtherMetrics window_others = { 0 };
   gint64 window_start = g_get_monotonic_time ();
   double peer_wait_before = shoal_group_net_peer_wait_seconds (w->net);
   gint64 next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq : G_MAXINT64;
@@ -430,6 +432,7 @@ train_loop (ShoalWorker *w)
       int rows = shoal_group_net_batch_rows (w->net);
       window_loss += loss;
       double acc = accuracy_of (m, nm);
+      shoal_other_metrics_add (&window_others, m, nm, 1);
       window_acc += acc;
       window_samples += rows;
       total_samples += rows;
@@ -446,16 +449,23 @@ train_loop (ShoalWorker *w)
           double mean_loss = window_loss / window_steps;
           double mean_acc = acc >= 0 ? window_acc / window_steps : -1;
           if (w->log_progress)
-            g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s%.4f %.0f samples/s",
-                       w->group, w->worker, step + 1, mean_loss, mean_acc >= 0 ? " accuracy " : "",
-                       mean_acc >= 0 ? mean_acc : 0.0, sps);
+            {
+              GString *others = g_string_new (NULL);
+              if (mean_acc >= 0)
+                g_string_append_printf (others, " accuracy %.4f", mean_acc);
+              shoal_other_metrics_append (&window_others, others);
+              g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s %.0f samples/s",
+                         w->group, w->worker, step + 1, mean_loss, others->str, sps);
+              g_string_free (others, TRUE);
+            }
           double peer_wait = shoal_group_net_peer_wait_seconds (w->net);
           ShoalMetricsRecord rec = { .step = step + 1, .group = w->group, .worker = w->worker,
                                      .phase = "train", .loss = mean_loss, .accuracy = mean_acc,
                                      .samples_per_sec = sps, .samples = w->samples_seen,
                                      .compute_s = window_compute, .wait_s = window_wait,
-                                     .peer_wait_s = peer_wait - peer_wait_before };
+                                     .peer_wait_s = peer_wait - peer_wait_before, .others = &window_others };
           shoal_metrics_write (w->metrics, &rec);
+          window_others = (ShoalOtherMetrics) { 0 };
           peer_wait_before = peer_wait;
           window_compute = window_wait = 0;
           window_loss = window_acc = 0;

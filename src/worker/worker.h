@@ -64,6 +64,7 @@ typedef struct {
   double loss;
   double accuracy;   /* < 0 when the net has no accuracy layer */
   gint64 samples;
+  ShoalOtherMetrics others;  /* the other metric layers' means */
 } ShoalEvalResult;
 
 /* Asks every worker of the process to stop at its next step boundary,
