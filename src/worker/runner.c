@@ -717,6 +717,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
   shoal_worker_abort_reset ();
+  char *ckpt_dir = NULL;
 
   p.layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (p.layout == NULL)
@@ -746,7 +747,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     g_message ("[emulate] every link between processes: %s%g Mbit/s, %g ms latency",
                link.bytes_per_s > 0 ? "" : "no bandwidth limit, ", job->emulate.bandwidth_mbit,
                job->emulate.latency_ms);
-  char *ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
+  ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
   if (opts->rejoin)
     {
       /* this rank's own newest checkpoint, if it made one: its units go on
@@ -772,20 +773,10 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       if (p.resume_step < 0)
         {
           g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
-          g_free (ckpt_dir);
           goto out;
         }
       g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
     }
-  if (!claim_workspace (job, opts, p.resume_step, error))
-    {
-      g_free (ckpt_dir);
-      goto out;
-    }
-  p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
-  g_free (ckpt_dir);
-  if (p.ckpt == NULL)
-    goto out;
   shoal_set_blas_threads (job->threads, MAX (MAX ((int) p.proc->workers->len, 1), opts->host_workers));
 
   if (!plan_units (&p, error))
@@ -834,6 +825,13 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       shoal_layout_log (p.layout);
     }
 
+  /* the run is accepted (conf, net and data are good): now it takes the
+   * workspace, so a run that failed before leaves it as it was */
+  if (!claim_workspace (job, opts, p.resume_step, error))
+    goto out;
+  p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
+  if (p.ckpt == NULL)
+    goto out;
   if (!start_servers (&p, error))
     goto out;
   shoal_membership_attach (p.membership, p.server, p.rpc);
@@ -850,7 +848,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (opts->endpoints == NULL && p.resume_step >= 0)
     /* a resumed run's time goes on from its checkpoint's (the launcher
      * does this for its ranks with SHOAL_JOB_START_US) */
-    shoal_metrics_continue_clock (p.metrics, shoal_workspace_checkpoint_clock (opts->workspace, 1, p.resume_step));
+    shoal_metrics_continue_clock (p.metrics, shoal_workspace_store_clock (p.ckpt, p.resume_step));
   p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
   if (job->emulate.fault_group >= 0 && p.proc->workers->len > 0
       && g_array_index (p.proc->workers, ShoalMember, 0).group == job->emulate.fault_group)
@@ -901,6 +899,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     result->lost_groups = shoal_membership_lost_groups (p.membership);
 
 out:
+  g_free (ckpt_dir);
   if (p.membership != NULL && !ok && error != NULL && *error != NULL
       && !g_error_matches (*error, SHOAL_ERROR, SHOAL_ERROR_LOST))
     {

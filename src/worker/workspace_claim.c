@@ -249,6 +249,26 @@ shoal_workspace_clock_blob (double seconds)
 }
 
 double
+shoal_workspace_store_clock (ShoalCheckpoint *c, gint64 step)
+{
+  double t = -1;
+  GBytes *b = c != NULL ? shoal_checkpoint_load (c, "clock", step, NULL) : NULL;
+  if (b != NULL)
+    {
+      gsize len = 0;
+      const char *data = g_bytes_get_data (b, &len);
+      char *text = g_strndup (data, len);
+      char *end = NULL;
+      double v = g_ascii_strtod (text, &end);
+      if (end != text && v >= 0)
+        t = v;
+      g_free (text);
+      g_bytes_unref (b);
+    }
+  return t;
+}
+
+double
 shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step)
 {
   double latest = -1;
@@ -259,19 +279,7 @@ shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step
       g_free (dir);
       if (c == NULL)
         continue;
-      GBytes *b = shoal_checkpoint_load (c, "clock", step, NULL);
-      if (b != NULL)
-        {
-          gsize len = 0;
-          const char *data = g_bytes_get_data (b, &len);
-          char *text = g_strndup (data, len);
-          char *end = NULL;
-          double t = g_ascii_strtod (text, &end);
-          if (end != text && t >= 0)
-            latest = MAX (latest, t);
-          g_free (text);
-          g_bytes_unref (b);
-        }
+      latest = MAX (latest, shoal_workspace_store_clock (c, step));
       shoal_checkpoint_close (c);
     }
   return latest;

@@ -22,6 +22,7 @@
 #include <glib.h>
 
 #include "core/conf.h"
+#include "data/checkpoint.h"
 
 G_BEGIN_DECLS
 
@@ -37,6 +38,9 @@ gboolean shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean
  * latest "clock" blob of that step in the stores of ranks 0 .. nranks -
  * 1, or -1 when none has one (an older checkpoint). */
 double shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step);
+/* The same from one store this process holds open (LMDB allows one open
+ * environment per file and process). */
+double shoal_workspace_store_clock (ShoalCheckpoint *store, gint64 step);
 
 /* Resume: rewrites WORKSPACE/metrics.jsonl without the lines a killed run
  * wrote past the checkpoint - a "step" beyond `step`, or no step and a
