@@ -329,6 +329,13 @@ test: deps
 	@echo '$(SANITIZE)' > $(BUILD)/sanitize
 	@test/run-tests.sh $(BUILD)
 
+# a longer chaos run than make test's one round (test/e2e/chaos.sh):
+# SHOAL_CHAOS_ROUNDS rounds of each async scheme, SHOAL_CHAOS_SEED
+.PHONY: chaos
+chaos: deps
+	@$(MAKE) --no-print-directory all data
+	@bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
+
 bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data

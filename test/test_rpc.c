@@ -41,6 +41,8 @@ typedef struct {
   int expected_shutdowns;
   int port;                    /* 0: any */
   gboolean host_some;          /* host only the even slices */
+  int max_connections;         /* 0: no cap */
+  gint64 idle_timeout_ms;      /* 0: none */
 } EnvConf;
 
 static void
@@ -84,6 +86,8 @@ env_start (Env *env, const EnvConf *conf)
   ropts.max_message_bytes = conf->max_message;
   ropts.io_timeout_ms = conf->io_timeout_ms;
   ropts.expected_shutdowns = conf->expected_shutdowns;
+  ropts.max_connections = conf->max_connections;
+  ropts.idle_timeout_ms = conf->idle_timeout_ms;
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);
   g_assert_nonnull (env->rpc);
@@ -180,9 +184,22 @@ assert_serves (Env *env, int slice)
  * aborts the test. */
 static gint expected_warnings;
 
+/* The first "connection cap" warning of the listener (test_connection_cap). */
+static GMutex cap_lock;
+static char *cap_line;
+
 static void
 log_handler (const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data)
 {
+  if ((level & G_LOG_LEVEL_WARNING) && message != NULL && g_str_has_prefix (message, "rpc server: port ")
+      && strstr (message, "the cap ([cluster] rpc_max_connections") != NULL)
+    {
+      g_mutex_lock (&cap_lock);
+      if (cap_line == NULL)
+        cap_line = g_strdup (message);
+      g_mutex_unlock (&cap_lock);
+      return;
+    }
   if ((level & G_LOG_LEVEL_WARNING) && message != NULL
       && (g_str_has_prefix (message, "rpc: ") || strstr (message, "reading start of message") != NULL))
     {
@@ -1355,6 +1372,70 @@ test_parallel_clients (void)
   env_stop (&env);
 }
 
+/* 40 idle connections against a cap of 4: at most 4 are kept (4
+ * threads), the others are closed at once with one log line naming the
+ * cap; then the idle ones are closed after the idle timeout, and a client
+ * whose connection was closed while idle reconnects on its next call. */
+static void
+test_connection_cap (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = 64,
+                   .max_connections = 4, .idle_timeout_ms = 400 };
+  Env env;
+  env_start (&env, &conf);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 2000);
+  gint64 version = 0;
+  float buf[64];
+  GError *error = NULL;
+  g_assert_true (shoal_rpc_client_pull (c, 0, buf, slice_len (&env, 0, NULL), 0, &version, &error));
+  g_assert_no_error (error);
+
+  enum { N = 40 };
+  int fds[N];
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((guint16) env.port) };
+  a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+  for (int i = 0; i < N; i++)
+    {
+      fds[i] = socket (AF_INET, SOCK_STREAM, 0);
+      g_assert_cmpint (connect (fds[i], (struct sockaddr *) &a, sizeof a), ==, 0);
+    }
+  /* the refused ones see the connection closed (bounded: 10 s) */
+  int closed = 0;
+  for (int i = 0; i < N; i++)
+    {
+      struct timeval tv = { 10, 0 };
+      setsockopt (fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+  guint open = G_MAXUINT;
+  for (int tries = 0; tries < 100 && (open = shoal_rpc_server_reap (env.rpc)) > 4; tries++)
+    g_usleep (20 * 1000);
+  g_assert_cmpuint (open, <=, 4);
+  /* the first 3 (the client holds one) stay until the idle timeout; the others were refused */
+  for (int i = 0; i < N; i++)
+    {
+      char byte;
+      ssize_t n = recv (fds[i], &byte, 1, 0);
+      closed += n == 0 || (n < 0 && errno == ECONNRESET);
+    }
+  g_assert_cmpint (closed, ==, N);   /* refused, or closed once idle for 0.4 s */
+  g_mutex_lock (&cap_lock);
+  char *want = g_strdup_printf ("rpc server: port %d: 4 connections open, the cap ([cluster] "
+                                "rpc_max_connections = 4): refused the connection from 127.0.0.1:", env.port);
+  g_assert_nonnull (cap_line);
+  g_assert_true (g_str_has_prefix (cap_line, want));
+  g_clear_pointer (&cap_line, g_free);
+  g_mutex_unlock (&cap_lock);
+  g_free (want);
+  for (int i = 0; i < N; i++)
+    close (fds[i]);
+  /* the client's connection was closed while idle: the next call reconnects */
+  g_usleep (600 * 1000);
+  g_assert_true (shoal_rpc_client_pull (c, 0, buf, slice_len (&env, 0, NULL), 0, &version, &error));
+  g_assert_no_error (error);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1378,5 +1459,6 @@ main (int argc, char **argv)
   g_test_add_func ("/rpc/shutdown-calls", test_shutdown_calls);
   g_test_add_func ("/rpc/stop-wakes-waiting", test_stop_wakes_waiting);
   g_test_add_func ("/rpc/parallel-clients", test_parallel_clients);
+  g_test_add_func ("/rpc/connection-cap", test_connection_cap);
   return g_test_run ();
 }

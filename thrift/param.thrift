@@ -31,7 +31,10 @@ enum ParamFault {
   STOPPED = 6,         /* SYNC: the job stops at step stop_step (a worker stopped there, see
                         * stop_at): a push of that step or a later one, or a pull waiting for
                         * a version beyond it, is never served */
-  /* next free: 7; 100..199 reserved for bridge data */
+  LOST = 7,            /* heartbeat: the receiver declared the sender lost and dropped it */
+  FAILED = 8,          /* the receiving process stops the job (a rank it needs was lost):
+                        * the message says why; every later call gets the same */
+  /* next free: 9; 100..199 reserved for bridge data */
 }
 
 /* Next free field id: 4 */
@@ -153,6 +156,20 @@ service ParamService {
    * versions the pushes made ready). */
   binary push_pull_shm (1: string token, 2: binary slices, 3: i64 step, 4: i64 wait_ms,
                         5: binary base_versions, 6: i32 unit, 7: bool fetch)
+    throws (1: ParamError err),
+
+  /* Liveness (src/server/liveness.h): process `rank` is alive.
+   * incarnation: a number fixed for the life of the sending process (a
+   * restarted rank sends another); progress: its steps and test batches
+   * so far, -1 while none of its units trains; rejoin: a restarted rank
+   * that joins the running job (shoal proc --rejoin).  Returns the ranks
+   * this process holds lost, as int32 little-endian, so that every
+   * process comes to the same view.  LOST when the receiver declared
+   * the sender lost and this is not a rejoin of a new incarnation.
+   * Processes send this every [cluster] heartbeat_interval to every
+   * rank that takes calls. */
+  binary heartbeat (1: string token, 2: i32 rank, 3: i64 incarnation, 4: i64 progress,
+                    5: bool rejoin)
     throws (1: ParamError err),
 
   /* A message for this process's mailbox under (group, channel); returns

@@ -25,7 +25,9 @@ typedef enum {
   SHOAL_ERROR_TIMEOUT,     /* nothing came from a peer in the time allowed */
   SHOAL_ERROR_STOPPED,     /* training stops at an earlier step (SIGINT/SIGTERM to a worker) */
   SHOAL_ERROR_GRADIENT,    /* a gradient check found a mismatch (shoal_layer_gradcheck) */
-  SHOAL_ERROR_MEMORY       /* memory for a tensor, layer or buffer could not be had */
+  SHOAL_ERROR_MEMORY,      /* memory for a tensor, layer or buffer could not be had */
+  SHOAL_ERROR_LOST         /* a process of the job was lost (no heartbeat, no progress), or this one was
+                            * declared lost by the others and dropped */
 } ShoalErrorCode;
 
 G_END_DECLS

@@ -53,6 +53,25 @@ const ShoalOption shoal_cluster_options[] = {
   { "gpus", SHOAL_OPT_INT_LIST, "", -1, 1023, NULL,
     "GPU of each worker unit (a group sharing a process, else a worker), cycling: unit i on "
     "cuda:gpus[i % n], -1 on the CPU; empty: all on the CPU (needs make CUDA=1)" },
+  /* liveness and limits: how a job runs, not its scheme (a --topology keeps them) */
+  { "heartbeat_interval", SHOAL_OPT_FLOAT, "1", 0.05, 60, NULL,
+    "multi-process jobs: seconds between the heartbeats every process sends to the launcher and "
+    "to every process that takes calls" },
+  { "heartbeat_timeout", SHOAL_OPT_FLOAT, "15", 0.2, 86400, NULL,
+    "a process silent this many seconds (stopped, hung, unreachable) is lost: its group is dropped "
+    "(asynchronous schemes) or the job fails naming it" },
+  { "progress_timeout", SHOAL_OPT_FLOAT, "300", 1, 1e7, NULL,
+    "a training process whose steps did not move this many seconds (wedged), or one never heard "
+    "from this long after the start, is lost" },
+  { "max_procs_per_core", SHOAL_OPT_INT, "8", 1, 4096, NULL,
+    "processes of a job one machine may run per core: more is refused (shoal run --oversubscribe, "
+    "shoal proc --oversubscribe start them anyway); more than one per core is warned about" },
+  { "rpc_max_connections", SHOAL_OPT_INT, "512", 4, 1e6, NULL,
+    "connections one process's RPC server keeps open at once, each served by its own thread; one "
+    "more is closed at once and logged (a job needs about one per other process and worker thread)" },
+  { "rpc_idle_timeout", SHOAL_OPT_FLOAT, "300", 1, 1e7, NULL,
+    "seconds an RPC connection may stay idle between calls before the server closes it, freeing its "
+    "thread (clients reconnect at their next call)" },
   SHOAL_OPTION_END
 };
 
@@ -165,6 +184,22 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   c->hogwild_sync = strcmp (sync, "elastic") == 0 ? SHOAL_HOGWILD_ELASTIC : SHOAL_HOGWILD_AVERAGE;
   g_free (sync);
   c->elastic_alpha = shoal_conf_get_float (conf, g, t, "elastic_alpha");
+  c->heartbeat_interval = shoal_conf_get_float (conf, g, t, "heartbeat_interval");
+  c->heartbeat_timeout = shoal_conf_get_float (conf, g, t, "heartbeat_timeout");
+  c->progress_timeout = shoal_conf_get_float (conf, g, t, "progress_timeout");
+  c->max_procs_per_core = (int) shoal_conf_get_int (conf, g, t, "max_procs_per_core");
+  c->rpc_max_connections = (int) shoal_conf_get_int (conf, g, t, "rpc_max_connections");
+  c->rpc_idle_timeout = shoal_conf_get_float (conf, g, t, "rpc_idle_timeout");
+  if (c->heartbeat_timeout < 2 * c->heartbeat_interval)
+    {
+      char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE];
+      shoal_conf_error (conf, error, g, "heartbeat_timeout",
+                        "%s s is less than two heartbeat intervals (heartbeat_interval = %s s): every "
+                        "process would be lost between two beats",
+                        g_ascii_formatd (a, sizeof a, "%g", c->heartbeat_timeout),
+                        g_ascii_formatd (b, sizeof b, "%g", c->heartbeat_interval));
+      return FALSE;
+    }
   if (c->nworker_groups == 1 && (c->n_push > 1 || c->n_fetch > 1))
     {
       shoal_conf_error (conf, error, g, c->n_push > 1 ? "n_push" : "n_fetch",
@@ -203,6 +238,27 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
     return FALSE;
   shoal_layout_free (layout);
   return check_consistency (conf, c, error);
+}
+
+gboolean
+shoal_cluster_check_host_procs (ShoalConf *conf, const ShoalClusterConf *c, int procs_here, int threads_here,
+                                int cores, gboolean oversubscribe, const char *force_option, GError **error)
+{
+  cores = MAX (cores, 1);
+  const char *what = procs_here >= threads_here ? "processes" : "worker threads";
+  int n = MAX (procs_here, threads_here);
+  if (n > cores * c->max_procs_per_core && !oversubscribe)
+    {
+      shoal_conf_error (conf, error, "cluster", "max_procs_per_core",
+                        "this machine would run %d %s of the job on %d core%s, more than %d per core; "
+                        "give %s to start them anyway (they share the cores and each runs that much slower)",
+                        n, what, cores, cores == 1 ? "" : "s", c->max_procs_per_core, force_option);
+      return FALSE;
+    }
+  if (procs_here > cores)
+    g_warning ("this machine runs %d processes of the job on %d core%s: they share the cores (each runs "
+               "slower than it would alone)", procs_here, cores, cores == 1 ? "" : "s");
+  return TRUE;
 }
 
 ShoalDevice

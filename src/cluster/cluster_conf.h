@@ -49,6 +49,12 @@ typedef struct {
   ShoalAsyncLr async_lr;
   ShoalHogwildSync hogwild_sync;
   double elastic_alpha;     /* EASGD: 0 < alpha <= 1 */
+  double heartbeat_interval; /* seconds between heartbeats (server/liveness.h) */
+  double heartbeat_timeout;  /* seconds of silence that make a process lost */
+  double progress_timeout;   /* seconds without a step (or never heard) that make a process lost */
+  int max_procs_per_core;    /* processes per core on one machine before a job is refused */
+  int rpc_max_connections;   /* connections an RPC server keeps open */
+  double rpc_idle_timeout;   /* seconds before an idle RPC connection is closed */
   int ngpus;                /* entries of gpus; 0: every worker on the CPU */
   int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */
 } ShoalClusterConf;
@@ -65,6 +71,15 @@ gboolean shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError *
  * empty list.  So `gpus = 0,1` alternates groups between two GPUs and
  * `gpus = 0,-1` runs even groups on cuda:0 and odd ones on the CPU. */
 ShoalDevice shoal_cluster_device (const ShoalClusterConf *cluster, int group, int worker);
+
+/* Processes and worker threads of a job on one machine against its
+ * cores: more than max_procs_per_core of either per core is refused (an
+ * error naming the key, the numbers and `force_option`, the flag that
+ * starts them anyway) unless oversubscribe; more processes than cores
+ * are warned about. */
+gboolean shoal_cluster_check_host_procs (ShoalConf *conf, const ShoalClusterConf *cluster, int procs_here,
+                                         int threads_here, int cores, gboolean oversubscribe,
+                                         const char *force_option, GError **error);
 
 /* The keys of [cluster], for validation and `shoal help conf`. */
 extern const ShoalOption shoal_cluster_options[];

@@ -87,7 +87,7 @@ shoal_endpoints_loopback (const ShoalLayout *layout, GError **error)
  * wrap around. */
 char **
 shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port, int rank,
-                    int *host_workers, GError **error)
+                    int *host_workers, int *host_procs, GError **error)
 {
   char *text = NULL;
   GError *local = NULL;
@@ -142,6 +142,8 @@ shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int 
       endpoints = g_new0 (char *, layout->nprocs + 1);
       const char *mine = g_ptr_array_index (slots, (guint) rank % slots->len);
       *host_workers = 0;
+      if (host_procs != NULL)
+        *host_procs = 0;
       for (int r = 0; r < layout->nprocs; r++)
         {
           const char *host = g_ptr_array_index (slots, (guint) r % slots->len);
@@ -150,6 +152,8 @@ shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int 
                            : g_strdup ("");
           if (strcmp (host, mine) == 0)
             *host_workers += (int) layout->procs[r].workers->len;
+          if (strcmp (host, mine) == 0 && host_procs != NULL)
+            (*host_procs)++;
         }
     }
   g_ptr_array_free (slots, TRUE);

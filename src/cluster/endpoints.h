@@ -23,9 +23,10 @@ char **shoal_endpoints_loopback (const ShoalLayout *layout, GError **error);
  * order, as mpirun maps ranks by slot, ranks beyond the slots wrap
  * around, and rank r listens on base_port + r.  *host_workers gets the
  * worker threads of every rank on `rank`'s host (for the BLAS thread
- * budget).  NULL with an error naming the file and line. */
+ * budget), *host_procs (may be NULL) those ranks.  NULL with an error
+ * naming the file and line. */
 char **shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port,
-                                      int rank, int *host_workers, GError **error);
+                                      int rank, int *host_workers, int *host_procs, GError **error);
 
 /* Splits "host:port" (the port 1..65535); *host is newly allocated.
  * FALSE with error otherwise. */

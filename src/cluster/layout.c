@@ -314,6 +314,30 @@ shoal_layout_rank_listens (const ShoalLayout *layout, int rank)
          || (p->workers->len > 0 && layout->conf.nworkers_per_procs < layout->conf.nworkers_per_group);
 }
 
+char *
+shoal_layout_describe_rank (const ShoalLayout *layout, int r)
+{
+  if (r < 0 || r >= layout->nprocs)
+    return g_strdup_printf ("rank %d", r);
+  const ShoalProcess *p = &layout->procs[r];
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "rank %d (", r);
+  if (p->workers->len > 0)
+    {
+      int first = g_array_index (p->workers, ShoalMember, 0).group;
+      int last = g_array_index (p->workers, ShoalMember, p->workers->len - 1).group;
+      g_string_append_printf (s, "%u worker%s of group %d", p->workers->len,
+                              p->workers->len == 1 ? "" : "s", first);
+      if (last != first)
+        g_string_append_printf (s, "-%d", last);
+    }
+  if (p->servers->len > 0)
+    g_string_append_printf (s, "%s%u server%s", p->workers->len ? ", " : "", p->servers->len,
+                            p->servers->len == 1 ? "" : "s");
+  g_string_append_c (s, ')');
+  return g_string_free (s, FALSE);
+}
+
 static void
 append_members (GString *s, const char *what, GArray *members)
 {

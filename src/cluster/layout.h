@@ -67,6 +67,10 @@ int shoal_layout_master_group_of_slice (const ShoalLayout *layout, int slice);
  * other bridge messages.  FALSE for a rank outside the layout. */
 gboolean shoal_layout_rank_listens (const ShoalLayout *layout, int rank);
 
+/* "rank 1 (2 workers of group 1, 2 servers)": what a rank holds, for
+ * messages.  Newly allocated. */
+char *shoal_layout_describe_rank (const ShoalLayout *layout, int rank);
+
 /* Logs the layout: one line per process. */
 void shoal_layout_log (const ShoalLayout *layout);
 

@@ -12,7 +12,11 @@
 gboolean
 shoal_topology_key_is_placement (const char *key)
 {
-  return strcmp (key, "gpus") == 0 || shoal_option_find (shoal_partition_options, key) != NULL;
+  /* how and where this job runs, not the scheme: liveness, limits, GPUs */
+  static const char *const kept[] = { "gpus", "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
+                                      "max_procs_per_core", "rpc_max_connections", "rpc_idle_timeout",
+                                      NULL };
+  return g_strv_contains (kept, key) || shoal_option_find (shoal_partition_options, key) != NULL;
 }
 
 /* The job text with the scheme keys of its [cluster] section blanked out

@@ -15,8 +15,9 @@ G_BEGIN_DECLS
  * (g_strfreev), or NULL with error. */
 char **shoal_topology_overrides (const char *path, GError **error);
 
-/* [cluster] keys that say where a job's parts run rather than which
- * scheme runs (gpus, partition_dim): a topology keeps the job's. */
+/* [cluster] keys that say where and how a job's parts run rather than
+ * which scheme runs (gpus, partition_dim, the liveness timeouts and the
+ * limits): a topology keeps the job's. */
 gboolean shoal_topology_key_is_placement (const char *key);
 
 /* The job conf text with the scheme keys of its [cluster] section blanked

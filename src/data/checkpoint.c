@@ -58,7 +58,12 @@ shoal_checkpoint_open (const char *dir, gboolean create, GError **error)
   if (rc == 0)
     rc = mdb_env_set_mapsize (c->env, INITIAL_MAP_SIZE);
   if (rc == 0)
-    rc = mdb_env_open (c->env, dir, create ? 0 : MDB_RDONLY, 0644);
+    /* MDB_NOTLS: a read transaction's reader slot belongs to the
+     * transaction, not the thread; a thread that opens and closes a
+     * store, then opens it again (the resume step, the checkpoint's
+     * clock, then the run's own store) would otherwise find the closed
+     * environment's slot in its thread-local key: MDB_BAD_RSLOT */
+    rc = mdb_env_open (c->env, dir, (create ? 0 : MDB_RDONLY) | MDB_NOTLS, 0644);
   /* before the first transaction reads a page through the map */
   if (rc == 0 && !shoal_lmdb_check_size (c->env, dir, error))
     {

@@ -32,6 +32,10 @@ struct _ShoalRpcListener {
   ThriftProcessor *processor;   /* a reference */
   size_t max_message;
   gint64 io_timeout_ms;
+  int max_connections;      /* 0: no cap */
+  gint64 idle_timeout_ms;   /* 0: none */
+  gint64 refused;           /* connections refused at the cap since the last log line (acceptor only) */
+  gint64 refused_logged_at; /* monotonic us of that line; 0: never */
   int listen_fd;
   int port;
   int wake[2];              /* a pipe written once at stop; every poll watches wake[0] */
@@ -126,9 +130,17 @@ conn_main (gpointer data)
   ThriftProtocol *protocol = shoal_thrift_protocol_base (sp);
 
   g_private_set (&current_conn, c);
+  int waited;
   while (!g_atomic_int_get (&rpc->stopping)
-         && shoal_thrift_socket_wait_message (c->sock, rpc->wake[0]) == 1)
+         && (waited = shoal_thrift_socket_wait_message_for (c->sock, rpc->wake[0], rpc->idle_timeout_ms)) != 0
+         && waited != -1)
     {
+      if (waited == 2)
+        {
+          g_debug ("%s: closing the connection from %s: idle for %" G_GINT64_FORMAT " ms", rpc->name, c->peer,
+                   rpc->idle_timeout_ms);
+          break;
+        }
       GError *e = NULL;
       gboolean ok = thrift_processor_process (rpc->processor, protocol, protocol, &e);
       run_after_reply (c);
@@ -202,6 +214,32 @@ address_string (const struct sockaddr *addr, socklen_t len)
                                      : g_strdup_printf ("%s:%s", host, serv);
 }
 
+/* At the cap: closes fd (a connection just accepted) and says so, once a
+ * minute while connections keep coming.  FALSE when it was closed. */
+static gboolean
+room_for_one (ShoalRpcListener *rpc, int fd, const struct sockaddr *addr, socklen_t alen)
+{
+  g_mutex_lock (&rpc->lock);
+  guint open = g_list_length (rpc->conns);
+  g_mutex_unlock (&rpc->lock);
+  if (open < (guint) rpc->max_connections)
+    return TRUE;
+  close (fd);
+  rpc->refused++;
+  gint64 now = g_get_monotonic_time ();
+  if (rpc->refused_logged_at == 0 || now - rpc->refused_logged_at >= 60 * G_USEC_PER_SEC)
+    {
+      char *peer = address_string (addr, alen);
+      g_warning ("%s: port %d: %u connections open, the cap ([cluster] rpc_max_connections = %d): refused "
+                 "the connection from %s (%" G_GINT64_FORMAT " refused since the last such line)",
+                 rpc->name, rpc->port, open, rpc->max_connections, peer, rpc->refused);
+      g_free (peer);
+      rpc->refused = 0;
+      rpc->refused_logged_at = now;
+    }
+  return FALSE;
+}
+
 static gpointer
 accept_main (gpointer data)
 {
@@ -236,6 +274,8 @@ accept_main (gpointer data)
           continue;
         }
       reap (rpc, FALSE);
+      if (rpc->max_connections > 0 && !room_for_one (rpc, fd, (struct sockaddr *) &addr, alen))
+        continue;
       if (!shoal_socket_tune (fd, rpc->io_timeout_ms, &e))
         {
           g_warning ("%s: a connection on port %d: %s", rpc->name, rpc->port, e->message);
@@ -351,6 +391,8 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   rpc->processor = g_object_ref (processor);
   rpc->max_message = opts->max_message_bytes;
   rpc->io_timeout_ms = opts->io_timeout_ms;
+  rpc->max_connections = MAX (opts->max_connections, 0);
+  rpc->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
   rpc->listen_fd = fd;
   rpc->port = port;
   rpc->wake[0] = rpc->wake[1] = -1;

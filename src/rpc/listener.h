@@ -9,6 +9,11 @@
  * allocating what it declares.  A bad message closes its connection
  * only; the listener keeps serving.
  *
+ * Bounds: at most max_connections connections (so threads) at once; one
+ * past the cap is closed as soon as it is accepted, with a log line
+ * naming the cap (one a minute while it lasts); connections idle
+ * between calls for idle_timeout_ms are closed, freeing their threads.
+ *
  * Stopping never waits for a peer: a pipe written at stop wakes every
  * idle connection and the accept loop, and shutdown(2) wakes sockets
  * blocked in the middle of a message.  What a handler does while a call
@@ -32,6 +37,10 @@ typedef struct {
   size_t max_message_bytes;   /* largest message a connection reads (> 0) */
   gint64 io_timeout_ms;       /* per-socket send/receive timeout (> 0) */
   const char *name;           /* what the logs call it ("rpc") */
+  int max_connections;        /* connections kept open at once (each holds a thread); one more is
+                               * closed at once and logged; 0: no cap */
+  gint64 idle_timeout_ms;     /* a connection silent this long between calls is closed (the
+                               * client reconnects at its next call); 0: never */
 } ShoalRpcListenerOptions;
 
 /* Binds and starts accepting; every connection runs `processor`

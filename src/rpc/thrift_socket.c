@@ -345,6 +345,13 @@ socket_close (ThriftTransport *transport, GError **error)
 int
 shoal_thrift_socket_wait_message (ShoalThriftSocket *s, int wake_fd)
 {
+  return shoal_thrift_socket_wait_message_for (s, wake_fd, 0);
+}
+
+int
+shoal_thrift_socket_wait_message_for (ShoalThriftSocket *s, int wake_fd, gint64 idle_ms)
+{
+  gint64 deadline = idle_ms > 0 ? g_get_monotonic_time () + idle_ms * 1000 : G_MAXINT64;
   for (;;)
     {
       if (s->rpos < s->rlen)
@@ -352,13 +359,18 @@ shoal_thrift_socket_wait_message (ShoalThriftSocket *s, int wake_fd)
       if (s->fd < 0)
         return 0;
       struct pollfd p[2] = { { s->fd, POLLIN, 0 }, { wake_fd, POLLIN, 0 } };
-      int r = poll (p, wake_fd >= 0 ? 2 : 1, -1);
+      gint64 left_ms = deadline == G_MAXINT64 ? -1 : (deadline - g_get_monotonic_time () + 999) / 1000;
+      if (deadline != G_MAXINT64 && left_ms <= 0)
+        return 2;
+      int r = poll (p, wake_fd >= 0 ? 2 : 1, (int) MIN (left_ms, G_MAXINT));
       if (r < 0)
         {
           if (errno == EINTR)
             continue;
           return -1;
         }
+      if (r == 0)
+        continue;   /* the deadline, looked at above */
       if (wake_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
         return 0;
       guint8 c;

@@ -47,6 +47,8 @@ int shoal_thrift_socket_fd (ShoalThriftSocket *sock);
  * connection or wake_fd (-1: none) became readable (0), or an error (-1).
  * Waits forever otherwise: an idle connection is not an error. */
 int shoal_thrift_socket_wait_message (ShoalThriftSocket *sock, int wake_fd);
+/* The same, giving up after idle_ms of silence (2); idle_ms <= 0: no limit. */
+int shoal_thrift_socket_wait_message_for (ShoalThriftSocket *sock, int wake_fd, gint64 idle_ms);
 
 /* Between calls, without waiting: TRUE when the connection is still
  * usable, FALSE when the peer closed it or sent bytes nobody asked for. */

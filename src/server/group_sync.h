@@ -11,7 +11,17 @@
  *
  * Where the masters live is the caller's knowledge (the cluster layout):
  * it gives, per slice, the master group and the endpoint of the server
- * there that serves the slice. */
+ * there that serves the slice.
+ *
+ * A lost group is no single point of failure (server/liveness.h): the
+ * master of a slice is the first group, from its own master on in
+ * group order, that the caller's `demoted` says was never lost, so every
+ * group that shares the liveness view picks the same one.  A call to a
+ * master that fails on the way (refused, reset, timed out) is tried
+ * again half a second later, the other slices going on meanwhile, until
+ * the liveness rules decide; a group that becomes a slice's master under
+ * EASGD starts the slice's center from its replica.  A refusal by a
+ * master that answered ends the thread (a wrong rule must not be hid). */
 #ifndef SHOAL_GROUP_SYNC_H
 #define SHOAL_GROUP_SYNC_H
 
@@ -27,6 +37,10 @@ typedef struct {
   int endpoint;    /* index into ShoalGroupSyncOptions.endpoints: its server of the slice */
 } ShoalSliceMaster;
 
+/* Whether server group `group` was ever lost (then it masters nothing);
+ * called from the sync thread. */
+typedef gboolean (*ShoalGroupDemotedFunc) (gpointer data, int group);
+
 typedef struct {
   ShoalServer *server;               /* borrowed: this group's server, made with keep_baseline */
   int server_group;                  /* this group's index */
@@ -35,6 +49,12 @@ typedef struct {
   const ShoalSliceMaster *masters;   /* [shoal_server_n_slices (server)], copied */
   const ShoalRpcClientOptions *endpoints;  /* [nendpoints], copied (strings too) */
   int nendpoints;
+  /* Moving masters: endpoints hold nserver_groups x servers_per_group
+   * entries, group g's server i at g * servers_per_group + i; 0: masters
+   * never move. */
+  int nserver_groups, servers_per_group;
+  ShoalGroupDemotedFunc demoted;     /* may be NULL: nobody is ever lost */
+  gpointer data;
 } ShoalGroupSyncOptions;
 
 typedef struct _ShoalGroupSync ShoalGroupSync;
@@ -42,6 +62,13 @@ typedef struct _ShoalGroupSync ShoalGroupSync;
 /* Starts the sync thread.  Connections to masters are made when first
  * needed.  Returns NULL with error when no thread can be started. */
 ShoalGroupSync *shoal_group_sync_start (const ShoalGroupSyncOptions *opts, GError **error);
+/* The group that masters `slice` now, and the endpoint index of its
+ * server of the slice (*endpoint may be NULL). */
+int shoal_group_sync_master (const ShoalGroupSyncOptions *opts, int slice, int *endpoint);
+/* A restarted group rejoining a running job: every hosted slice whose
+ * master is another group takes that master's values now (its values and
+ * baseline; server.h put), before any worker of the group pulls. */
+gboolean shoal_group_sync_take_masters (const ShoalGroupSyncOptions *opts, GError **error);
 /* Stops and joins the thread, closes its connections and frees it.
  * FALSE with the error that ended the thread early (a master that could
  * not be reached, a refused call), if any.  NULL is fine (TRUE). */

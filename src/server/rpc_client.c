@@ -292,10 +292,11 @@ call_end (ShoalRpcClient *c, gboolean ok, const char *call, int slice, ShoalPara
   if (perr != NULL)
     {
       gboolean stopped = perr->code == SHOAL_PARAM_FAULT_STOPPED;
+      gboolean lost = perr->code == SHOAL_PARAM_FAULT_LOST || perr->code == SHOAL_PARAM_FAULT_FAILED;
       if (stopped)
         c->stop_step = perr->stop_step;
-      g_set_error (error, SHOAL_ERROR, stopped ? SHOAL_ERROR_STOPPED : SHOAL_ERROR_RPC, "%s: %s",
-                   c->peer, perr->message != NULL ? perr->message : "refused");
+      g_set_error (error, SHOAL_ERROR, stopped ? SHOAL_ERROR_STOPPED : lost ? SHOAL_ERROR_LOST : SHOAL_ERROR_RPC,
+                   "%s: %s", c->peer, perr->message != NULL ? perr->message : "refused");
       g_object_unref (perr);
     }
   else
@@ -580,6 +581,28 @@ shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error)
     return FALSE;
   ok = shoal_param_service_if_shutdown (c->client, c->token, rank, &perr, &terr);
   return call_end (c, ok, "shutdown", -1, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_heartbeat (ShoalRpcClient *c, int rank, gint64 incarnation, gint64 progress,
+                            gboolean rejoin, GBytes **lost, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray *ret = NULL;
+  gboolean ok;
+
+  if (lost != NULL)
+    *lost = NULL;
+  if (!call_begin (c, "heartbeat", -1, 0, error))
+    return FALSE;
+  ok = shoal_param_service_if_heartbeat (c->client, &ret, c->token, rank, incarnation, progress, rejoin,
+                                         &perr, &terr);
+  if (ok && perr == NULL && terr == NULL && lost != NULL)
+    *lost = ret != NULL ? g_bytes_new (ret->data, ret->len) : g_bytes_new (NULL, 0);
+  if (ret != NULL)
+    g_byte_array_unref (ret);
+  return call_end (c, ok, "heartbeat", -1, perr, terr, error);
 }
 
 gboolean

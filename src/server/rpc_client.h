@@ -6,7 +6,7 @@
  * transport error the connection is closed and reopened on the next call
  * (c_glib does not check sequence ids, so a late reply could otherwise be
  * taken for the next call's).  Errors are SHOAL_ERROR_RPC (a STOPPED
- * refusal: SHOAL_ERROR_STOPPED) and name the peer: "127.0.0.1:4711: pull
+ * refusal: SHOAL_ERROR_STOPPED; LOST or FAILED: SHOAL_ERROR_LOST) and name the peer: "127.0.0.1:4711: pull
  * slice 3: timed out after 60 s". */
 #ifndef SHOAL_RPC_CLIENT_H
 #define SHOAL_RPC_CLIENT_H
@@ -84,6 +84,12 @@ gint64 shoal_rpc_client_stop_step (ShoalRpcClient *c);
 /* Whether the server closed this connection (it died, or dropped an idle
  * connection): a look at the socket, no call.  TRUE when disconnected. */
 gboolean shoal_rpc_client_peer_closed (ShoalRpcClient *c);
+/* Liveness (server/liveness.h): this process, `rank`, is alive with
+ * `progress`; *lost (may be NULL) gets the peer's lost list.
+ * SHOAL_ERROR_LOST when the peer declared this process lost, or stops
+ * the job because some rank was. */
+gboolean shoal_rpc_client_heartbeat (ShoalRpcClient *c, int rank, gint64 incarnation, gint64 progress,
+                                     gboolean rejoin, GBytes **lost, GError **error);
 /* Tells the server process that worker process `rank` is done. */
 gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error);
 /* Puts len bytes of data (borrowed; NULL when len is 0) into the peer

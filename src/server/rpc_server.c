@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "rpc/listener.h"
 #include "rpc/shm_region.h"
+#include "server/liveness.h"
 #include "server/rpc_types.h"
 
 #if G_BYTE_ORDER != G_LITTLE_ENDIAN
@@ -38,13 +39,16 @@ struct _ShoalRpcServer {
   int expected_shutdowns;
   ShoalCheckpoint *checkpoint;  /* borrowed, may be NULL */
   gboolean (*give_up) (void);   /* may be NULL */
+  ShoalLiveness *liveness;      /* borrowed, may be NULL */
   ShoalRpcListener *listener;
   ThriftProcessor *processor;
   GObject *handler;
 
   GMutex lock;
-  GCond cond;               /* shutdowns or stopping changed */
-  int shutdowns;            /* under lock */
+  GCond cond;               /* finished or stopping changed */
+  GHashTable *finished;     /* ranks done (shutdown) or lost, under lock */
+  char *failure;            /* why this process stops the job (shoal_rpc_server_fail); under lock */
+  gint failed;              /* atomic: failure is set */
   gint stopping;            /* atomic */
 };
 
@@ -111,6 +115,18 @@ server_fault (ShoalRpcServer *rpc, ShoalParamError **err, GError *e)
   return FALSE;
 }
 
+/* FAILED with the reason, once shoal_rpc_server_fail was called. */
+static gboolean
+not_failed (ShoalRpcServer *rpc, const char *call, ShoalParamError **err)
+{
+  if (!g_atomic_int_get (&rpc->failed))
+    return TRUE;
+  g_mutex_lock (&rpc->lock);
+  fault (err, SHOAL_PARAM_FAULT_FAILED, "%s refused: %s", call, rpc->failure);
+  g_mutex_unlock (&rpc->lock);
+  return FALSE;
+}
+
 /* Compares in time independent of where the first difference is. */
 static gboolean
 token_ok (ShoalRpcServer *rpc, const char *call, const gchar *token, ShoalParamError **err)
@@ -134,6 +150,8 @@ slice_ok (ShoalRpcServer *rpc, const char *call, gint32 slice, gboolean has_data
 {
   size_t begin, end;
 
+  if (!not_failed (rpc, call, err))
+    return FALSE;
   if (rpc->server == NULL)
     return fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE,
                   "%s: slice %d: this process serves no slices", call, slice);
@@ -179,6 +197,11 @@ wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t 
       if (shoal_server_pull (rpc->server, slice, dst, n, min_version, chunk, version, &e))
         return TRUE;
       gint64 t1 = g_get_monotonic_time ();
+      if (!not_failed (rpc, call, err))
+        {
+          g_error_free (e);
+          return FALSE;
+        }
       if (g_atomic_int_get (&rpc->stopping))
         {
           g_error_free (e);
@@ -216,6 +239,11 @@ wait_bound (ShoalRpcServer *rpc, const char *call, int slice, int unit, gint64 s
 
       if (shoal_server_wait_bound (rpc->server, slice, unit, step, chunk, &e))
         return TRUE;
+      if (!not_failed (rpc, call, err))
+        {
+          g_error_free (e);
+          return FALSE;
+        }
       if (g_atomic_int_get (&rpc->stopping))
         {
           g_error_free (e);
@@ -576,12 +604,53 @@ handler_shutdown (ShoalParamServiceIf *iface, const gchar *token, const gint32 r
   (void) error;
   if (!token_ok (rpc, "shutdown", token, err))
     return FALSE;
+  if (rpc->liveness != NULL)
+    shoal_liveness_done (rpc->liveness, rank);
   g_mutex_lock (&rpc->lock);
-  count = ++rpc->shutdowns;
+  g_hash_table_add (rpc->finished, GINT_TO_POINTER (rank));
+  count = (int) g_hash_table_size (rpc->finished);
   g_cond_broadcast (&rpc->cond);
   g_mutex_unlock (&rpc->lock);
   g_debug ("rpc: process %d (%s) is done, %d of %d", rank, peer (), count,
            rpc->expected_shutdowns);
+  return TRUE;
+}
+
+/* Liveness: records the sender's word and answers with the lost ranks,
+ * or LOST when the sender was dropped, or FAILED when this process stops
+ * the job. */
+static gboolean
+handler_heartbeat (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
+                   const gint32 rank, const gint64 incarnation, const gint64 progress,
+                   const gboolean rejoin, ShoalParamError **err, GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+
+  (void) error;
+  if (!token_ok (rpc, "heartbeat", token, err))
+    return FALSE;
+  GBytes *lost = NULL;
+  if (rpc->liveness != NULL)
+    {
+      char *why = NULL;
+      if (shoal_liveness_heard (rpc->liveness, rank, incarnation, progress, rejoin,
+                                g_get_monotonic_time (), &why) == SHOAL_HEARD_REFUSED)
+        {
+          fault (err, SHOAL_PARAM_FAULT_LOST, "%s", why);
+          g_free (why);
+          return FALSE;
+        }
+      lost = shoal_liveness_lost_list (rpc->liveness);
+    }
+  if (!not_failed (rpc, "heartbeat", err))
+    {
+      if (lost != NULL)
+        g_bytes_unref (lost);
+      return FALSE;
+    }
+  if (*_return != NULL)
+    g_byte_array_unref (*_return);
+  *_return = lost != NULL ? g_bytes_unref_to_array (lost) : g_byte_array_new ();
   return TRUE;
 }
 
@@ -822,6 +891,7 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->stop_at = handler_stop_at;
   h->attach_shm = handler_attach_shm;
   h->push_pull_shm = handler_push_pull_shm;
+  h->heartbeat = handler_heartbeat;
 }
 
 /* ---- start and stop ------------------------------------------------------- */
@@ -865,6 +935,8 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
   rpc->expected_shutdowns = opts->expected_shutdowns;
   rpc->checkpoint = opts->checkpoint;
   rpc->give_up = opts->give_up;
+  rpc->liveness = opts->liveness;
+  rpc->finished = g_hash_table_new (NULL, NULL);
   g_mutex_init (&rpc->lock);
   g_cond_init (&rpc->cond);
   ShoalRpcHandler *handler = g_object_new (shoal_rpc_handler_get_type (), NULL);
@@ -886,6 +958,8 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
                            : slice_bytes + HEADROOM,
     .io_timeout_ms = opts->io_timeout_ms > 0 ? opts->io_timeout_ms : 60000,
     .name = "rpc server",
+    .max_connections = opts->max_connections,
+    .idle_timeout_ms = opts->idle_timeout_ms,
   };
   rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
   if (rpc->listener == NULL)
@@ -917,7 +991,8 @@ void
 shoal_rpc_server_wait (ShoalRpcServer *rpc)
 {
   g_mutex_lock (&rpc->lock);
-  while (!g_atomic_int_get (&rpc->stopping) && rpc->shutdowns < rpc->expected_shutdowns)
+  while (!g_atomic_int_get (&rpc->stopping) && !g_atomic_int_get (&rpc->failed)
+         && (int) g_hash_table_size (rpc->finished) < rpc->expected_shutdowns)
     {
       if (rpc->give_up == NULL)
         g_cond_wait (&rpc->cond, &rpc->lock);
@@ -942,6 +1017,33 @@ shoal_rpc_server_stop (ShoalRpcServer *rpc)
   g_object_unref (rpc->handler);
   g_mutex_clear (&rpc->lock);
   g_cond_clear (&rpc->cond);
+  g_hash_table_destroy (rpc->finished);
+  g_free (rpc->failure);
   g_free (rpc->token);
   g_free (rpc);
+}
+
+void
+shoal_rpc_server_finished (ShoalRpcServer *rpc, int rank, gboolean finished)
+{
+  g_mutex_lock (&rpc->lock);
+  if (finished)
+    g_hash_table_add (rpc->finished, GINT_TO_POINTER (rank));
+  else
+    g_hash_table_remove (rpc->finished, GINT_TO_POINTER (rank));
+  g_cond_broadcast (&rpc->cond);
+  g_mutex_unlock (&rpc->lock);
+}
+
+void
+shoal_rpc_server_fail (ShoalRpcServer *rpc, const char *why)
+{
+  g_mutex_lock (&rpc->lock);
+  if (rpc->failure == NULL)
+    {
+      rpc->failure = g_strdup (why);
+      g_atomic_int_set (&rpc->failed, 1);
+    }
+  g_cond_broadcast (&rpc->cond);
+  g_mutex_unlock (&rpc->lock);
 }

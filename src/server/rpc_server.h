@@ -16,6 +16,7 @@
 
 #include <glib.h>
 
+#include "server/liveness.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
@@ -41,6 +42,10 @@ typedef struct {
   gpointer bridge_data;         /* the sink's first argument; must outlive the RPC server */
   size_t bridge_message_bytes;  /* with a sink: its largest message (shoal_group_net_max_message_bytes);
                                  * the default limit is raised to it where it passes 256 MiB */
+  int max_connections;          /* connections (each a thread) kept open at once; 0: no cap */
+  gint64 idle_timeout_ms;       /* connections idle this long between calls are closed; 0: never */
+  ShoalLiveness *liveness;      /* heartbeats and shutdowns go here; borrowed, must outlive the RPC
+                                 * server; NULL: heartbeats are answered, nothing is recorded */
 } ShoalRpcServerOptions;
 
 /* Starts listening and serving `server` (borrowed; must outlive the RPC
@@ -55,10 +60,17 @@ int shoal_rpc_server_port (ShoalRpcServer *rpc);
  * For harnesses that want no thread of a finished connection left
  * running (fuzz/fuzz_param_handler.c). */
 guint shoal_rpc_server_reap (ShoalRpcServer *rpc);
-/* Blocks until `expected_shutdowns` shutdown calls arrived (every worker
- * process said it is done), shoal_rpc_server_stop was called, or give_up
- * says so (checked every 200 ms). */
+/* Blocks until `expected_shutdowns` ranks are finished - said they are
+ * done (the shutdown call) or were lost (shoal_rpc_server_finished) -,
+ * shoal_rpc_server_stop or _fail was called, or give_up says so
+ * (checked every 200 ms). */
 void shoal_rpc_server_wait (ShoalRpcServer *rpc);
+/* Counts `rank` finished (a lost rank), or no longer (it rejoined). */
+void shoal_rpc_server_finished (ShoalRpcServer *rpc, int rank, gboolean finished);
+/* This process stops the job, for `why`: every later param call and
+ * heartbeat is refused with FAILED and the message, waiting pulls end,
+ * shoal_rpc_server_wait returns.  The first reason holds. */
+void shoal_rpc_server_fail (ShoalRpcServer *rpc, const char *why);
 /* Stops accepting, closes connections, joins threads, frees. */
 void shoal_rpc_server_stop (ShoalRpcServer *rpc);
 

@@ -751,10 +751,12 @@ shoal_server_updates_since_sync (ShoalServer *server, int slice)
 }
 
 static int
-first_due (ShoalServer *server, gint64 sync_freq)
+first_due (ShoalServer *server, gint64 sync_freq, const gint64 *not_before_us)
 {
+  gint64 now = not_before_us != NULL ? g_get_monotonic_time () : 0;
   for (int i = 0; i < server->opts.nslices; i++)
-    if (server->slices[i].hosted && shoal_server_updates_since_sync (server, i) >= sync_freq)
+    if (server->slices[i].hosted && (not_before_us == NULL || not_before_us[i] <= now)
+        && shoal_server_updates_since_sync (server, i) >= sync_freq)
       return i;
   return -1;
 }
@@ -762,16 +764,68 @@ first_due (ShoalServer *server, gint64 sync_freq)
 int
 shoal_server_wait_sync_due (ShoalServer *server, gint64 sync_freq, gint64 timeout_us)
 {
+  return shoal_server_wait_sync_due_after (server, sync_freq, timeout_us, NULL);
+}
+
+int
+shoal_server_wait_sync_due_after (ShoalServer *server, gint64 sync_freq, gint64 timeout_us,
+                                  const gint64 *not_before_us)
+{
   gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
   int due = -1;
   g_mutex_lock (&server->sync_lock);
   /* slice locks are taken inside sync_lock; push takes sync_lock only
    * after releasing its slice lock, so there is no cycle */
-  while ((due = first_due (server, sync_freq)) < 0 && !g_atomic_int_get (&server->stopping))
+  while ((due = first_due (server, sync_freq, not_before_us)) < 0 && !g_atomic_int_get (&server->stopping))
     if (!g_cond_wait_until (&server->sync_due, &server->sync_lock, deadline))
       break;
   g_mutex_unlock (&server->sync_lock);
   return g_atomic_int_get (&server->stopping) ? -1 : due;
+}
+
+void
+shoal_server_drop_unit (ShoalServer *server, int unit)
+{
+  if (server->opts.ssp_units <= 0 || unit < 0 || unit >= server->opts.ssp_units)
+    return;
+  for (int i = 0; i < server->opts.nslices; i++)
+    {
+      Slice *s = &server->slices[i];
+      if (s->clocks == NULL)
+        continue;
+      g_mutex_lock (&s->lock);
+      shoal_clocks_drop (s->clocks, unit);
+      g_cond_broadcast (&s->changed);   /* units waiting for it go on */
+      g_mutex_unlock (&s->lock);
+    }
+}
+
+void
+shoal_server_set_delta_scale (ShoalServer *server, float scale)
+{
+  g_return_if_fail (scale > 0);
+  /* read under each slice's lock by apply_delta: take them in turn */
+  for (int i = 0; i < server->opts.nslices; i++)
+    g_mutex_lock (&server->slices[i].lock);
+  server->opts.delta_scale = scale;
+  for (int i = 0; i < server->opts.nslices; i++)
+    g_mutex_unlock (&server->slices[i].lock);
+}
+
+gboolean
+shoal_server_adopt_center (ShoalServer *server, int slice, GError **error)
+{
+  Slice *s = slice >= 0 && slice < server->opts.nslices ? &server->slices[slice] : NULL;
+  if (s == NULL || !s->hosted || s->center == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "adopt_center: slice %d keeps no center here", slice);
+      return FALSE;
+    }
+  g_mutex_lock (&s->lock);
+  memcpy (s->center, server->values + s->begin, (s->end - s->begin) * sizeof (float));
+  g_mutex_unlock (&s->lock);
+  return TRUE;
 }
 
 void

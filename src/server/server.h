@@ -209,6 +209,20 @@ gint64 shoal_server_updates_since_sync (ShoalServer *server, int slice);
  * `sync_freq` updates since its last take_delta and returns it; -1 after
  * timeout_us (< 0: no timeout) or once the server stops. */
 int shoal_server_wait_sync_due (ShoalServer *server, gint64 sync_freq, gint64 timeout_us);
+/* The same, passing over slice i while the monotonic clock is before
+ * not_before_us[i] (a slice whose master did not answer waits a little). */
+int shoal_server_wait_sync_due_after (ShoalServer *server, gint64 sync_freq, gint64 timeout_us,
+                                      const gint64 *not_before_us);
+
+/* Liveness (server/liveness.h): SSP no longer waits for unit `unit`,
+ * whose process was lost (ssp.h: it counts again once it caught up). */
+void shoal_server_drop_unit (ShoalServer *server, int unit);
+/* Hogwild: the weight of the deltas apply_delta adds (1 / the groups
+ * still syncing, once some were lost); > 0. */
+void shoal_server_set_delta_scale (ShoalServer *server, float scale);
+/* EASGD: this server becomes the slice's master (the one before was
+ * lost): its center starts from its replica. */
+gboolean shoal_server_adopt_center (ShoalServer *server, int slice, GError **error);
 
 void shoal_server_stats (ShoalServer *server, ShoalServerStats *stats);
 

@@ -7,7 +7,10 @@
  * t + 1 only once every unit's clock is at least t + 1 - s: the fastest
  * is never more than s steps ahead of the slowest, and s = 0 is a
  * barrier after every step.  The slowest unit itself never waits, so the
- * rule cannot deadlock while every unit keeps pushing.
+ * rule cannot deadlock while every unit keeps pushing.  A unit whose
+ * process was lost (server/liveness.h) is dropped: it no longer holds
+ * the others back, and counts again once its clock (a rejoined process
+ * pushing) reaches the slowest of the others.
  * Plain data: the caller (server.c, under the slice's lock) locks. */
 #ifndef SHOAL_SSP_H
 #define SHOAL_SSP_H
@@ -19,6 +22,7 @@ G_BEGIN_DECLS
 typedef struct {
   int units;
   gint64 *clock;   /* units entries */
+  gboolean *dropped;
 } ShoalClocks;
 
 /* Every clock starts at 0.  Free with shoal_clocks_free. */
@@ -28,7 +32,11 @@ void shoal_clocks_free (ShoalClocks *clocks);
 /* Unit `unit` pushed step `step`: its clock becomes step + 1 (never
  * goes back). */
 void shoal_clocks_advance (ShoalClocks *clocks, int unit, gint64 step);
-/* The slowest unit's clock; *which (may be NULL) gets that unit. */
+/* Unit `unit` was lost: the bound no longer waits for it. */
+void shoal_clocks_drop (ShoalClocks *clocks, int unit);
+gboolean shoal_clocks_dropped (const ShoalClocks *clocks, int unit);
+/* The slowest unit's clock, dropped ones aside (G_MAXINT64 when every
+ * unit is dropped); *which (may be NULL) gets that unit (-1: none). */
 gint64 shoal_clocks_slowest (const ShoalClocks *clocks, int *which);
 /* Whether a unit that pushed `step` may begin step + 1 under bound s. */
 gboolean shoal_clocks_may_go_on (const ShoalClocks *clocks, gint64 step, int bound);

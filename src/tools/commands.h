@@ -46,14 +46,23 @@ ShoalModel *shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, G
 void shoal_tool_model_cleanup (char *tmpdir);
 int shoal_cmd_sample (int argc, char **argv);
 
+typedef struct {
+  gboolean quiet;
+  int grace_s;              /* after a child failed, how long the others may go without writing
+                             * metrics before they are stopped */
+  gboolean resume;          /* continue the workspace's run from its newest common checkpoint */
+  int max_restarts;         /* restarts after a server process died, and (rejoin) of lost groups */
+  gboolean rejoin;          /* restart a lost worker group of an asynchronous scheme (all_groups_required
+                             * = false) while the others train: it rejoins with the current values */
+  gboolean overwrite;       /* remove an earlier run's files instead of moving them aside (--force) */
+  gboolean oversubscribe;   /* start more processes per core than [cluster] max_procs_per_core */
+} ShoalLaunchOptions;
+
 /* launch.c: runs every rank of `layout` as a `shoal proc` child on
  * loopback with the job's resolved conf in `workspace`, waits for all and
- * prints each rank's exit and each group's final test result.  grace_s:
- * after a child failed, how long the others may go without writing
- * metrics before they are stopped.  Returns the exit status. */
-int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
-                  int grace_s,
-                  gboolean resume, int max_restarts);
+ * prints each rank's exit and each group's final test result.  Returns
+ * the exit status. */
+int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, const ShoalLaunchOptions *o);
 
 /* SIGINT and SIGTERM ask the workers of this process to stop at their next
  * step with a checkpoint (worker.h); a second signal ends the process. */

@@ -367,7 +367,10 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
           plan->budget.kind == BUDGET_SECONDS ? " at most" : "", run->workspace);
   fflush (stdout);
   if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
-    run->status = shoal_launch (job, layout, run->workspace, plan->quiet, 60, FALSE, 0);
+    {
+      ShoalLaunchOptions lo = { .quiet = plan->quiet, .grace_s = 60 };
+      run->status = shoal_launch (job, layout, run->workspace, &lo);
+    }
   else
     {
       ShoalRunOptions opts = { .workspace = run->workspace, .quiet = plan->quiet, .resume_step = -1 };

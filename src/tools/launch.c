@@ -1,15 +1,21 @@
 /* Starting the processes of a cluster layout.
  *
  * `shoal run` on one machine is its own launcher: it resolves the conf
- * once (topology and overrides applied), writes it with a fresh job token
- * into the workspace, picks free loopback ports for the ranks that listen
+ * once (topology and overrides applied), takes the workspace for the run
+ * (worker/workspace_claim.h: an earlier run's files move aside, a resume
+ * must continue the same run), writes the conf with a fresh job token
+ * into it, picks free loopback ports for the ranks that listen
  * (shoal_layout_rank_listens: servers, workers of a group spread over
- * processes) and forks one `shoal proc` per rank.  It then only waits: it
- * forwards SIGINT/SIGTERM, and a watchdog stops the survivors when a
- * failure leaves them waiting for a peer that is gone, so a run always
- * ends.  On a cluster an existing launcher (mpirun, srun) starts `shoal
- * proc` itself; the rank comes from its environment and the endpoints
- * from a hostfile. */
+ * processes) and forks one `shoal proc` per rank.  It then waits: it
+ * forwards SIGINT/SIGTERM, hears every rank's heartbeat on a pipe
+ * (server/heartbeat.h) and kills a rank that went silent or stopped
+ * making progress (server/liveness.h's rules, the [cluster] timeouts),
+ * and a watchdog stops the survivors when a failure leaves them waiting
+ * for a peer that is gone, so a run always ends.  A lost worker group of
+ * an asynchronous scheme is restarted with --rejoin when asked.  On a
+ * cluster an existing launcher (mpirun, srun) starts `shoal proc`
+ * itself; the rank comes from its environment and the endpoints from a
+ * hostfile, and the ranks' own heartbeats decide who is lost. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -27,9 +33,11 @@
 #include "core/error.h"
 #include "cluster/endpoints.h"
 #include "cluster/layout.h"
+#include "server/heartbeat.h"
 #include "tools/commands.h"
 #include "worker/runner.h"
 #include "worker/workspace.h"
+#include "worker/workspace_claim.h"
 
 /* After the last worker process ended, server-only processes get this
  * long to notice and exit before they are stopped. */
@@ -87,8 +95,31 @@ typedef struct {
   int status;
   gboolean running;
   gboolean has_workers;
-  gboolean stopped;      /* signalled by the launcher */
+  gboolean stopped;      /* signalled by the launcher (a stop, not a loss) */
+  gboolean lost;         /* killed by the launcher: silent or wedged */
+  char *lost_why;
+  gboolean heard;        /* a heartbeat came */
+  double heard_at, progress_at;
+  gint64 progress;
+  int rejoins;           /* times this rank was restarted to rejoin */
+  gboolean rejoining;    /* its running process is such a restart */
 } Child;
+
+/* One start of the job's processes. */
+typedef struct {
+  const ShoalLayout *layout;
+  const ShoalLaunchOptions *o;
+  const char *workspace;
+  const char *conf_path, *token_path, *metrics_path;
+  char *endpoint_list;
+  char resume_arg[32];         /* "" for a fresh run */
+  char host_workers[16];
+  int beat[2];                 /* the heartbeat pipe: read end here, write end in every child */
+  sigset_t old_mask;
+  pid_t parent;
+  Child *children;
+  int restarts;                /* group restarts, all ranks together */
+} Launch;
 
 static double
 now_s (void)
@@ -99,23 +130,7 @@ now_s (void)
 static char *
 describe_rank (const ShoalLayout *layout, int r)
 {
-  const ShoalProcess *p = &layout->procs[r];
-  GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "rank %d (", r);
-  if (p->workers->len > 0)
-    {
-      int first = g_array_index (p->workers, ShoalMember, 0).group;
-      int last = g_array_index (p->workers, ShoalMember, p->workers->len - 1).group;
-      g_string_append_printf (s, "%u worker%s of group %d", p->workers->len,
-                              p->workers->len == 1 ? "" : "s", first);
-      if (last != first)
-        g_string_append_printf (s, "-%d", last);
-    }
-  if (p->servers->len > 0)
-    g_string_append_printf (s, "%s%u server%s", p->workers->len ? ", " : "", p->servers->len,
-                            p->servers->len == 1 ? "" : "s");
-  g_string_append_c (s, ')');
-  return g_string_free (s, FALSE);
+  return shoal_layout_describe_rank (layout, r);
 }
 
 static char *
@@ -146,23 +161,130 @@ file_size (const char *path)
   return g_stat (path, &st) == 0 ? (goffset) st.st_size : -1;
 }
 
-/* Waits for every child, forwarding signals and running the watchdog.
- * Returns TRUE when the launcher itself was interrupted. */
+/* Forks rank r as a `shoal proc` child (rejoin: a restart that joins the
+ * running job).  FALSE with error when fork fails. */
 static gboolean
-supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
-           const char *metrics_path, int grace_s)
+spawn (Launch *L, int r, gboolean rejoin, GError **error)
 {
+  char rank[16];
+  g_snprintf (rank, sizeof rank, "%d", r);
+  const char *argv[24] = { "shoal", "proc", L->conf_path, "--rank", rank, "--endpoints", L->endpoint_list,
+                           "--token-file", L->token_path, "--workspace", L->workspace,
+                           "--host-workers", L->host_workers };
+  int argc = 13;
+  if (rejoin)
+    argv[argc++] = "--rejoin";
+  else if (L->resume_arg[0] != '\0')
+    {
+      argv[argc++] = "--resume-step";
+      argv[argc++] = L->resume_arg;
+    }
+  if (L->o->quiet)
+    argv[argc++] = "--quiet";
+  argv[argc] = NULL;
+  fflush (NULL);
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      /* own process group: a terminal's Ctrl-C reaches the launcher,
+       * which forwards it once; and a launcher that dies takes its
+       * children with it */
+      setpgid (0, 0);
+      prctl (PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid () != L->parent)
+        _exit (1);
+      /* the heartbeat pipe's write end stays open across exec */
+      fcntl (L->beat[1], F_SETFD, 0);
+      sigprocmask (SIG_SETMASK, &L->old_mask, NULL);
+      execv ("/proc/self/exe", (char **) argv);
+      _exit (127);
+    }
+  if (pid < 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "fork: %s", g_strerror (errno));
+      return FALSE;
+    }
+  Child *c = &L->children[r];
+  int rejoins = c->rejoins;
+  g_free (c->lost_why);
+  *c = (Child) { .pid = pid, .running = TRUE, .has_workers = L->layout->procs[r].workers->len > 0,
+                 .heard_at = now_s (), .progress_at = now_s (), .progress = -1, .rejoins = rejoins,
+                 .rejoining = rejoin };
+  return TRUE;
+}
+
+/* Every beat in the pipe: who is alive, and their progress. */
+static void
+read_beats (Launch *L, double now)
+{
+  ShoalBeatRecord rec;
+  while (read (L->beat[0], &rec, sizeof rec) == (ssize_t) sizeof rec)
+    {
+      if (rec.rank < 0 || rec.rank >= L->layout->nprocs || !L->children[rec.rank].running)
+        continue;
+      Child *c = &L->children[rec.rank];
+      c->heard = TRUE;
+      c->heard_at = now;
+      if (rec.progress != c->progress || rec.progress < 0)
+        c->progress_at = now;
+      c->progress = rec.progress;
+    }
+}
+
+/* The liveness rules (server/liveness.h) on what the pipe said: why rank
+ * r is lost, or NULL. */
+static char *
+lost_why (Launch *L, const Child *c, double now, double started)
+{
+  const ShoalClusterConf *cc = &L->layout->conf;
+  if (!c->heard && now - started >= cc->progress_timeout)
+    return g_strdup_printf ("never heard from in %.0f s", now - started);
+  if (c->heard && now - c->heard_at >= cc->heartbeat_timeout)
+    return g_strdup_printf ("no heartbeat for %.1f s (stopped, hung, or out of the machine's reach)",
+                            now - c->heard_at);
+  if (c->heard && c->progress >= 0 && now - c->progress_at >= cc->progress_timeout)
+    return g_strdup_printf ("alive but no step done for %.0f s (wedged?)", now - c->progress_at);
+  return NULL;
+}
+
+/* A worker group of an asynchronous scheme whose loss the job survives:
+ * its workers all in this rank (its servers, in Hogwild, are its own). */
+static gboolean
+tolerated_group_rank (const ShoalLayout *layout, int r)
+{
+  const ShoalProcess *p = &layout->procs[r];
+  const ShoalClusterConf *c = &layout->conf;
+  return layout->mode == SHOAL_UPDATE_ASYNC && !c->all_groups_required && p->workers->len > 0
+         && c->nworkers_per_procs >= c->nworkers_per_group && (p->servers->len == 0 || layout->group_sync);
+}
+
+/* Waits for every child, forwarding signals, hearing heartbeats and
+ * running the watchdog.  Returns TRUE when the launcher itself was
+ * interrupted. */
+static gboolean
+supervise (Launch *L)
+{
+  const ShoalLayout *layout = L->layout;
+  Child *children = L->children;
   int n = layout->nprocs;
   int running = n;
   gboolean interrupted = FALSE, failed = FALSE, stopping = FALSE;
-  double kill_at = 0, workers_done_at = 0, progress_at = now_s ();
-  goffset metrics_seen = file_size (metrics_path);
+  double started = now_s ();
+  double kill_at = 0, workers_done_at = 0, progress_at = started;
+  goffset metrics_seen = file_size (L->metrics_path);
+  sigset_t set;
+  sigemptyset (&set);
+  sigaddset (&set, SIGINT);
+  sigaddset (&set, SIGTERM);
+  sigaddset (&set, SIGHUP);
+  sigaddset (&set, SIGCHLD);
 
   while (running > 0)
     {
       struct timespec tick = { 0, 250 * 1000 * 1000 };
-      int sig = sigtimedwait (set, NULL, &tick);
+      int sig = sigtimedwait (&set, NULL, &tick);
       double now = now_s ();
+      read_beats (L, now);
 
       int status;
       pid_t pid;
@@ -170,9 +292,11 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
         for (int r = 0; r < n; r++)
           if (children[r].running && children[r].pid == pid)
             {
-              children[r].running = FALSE;
-              children[r].status = status;
+              Child *c = &children[r];
+              c->running = FALSE;
+              c->status = status;
               running--;
+              gboolean clean = WIFEXITED (status) && WEXITSTATUS (status) == 0;
               if (WIFEXITED (status) && WEXITSTATUS (status) == 130 && !failed && !interrupted && !stopping)
                 {
                   /* a signal sent to one rank alone (a scheduler preempting its
@@ -187,14 +311,44 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
                   signal_running (children, n, SIGINT);
                   interrupted = TRUE;
                   kill_at = now + KILL_GRACE_S;
+                  continue;
                 }
-              else if (!(WIFEXITED (status) && WEXITSTATUS (status) == 0) && !failed && !interrupted
-                       && !stopping)
+              if (clean || interrupted || stopping)
+                continue;
+              gboolean others_train = FALSE;
+              for (int q = 0; q < n; q++)
+                others_train |= q != r && children[q].running && children[q].has_workers;
+              if (L->o->rejoin && tolerated_group_rank (layout, r) && others_train
+                  && L->restarts < L->o->max_restarts)
+                {
+                  /* the others go on; the group comes back with the current values */
+                  char *who = describe_rank (layout, r);
+                  char *how = c->lost ? g_strdup_printf ("lost: %s", c->lost_why) : describe_status (status);
+                  L->restarts++;
+                  c->rejoins++;
+                  fprintf (stderr, "shoal run: %s: %s; restarting it to rejoin the running job (restart %d of "
+                           "%d)\n", who, how, L->restarts, L->o->max_restarts);
+                  g_free (how);
+                  g_free (who);
+                  GError *e = NULL;
+                  if (spawn (L, r, TRUE, &e))
+                    running++;
+                  else
+                    {
+                      fprintf (stderr, "shoal run: %s\n", e->message);
+                      g_error_free (e);
+                    }
+                  continue;
+                }
+              if (!failed)
                 {
                   char *who = describe_rank (layout, r);
-                  char *how = describe_status (status);
-                  fprintf (stderr, "shoal run: %s failed: %s; the others get %d s without progress "
-                           "before they are stopped\n", who, how, grace_s);
+                  char *how = c->lost ? g_strdup_printf ("lost: %s; killed", c->lost_why) : describe_status (status);
+                  if (tolerated_group_rank (layout, r))
+                    fprintf (stderr, "shoal run: %s failed: %s; the others go on without its group\n", who, how);
+                  else
+                    fprintf (stderr, "shoal run: %s failed: %s; the others get %d s without progress "
+                             "before they are stopped\n", who, how, L->o->grace_s);
                   g_free (how);
                   g_free (who);
                   failed = TRUE;
@@ -216,12 +370,29 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
             signal_running (children, n, SIGKILL);
         }
 
+      /* liveness: a rank silent or wedged too long is lost; killed, it
+       * counts as a rank that died (the rules below decide the rest) */
+      if (!interrupted && !stopping)
+        for (int r = 0; r < n; r++)
+          {
+            Child *c = &children[r];
+            char *why = c->running && !c->lost && !c->stopped ? lost_why (L, c, now, started) : NULL;
+            if (why == NULL)
+              continue;
+            char *who = describe_rank (layout, r);
+            fprintf (stderr, "shoal run: %s lost: %s; killing it\n", who, why);
+            g_free (who);
+            c->lost = TRUE;
+            c->lost_why = why;
+            kill (c->pid, SIGKILL);
+          }
+
       gboolean workers_running = FALSE;
       for (int r = 0; r < n; r++)
         workers_running |= children[r].running && children[r].has_workers;
       if (!workers_running && workers_done_at == 0)
         workers_done_at = now;
-      goffset size = file_size (metrics_path);
+      goffset size = file_size (L->metrics_path);
       if (size != metrics_seen)
         {
           metrics_seen = size;
@@ -233,7 +404,7 @@ supervise (const ShoalLayout *layout, Child *children, const sigset_t *set,
           const char *why = NULL;
           if (!workers_running && now - workers_done_at >= SERVER_GRACE_S)
             why = "the worker processes ended but server processes are still waiting";
-          else if (failed && now - progress_at >= grace_s)
+          else if (failed && now - progress_at >= L->o->grace_s)
             why = "no progress since a process failed";
           if (why != NULL)
             {
@@ -313,168 +484,166 @@ common_checkpoint_step (const ShoalLayout *layout, const char *workspace, GError
 }
 
 int
-shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, gboolean quiet,
-              int grace_s, gboolean resume, int max_restarts)
+shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, const ShoalLaunchOptions *o)
 {
-  int restarts = 0;
   GError *error = NULL;
   char *conf_path = g_build_filename (workspace, "job.conf", NULL);
   char *token_path = g_build_filename (workspace, "token", NULL);
   char *metrics_path = g_build_filename (workspace, "metrics.jsonl", NULL);
   char **endpoints = NULL;
-  char *endpoint_list = NULL;
-  Child *children = g_new0 (Child, layout->nprocs);
-  int status = 1;
+  Launch L = { .layout = layout, .o = o, .workspace = workspace, .conf_path = conf_path,
+               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 } };
+  L.children = g_new0 (Child, layout->nprocs);
+  gboolean resume = o->resume;
+  gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */
+  int status = 1, restarts = 0;
   char token[33];
 
-  if (g_mkdir_with_parents (workspace, 0755) != 0)
+  /* every rank runs here: their processes and worker threads share this machine's cores */
+  int threads = 0;
+  for (int r = 0; r < layout->nprocs; r++)
+    threads += (int) layout->procs[r].workers->len;
+  if (!shoal_cluster_check_host_procs (job->conf, &layout->conf, layout->nprocs, threads,
+                                       (int) g_get_num_processors (), o->oversubscribe, "--oversubscribe", &error))
+    goto out;
+  if (pipe2 (L.beat, O_CLOEXEC | O_NONBLOCK) != 0)
     {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
-                   g_strerror (errno));
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "heartbeat pipe: %s", g_strerror (errno));
       goto out;
     }
+  /* beats are read, never waited for: the write end must never block a rank */
+  fcntl (L.beat[1], F_SETFL, fcntl (L.beat[1], F_GETFL) | O_NONBLOCK);
 again:;
   /* a resumed run continues from the newest step every rank checkpointed */
-  char resume_arg[32] = "";
+  L.resume_arg[0] = '\0';
+  double ckpt_clock = -1;
+  gint64 step = -1;
   if (resume)
     {
-      gint64 step = common_checkpoint_step (layout, workspace, &error);
+      step = common_checkpoint_step (layout, workspace, &error);
       if (step < 0)
         {
           g_prefix_error (&error, "%s: cannot resume: ", workspace);
           goto out;
         }
-      g_snprintf (resume_arg, sizeof resume_arg, "%" G_GINT64_FORMAT, step);
-      if (!quiet)
-        printf ("shoal run: resuming at step %s\n", resume_arg);
+      g_snprintf (L.resume_arg, sizeof L.resume_arg, "%" G_GINT64_FORMAT, step);
+      ckpt_clock = shoal_workspace_checkpoint_clock (workspace, layout->nprocs, step);
     }
-  /* the children read this conf: topology and overrides already applied */
-  if (!g_key_file_save_to_file (shoal_conf_keyfile (job->conf), conf_path, &error)
-      || !make_token (token, &error) || !write_token (token_path, token, &error)
-      || (!resume && !g_file_set_contents (metrics_path, "", 0, &error)))
+  /* the run takes the workspace (a refused one leaves job.conf as it
+   * was); the children read this conf: topology and overrides applied */
+  char *moved = NULL;
+  gboolean claimed = shoal_workspace_claim (workspace, job->conf, resume, o->overwrite || own_restart, &moved,
+                                            &error);
+  if (moved != NULL)
+    fprintf (stderr, "shoal run: %s held an earlier run: its checkpoint, job.conf and metrics.jsonl moved to %s\n",
+             workspace, moved);
+  g_free (moved);
+  if (!claimed)
+    goto out;
+  if (resume && !o->quiet)
+    printf ("shoal run: resuming at step %s\n", L.resume_arg);
+  if (!make_token (token, &error) || !write_token (token_path, token, &error)
+      || (!resume && !g_file_set_contents (metrics_path, "", 0, &error))
+      || (resume && !shoal_workspace_trim_metrics (workspace, step, ckpt_clock, &error)))
     goto out;
   g_strfreev (endpoints);
-  g_free (endpoint_list);
+  g_free (L.endpoint_list);
   endpoints = shoal_endpoints_loopback (layout, &error);
   if (endpoints == NULL)
     goto out;
-  endpoint_list = g_strjoinv (",", endpoints);
-  memset (children, 0, sizeof (Child) * (gsize) layout->nprocs);
+  L.endpoint_list = g_strjoinv (",", endpoints);
+  for (int r = 0; r < layout->nprocs; r++)
+    g_free (L.children[r].lost_why);
+  memset (L.children, 0, sizeof (Child) * (gsize) layout->nprocs);
+  L.restarts = 0;
 
-  sigset_t set, old;
+  sigset_t set;
   sigemptyset (&set);
   sigaddset (&set, SIGINT);
   sigaddset (&set, SIGTERM);
   sigaddset (&set, SIGHUP);
   sigaddset (&set, SIGCHLD);
-  sigprocmask (SIG_BLOCK, &set, &old);
-  /* one clock origin for every process's metrics.jsonl lines */
-  char *start_us = g_strdup_printf ("%" G_GINT64_FORMAT, g_get_real_time ());
+  sigprocmask (SIG_BLOCK, &set, &L.old_mask);
+  /* one clock origin for every process's metrics.jsonl lines; a resumed
+   * run's goes on from its checkpoint's time */
+  char *start_us = g_strdup_printf ("%" G_GINT64_FORMAT,
+                                    g_get_real_time () - (ckpt_clock > 0 ? (gint64) (ckpt_clock * 1e6) : 0));
   g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
   g_free (start_us);
-  pid_t parent = getpid ();
+  L.parent = getpid ();
   /* a rank ignores a second stop signal from its launcher (tools/run.c) */
-  char *launcher = g_strdup_printf ("%d", (int) parent);
+  char *launcher = g_strdup_printf ("%d", (int) L.parent);
   g_setenv ("SHOAL_LAUNCHER_PID", launcher, TRUE);
   g_free (launcher);
+  char *beat_fd = g_strdup_printf ("%d", L.beat[1]);
+  g_setenv ("SHOAL_HEARTBEAT_FD", beat_fd, TRUE);
+  g_free (beat_fd);
   int started = 0;
   /* every rank runs here: their worker threads share this machine's cores */
   int all_workers = 0;
   for (int r = 0; r < layout->nprocs; r++)
     all_workers += (int) layout->procs[r].workers->len;
-  char host_workers[16];
-  g_snprintf (host_workers, sizeof host_workers, "%d", all_workers);
-  for (int r = 0; r < layout->nprocs; r++)
-    {
-      char rank[16];
-      g_snprintf (rank, sizeof rank, "%d", r);
-      const char *argv[20] = { "shoal", "proc", conf_path, "--rank", rank, "--endpoints", endpoint_list,
-                               "--token-file", token_path, "--workspace", workspace,
-                               "--host-workers", host_workers };
-      int argc = 13;
-      if (resume)
-        {
-          argv[argc++] = "--resume-step";
-          argv[argc++] = resume_arg;
-        }
-      if (quiet)
-        argv[argc++] = "--quiet";
-      argv[argc] = NULL;
-      fflush (NULL);
-      pid_t pid = fork ();
-      if (pid == 0)
-        {
-          /* own process group: a terminal's Ctrl-C reaches the launcher,
-           * which forwards it once; and a launcher that dies takes its
-           * children with it */
-          setpgid (0, 0);
-          prctl (PR_SET_PDEATHSIG, SIGTERM);
-          if (getppid () != parent)
-            _exit (1);
-          sigprocmask (SIG_SETMASK, &old, NULL);
-          execv ("/proc/self/exe", (char **) argv);
-          _exit (127);
-        }
-      if (pid < 0)
-        {
-          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "fork: %s", g_strerror (errno));
-          break;
-        }
-      children[r] = (Child) { .pid = pid, .running = TRUE,
-                              .has_workers = layout->procs[r].workers->len > 0 };
-      started++;
-    }
+  g_snprintf (L.host_workers, sizeof L.host_workers, "%d", all_workers);
+  for (int r = 0; r < layout->nprocs && spawn (&L, r, FALSE, &error); r++)
+    started++;
   if (started < layout->nprocs)
     {
       for (int r = 0; r < started; r++)
         {
-          kill (children[r].pid, SIGTERM);
-          waitpid (children[r].pid, NULL, 0);
+          kill (L.children[r].pid, SIGTERM);
+          waitpid (L.children[r].pid, NULL, 0);
         }
-      sigprocmask (SIG_SETMASK, &old, NULL);
+      sigprocmask (SIG_SETMASK, &L.old_mask, NULL);
       goto out;
     }
-  if (!quiet)
+  if (!o->quiet)
     fprintf (stderr, "shoal run: %d processes on loopback, workspace %s\n", layout->nprocs, workspace);
-  gboolean interrupted = supervise (layout, children, &set, metrics_path, grace_s);
-  sigprocmask (SIG_SETMASK, &old, NULL);
+  gboolean interrupted = supervise (&L);
+  sigprocmask (SIG_SETMASK, &L.old_mask, NULL);
 
   int nfailed = 0, lost_groups = 0, server_deaths = 0;
-  gboolean tolerate = layout->mode == SHOAL_UPDATE_ASYNC && !layout->conf.all_groups_required;
+  GString *lost_names = g_string_new (NULL);
   for (int r = 0; r < layout->nprocs; r++)
     {
+      Child *c = &L.children[r];
       char *who = describe_rank (layout, r);
-      char *how = describe_status (children[r].status);
-      gboolean ok = WIFEXITED (children[r].status) && WEXITSTATUS (children[r].status) == 0;
+      char *how = c->lost ? g_strdup_printf ("lost: %s; killed by shoal run", c->lost_why)
+                          : describe_status (c->status);
+      gboolean ok = WIFEXITED (c->status) && WEXITSTATUS (c->status) == 0;
       gboolean servers = layout->procs[r].servers->len > 0;
-      /* a process killed from outside (not stopped by this launcher) */
-      gboolean died = WIFSIGNALED (children[r].status) && !children[r].stopped;
-      if (!ok && died && servers)
+      /* a process killed from outside (not stopped by this launcher), or lost */
+      gboolean died = (WIFSIGNALED (c->status) && !c->stopped) || c->lost;
+      if (!ok && died && servers && !tolerated_group_rank (layout, r) && !layout->group_sync)
         server_deaths++;
-      if (!ok && !servers && tolerate && !interrupted)
+      if (!ok && tolerated_group_rank (layout, r) && !interrupted)
         {
           /* an asynchronous scheme goes on without this group */
           lost_groups++;
+          g_string_append_printf (lost_names, "%sgroup %d", lost_names->len ? ", " : "",
+                                  g_array_index (layout->procs[r].workers, ShoalMember, 0).group);
           fprintf (stderr, "shoal run: %s: %s: the group is lost; the others go on\n", who, how);
         }
       else
         {
           if (!ok)
             nfailed++;
-          fprintf (ok ? stdout : stderr, "%s%s: %s%s\n", ok ? "" : "shoal run: ", who, how,
-                   !ok && children[r].stopped ? " (stopped by shoal run)" : "");
+          fprintf (ok ? stdout : stderr, "%s%s: %s%s%s\n", ok ? "" : "shoal run: ", who, how,
+                   !ok && c->stopped && !c->lost ? " (stopped by shoal run)" : "",
+                   ok && c->rejoining ? " (restarted, rejoined the job)" : "");
         }
       g_free (how);
       g_free (who);
     }
   if (server_deaths > 0 && !interrupted)
     {
-      if (restarts < max_restarts)
+      g_string_free (lost_names, TRUE);
+      if (restarts < o->max_restarts)
         {
           restarts++;
           fprintf (stderr, "shoal run: a server process died; restarting from the last checkpoint "
-                           "(restart %d of %d)\n", restarts, max_restarts);
+                           "(restart %d of %d)\n", restarts, o->max_restarts);
           resume = TRUE;
+          own_restart = TRUE;
           GError *probe = NULL;
           if (common_checkpoint_step (layout, workspace, &probe) < 0)
             {
@@ -486,7 +655,8 @@ again:;
         }
       fprintf (stderr, "shoal run: a server process died%s; the job stops here. Its workspace keeps the "
                        "last checkpoint: continue with `shoal run ... --resume`\n",
-               max_restarts == 0 ? " and --no-restart was given" : " too often");
+               o->max_restarts == 0 ? " and --no-restart was given" : " too often");
+      lost_names = g_string_new (NULL);
     }
 
   int ngroups = layout->conf.nworker_groups;
@@ -524,8 +694,8 @@ again:;
       else
         {
           if (lost_groups > 0)
-            printf ("%d worker group%s lost; the job finished without %s\n", lost_groups,
-                    lost_groups == 1 ? "" : "s", lost_groups == 1 ? "it" : "them");
+            printf ("%d worker group%s lost (%s); the job finished without %s\n", lost_groups,
+                    lost_groups == 1 ? "" : "s", lost_names->str, lost_groups == 1 ? "it" : "them");
           if (res[g0].accuracy >= 0)
             printf ("final test accuracy: %.4f\n", res[g0].accuracy);
           else
@@ -533,6 +703,7 @@ again:;
           status = 0;
         }
     }
+  g_string_free (lost_names, TRUE);
   g_free (res);
 
 out:
@@ -542,9 +713,16 @@ out:
       g_error_free (error);
     }
   explicit_bzero (token, sizeof token);
-  g_free (children);
-  g_free (endpoint_list);
+  for (int r = 0; r < layout->nprocs; r++)
+    g_free (L.children[r].lost_why);
+  g_free (L.children);
+  g_free (L.endpoint_list);
   g_strfreev (endpoints);
+  if (L.beat[0] >= 0)
+    {
+      close (L.beat[0]);
+      close (L.beat[1]);
+    }
   g_free (metrics_path);
   g_free (token_path);
   g_free (conf_path);

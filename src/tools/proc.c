@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster/cluster_conf.h"
 #include "cluster/endpoints.h"
 #include "core/error.h"
 #include "tools/commands.h"
@@ -14,6 +15,29 @@
 
 /* Rank r listens on this + r unless --base-port says otherwise. */
 #define DEFAULT_BASE_PORT 47000
+
+/* A process that must stop the job (a rank it needs was lost) and whose
+ * threads do not end - a worker wedged in a computation - exits this
+ * long after it knew, so that it never hangs its launcher. */
+#define FATAL_EXIT_GRACE_S 30
+
+static gpointer
+exit_later (gpointer data)
+{
+  char *why = data;
+  g_usleep ((gulong) FATAL_EXIT_GRACE_S * G_USEC_PER_SEC);
+  fprintf (stderr, "shoal proc: %s; its threads did not end within %d s: exiting\n", why, FATAL_EXIT_GRACE_S);
+  fflush (NULL);
+  _exit (1);
+  return NULL;
+}
+
+static void
+on_fatal (gpointer data, const GError *why)
+{
+  (void) data;
+  g_thread_unref (g_thread_new ("fatal-exit", exit_later, g_strdup (why->message)));
+}
 
 
 static gboolean
@@ -74,9 +98,14 @@ shoal_cmd_proc (int argc, char **argv)
 {
   int rank = -1, base_port = DEFAULT_BASE_PORT, host_workers = 0;
   char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
-  gboolean quiet = FALSE;
+  gboolean quiet = FALSE, rejoin = FALSE, oversubscribe = FALSE;
   gint64 resume_step = -1;
   GOptionEntry entries[] = {
+    { "rejoin", 0, 0, G_OPTION_ARG_NONE, &rejoin,
+      "a restart of this rank that joins its running job (asynchronous schemes): its units go on from "
+      "its newest checkpoint (or step 0) with the job's current values", NULL },
+    { "oversubscribe", 0, 0, G_OPTION_ARG_NONE, &oversubscribe,
+      "with --hostfile: start even when this host's ranks pass [cluster] max_procs_per_core", NULL },
     { "resume-step", 0, 0, G_OPTION_ARG_INT64, &resume_step,
       "resume from the checkpoint of this step (the launcher passes it)", "STEP" },
     { "rank", 'r', 0, G_OPTION_ARG_INT, &rank,
@@ -156,11 +185,16 @@ shoal_cmd_proc (int argc, char **argv)
                        base_port, layout->nprocs);
           goto out;
         }
-      int hosted = 0;
-      endpoints = shoal_endpoints_from_hostfile (hostfile, layout, base_port, rank, &hosted, &error);
+      int hosted = 0, host_procs = 0;
+      endpoints = shoal_endpoints_from_hostfile (hostfile, layout, base_port, rank, &hosted, &host_procs, &error);
       if (host_workers == 0)
         host_workers = hosted;
       if (endpoints == NULL)
+        goto out;
+      /* the ranks the hostfile puts on this host share its cores */
+      if (!shoal_cluster_check_host_procs (job->conf, &layout->conf, host_procs, hosted,
+                                           (int) g_get_num_processors (),
+                                           oversubscribe, "--oversubscribe", &error))
         goto out;
     }
   else
@@ -186,9 +220,16 @@ shoal_cmd_proc (int argc, char **argv)
     }
 
   ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
+  if (rejoin && resume_step >= 0)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "--rejoin joins a running job, --resume-step restarts a stopped one: give one");
+      goto out;
+    }
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
                            .token = token, .append_metrics = TRUE, .resume = resume_step >= 0,
-                           .resume_step = resume_step, .host_workers = MAX (host_workers, 0) };
+                           .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
+                           .rejoin = rejoin, .on_fatal = on_fatal };
   shoal_install_stop_handlers ();
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
@@ -210,6 +251,9 @@ shoal_cmd_proc (int argc, char **argv)
             rank, result.group, result.worker, result.steps, result.samples_per_sec);
   else
     printf ("rank %d: servers done\n", rank);
+  if (result.lost_groups != NULL)
+    printf ("rank %d: worker groups lost and dropped: %s; the others finished\n", rank, result.lost_groups);
+  g_free (result.lost_groups);
   status = result.stopped ? 130 : 0;
 
 out:

@@ -59,12 +59,22 @@ shoal_cmd_run (int argc, char **argv)
   char *topology = NULL;
   char **plugins = NULL;
   int grace = 60;
-  gboolean quiet = FALSE, resume = FALSE, no_restart = FALSE;
+  gboolean quiet = FALSE, resume = FALSE, no_restart = FALSE, force = FALSE, oversubscribe = FALSE;
+  gboolean rejoin = FALSE;
   GOptionEntry entries[] = {
     { "no-restart", 0, 0, G_OPTION_ARG_NONE, &no_restart,
       "when a server process dies, stop (keeping the checkpoint) instead of restarting from it", NULL },
     { "resume", 'r', 0, G_OPTION_ARG_NONE, &resume,
-      "continue from the workspace's checkpoint (the newest step every process has)", NULL },
+      "continue from the workspace's checkpoint (the newest step every process has); refused when the "
+      "checkpoints belong to another model, data or layout", NULL },
+    { "force", 'f', 0, G_OPTION_ARG_NONE, &force,
+      "a fresh run into a workspace an earlier run wrote removes that run's checkpoint, job.conf and "
+      "metrics.jsonl (without it they move to WORKSPACE/previous/N)", NULL },
+    { "rejoin", 0, 0, G_OPTION_ARG_NONE, &rejoin,
+      "asynchronous schemes with [cluster] all_groups_required = false: restart a lost worker group "
+      "while the others train; it rejoins with the current values (at most 3 times)", NULL },
+    { "oversubscribe", 0, 0, G_OPTION_ARG_NONE, &oversubscribe,
+      "start the job's processes even when they pass [cluster] max_procs_per_core on this machine", NULL },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides,
       "set a conf key, e.g. -o updater.lr=0.05 or -o 'layer fc1.num_output=512'", "SECTION.KEY=VALUE" },
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
@@ -120,14 +130,32 @@ shoal_cmd_run (int argc, char **argv)
   /* the virtual clock runs every unit in this process */
   if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
     {
-      status = shoal_launch (job, layout, ws, quiet, grace, resume, no_restart ? 0 : 3);
+      ShoalLaunchOptions lo = { .quiet = quiet, .grace_s = grace, .resume = resume,
+                                .max_restarts = no_restart ? 0 : 3, .rejoin = rejoin, .overwrite = force,
+                                .oversubscribe = oversubscribe };
+      status = shoal_launch (job, layout, ws, &lo);
       shoal_layout_free (layout);
       g_free (ws);
       shoal_job_free (job);
       goto out;
     }
+  /* one process: its worker threads share this machine's cores (the
+   * virtual clock runs them one at a time) */
+  if (job->emulate.clock != SHOAL_CLOCK_VIRTUAL
+      && !shoal_cluster_check_host_procs (job->conf, &layout->conf, 1, (int) layout->procs[0].workers->len,
+                                          (int) g_get_num_processors (), oversubscribe, "--oversubscribe",
+                                          &error))
+    {
+      fprintf (stderr, "shoal run: %s\n", error->message);
+      shoal_layout_free (layout);
+      g_free (ws);
+      shoal_job_free (job);
+      status = 1;
+      goto out;
+    }
   shoal_layout_free (layout);
-  ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .resume = resume, .resume_step = -1 };
+  ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .resume = resume, .resume_step = -1,
+                           .overwrite = force };
   ShoalRunResult result = { 0 };
   shoal_install_stop_handlers ();
   if (!shoal_run_job (job, &opts, &result, &error))

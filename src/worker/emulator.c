@@ -34,6 +34,7 @@
 #include "worker/threads.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
+#include "worker/workspace_claim.h"
 
 /* ---- events ---------------------------------------------------------------- */
 
@@ -962,15 +963,12 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   e->layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (e->layout == NULL)
     return FALSE;
-  if (g_mkdir_with_parents (opts->workspace, 0755) != 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace", opts->workspace);
-      shoal_layout_free (e->layout);
-      return FALSE;
-    }
-  char *conf_path = g_build_filename (opts->workspace, "job.conf", NULL);
-  ok = g_key_file_save_to_file (shoal_conf_keyfile (job->conf), conf_path, error);
-  g_free (conf_path);
+  /* an earlier run's files move aside (worker/workspace_claim.h) */
+  char *moved = NULL;
+  ok = shoal_workspace_claim (opts->workspace, job->conf, FALSE, opts->overwrite, &moved, error);
+  if (moved != NULL)
+    g_message ("%s held an earlier run: its files moved to %s", opts->workspace, moved);
+  g_free (moved);
   if (!ok)
     {
       shoal_layout_free (e->layout);

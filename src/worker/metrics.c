@@ -55,6 +55,13 @@ shoal_metrics_elapsed (ShoalMetricsWriter *w)
   return (double) (g_get_real_time () - w->start_us) / 1e6;
 }
 
+void
+shoal_metrics_continue_clock (ShoalMetricsWriter *w, double seconds)
+{
+  if (w != NULL && seconds >= 0)
+    w->start_us = g_get_real_time () - (gint64) (seconds * 1e6);
+}
+
 static void
 put_number (GString *s, const char *key, double v)
 {

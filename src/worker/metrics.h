@@ -86,6 +86,9 @@ typedef struct {
 void shoal_metrics_write (ShoalMetricsWriter *writer, const ShoalMetricsRecord *record);
 void shoal_metrics_write_process (ShoalMetricsWriter *writer, const ShoalProcessRecord *record);
 double shoal_metrics_elapsed (ShoalMetricsWriter *writer);
+/* A resumed run's clock goes on: elapsed is `seconds` now (the job's
+ * clock when its checkpoint was taken). */
+void shoal_metrics_continue_clock (ShoalMetricsWriter *writer, double seconds);
 /* The virtual clock: lines written from now on carry "vtime": vtime
  * (seconds; < 0: no field).  The emulator writes from one thread. */
 void shoal_metrics_set_vtime (ShoalMetricsWriter *writer, double vtime);

@@ -25,12 +25,14 @@
 #include "rpc/link_limit.h"
 #include "worker/emulator.h"
 #include "worker/fault_timer.h"
+#include "worker/membership.h"
 #include "worker/metrics.h"
 #include "worker/named_params.h"
 #include "worker/process_report.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
+#include "worker/workspace_claim.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
@@ -56,6 +58,7 @@ typedef struct {
   ShoalMetricsWriter *metrics;
   ShoalProcessReport *report;    /* this process's "process" lines */
   ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
+  ShoalMembership *membership;   /* multi-process: the other ranks, alive or lost */
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
   gint64 resume_step;            /* -1: a fresh run */
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
@@ -75,7 +78,7 @@ shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
 }
 
 static gboolean
-prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
+prepare_workspace (const ShoalRunOptions *opts, GError **error)
 {
   if (g_mkdir_with_parents (opts->workspace, 0755) != 0)
     {
@@ -83,13 +86,29 @@ prepare_workspace (ShoalJob *job, const ShoalRunOptions *opts, GError **error)
                    opts->workspace, g_strerror (errno));
       return FALSE;
     }
+  return TRUE;
+}
+
+/* A one-process run takes its workspace once it knows it can start (the
+ * launcher does this for its ranks): a refused resume leaves job.conf as
+ * it was; a fresh run moves an earlier run's files aside; a resumed one
+ * keeps the metrics up to its checkpoint. */
+static gboolean
+claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step, GError **error)
+{
   if (opts->endpoints != NULL)
-    return TRUE;  /* the launcher wrote job.conf */
-  /* the conf as run, overrides applied: the run can be repeated from it */
-  char *path = g_build_filename (opts->workspace, "job.conf", NULL);
-  gboolean ok = g_key_file_save_to_file (shoal_conf_keyfile (job->conf), path, error);
-  g_free (path);
-  return ok;
+    return TRUE;
+  char *moved = NULL;
+  if (!shoal_workspace_claim (opts->workspace, job->conf, resume_step >= 0, opts->overwrite, &moved, error))
+    return FALSE;
+  if (moved != NULL)
+    g_message ("%s held an earlier run: its checkpoint, job.conf and metrics.jsonl moved to %s",
+               opts->workspace, moved);
+  g_free (moved);
+  return resume_step < 0
+         || shoal_workspace_trim_metrics (opts->workspace, resume_step,
+                                          shoal_workspace_checkpoint_clock (opts->workspace, 1, resume_step),
+                                          error);
 }
 
 static gboolean
@@ -158,6 +177,9 @@ start_rpc (Process *p, GError **error)
     }
   if (p->wire != NULL)
     ropts.bridge_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
+  ropts.liveness = shoal_membership_liveness (p->membership);
+  ropts.max_connections = p->layout->conf.rpc_max_connections;
+  ropts.idle_timeout_ms = (gint64) (p->layout->conf.rpc_idle_timeout * 1000);
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
@@ -201,8 +223,10 @@ start_servers (Process *p, GError **error)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
         shoal_server_host_slice (p->server, s);
-  /* before any worker can pull */
-  if (p->resume_step >= 0 && !shoal_server_restore (p->server, p->ckpt, p->resume_step, error))
+  /* before any worker can pull; a rejoining group takes the masters'
+   * values instead (start_group_sync) */
+  if (p->resume_step >= 0 && !p->opts->rejoin
+      && !shoal_server_restore (p->server, p->ckpt, p->resume_step, error))
     return FALSE;
 
   if (p->opts->endpoints == NULL)
@@ -267,17 +291,29 @@ start_group_sync (Process *p, GError **error)
     }
   for (int g = 0; ok && g < l->conf.nserver_groups; g++)
     for (int si = 0; ok && si < per && g != p->server_group; si++)
-      ok = endpoint_options (p, shoal_layout_server_rank (l, g, si), &endpoints[g * per + si],
-                             &hosts[g * per + si], error);
+      {
+        ok = endpoint_options (p, shoal_layout_server_rank (l, g, si), &endpoints[g * per + si],
+                               &hosts[g * per + si], error);
+        /* a master that stopped answering holds the sync about as long as
+         * the liveness rules take to move its slices elsewhere */
+        endpoints[g * per + si].timeout_ms = (gint64) MAX (2000.0, l->conf.heartbeat_timeout * 1000);
+        endpoints[g * per + si].connect_retries = 5;
+      }
   if (ok)
     {
       ShoalGroupSyncOptions o = { .server = p->server, .server_group = p->server_group,
                                   .sync_freq = l->conf.sync_freq, .masters = masters,
                                   .elastic_alpha = l->conf.hogwild_sync == SHOAL_HOGWILD_ELASTIC
                                                      ? (float) l->conf.elastic_alpha : 0,
-                                  .endpoints = endpoints, .nendpoints = nend };
-      p->group_sync = shoal_group_sync_start (&o, error);
-      ok = p->group_sync != NULL;
+                                  .endpoints = endpoints, .nendpoints = nend,
+                                  .nserver_groups = l->conf.nserver_groups, .servers_per_group = per,
+                                  .demoted = p->membership != NULL ? shoal_membership_group_demoted : NULL,
+                                  .data = p->membership };
+      if (p->opts->rejoin)
+        ok = shoal_group_sync_take_masters (&o, error);
+      if (ok)
+        p->group_sync = shoal_group_sync_start (&o, error);
+      ok = ok && p->group_sync != NULL;
     }
   for (int i = 0; i < nend; i++)
     g_free (hosts[i]);
@@ -325,15 +361,19 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   /* quantised gradients: what the unit has not sent yet, for an exact resume */
   GBytes *residuals = shoal_param_client_save_residuals (w->client);
   char *residual_name = g_strconcat (name, "/residuals", NULL);
-  const char *names[4] = { name, NULL, NULL, NULL };
-  GBytes *blobs[4] = { state, NULL, NULL, NULL };
-  int nb = 1;
+  /* the job's clock, so that a resumed run's metrics go on from it */
+  GBytes *clock = shoal_workspace_clock_blob (p->metrics != NULL ? shoal_metrics_elapsed (p->metrics) : 0);
+  const char *names[5] = { name, "clock", NULL, NULL, NULL };
+  GBytes *blobs[5] = { state, clock, NULL, NULL, NULL };
+  int nb = 2;
   if (params != NULL)
     names[nb] = "params", blobs[nb++] = params;
   if (residuals != NULL)
     names[nb] = residual_name, blobs[nb++] = residuals;
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
+  shoal_progress_note ();   /* a long checkpoint is not a wedged process */
   g_bytes_unref (state);
+  g_bytes_unref (clock);
   if (params)
     g_bytes_unref (params);
   if (residuals)
@@ -707,6 +747,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
+  shoal_worker_abort_reset ();
+  char *ckpt_dir = NULL;
 
   p.layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (p.layout == NULL)
@@ -726,7 +768,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       goto out;
     }
   p.proc = &p.layout->procs[rank];
-  if (!prepare_workspace (job, opts, error))
+  if (!prepare_workspace (opts, error))
     goto out;
   /* [emulate] links: before this process opens or accepts any connection */
   ShoalLinkLimit link = { shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
@@ -736,8 +778,22 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     g_message ("[emulate] every link between processes: %s%g Mbit/s, %g ms latency",
                link.bytes_per_s > 0 ? "" : "no bandwidth limit, ", job->emulate.bandwidth_mbit,
                job->emulate.latency_ms);
-  char *ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
-  if (opts->resume)
+  ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
+  if (opts->rejoin)
+    {
+      /* this rank's own newest checkpoint, if it made one: its units go on
+       * from there, with the job's current values */
+      const char *dirs[] = { ckpt_dir, NULL };
+      GError *none = NULL;
+      p.resume_step = g_file_test (ckpt_dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_common_step (dirs, &none) : -1;
+      if (none != NULL)
+        g_message ("rank %d: rejoining at step 0 (%s)", rank, none->message);
+      else
+        g_message ("rank %d: rejoining at step %" G_GINT64_FORMAT " with the job's current values", rank,
+                   p.resume_step);
+      g_clear_error (&none);
+    }
+  else if (opts->resume)
     {
       p.resume_step = opts->resume_step;
       if (p.resume_step < 0)
@@ -748,19 +804,25 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       if (p.resume_step < 0)
         {
           g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
-          g_free (ckpt_dir);
           goto out;
         }
       g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
     }
-  p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
-  g_free (ckpt_dir);
-  if (p.ckpt == NULL)
-    goto out;
   shoal_threads_apply (job->threads, (int) p.proc->workers->len, opts->host_workers);
 
   if (!plan_units (&p, error))
     goto out;
+  if (opts->endpoints != NULL)
+    {
+      /* heartbeats from now on: building the net and loading data may take a while */
+      ShoalMembershipOptions mo = { .layout = p.layout, .rank = rank, .endpoints = opts->endpoints,
+                                    .token = opts->token, .group_pushes = p.whole_groups || p.spread_net,
+                                    .rejoin = opts->rejoin, .on_fatal = opts->on_fatal,
+                                    .data = opts->fatal_data };
+      p.membership = shoal_membership_start (&mo, error);
+      if (p.membership == NULL)
+        goto out;
+    }
   if (!p.whole_groups && !p.spread_net && !shoal_runner_share_batch (job, p.layout->conf.nworkers_per_group, error))
     goto out;
   if (p.spread_net && p.units->len > 0 && !open_wire (&p, error))
@@ -794,8 +856,16 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       shoal_layout_log (p.layout);
     }
 
+  /* the run is accepted (conf, net and data are good): now it takes the
+   * workspace, so a run that failed before leaves it as it was */
+  if (!claim_workspace (job, opts, p.resume_step, error))
+    goto out;
+  p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
+  if (p.ckpt == NULL)
+    goto out;
   if (!start_servers (&p, error))
     goto out;
+  shoal_membership_attach (p.membership, p.server, p.rpc);
   if (p.server != NULL && p.layout->group_sync && !start_group_sync (&p, error))
     goto out;
 
@@ -806,6 +876,10 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   g_free (metrics_path);
   if (p.metrics == NULL)
     goto out;
+  if (opts->endpoints == NULL && p.resume_step >= 0)
+    /* a resumed run's time goes on from its checkpoint's (the launcher
+     * does this for its ranks with SHOAL_JOB_START_US) */
+    shoal_metrics_continue_clock (p.metrics, shoal_workspace_store_clock (p.ckpt, p.resume_step));
   p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
   if (job->emulate.fault_group >= 0 && p.proc->workers->len > 0
       && g_array_index (p.proc->workers, ShoalMember, 0).group == job->emulate.fault_group)
@@ -826,22 +900,49 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       GError *sync_error = NULL;
       if (!shoal_group_sync_stop (g_steal_pointer (&p.group_sync), &sync_error) && ok)
         {
-          g_propagate_error (error, sync_error);
+          /* stolen: freeing sync_error below must not free what *error holds
+           * (it once printed "(null)") */
+          g_propagate_error (error, g_steal_pointer (&sync_error));
           ok = FALSE;
         }
       g_clear_error (&sync_error);
     }
   if (opts->endpoints != NULL && p.proc->workers->len > 0)
     say_done (&p);
+  shoal_membership_self_done (p.membership);
   if (p.rpc != NULL)
     {
       if (ok && p.server != NULL)
         shoal_rpc_server_wait (p.rpc);
+      shoal_membership_attach (p.membership, NULL, NULL);
       shoal_rpc_server_stop (p.rpc);
       p.rpc = NULL;
     }
+  /* a lost rank is the cause of whatever failed after it */
+  GError *lost = NULL;
+  if (!shoal_membership_check (p.membership, ok, &lost))
+    {
+      g_clear_error (error);
+      g_propagate_error (error, lost);
+      ok = FALSE;
+    }
+  if (result != NULL)
+    result->lost_groups = shoal_membership_lost_groups (p.membership);
 
 out:
+  g_free (ckpt_dir);
+  if (p.membership != NULL && !ok && error != NULL && *error != NULL
+      && !g_error_matches (*error, SHOAL_ERROR, SHOAL_ERROR_LOST))
+    {
+      /* failed early (before the end's check): a loss may be the cause */
+      GError *lost = NULL;
+      if (!shoal_membership_check (p.membership, FALSE, &lost))
+        {
+          g_clear_error (error);
+          g_propagate_error (error, lost);
+        }
+    }
+  shoal_membership_attach (p.membership, NULL, NULL);
   shoal_fault_timer_stop (fault);
   shoal_process_report_stop (p.report);
   shoal_group_sync_stop (p.group_sync, NULL);
@@ -858,6 +959,7 @@ out:
     g_array_free (p.units, TRUE);
   shoal_server_free (p.server);
   shoal_checkpoint_close (p.ckpt);
+  shoal_membership_free (p.membership);
   shoal_layout_free (p.layout);
   return ok;
 }

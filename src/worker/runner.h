@@ -34,6 +34,20 @@ typedef struct {
    * with two BLAS threads each on two cores run 2.4x slower).  0: this
    * process's workers. */
   int host_workers;
+  /* A restarted rank joining its running job (shoal proc --rejoin): its
+   * units resume from this rank's newest checkpoint (or begin at 0), a
+   * Hogwild server group takes the current values from the slices'
+   * masters, and the others take the rank back (worker/membership.h). */
+  gboolean rejoin;
+  /* A one-process run (endpoints NULL) into a workspace an earlier run
+   * wrote: remove its files instead of moving them to
+   * WORKSPACE/previous/N (worker/workspace_claim.h; shoal run --force). */
+  gboolean overwrite;
+  /* Called once, from any thread, when this process must stop the job
+   * because a rank it needs was lost (or it was dropped); may be NULL.
+   * shoal_run_job still returns that error once its threads ended. */
+  void (*on_fatal) (gpointer data, const GError *why);
+  gpointer fatal_data;
 } ShoalRunOptions;
 
 typedef struct {
@@ -45,6 +59,7 @@ typedef struct {
   gboolean stopped;        /* stopped early on request (SIGINT/SIGTERM), checkpoint saved */
   gboolean follower;       /* this process's workers followed their group's leader (a group
                             * spread over processes): the leader has the numbers */
+  char *lost_groups;       /* worker groups this process dropped, and why; NULL: none (free it) */
 } ShoalRunResult;
 
 /* Runs this process's part of the job: with opts->endpoints NULL the

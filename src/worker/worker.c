@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "server/liveness.h"
 
 typedef struct {
   ShoalParamClient *client;
@@ -44,6 +45,7 @@ shoal_worker_evaluate (ShoalGroupNet *net, int batches)
   for (int b = 0; b < batches; b++)
     {
       double loss = shoal_group_net_forward (net, SHOAL_PHASE_TEST);
+      shoal_progress_note ();
       int rows = shoal_group_net_batch_rows (net);
       ShoalMetric m[16];
       guint nm = shoal_group_net_metrics (net, m, G_N_ELEMENTS (m));
@@ -98,6 +100,26 @@ gboolean
 shoal_worker_stop_requested (void)
 {
   return g_atomic_int_get (&stop_requested) != 0;
+}
+
+static gint abort_requested;
+
+void
+shoal_worker_abort (void)
+{
+  g_atomic_int_set (&abort_requested, 1);
+}
+
+gboolean
+shoal_worker_abort_requested (void)
+{
+  return g_atomic_int_get (&abort_requested) != 0;
+}
+
+void
+shoal_worker_abort_reset (void)
+{
+  g_atomic_int_set (&abort_requested, 0);
 }
 
 /* Lowers the process's stop step to `step` (the lowest wins). */
@@ -205,6 +227,30 @@ injected_boundary_delay_us (int group, int worker)
   return (gint64) ms * 1000;
 }
 
+/* Test hook: SHOAL_INJECT_WEDGE="GROUP@STEP" makes worker 0 of GROUP
+ * spin on the CPU at step STEP as a wedged thread would, sending
+ * heartbeats but making no progress (the liveness test); it ends only
+ * when the job is given up (shoal_worker_abort).  Returns the step, or -1. */
+static gint64
+injected_wedge_step (int group, int worker)
+{
+  const char *spec = g_getenv ("SHOAL_INJECT_WEDGE");
+  int g = -1, step = -1;
+  if (spec == NULL || sscanf (spec, "%d@%d", &g, &step) != 2 || g != group || worker != 0 || step < 0)
+    return -1;
+  g_message ("[group %d] test hook: wedged at step %d", group, step);
+  return step;
+}
+
+static void
+injected_spin (void)
+{
+  volatile guint64 x = 0;
+  while (!shoal_worker_abort_requested ())
+    for (int i = 0; i < 1000000; i++)
+      x += (guint64) i;
+}
+
 /* Seconds on the job's clock (the one of metrics.jsonl). */
 static double
 job_seconds (ShoalWorker *w, gint64 started_us)
@@ -229,9 +275,21 @@ budget_spent (ShoalWorker *w, gint64 step, gint64 started_us)
   return TRUE;
 }
 
+static gboolean train_loop (ShoalWorker *w);
+
 gboolean
 shoal_worker_train (ShoalWorker *w)
 {
+  shoal_progress_training (TRUE);
+  gboolean ok = train_loop (w);
+  shoal_progress_training (FALSE);
+  return ok;
+}
+
+static gboolean
+train_loop (ShoalWorker *w)
+{
+  gint64 wedge_step = injected_wedge_step (w->group, w->worker);
   gint64 started_us = g_get_monotonic_time ();
   gint64 delay_from = 0;
   gint64 delay_us = injected_delay_us (w->group, &delay_from);
@@ -280,6 +338,16 @@ shoal_worker_train (ShoalWorker *w)
         }
       if (boundary_delay_us > 0 && step > w->start_step)
         g_usleep ((gulong) boundary_delay_us);
+      if (step == wedge_step)
+        injected_spin ();
+      if (shoal_worker_abort_requested ())
+        {
+          g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_LOST,
+                       "[group %d worker %d] step %" G_GINT64_FORMAT ": the job cannot go on (a process "
+                       "it needs was lost)", w->group, w->worker, step);
+          ok = FALSE;
+          break;
+        }
       if (step > w->start_step && budget_spent (w, step, started_us))
         {
           w->stopped = TRUE;
@@ -339,6 +407,7 @@ shoal_worker_train (ShoalWorker *w)
             g_usleep ((gulong) (extra * 1e6));
         }
       shoal_param_client_step_done (w->client, step);
+      shoal_progress_note ();
       window_compute += (double) (g_get_monotonic_time () - t_compute) / 1e6;
 
       if (!isfinite (loss))

@@ -72,8 +72,17 @@ typedef struct {
 void shoal_worker_request_stop (void);
 gboolean shoal_worker_stop_requested (void);
 
+/* Asks every worker of the process to give up at its next step boundary,
+ * without a checkpoint: the job cannot go on (a process it needs was
+ * lost, worker/membership.h); workers then fail with SHOAL_ERROR_LOST.
+ * shoal_worker_abort_reset clears it for the next job of the process. */
+void shoal_worker_abort (void);
+gboolean shoal_worker_abort_requested (void);
+void shoal_worker_abort_reset (void);
+
 /* Runs the whole training loop in the calling thread; FALSE with
- * worker->error on failure. */
+ * worker->error on failure.  Moves the process's progress counter
+ * (server/liveness.h) at every step and test batch. */
 gboolean shoal_worker_train (ShoalWorker *worker);
 /* Evaluates the net on the test phase: `batches` batches, or the whole
  * test set when 0. */

@@ -39,6 +39,6 @@ cat "$dir/fault.out"
 grep -q "rank 1 (group 1): \[emulate\] fault: this process dies now" "$dir/fault.err" || fail "no fault line"
 grep -qF "shoal run: rank 1 (2 workers of group 1): killed by signal 9 (Killed): the group is lost; the others go on" \
   "$dir/fault.out" "$dir/fault.err" || fail "the launcher did not report the kill"
-grep -q "^1 worker group lost; the job finished without it$" "$dir/fault.out" || fail "no summary"
+grep -q "^1 worker group lost (group 1); the job finished without it$" "$dir/fault.out" || fail "no summary"
 if pgrep -f -- "$dir/fault" >/dev/null; then fail "processes left behind"; fi
 echo "2. fault: ok ($((SECONDS - start)) s)"

@@ -93,7 +93,7 @@ kill -KILL "$(rank_pid lost 1)"
 finish lost 0 60
 grep -qF "rank 1 (2 workers of group 1): killed by signal 9 (Killed): the group is lost; the others go on" \
   "$dir/lost.err" || fail "lost: the lost group not reported"
-grep -qF "1 worker group lost; the job finished without it" "$dir/lost.out" || fail "lost: summary"
+grep -qF "1 worker group lost (group 1); the job finished without it" "$dir/lost.out" || fail "lost: summary"
 grep -qE "^final test accuracy: " "$dir/lost.out" || fail "lost: no final accuracy"
 
 # 3. Ctrl-C: forwarded once to every rank, exit 130

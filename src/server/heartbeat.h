@@ -1,0 +1,59 @@
+/* The heartbeat thread of a process (server/liveness.h): every interval
+ * it writes the process's progress to the launcher's pipe (when `shoal
+ * run` started it), sends a heartbeat to every other rank that takes
+ * calls, records who answered and what they hold lost, and applies the
+ * liveness rules, whose callbacks then say what a lost rank means.
+ *
+ * A call to a stopped peer waits for call_timeout_ms; a peer held lost
+ * gets no more heartbeats, so one stopped peer slows the rounds only
+ * until it is declared lost. */
+#ifndef SHOAL_HEARTBEAT_H
+#define SHOAL_HEARTBEAT_H
+
+#include <glib.h>
+
+#include "server/liveness.h"
+#include "server/rpc_client.h"
+
+G_BEGIN_DECLS
+
+/* A refusal from a peer: it declared this process lost (dropped), or it
+ * stops the job (error SHOAL_ERROR_LOST, naming the peer and why). */
+typedef void (*ShoalRefusedFunc) (gpointer data, int peer, const GError *why);
+
+typedef struct {
+  int rank;                              /* this process */
+  int nranks;
+  const ShoalRpcClientOptions *peers;    /* [nranks] (copied); host NULL: a rank that takes no calls */
+  double interval_s;                     /* > 0 */
+  gint64 call_timeout_ms;                /* > 0 */
+  int pipe_fd;                           /* the launcher's heartbeat pipe, -1: none */
+  gboolean rejoin;                       /* a restarted rank joining the running job */
+  ShoalLiveness *liveness;               /* borrowed: replies recorded here, rules applied */
+  ShoalRefusedFunc on_refused;           /* may be NULL */
+  gpointer data;
+} ShoalHeartbeatOptions;
+
+/* What the launcher reads from its pipe, one record per beat (writes of
+ * this size are atomic on a pipe). */
+typedef struct {
+  gint32 rank;
+  gint32 zero;
+  gint64 progress;   /* shoal_progress_value (): -1 while no unit trains */
+} ShoalBeatRecord;
+
+typedef struct _ShoalHeartbeat ShoalHeartbeat;
+
+/* One round at once (so a rejoining rank learns who is lost before it
+ * picks masters), then the thread.  NULL with error when no thread can
+ * be started. */
+ShoalHeartbeat *shoal_heartbeat_start (const ShoalHeartbeatOptions *opts, GError **error);
+/* Stops and joins the thread.  NULL is fine. */
+void shoal_heartbeat_stop (ShoalHeartbeat *hb);
+
+/* The launcher's pipe from $SHOAL_HEARTBEAT_FD, or -1. */
+int shoal_heartbeat_pipe_from_env (void);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,56 @@
+/* Which run owns a workspace.  job.conf, metrics.jsonl and checkpoint/
+ * must describe one run: the run whose checkpoints they are.
+ * - A fresh run into a workspace an earlier run wrote moves that run's
+ *   files aside, into WORKSPACE/previous/N/, and says where (with
+ *   `overwrite`, shoal run --force, it removes them instead).
+ * - A resumed run must be the same model, data and layout as the run
+ *   whose checkpoints it continues: job.conf is compared key by key
+ *   (what may change on a resume: how long and how often - train_steps,
+ *   epochs, test and display frequencies, checkpoint_freq, max_seconds,
+ *   metrics_interval, threads -, the [updater], and the [cluster]
+ *   timeouts and limits); the first other difference is an error naming
+ *   the key and both values.
+ * - job.conf is written only once the run is accepted, so a refused run
+ *   leaves the workspace as it was.
+ * And on resume, metrics.jsonl keeps only what the checkpoint holds: the
+ * lines up to its step, and the job's clock goes on from the time the
+ * checkpoint was taken (a "clock" blob every unit saves beside its
+ * state). */
+#ifndef SHOAL_WORKSPACE_CLAIM_H
+#define SHOAL_WORKSPACE_CLAIM_H
+
+#include <glib.h>
+
+#include "core/conf.h"
+#include "data/checkpoint.h"
+
+G_BEGIN_DECLS
+
+/* Takes `workspace` (created) for a run of `conf` (as resolved: topology
+ * and overrides applied), then writes conf as WORKSPACE/job.conf.
+ * *moved_to (may be NULL) gets where an earlier run's files went (g_free;
+ * NULL when nothing moved).  FALSE with error: a resume of another run, a
+ * directory that cannot be made or moved. */
+gboolean shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean resume, gboolean overwrite,
+                                char **moved_to, GError **error);
+
+/* The job's clock (seconds) when the checkpoint of `step` was taken: the
+ * latest "clock" blob of that step in the stores of ranks 0 .. nranks -
+ * 1, or -1 when none has one (an older checkpoint). */
+double shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step);
+/* The same from one store this process holds open (LMDB allows one open
+ * environment per file and process). */
+double shoal_workspace_store_clock (ShoalCheckpoint *store, gint64 step);
+
+/* Resume: rewrites WORKSPACE/metrics.jsonl without the lines a killed run
+ * wrote past the checkpoint - a "step" beyond `step`, or no step and a
+ * "time" beyond `clock` (when clock >= 0).  Nothing when the file does
+ * not exist. */
+gboolean shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, GError **error);
+
+/* The blob a unit saves beside its state: the job's clock, seconds. */
+GBytes *shoal_workspace_clock_blob (double seconds);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Chaos (issue 12): multi-process jobs of each asynchronous scheme with
+# faults injected at random - kill -9, SIGSTOP for good, or SIGSTOP then
+# SIGCONT a moment later - on a random rank at a random time, from a
+# seeded schedule that is printed.  Each job must either finish (exit 0,
+# "final test accuracy" at least the bar) or fail with a message naming
+# the rank it lost, within the time bound (a hang fails the test), and
+# every checkpoint store saved before the fault must still be there.
+# Ends with the figures: faults injected, jobs finished, jobs failed
+# clearly, hangs (must be 0).
+# Usage: chaos.sh BUILD [ROUNDS]   (SHOAL_CHAOS_SEED: the schedule's seed,
+# default 1; make test runs one round, `make chaos` more)
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+rounds=${2:-${SHOAL_CHAOS_ROUNDS:-1}}
+seed=${SHOAL_CHAOS_SEED:-1}
+cd "$(dirname "$0")/../.."
+source test/e2e/lib/topology.sh
+
+dir=$(mktemp -d)
+launcher=
+cleanup() {
+  [ -n "$launcher" ] && kill "$launcher" 2>/dev/null
+  local pids
+  pids=$(pgrep -f -- "$dir/" || true)
+  [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+RANDOM=$seed
+BAR=0.70
+injected=0 finished=0 failed_clearly=0 hangs=0 bad=0
+echo "chaos: seed $seed, $rounds round(s) of downpour, hogwild, ssp"
+
+for round in $(seq "$rounds"); do
+  for scheme in downpour hogwild ssp; do
+    name="$scheme-$round"
+    ws="$dir/$name"
+    # the schedule: which rank (0..2), what, when (tenths of a second after training began)
+    rank=$((RANDOM % 3))
+    case $((RANDOM % 3)) in
+      0) action=kill ;;
+      1) action=stop ;;
+      *) action=pause ;;
+    esac
+    at=$((5 + RANDOM % 25))
+    echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s"
+    required=$([ $((RANDOM % 2)) -eq 0 ] && echo true || echo false)
+    timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+      "${TOPOLOGY_ARGS[@]}" -o job.train_steps=1500 -o job.checkpoint_freq=200 \
+      -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -o cluster.progress_timeout=20 \
+      -o cluster.all_groups_required=$required --no-restart -q --workspace "$ws" \
+      >"$dir/$name.out" 2>"$dir/$name.err" &
+    launcher=$!
+    for _ in $(seq 300); do
+      [ -s "$ws/metrics.jsonl" ] && break
+      kill -0 "$launcher" 2>/dev/null || break
+      sleep 0.1
+    done
+    sleep "$((at / 10)).$((at % 10))"
+    pid=$(pgrep -f -- "proc $ws/job.conf --rank $rank " | head -1 || true)
+    saved=()
+    for r in 0 1 2; do
+      [ -f "$ws/checkpoint/rank-$r/data.mdb" ] && saved+=("$r")
+    done
+    if [ -n "$pid" ]; then
+      injected=$((injected + 1))
+      case $action in
+        kill) kill -KILL "$pid" ;;
+        stop) kill -STOP "$pid" ;;
+        pause) kill -STOP "$pid"; sleep 1; kill -CONT "$pid" 2>/dev/null || true ;;
+      esac
+    else
+      echo "    (rank $rank had already ended: no fault)"
+    fi
+    rc=0
+    wait "$launcher" || rc=$?
+    launcher=
+    # a process stopped for good that the launcher did not end would be a hang
+    left=$(pgrep -f -- "$ws/" || true)
+    [ -n "$left" ] && kill -KILL $left 2>/dev/null
+    grep -v '^\*\*' "$dir/$name.err" | sed 's/^/    /' | tail -8 || true
+    sed 's/^/    /' "$dir/$name.out" | tail -4
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || [ -n "$left" ]; then
+      echo "    HANG (exit $rc${left:+, processes left})"
+      hangs=$((hangs + 1))
+    elif [ "$rc" -eq 0 ]; then
+      acc=$(sed -n 's/^final test accuracy: //p' "$dir/$name.out")
+      if [ -n "$acc" ] && awk -v a="$acc" -v b="$BAR" 'BEGIN { exit !(a >= b) }'; then
+        finished=$((finished + 1))
+        echo "    finished: accuracy $acc"
+      else
+        bad=$((bad + 1))
+        echo "    BAD: exit 0 without a final accuracy of at least $BAR"
+      fi
+    elif grep -qE "^shoal run: rank [0-9] \(.*\) (lost: |failed: )" "$dir/$name.err"; then
+      failed_clearly=$((failed_clearly + 1))
+      echo "    failed clearly (exit $rc)"
+    else
+      bad=$((bad + 1))
+      echo "    BAD: exit $rc without a message naming the lost rank"
+    fi
+    if grep -qF "(null)" "$dir/$name.out" "$dir/$name.err"; then
+      bad=$((bad + 1))
+      echo "    BAD: (null) printed"
+    fi
+    for r in "${saved[@]}"; do
+      if [ ! -f "$ws/checkpoint/rank-$r/data.mdb" ]; then
+        bad=$((bad + 1))
+        echo "    BAD: rank $r's checkpoint store is gone"
+      fi
+    done
+  done
+done
+echo "chaos: faults injected $injected, jobs finished $finished, failed clearly $failed_clearly, hangs $hangs, bad $bad"
+[ "$hangs" -eq 0 ] && [ "$bad" -eq 0 ] || { echo "FAIL: chaos"; exit 1; }
+echo "chaos: ok"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Who owns a workspace (issue 12, items 4 and 8): job.conf, checkpoint/
+# and metrics.jsonl describe one run.
+#  1. a --resume refused (another model) leaves job.conf as it was;
+#  2. a resumed run drops the metrics lines a killed run wrote past the
+#     checkpoint (no duplicate steps) and its clock goes on from the
+#     checkpoint's time;
+#  3. a fresh run into the workspace moves the earlier run aside and says
+#     where, so a later --resume continues the fresh run, not the old one,
+#     and --resume with the old conf is refused;
+#  4. the same through the launcher (Downpour, 3 processes).
+# Usage: workspace_claim.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+fail() { echo "FAIL: $*"; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+ws="$dir/ws"
+common=(-o job.epochs=0 -o job.test_freq=0 -o job.test_steps=2 -o job.disp_freq=10 -o job.checkpoint_freq=50
+        -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' -q --workspace "$ws")
+run() { timeout -k 5 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" "$@"; }
+
+run -o job.train_steps=100 >/dev/null
+grep -qxF "num_output=64" "$ws/job.conf" || fail "job.conf of the first run"
+
+# 1. a refused resume
+rc=0
+run -o job.train_steps=200 -o 'layer fc2.num_output=32' --resume >"$dir/refused.out" 2>&1 || rc=$?
+cat "$dir/refused.out"
+[ "$rc" -eq 1 ] || fail "refused: exit $rc"
+grep -qF "shoal run: $ws: cannot resume: its checkpoints belong to another run: [layer fc2] num_output is 64 there, 32 in this job (--resume continues only the same model, data and layout; start this job without --resume, or in another --workspace)" \
+  "$dir/refused.out" || fail "refused: message"
+grep -qxF "num_output=32" "$ws/job.conf" && fail "refused: job.conf was overwritten"
+
+# 2. lines of a killed run past the checkpoint of step 100 (as kill -9
+# after step 100 leaves them), then a resume to 150
+last_time=$(grep '"step":100,' "$ws/metrics.jsonl" | tail -1 | sed 's/^{"time":\([0-9.]*\),.*/\1/')
+echo '{"time":9999.5,"phase":"train","step":110,"group":0,"worker":0,"loss":1}' >>"$ws/metrics.jsonl"
+echo '{"time":9999.9,"phase":"process","rank":0}' >>"$ws/metrics.jsonl"
+run -o job.train_steps=150 --resume >/dev/null
+grep -qF '9999.' "$ws/metrics.jsonl" && fail "metrics: the killed run's lines past the checkpoint are still there"
+dups=$(grep '"phase":"train"' "$ws/metrics.jsonl" | sed 's/.*"step":\([0-9]*\),.*/\1/' | sort -n | uniq -d)
+[ -z "$dups" ] || fail "metrics: duplicate train steps: $dups"
+first_resumed=$(grep '"step":110,' "$ws/metrics.jsonl" | grep '"phase":"train"' | head -1 \
+  | sed 's/^{"time":\([0-9.]*\),.*/\1/')
+echo "time at step 100: $last_time, at the resumed step 110: $first_resumed"
+awk -v a="$last_time" -v b="$first_resumed" 'BEGIN { exit !(b >= a) }' \
+  || fail "metrics: the resumed run's clock started over ($first_resumed < $last_time)"
+
+# 3. a fresh run of another model moves the earlier run aside
+run -o job.train_steps=50 -o 'layer fc2.num_output=32' >"$dir/fresh.out" 2>&1
+cat "$dir/fresh.out"
+grep -qF "$ws held an earlier run: its checkpoint, job.conf and metrics.jsonl moved to $ws/previous/1" \
+  "$dir/fresh.out" || fail "fresh: not said where the earlier run went"
+[ -d "$ws/previous/1/checkpoint" ] && [ -f "$ws/previous/1/metrics.jsonl" ] || fail "fresh: not moved"
+grep -qF '"step":150,' "$ws/metrics.jsonl" && fail "fresh: the old run's metrics are still in the workspace"
+rc=0
+run -o job.train_steps=200 --resume >"$dir/old.out" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "old: --resume of the old run's conf: exit $rc"
+grep -qF "[layer fc2] num_output is 32 there, 64 in this job" "$dir/old.out" || fail "old: message"
+run -o job.train_steps=60 -o 'layer fc2.num_output=32' --resume >/dev/null 2>&1 || fail "fresh: cannot resume"
+
+# 4. through the launcher
+lws="$dir/launched"
+launch() {
+  timeout -k 5 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
+    -o job.epochs=0 -o job.test_freq=0 -o job.test_steps=2 -o job.disp_freq=10 -o job.checkpoint_freq=50 \
+    -o 'layer fc1.num_output=64' -q --workspace "$lws" "$@"
+}
+launch -o job.train_steps=100 >/dev/null 2>&1 || fail "launched: first run"
+rc=0
+launch -o job.train_steps=150 -o 'layer fc1.num_output=32' --resume >"$dir/lrefused.out" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "launched refused: exit $rc"
+grep -qF "[layer fc1] num_output is 64 there, 32 in this job" "$dir/lrefused.out" || fail "launched refused: message"
+grep -qxF "num_output=64" "$lws/job.conf" || fail "launched refused: job.conf was overwritten"
+launch -o job.train_steps=150 --resume >/dev/null 2>&1 || fail "launched: resume"
+dups=$(grep '"phase":"train"' "$lws/metrics.jsonl" | sed 's/.*"step":\([0-9]*\),"group":\([0-9]*\),"worker":\([0-9]*\).*/\1 \2 \3/' | sort | uniq -d)
+[ -z "$dups" ] || fail "launched: duplicate train lines: $dups"
+echo "workspace claim: ok"
