@@ -88,8 +88,15 @@ shoal_group_net_load_state (ShoalGroupNet *g, GBytes *state, GError **error)
         shoal_net_upload_params (g->nets[0], g->store->served, g->store->total);
     }
   else if (ok && shoal_param_store_n_statistics (g->store) > 0)
-    g_message ("the checkpointed state holds no running statistics (written before they were "
-               "checkpointed): they start over from their initial values");
+    {
+      /* an older shoal's: its servers' slices have the statistics among
+       * the trained params, at other offsets than this layout's */
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "the checkpointed state holds no running statistics: it was written by a shoal that kept "
+                   "them in the servers' slices, laid out otherwise; this checkpoint cannot be resumed "
+                   "(start afresh, or init_from its params)");
+      ok = FALSE;
+    }
   if (ok && p != end)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
