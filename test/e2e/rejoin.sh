@@ -58,6 +58,9 @@ case_rejoin () {  # SCHEME
   grep -q "restart 2 of 3" "$dir/$name.err" && fail "$name: the rejoined process was lost again"
   grep -qE "^rank 1 \(2 workers of group 1(, 2 servers)?\): exit 0 \(restarted, rejoined the job\)$" "$dir/$name.out" \
     || fail "$name: rank 1 did not end rejoined"
+  # a process that heard the rank come back does not list its group among the lost
+  [ "$name" != hogwild ] || ! grep -q "worker groups lost and dropped: group 1" "$dir/$name.out" \
+    || fail "$name: rank 0 still counts the rejoined group as lost"
   /usr/bin/python3 - "$ws/metrics.jsonl" <<'PY' || fail "$name: metrics"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
