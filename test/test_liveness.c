@@ -147,6 +147,24 @@ test_refused_and_rejoin (void)
   g_assert_cmpint (seen.rejoined, ==, 1);
   g_assert_cmpint (shoal_liveness_state (lv, 1), ==, SHOAL_RANK_ALIVE);
   g_assert_true (shoal_liveness_demoted (lv, 1));
+  /* the rejoined process knows it was lost (it demotes itself) and its
+   * replies list that, with no incarnation: word about itself, not a
+   * loss (this dropped every rejoined Hogwild rank half a second after
+   * it came back, test/e2e/rejoin.sh) */
+  guint lost_before = seen.lost->len;
+  ShoalLivenessRules rules = { S (15), S (300) };
+  ShoalLiveness *itself = shoal_liveness_new (2, 1, &rules, 0);
+  shoal_liveness_demote (itself, 1);
+  GBytes *list = shoal_liveness_lost_list (itself);
+  gsize len = 0;
+  const guint8 *data = g_bytes_get_data (list, &len);
+  g_assert_cmpuint (len, ==, 16);
+  shoal_liveness_learn (lv, 1, data, len);
+  g_assert_cmpint (shoal_liveness_state (lv, 1), ==, SHOAL_RANK_ALIVE);
+  g_assert_cmpuint (seen.lost->len, ==, lost_before);
+  g_assert_cmpint (shoal_liveness_heard (lv, 1, 12, 5, TRUE, S (24), NULL), ==, SHOAL_HEARD_OK);
+  g_bytes_unref (list);
+  shoal_liveness_free (itself);
   shoal_liveness_free (lv);
   g_ptr_array_free (seen.lost, TRUE);
 }

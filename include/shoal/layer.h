@@ -199,6 +199,16 @@ void shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key
 ShoalParam *shoal_layer_declare_param (ShoalLayer *layer, const char *pname,
                                        const ShoalShape *shape, int fan_in, int fan_out,
                                        const ShoalInitSpec *default_init, GError **error);
+/* setup: declares a statistic `pname` (one of ops->param_names): values
+ * the layer writes in its own forward and reads at test time (a running
+ * mean or variance), with lr_scale and wd_scale 0 whatever the conf says.
+ * Such a value is the unit's own, like PyTorch's buffers: no updater
+ * moves it, servers never hold it (a pull cannot overwrite it), and it
+ * is saved with the unit's checkpoint state and by name with the params.
+ * Init keys as shoal_layer_declare_param. */
+ShoalParam *shoal_layer_declare_statistic (ShoalLayer *layer, const char *pname,
+                                           const ShoalShape *shape, const ShoalInitSpec *default_init,
+                                           GError **error);
 
 /* For layers of (scores, labels) sources - losses, metrics: checks that
  * source 1 carries labels, one per row of source 0; else FALSE with a

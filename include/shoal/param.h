@@ -52,6 +52,10 @@ ShoalTensor *shoal_param_grad (ShoalParam *param);
  * (<param>_lr_scale, <param>_wd_scale). */
 float shoal_param_lr_scale (const ShoalParam *param);
 float shoal_param_wd_scale (const ShoalParam *param);
+/* Whether the param is a statistic (shoal_layer_declare_statistic: a
+ * running mean or variance its layer writes in forward), which is not
+ * trained and never leaves the unit that computed it for a server. */
+gboolean shoal_param_is_statistic (const ShoalParam *param);
 
 /* ---- the store ------------------------------------------------------------- */
 

@@ -93,12 +93,12 @@ client_alloc (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
   c->end = g_new0 (size_t, nslices);
   for (int s = 0; s < nslices; s++)
     {
-      shoal_slice_range (store->total, nslices, s, &c->begin[s], &c->end[s]);
+      shoal_slice_range (store->served, nslices, s, &c->begin[s], &c->end[s]);
       c->routes[s].connection = -1;
     }
   c->connections = g_ptr_array_new ();
   c->unqueued = nslices;
-  c->done_from = store->total;
+  c->done_from = store->served;
   c->n_push = c->n_fetch = 1;
   c->unit = -1;
   c->have_version = g_new0 (gint64, nslices);
@@ -632,7 +632,7 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
   c->error = NULL;
   g_mutex_unlock (&c->lock);
   c->unqueued = c->nslices;
-  c->done_from = c->store->total;
+  c->done_from = c->store->served;
   if (c->residual_written && failure == NULL)
     {
       float *t = c->residual;

@@ -146,6 +146,7 @@ gboolean
 shoal_param_store_allocate (ShoalParamStore *store, GError **error)
 {
   g_return_val_if_fail (!store->allocated, FALSE);
+  shoal_param_store_place_statistics (store);
   float *values = alloc_buffer (store, store->total, "values", error);
   float *grads = values != NULL ? alloc_buffer (store, store->total, "gradients", error) : NULL;
   if (grads == NULL)

@@ -26,6 +26,13 @@ struct _ShoalParam {
   ShoalInitSpec init;
   int fan_in, fan_out;
   float lr_scale, wd_scale;
+  /* A statistic (batchnorm's running mean and variance; PyTorch's
+   * "buffer"): written by its layer's forward, not trained.  It lies in
+   * the store's tail past `served` (core/param_statistics.c), outside
+   * every server slice: no updater moves it, no push or pull carries it,
+   * and the unit that computed it keeps it (checkpointed with the unit's
+   * state, saved by name with the other params). */
+  gboolean statistic;
   ShoalTensor value;     /* view into store->values after allocation */
   ShoalTensor grad;      /* view into store->grads after allocation */
 };
@@ -33,6 +40,8 @@ struct _ShoalParam {
 struct _ShoalParamStore {
   GPtrArray *params;     /* ShoalParam *, declaration order; owned */
   size_t total;          /* floats in each buffer, padding included */
+  size_t served;         /* floats [0, served) hold every param but the statistics:
+                          * what servers slice; == total when there are none */
   float *values;         /* owned unless values_borrowed */
   float *grads;          /* owned */
   float *state;          /* optimiser state, state_per_value * total floats; owned; NULL until asked */
@@ -63,6 +72,7 @@ ShoalParam *shoal_param_store_declare (ShoalParamStore *store, const char *name,
                                        float lr_scale, float wd_scale);
 
 /* Allocates zeroed values and grads and binds every param's views.
+ * Statistics move to the tail first (shoal_param_store_place_statistics).
  * FALSE with SHOAL_ERROR_MEMORY when memory is short ("values of 6
  * params (largest: fc2/weight 500000x1024, 1.9 GiB): out of memory
  * allocating N bytes (2.0 GiB)"); the store is then as before. */
@@ -97,6 +107,18 @@ void shoal_param_store_prefix_nomem (const ShoalParamStore *store, GError **erro
 /* The store's largest param, NULL when it has none. */
 const ShoalParam *shoal_param_store_largest (const ShoalParamStore *store);
 
+/* ---- statistics (core/param_statistics.c) ---------------------------------- */
+/* Before allocation: gives every param its offset, the others first in
+ * declaration order, then the statistics, and sets `served`.  Two stores
+ * declaring the same params with the same flags get the same layout. */
+void shoal_param_store_place_statistics (ShoalParamStore *store);
+guint shoal_param_store_n_statistics (const ShoalParamStore *store);
+/* The statistics alone by name (shoal_param_store_to_bytes' format). */
+GBytes *shoal_param_store_statistics_to_bytes (const ShoalParamStore *store);
+/* Copies every statistic of the store from such bytes; FALSE with
+ * SHOAL_ERROR_DATA (naming `origin`) when one is missing or damaged. */
+gboolean shoal_param_store_load_statistics (ShoalParamStore *store, GBytes *bytes, const char *origin,
+                                            GError **error);
 
 G_END_DECLS
 

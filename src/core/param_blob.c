@@ -13,17 +13,22 @@
 #error "param blobs are written in host byte order, which must be little-endian"
 #endif
 
-GBytes *
-shoal_param_store_to_bytes (const ShoalParamStore *store)
+/* Every param, or the statistics alone. */
+static GBytes *
+to_bytes (const ShoalParamStore *store, gboolean statistics_only)
 {
   GByteArray *b = g_byte_array_new ();
-  guint32 version = VERSION, n = store->params->len;
+  guint32 version = VERSION, n = 0;
+  for (guint i = 0; i < store->params->len; i++)
+    n += !statistics_only || ((ShoalParam *) g_ptr_array_index (store->params, i))->statistic;
   g_byte_array_append (b, (const guint8 *) MAGIC, 8);
   g_byte_array_append (b, (guint8 *) &version, sizeof version);
   g_byte_array_append (b, (guint8 *) &n, sizeof n);
   for (guint i = 0; i < store->params->len; i++)
     {
       ShoalParam *prm = g_ptr_array_index (store->params, i);
+      if (statistics_only && !prm->statistic)
+        continue;
       guint32 nlen = (guint32) strlen (prm->name), ndim = (guint32) prm->shape.ndim;
       guint64 count = prm->count;
       g_byte_array_append (b, (guint8 *) &nlen, sizeof nlen);
@@ -39,6 +44,18 @@ shoal_param_store_to_bytes (const ShoalParamStore *store)
       g_byte_array_append (b, (guint8 *) (store->values + prm->offset), (guint) (count * sizeof (float)));
     }
   return g_byte_array_free_to_bytes (b);
+}
+
+GBytes *
+shoal_param_store_to_bytes (const ShoalParamStore *store)
+{
+  return to_bytes (store, FALSE);
+}
+
+GBytes *
+shoal_param_store_statistics_to_bytes (const ShoalParamStore *store)
+{
+  return to_bytes (store, TRUE);
 }
 
 /* A reader over the blob's bytes; every take checks what is left. */

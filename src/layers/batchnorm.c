@@ -8,19 +8,25 @@
  *
  * Running statistics.  They are not trained, but a checkpoint must keep
  * them and a test net must see what the train net learned, so they are
- * params named "mean" (init 0) and "var" (init 1) declared with lr_scale 0
- * and wd_scale 0 whatever the conf says: the param store carries them
- * into checkpoints and server slices like any other value, no updater
- * moves them, and backward adds nothing to their gradient.  Each train
- * forward updates them in place:
+ * params named "mean" (init 0) and "var" (init 1) declared as statistics
+ * (shoal_layer_declare_statistic; PyTorch's buffers): lr_scale and
+ * wd_scale 0 whatever the conf says, backward adds nothing to their
+ * gradient, and the param store keeps them past the params servers
+ * slice (core/param_statistics.c).  Each train forward updates them in
+ * place:
  *   running = momentum * running + (1 - momentum) * batch
  * (momentum 0.9 keeps 90 % of the old value, Caffe's and Keras'
  * convention; PyTorch's momentum 0.1 means the same), with the unbiased
  * batch variance M / (M - 1) var_B, M = values per channel.
- * Caveat: where a worker fetches params from a server, the server's copy
- * of mean/var (never moved by an updater) overwrites the worker's
- * in-place update; the param client has to treat lr_scale 0 params as
- * worker-owned values for the running statistics to reach the servers.
+ * Under every scheme they are the statistics of the unit that computed
+ * them (docs/SCHEMES.md): no push or pull carries them, so a unit's test
+ * pass reads what its own forwards wrote (a group's: each worker writes
+ * its block of channels; a spread group's followers send theirs to the
+ * leader with every forward), its checkpoint state saves them
+ * (partition/group_state.c), and group 0's first unit saves them by
+ * name with the params that eval, predict and init_from read.  They once
+ * lay in server slices, where no updater moved them, and every pull put
+ * the initial 0 and 1 back (test/e2e/bn_schemes.sh).
  *
  * Split: by batch, each worker normalises with its own rows' statistics
  * (like unsynchronised BN elsewhere; the loss then differs from the
@@ -92,11 +98,9 @@ batchnorm_setup (ShoalLayer *layer, GError **error)
   const ShoalInitSpec zero = { .kind = SHOAL_INIT_CONSTANT, .value = 0 };
   if ((p->scale = shoal_layer_declare_param (layer, "scale", &shape, c, c, &one, error)) == NULL
       || (p->bias = shoal_layer_declare_param (layer, "bias", &shape, c, c, &zero, error)) == NULL
-      || (p->mean = shoal_layer_declare_param (layer, "mean", &shape, c, c, &zero, error)) == NULL
-      || (p->var = shoal_layer_declare_param (layer, "var", &shape, c, c, &one, error)) == NULL)
+      || (p->mean = shoal_layer_declare_statistic (layer, "mean", &shape, &zero, error)) == NULL
+      || (p->var = shoal_layer_declare_statistic (layer, "var", &shape, &one, error)) == NULL)
     return FALSE;
-  p->mean->lr_scale = p->mean->wd_scale = 0;
-  p->var->lr_scale = p->var->wd_scale = 0;
 
   size_t row = (size_t) c * p->spatial;
   p->inv_std = g_new0 (double, c);

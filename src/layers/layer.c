@@ -179,20 +179,36 @@ shoal_layer_declare_param (ShoalLayer *layer, const char *pname, const ShoalShap
   return p;
 }
 
+ShoalParam *
+shoal_layer_declare_statistic (ShoalLayer *layer, const char *pname, const ShoalShape *shape,
+                               const ShoalInitSpec *default_init, GError **error)
+{
+  int c = (int) MIN (shoal_shape_count (shape), (size_t) G_MAXINT);
+  ShoalParam *p = shoal_layer_declare_param (layer, pname, shape, c, c, default_init, error);
+  if (p != NULL)
+    {
+      p->lr_scale = p->wd_scale = 0;
+      p->statistic = TRUE;
+    }
+  return p;
+}
+
 gboolean
 shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end)
 {
-  if (layer->nparams == 0)
-    return FALSE;
-  *begin = layer->params[0]->offset;
-  *end = *begin;
+  gboolean any = FALSE;
   for (int p = 0; p < layer->nparams; p++)
     {
       const ShoalParam *param = layer->params[p];
+      if (param->statistic)
+        continue;   /* in the store's tail, in no slice */
+      if (!any)
+        *begin = *end = param->offset;
+      any = TRUE;
       *begin = MIN (*begin, param->offset);
       *end = MAX (*end, param->offset + param->count);
     }
-  return TRUE;
+  return any;
 }
 
 gboolean

@@ -115,8 +115,10 @@ void shoal_layer_error_nomem (const ShoalLayer *layer, GError **error, GError *l
 float *shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const char *what,
                                  GError **error);
 
-/* [begin, end) of the layer's params in the store (a layer declares its
- * params together, so they are contiguous); FALSE when it has none. */
+/* [begin, end) of the layer's params in the store, statistics left out
+ * (a layer declares its params together, so they are contiguous; its
+ * statistics lie in the store's tail); FALSE when it has none but
+ * statistics. */
 gboolean shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end);
 
 G_END_DECLS

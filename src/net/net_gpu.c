@@ -128,6 +128,11 @@ static void
 upload_all (ShoalNet *net)
 {
   ShoalStream *copy = shoal_device_context_copy (net->ctx.gpu);
+  /* the statistics (the store's tail, in no layer's range): first on the
+   * copy stream, so every layer's event below comes after them */
+  if (net->store->served < net->store->total)
+    shoal_stream_copy (copy, net->store->dev_values + net->store->served, net->store->values + net->store->served,
+                       (net->store->total - net->store->served) * sizeof (float));
   for (guint i = 0; i < net->layers->len; i++)
     {
       size_t b, e;

@@ -91,7 +91,7 @@ copy_layout (ShoalParamStore *full, ShoalConf *conf, GError **error)
       ShoalParam *p = g_ptr_array_index (full->params, i);
       ShoalParam *q = shoal_param_store_declare (store, p->name, &p->shape, &p->init, p->fan_in,
                                                  p->fan_out, p->lr_scale, p->wd_scale);
-      g_assert (q->offset == p->offset);
+      q->statistic = p->statistic;
     }
   if (!shoal_param_store_allocate (store, error))
     {
@@ -99,6 +99,9 @@ copy_layout (ShoalParamStore *full, ShoalConf *conf, GError **error)
       shoal_param_store_free (store);
       return NULL;
     }
+  for (guint i = 0; i < full->params->len; i++)
+    g_assert (((ShoalParam *) g_ptr_array_index (store->params, i))->offset
+              == ((ShoalParam *) g_ptr_array_index (full->params, i))->offset);
   return store;
 }
 
@@ -132,7 +135,7 @@ make_proxies (ShoalGroupNet *g, ShoalNet *full)
 static void
 add_remote_range (ShoalGroupNet *g, ParamLayer *pl, ParamSum *sum, const ShoalParam *fp, int dim, int w)
 {
-  WireRange r = { fp->offset, fp->count, (int) (pl - g->players), NULL, NULL, fp->lr_scale == 0 };
+  WireRange r = { fp->offset, fp->count, (int) (pl - g->players), NULL, NULL, fp->statistic };
   if (dim == 1)
     {
       int lo, hi;
@@ -220,7 +223,7 @@ map_params (ShoalGroupNet *g, GError **error)
                 }
               if (g->wire != NULL && g->first > 0)
                 {
-                  WireRange r = { v.offset, sp->count, g->nplayers - 1, sp, NULL, fp->lr_scale == 0 };
+                  WireRange r = { v.offset, sp->count, g->nplayers - 1, sp, NULL, fp->statistic };
                   g_array_append_val (g->ww[w].ranges, r);
                 }
               g_array_append_val (g->views, v);

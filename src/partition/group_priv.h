@@ -55,7 +55,7 @@ typedef struct {
   ShoalParam *sub;        /* a local worker's param (its grad and values), else NULL */
   float *land;            /* leader, remote batch-split part: the gradient's buffer (the
                            * ParamSum's priv); NULL: added into the store's grads */
-  gboolean values_back;   /* lr_scale 0: forward writes the values, they travel back */
+  gboolean values_back;   /* a statistic: forward writes the values, they travel back */
 } WireRange;
 
 /* Spread groups: what the wire knows of one worker of the group. */

@@ -301,7 +301,9 @@ shoal_liveness_learn (ShoalLiveness *lv, int from, const guint8 *list, gsize len
         continue;
       Peer *p = &lv->peers[rank];
       p->demoted = TRUE;
-      if (rank == lv->self)
+      /* a rank's word about itself says it was lost once (a restarted
+       * process that rejoined demotes itself), not that it is lost */
+      if (rank == lv->self || rank == from)
         continue;
       /* the process the peer lost is the one known here (or none is) */
       gboolean same = p->incarnation == 0 || inc == 0 || inc == p->incarnation;

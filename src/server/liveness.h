@@ -100,7 +100,8 @@ void shoal_liveness_check (ShoalLiveness *lv, gint64 now_us);
 GBytes *shoal_liveness_lost_list (ShoalLiveness *lv);
 /* A peer's list (from rank `from`): a pair of the incarnation this table
  * knows (or of a rank never heard) makes the rank lost here too; the
- * rank is demoted either way.  Malformed lists are ignored. */
+ * rank is demoted either way.  `from`'s pair about itself only demotes
+ * it (a rejoined process lists itself).  Malformed lists are ignored. */
 void shoal_liveness_learn (ShoalLiveness *lv, int from, const guint8 *list, gsize len);
 
 ShoalRankState shoal_liveness_state (ShoalLiveness *lv, int rank);

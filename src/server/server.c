@@ -122,7 +122,8 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   for (int i = 0; i < opts->nslices; i++)
     {
       Slice *s = &server->slices[i];
-      shoal_slice_range (layout->total, opts->nslices, i, &s->begin, &s->end);
+      /* statistics (the store's tail past served) are the units' own */
+      shoal_slice_range (layout->served, opts->nslices, i, &s->begin, &s->end);
       g_mutex_init (&s->lock);
       g_cond_init (&s->changed);
       if (server->opts.ssp_units > 0)

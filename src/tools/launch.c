@@ -35,6 +35,7 @@
 #include "cluster/layout.h"
 #include "server/heartbeat.h"
 #include "tools/commands.h"
+#include "worker/net_check.h"
 #include "worker/runner.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
@@ -505,6 +506,10 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
     threads += (int) layout->procs[r].workers->len;
   if (!shoal_cluster_check_host_procs (job->conf, &layout->conf, layout->nprocs, threads,
                                        (int) g_get_num_processors (), o->oversubscribe, "--oversubscribe", &error))
+    goto out;
+  /* the ranks build the net after the workspace is taken: a net they
+   * cannot build must fail here, before an earlier run is moved aside */
+  if (!shoal_job_check_net (job, &error))
     goto out;
   if (pipe2 (L.beat, O_CLOEXEC | O_NONBLOCK) != 0)
     {

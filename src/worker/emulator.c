@@ -791,7 +791,7 @@ build_servers (Emu *e, GError **error)
 {
   const ShoalClusterConf *c = &e->layout->conf;
   ShoalParamStore *layout_store = e->units[0].store;
-  e->nslices = shoal_runner_slice_count (e->layout, layout_store->total);
+  e->nslices = shoal_runner_slice_count (e->layout, layout_store->served);
   e->nsg = c->nserver_groups;
   if (e->layout->mode == SHOAL_UPDATE_SYNC && c->backup_workers > 0 && e->group_pushes)
     {

@@ -18,7 +18,8 @@ struct _ShoalMembership {
   ShoalRpcServer *rpc;          /* under lock */
   GArray *dropped;              /* int ranks dropped before attach, under lock */
   GError *fatal;                /* under lock: why this process stops the job */
-  GString *lost_groups;         /* under lock: "group 1 (rank 1: why)", ... */
+  GPtrArray *lost_groups;       /* under lock: "group 1 (rank 1: why)", ..., owned */
+  GArray *lost_ranks;           /* under lock: the rank of each (a rank that rejoins leaves the list) */
   gboolean *uses_server_group;  /* [nserver_groups]: this process's workers push there */
   gboolean *my_group;           /* [nworker_groups]: this process holds workers of it */
 };
@@ -119,8 +120,8 @@ on_lost (gpointer data, int rank, const char *why)
     {
       int g = g_array_index (p->workers, ShoalMember, 0).group;
       g_mutex_lock (&m->lock);
-      g_string_append_printf (m->lost_groups, "%sgroup %d (rank %d: %s)", m->lost_groups->len ? ", " : "", g,
-                              rank, why);
+      g_ptr_array_add (m->lost_groups, g_strdup_printf ("group %d (rank %d: %s)", g, rank, why));
+      g_array_append_val (m->lost_ranks, rank);
       g_mutex_unlock (&m->lock);
       g_message ("rank %d: group %d lost: %s %s; the others go on without it", m->o.rank, g, who, why);
       drop (m, rank);
@@ -141,6 +142,13 @@ on_rejoin (gpointer data, int rank)
   for (guint i = 0; i < m->dropped->len; i++)
     if (g_array_index (m->dropped, int, i) == rank)
       g_array_remove_index (m->dropped, i--);
+  /* its group is back: no longer among those the job goes on without */
+  for (guint i = 0; i < m->lost_ranks->len; i++)
+    if (g_array_index (m->lost_ranks, int, i) == rank)
+      {
+        g_array_remove_index (m->lost_ranks, i);
+        g_ptr_array_remove_index (m->lost_groups, i--);
+      }
   if (m->rpc != NULL)
     shoal_rpc_server_finished (m->rpc, rank, FALSE);
   g_mutex_unlock (&m->lock);
@@ -163,7 +171,8 @@ shoal_membership_start (const ShoalMembershipOptions *opts, GError **error)
   m->o = *opts;
   g_mutex_init (&m->lock);
   m->dropped = g_array_new (FALSE, FALSE, sizeof (int));
-  m->lost_groups = g_string_new (NULL);
+  m->lost_groups = g_ptr_array_new_with_free_func (g_free);
+  m->lost_ranks = g_array_new (FALSE, FALSE, sizeof (int));
   m->uses_server_group = g_new0 (gboolean, c->nserver_groups);
   m->my_group = g_new0 (gboolean, c->nworker_groups);
   const ShoalProcess *me = &l->procs[opts->rank];
@@ -232,7 +241,8 @@ shoal_membership_free (ShoalMembership *m)
   shoal_heartbeat_stop (m->heartbeat);
   shoal_liveness_free (m->liveness);
   g_array_free (m->dropped, TRUE);
-  g_string_free (m->lost_groups, TRUE);
+  g_ptr_array_free (m->lost_groups, TRUE);
+  g_array_free (m->lost_ranks, TRUE);
   g_clear_error (&m->fatal);
   g_free (m->uses_server_group);
   g_free (m->my_group);
@@ -314,9 +324,13 @@ shoal_membership_check (ShoalMembership *m, gboolean at_end, GError **error)
     }
   else if (at_end && m->lost_groups->len > 0 && m->o.layout->conf.all_groups_required)
     {
+      g_ptr_array_add (m->lost_groups, NULL);
+      char *list = g_strjoinv (", ", (char **) m->lost_groups->pdata);
+      g_ptr_array_remove_index (m->lost_groups, m->lost_groups->len - 1);
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_LOST,
                    "worker groups lost: %s; the others finished, but [cluster] all_groups_required = true "
-                   "fails the job (false: it ends without them)", m->lost_groups->str);
+                   "fails the job (false: it ends without them)", list);
+      g_free (list);
       ok = FALSE;
     }
   g_mutex_unlock (&m->lock);
@@ -329,7 +343,13 @@ shoal_membership_lost_groups (ShoalMembership *m)
   if (m == NULL)
     return NULL;
   g_mutex_lock (&m->lock);
-  char *s = m->lost_groups->len > 0 ? g_strdup (m->lost_groups->str) : NULL;
+  char *s = NULL;
+  if (m->lost_groups->len > 0)
+    {
+      g_ptr_array_add (m->lost_groups, NULL);
+      s = g_strjoinv (", ", (char **) m->lost_groups->pdata);
+      g_ptr_array_remove_index (m->lost_groups, m->lost_groups->len - 1);
+    }
   g_mutex_unlock (&m->lock);
   return s;
 }

@@ -846,7 +846,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   int batch = input != NULL ? shoal_tensor_rows (&input->out) : 0;
   if (!follower)
     shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
-  p.nslices = shoal_runner_slice_count (p.layout, shoal_group_net_params (p.layout_net)->total);
+  p.nslices = shoal_runner_slice_count (p.layout, shoal_group_net_params (p.layout_net)->served);
   if (!opts->quiet && rank == 0)
     {
       g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d per worker, updater %s, lr %g, %d slices",

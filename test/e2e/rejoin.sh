@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# `shoal run --rejoin` (asynchronous schemes, [cluster]
+# all_groups_required = false): a worker group's process killed with
+# SIGKILL while the others train is restarted by the launcher and rejoins
+# the running job with the current values, and the job ends with exit 0
+# and every group tested at the final step:
+#  1. Downpour: the restarted group pulls the servers' values;
+#  2. Hogwild: the restarted rank (workers and their servers) takes its
+#     slices from their masters.  Before the fix the survivor learned
+#     from the rejoined process's own replies (it lists itself as lost
+#     once) that it was lost, and dropped it again half a second after
+#     each of its 3 restarts.
+# "With the current values": the restarted group's first train line
+# (step 20 again) has a lower loss than the first process's step 20.
+# Group 0 sleeps 15 ms a step (a test hook), so the others still train
+# when group 1 is killed.  Every run is bounded by timeout(1).
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+source test/e2e/lib/topology.sh   # TOPOLOGY_ARGS, fail
+dir=$(mktemp -d)
+launcher=
+cleanup() {
+  [ -n "$launcher" ] && kill "$launcher" 2>/dev/null
+  local pids
+  pids=$(pgrep -f -- "$dir/" || true)
+  [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+case_rejoin () {  # SCHEME
+  local name=$1 ws=$dir/$1 rc=0
+  SHOAL_INJECT_STEP_DELAY=0:15 timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf \
+    --topology "conf/$name.conf" "${TOPOLOGY_ARGS[@]}" -o job.disp_freq=20 -o cluster.all_groups_required=false \
+    -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -q --rejoin --workspace "$ws" \
+    >"$dir/$name.out" 2>"$dir/$name.err" &
+  launcher=$!
+  local trained=0
+  for _ in $(seq 600); do   # group 1's first train line (bounded: 60 s)
+    grep -q '"group":1,"worker":0,"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && { trained=1; break; }
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ "$trained" -eq 1 ] || { cat "$dir/$name.err"; fail "$name: group 1 never trained"; }
+  local pid
+  pid=$(pgrep -f -- "proc $ws/job.conf --rank 1 " | head -1)
+  [ -n "$pid" ] || fail "$name: no rank 1 process"
+  kill -KILL "$pid"
+  wait "$launcher" || rc=$?
+  launcher=
+  cat "$dir/$name.out"
+  grep -v '^\*\*' "$dir/$name.err" | grep -v '^$' || true
+  [ "$rc" -ne 124 ] || fail "$name: hung (timeout)"
+  [ "$rc" -eq 0 ] || fail "$name: exit $rc"
+  grep -qF "killed by signal 9 (Killed); restarting it to rejoin the running job (restart 1 of 3)" "$dir/$name.err" \
+    || fail "$name: no restart to rejoin"
+  grep -q "restart 2 of 3" "$dir/$name.err" && fail "$name: the rejoined process was lost again"
+  grep -qE "^rank 1 \(2 workers of group 1(, 2 servers)?\): exit 0 \(restarted, rejoined the job\)$" "$dir/$name.out" \
+    || fail "$name: rank 1 did not end rejoined"
+  # a process that heard the rank come back does not list its group among the lost
+  [ "$name" != hogwild ] || ! grep -q "worker groups lost and dropped: group 1" "$dir/$name.out" \
+    || fail "$name: rank 0 still counts the rejoined group as lost"
+  /usr/bin/python3 - "$ws/metrics.jsonl" <<'PY' || fail "$name: metrics"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+first20 = [r["loss"] for r in lines if r.get("group") == 1 and r["phase"] == "train" and r["step"] == 20]
+assert len(first20) == 2, ("two step-20 lines of group 1 (the killed process, the rejoined one)", first20)
+assert first20[1] < first20[0], ("the rejoined group did not start from the current values", first20)
+for g in (0, 1):
+    test = [r for r in lines if r.get("group") == g and r["phase"] == "test"]
+    assert test and test[-1]["step"] == 600 and test[-1]["accuracy"] >= 0.78, (g, test[-1:])
+    print("group %d: test accuracy %.4f at step 600" % (g, test[-1]["accuracy"]))
+print("group 1's step 20: loss %.3f, rejoined %.3f" % tuple(first20))
+PY
+  if pgrep -f -- "$ws/" >/dev/null; then pgrep -fa -- "$ws/"; fail "$name: processes left behind"; fi
+  echo "$name: ok"
+}
+
+case_rejoin downpour
+case_rejoin hogwild
+echo "rejoin: ok"
