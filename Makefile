@@ -340,7 +340,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh sandblaster.sh partition.sh spread.sh rnn.sh rbm.sh; do \
+	for b in run.sh rpc.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 

@@ -47,7 +47,7 @@ die () { echo "bench/gpu: $*" >&2; exit 1; }
 build_gpu_train () {
   mkdir -p "$B/bench" || return 1
   # shellcheck disable=SC2046,SC2086
-  ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -I"$B/gen" $(pkg-config --cflags $PKGS) \
+  ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc -I"$B/gen" $(pkg-config --cflags $PKGS) \
     bench/gpu_train.c -o "$B/bench/gpu_train" "$B/libshoal.a" $(pkg-config --libs $PKGS) \
     ${SHOAL_CUDA_LDFLAGS:-} -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcudnn -lcublas -lcudart \
     -lstdc++ -lm -lpthread

@@ -11,3 +11,24 @@ PY
 }
 
 median () { sort -g | awk '{ v[NR] = $1 } END { print NR ? (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) : "-" }'; }
+
+# Busy jiffies of all CPUs (user nice system irq softirq).
+busy_jiffies () { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
+# other_cpus CMD...: runs CMD (its output thrown away) and prints the CPUs
+# that other processes of this machine kept busy on average meanwhile (0:
+# a quiet machine, 1: a neighbour had a whole core).  Returns CMD's status.
+other_cpus () {
+  local tf b0 b1 rc hz
+  hz=$(getconf CLK_TCK)
+  tf=$(mktemp)
+  b0=$(busy_jiffies)
+  /usr/bin/time -f '%U %S %e' -o "$tf" "$@" >/dev/null 2>&1
+  rc=$?
+  b1=$(busy_jiffies)
+  tail -n 1 "$tf" | awk -v b0="$b0" -v b1="$b1" -v hz="$hz" '{
+      other = $3 > 0 ? ((b1 - b0) / hz - $1 - $2) / $3 : 0
+      printf "%.2f\n", other < 0 ? 0 : other }'
+  rm -f "$tf"
+  return $rc
+}

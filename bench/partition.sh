@@ -12,7 +12,7 @@ PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
 [ -f "$BUILD/libshoal.a" ] || { echo "bench/partition.sh: $BUILD/libshoal.a missing; run make" >&2; exit 1; }
 mkdir -p "$BUILD/bench"
 # shellcheck disable=SC2046
-cc -std=c11 -O2 -D_GNU_SOURCE -Isrc -I"$BUILD/gen" $(pkg-config --cflags $PKGS) \
+cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude -Isrc -I"$BUILD/gen" $(pkg-config --cflags $PKGS) \
   bench/partition.c -o "$BUILD/bench/partition" "$BUILD/libshoal.a" $(pkg-config --libs $PKGS) -lm -lpthread
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these cores)"
 "$BUILD/bench/partition" "$STEPS" "${3:-5}"

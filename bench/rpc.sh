@@ -7,7 +7,10 @@
 # where a 16 MiB push+pull spends its time.
 #
 # Usage: bench/rpc.sh [BUILD_DIR]          (default: build; needs BUILD_DIR/libshoal.a)
+# Both server modes: sync (Sandblaster's; replies sent straight from the
+# server's values) and async (Downpour's; replies copied first).
 # Knobs: BENCH_RPC_RUNS=3  BENCH_RPC_SIZES=1,4,16  BENCH_RPC_SECONDS=0.6 (per kind and size)
+#        BENCH_RPC_MODES="sync async"
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -15,6 +18,7 @@ BUILD=${1:-build}
 RUNS=${BENCH_RPC_RUNS:-3}
 SIZES=${BENCH_RPC_SIZES:-1,4,16}
 SECONDS_PER=${BENCH_RPC_SECONDS:-0.6}
+MODES=${BENCH_RPC_MODES:-sync async}
 OUT=$BUILD/bench
 LOGS=$OUT/logs
 PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
@@ -25,7 +29,7 @@ die () { echo "bench/rpc: $*" >&2; exit 1; }
 mkdir -p "$OUT" "$LOGS" || die "cannot create $OUT"
 BIN=$OUT/rpc_throughput
 # shellcheck disable=SC2046  # pkg-config prints several flags
-"${CC:-cc}" -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Isrc -I"$BUILD/gen" \
+"${CC:-cc}" -std=c11 -O2 -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -I"$BUILD/gen" \
   $(pkg-config --cflags $PKGS) bench/rpc_throughput.c -o "$BIN" \
   "$BUILD/libshoal.a" $(pkg-config --libs $PKGS) -lm -lpthread ||
   die "cannot build $BIN"
@@ -33,13 +37,17 @@ BIN=$OUT/rpc_throughput
 LOG=$LOGS/rpc_throughput.log
 : >"$LOG"
 for r in $(seq 1 "$RUNS"); do
-  G_MESSAGES_DEBUG= "$BIN" --sizes "$SIZES" --seconds "$SECONDS_PER" >>"$LOG" 2>&1 ||
-    die "run $r failed, see $LOG"
+  for mode in $MODES; do
+    G_MESSAGES_DEBUG= "$BIN" --sizes "$SIZES" --seconds "$SECONDS_PER" --mode "$mode" >>"$LOG" 2>&1 ||
+      die "run $r ($mode) failed, see $LOG"
+  done
 done
 
 echo "Parameter service vs raw TCP on loopback (bench/rpc_throughput.c; median of $RUNS runs," \
      "each a median over operations; MiB/s of slice bytes both ways):"
-printf '%8s %14s %14s %14s %14s %8s %8s %8s\n' "slice" "rpc push+pull" "rpc put+pull" \
+echo "ratios: rpc / raw of each run (operations interleaved within it), median [min-max] over the runs;" \
+     "target >= 0.9 for push+pull at every size"
+printf '%6s %8s %14s %14s %14s %14s %-17s %5s %-17s\n' "mode" "slice" "rpc push+pull" "rpc put+pull" \
   "rpc push_pull" "raw push+pull" "ratio" "put" "1 call"
 awk '
   function med(list,   n, v, i, j, t) {
@@ -48,20 +56,31 @@ awk '
     return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
   }
   /^rpc_throughput / {
-    size = ""
+    size = ""; mode = ""
     for (i = 2; i <= NF; i++) {
       split($i, kv, "=")
-      if (kv[1] == "size_mib") { size = kv[2]; if (!(size in seen)) { seen[size] = 1; order[++ns] = size } }
+      if (kv[1] == "mode") mode = kv[2]
+      else if (kv[1] == "size_mib") {
+        size = mode " " kv[2]
+        if (!(size in seen)) { seen[size] = 1; order[++ns] = size }
+      }
       else vals[size, kv[1]] = vals[size, kv[1]] " " kv[2]
     }
+  }
+  function range(list,   n, v, i, lo, hi) {
+    n = split(list, v, " "); lo = hi = v[1]
+    for (i = 2; i <= n; i++) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
+    return sprintf("[%.2f-%.2f]", lo, hi)
   }
   END {
     for (s = 1; s <= ns; s++) {
       z = order[s]
-      printf "%6s MiB %14.0f %14.0f %14.0f %14.0f %8.2f %8.2f %8.2f\n", z,
+      split(z, mz, " ")
+      printf "%6s %4s MiB %14.0f %14.0f %14.0f %14.0f %5.2f %-11s %5.2f %5.2f %-11s\n", mz[1], mz[2],
         med(vals[z, "rpc_push_pull"]), med(vals[z, "rpc_put_pull"]), med(vals[z, "rpc_pushpull_call"]),
-        med(vals[z, "raw_push_pull"]), med(vals[z, "ratio_push_pull"]),
-        med(vals[z, "ratio_put_pull"]), med(vals[z, "ratio_pushpull_call"])
+        med(vals[z, "raw_push_pull"]), med(vals[z, "ratio_push_pull"]), range(vals[z, "ratio_push_pull"]),
+        med(vals[z, "ratio_put_pull"]), med(vals[z, "ratio_pushpull_call"]),
+        range(vals[z, "ratio_pushpull_call"])
     }
   }' "$LOG"
 echo "stock c_glib client (ThriftSocket + ThriftBufferedTransport) pulling the same slices, MiB/s:" \
@@ -69,6 +88,8 @@ echo "stock c_glib client (ThriftSocket + ThriftBufferedTransport) pulling the s
                if (kv[1] == "size_mib") { z = kv[2]; if (!(z in s)) o[++n] = z }
                if (kv[1] == "stock_pull") s[z] = s[z] " " kv[2] } }
              END { for (i = 1; i <= n; i++) printf "%s MiB:%s; ", o[i], s[o[i]] }' "$LOG")"
-echo "Where one push+pull of the largest slice goes (ms, medians; last run):"
-grep '^rpc_breakdown' "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/_ms=/ /p' | \
-  awk '{ printf "  %-16s %8s\n", $1, $2 }'
+for mode in $MODES; do
+  echo "Where one push+pull of the largest slice goes, $mode server (ms, medians; last run):"
+  grep "^rpc_breakdown mode=$mode " "$LOG" | tail -n 1 | tr ' ' '\n' | sed -n 's/_ms=/ /p' | \
+    awk '{ printf "  %-16s %8s\n", $1, $2 }'
+done

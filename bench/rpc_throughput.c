@@ -22,7 +22,15 @@
  * medians make the figures robust to bursts of such load.  Then, for the
  * largest size, where a push+pull's time goes, also as medians.
  *
- * Usage: rpc_throughput [--sizes 1,4,16] [--seconds 1] [--kinds K,...] [--no-breakdown]
+ * The server runs in --mode sync (Sandblaster's: a push of step t makes
+ * version t + 1; its values stay put until the next step, so replies are
+ * sent straight from them) or async (Downpour's: every push applied as it
+ * comes; replies are copied under the slice's lock first).  The update
+ * runs on --threads threads (default: the machine's cores), as in a
+ * process of servers, whose plan gives its loops every core.
+ *
+ * Usage: rpc_throughput [--sizes 1,4,16] [--seconds 1] [--kinds K,...] [--mode sync|async] [--threads N]
+ *                       [--no-breakdown]
  * Output: one "rpc_throughput ..." line per size (key=value), then
  * "rpc_breakdown ..." lines. */
 #include <errno.h>
@@ -41,6 +49,7 @@
 #include <thrift/c_glib/transport/thrift_buffered_transport.h>
 #include <thrift/c_glib/transport/thrift_socket.h>
 
+#include "core/parallel.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/rpc_types.h"
@@ -252,7 +261,7 @@ stock_pull (Stock *s, const char *token, float *dst, size_t n)
   ShoalParamError *perr = NULL;
   GError *error = NULL;
 
-  if (!shoal_param_service_if_pull (s->client, &ret, token, 0, 0, 10000, &perr, &error)
+  if (!shoal_param_service_if_pull (s->client, &ret, token, 0, 0, 10000, 0, &perr, &error)
       || ret->values == NULL || ret->values->len != n * sizeof (float))
     die ("stock pull", error);
   memcpy (dst, ret->values->data, n * sizeof (float));
@@ -285,7 +294,8 @@ typedef struct {
   Stock stock;
   float *grad, *dst;
   size_t n;
-  gint64 version;
+  gint64 version;   /* the slice's version: the step of the next push */
+  ShoalServer *server;
 } Ctx;
 
 static void
@@ -297,17 +307,17 @@ one (Ctx *c, Kind k)
   switch (k)
     {
     case K_PUSH_PULL:
-      if (!shoal_rpc_client_push (c->rpc, 0, c->grad, c->n, 0, &error)
-          || !shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, 0, NULL, &error))
+      if (!shoal_rpc_client_push (c->rpc, 0, c->grad, c->n, c->version++, &error)
+          || !shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, c->version, NULL, &error))
         die ("push+pull", error);
       break;
     case K_PUT_PULL:
       if (!shoal_rpc_client_put (c->rpc, 0, c->grad, c->n, ++c->version, &error)
-          || !shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, 0, NULL, &error))
+          || !shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, c->version, NULL, &error))
         die ("put+pull", error);
       break;
     case K_PUSH_PULL_ONE:
-      if (!shoal_rpc_client_push_pull (c->rpc, 0, c->grad, c->dst, c->n, 0, NULL, &error))
+      if (!shoal_rpc_client_push_pull (c->rpc, 0, c->grad, c->dst, c->n, c->version++, NULL, &error))
         die ("push_pull", error);
       break;
     case K_RAW:
@@ -357,13 +367,13 @@ piece (Ctx *c, ShoalServer *server, Piece p)
   switch (p)
     {
     case B_RPC_PUSH:
-      ok = shoal_rpc_client_push (c->rpc, 0, c->grad, c->n, 0, &error);
+      ok = shoal_rpc_client_push (c->rpc, 0, c->grad, c->n, c->version++, &error);
       break;
     case B_RAW_PUSH:
       raw_push (c->raw_fd, c->grad, bytes);
       break;
     case B_SERVER_UPDATE:
-      ok = shoal_server_push (server, 0, c->grad, c->n, 0, &error);
+      ok = shoal_server_push (server, 0, c->grad, c->n, c->version++, &error);
       break;
     case B_RPC_PULL:
       ok = shoal_rpc_client_pull (c->rpc, 0, c->dst, c->n, 0, NULL, &error);
@@ -410,15 +420,19 @@ piece_ms (Ctx *c, ShoalServer *server, Piece p, int reps)
 int
 main (int argc, char **argv)
 {
-  char *sizes_arg = NULL, *kinds_arg = NULL;
+  char *sizes_arg = NULL, *kinds_arg = NULL, *mode_arg = NULL;
   gboolean breakdown = TRUE, no_breakdown = FALSE;
   double seconds = 1.0;
+  int threads = 0;
   GError *error = NULL;
   GOptionEntry entries[] = {
     { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes_arg, "slice sizes in MiB (1,4,16)", "LIST" },
     { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds per kind and size (1)", "S" },
     { "kinds", 0, 0, G_OPTION_ARG_STRING, &kinds_arg, "kinds to time (all), e.g. rpc_push_pull,raw_push_pull", "LIST" },
     { "no-breakdown", 0, 0, G_OPTION_ARG_NONE, &no_breakdown, "skip the breakdown", NULL },
+    { "mode", 0, 0, G_OPTION_ARG_STRING, &mode_arg, "the server's mode: sync (default) or async", "MODE" },
+    { "threads", 0, 0, G_OPTION_ARG_INT, &threads,
+      "threads of the server's update (default: the machine's cores, as a process of servers plans)", "N" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *octx = g_option_context_new ("- parameter service throughput vs raw TCP");
@@ -427,6 +441,7 @@ main (int argc, char **argv)
     die ("options", error);
   g_option_context_free (octx);
   breakdown = !no_breakdown;
+  gboolean sync = mode_arg == NULL || strcmp (mode_arg, "async") != 0;
   gboolean want[K_COUNT];
   for (int k = 0; k < K_COUNT; k++)
     {
@@ -445,6 +460,9 @@ main (int argc, char **argv)
   for (char **s = sizes; *s != NULL; s++)
     max_floats = MAX (max_floats, (size_t) (g_ascii_strtod (*s, NULL) * MIB) / sizeof (float));
 
+  /* a process of servers only (shoal_threads_apply with no workers)
+   * spreads its updates over every core */
+  shoal_parallel_set_threads (threads > 0 ? threads : (int) g_get_num_processors ());
   shoal_rpc_types_init ();
   for (char **s = sizes; *s != NULL; s++)
     {
@@ -458,7 +476,8 @@ main (int argc, char **argv)
       ShoalShape shape = shoal_shape_make (1, (int) n);
       ShoalInitSpec init = { 0 };
       ShoalUpdaterConf upd;
-      ShoalServerOptions so = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
+      ShoalServerOptions so = { .mode = sync ? SHOAL_UPDATE_SYNC : SHOAL_UPDATE_ASYNC,
+                                .sync_contributors = 1, .nslices = 1 };
       shoal_param_store_declare (layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
       g_assert_true (shoal_param_store_allocate (layout, NULL));
       shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
@@ -515,7 +534,7 @@ main (int argc, char **argv)
         }
       g_free (t);
 
-      printf ("rpc_throughput size_mib=%g", mb);
+      printf ("rpc_throughput mode=%s size_mib=%g", sync ? "sync" : "async", mb);
       for (int k = 0; k < K_COUNT; k++)
         if (want[k])
           printf (" %s=%.0f", kind_key[k], med[k]);
@@ -527,7 +546,7 @@ main (int argc, char **argv)
       if (s[1] == NULL && breakdown)
         {
           /* where the time of one push+pull of the largest slice goes */
-          printf ("rpc_breakdown size_mib=%g", mb);
+          printf ("rpc_breakdown mode=%s size_mib=%g", sync ? "sync" : "async", mb);
           for (int p = 0; p < B_COUNT; p++)
             printf (" %s=%.2f", piece_key[p], piece_ms (&c, server, (Piece) p, 31));
           printf ("\n");
@@ -548,5 +567,6 @@ main (int argc, char **argv)
   g_strfreev (sizes);
   g_free (sizes_arg);
   g_free (kinds_arg);
+  g_free (mode_arg);
   return 0;
 }

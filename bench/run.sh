@@ -18,8 +18,9 @@
 # Knobs (environment):
 #   BENCH_ONLY=torch|shoal      run one side only (default both)
 #   BENCH_MODELS="mlp cnn"      BENCH_THREADS="1 2"      BENCH_REPEATS=3
-#   BENCH_MLP_STEPS=500 BENCH_CNN_STEPS=200   timed steps per run
-#   BENCH_WARMUP_MLP=50 BENCH_WARMUP_CNN=25   untimed steps before them
+#                               (also: deep, SINGA's 784-2500-...-500-10 STanh MLP)
+#   BENCH_MLP_STEPS=500 BENCH_CNN_STEPS=200 BENCH_DEEP_STEPS=100   timed steps per run
+#   BENCH_WARMUP_MLP=50 BENCH_WARMUP_CNN=25 BENCH_WARMUP_DEEP=10  untimed steps before them
 #   BENCH_WINDOW=25     steps per rate sample (shoal's job.disp_freq); both
 #                       sides report the median rate of their windows
 #   BENCH_SHOAL_OPTS="-o job.x=y ..."         extra shoal overrides
@@ -37,8 +38,10 @@ SHOAL_OPTS=${BENCH_SHOAL_OPTS:-}
 OUT=$BUILD/bench
 LOGS=$OUT/logs
 
-steps_of () { case $1 in mlp) echo "${BENCH_MLP_STEPS:-500}" ;; cnn) echo "${BENCH_CNN_STEPS:-200}" ;; esac; }
-warmup_of () { case $1 in mlp) echo "${BENCH_WARMUP_MLP:-50}" ;; cnn) echo "${BENCH_WARMUP_CNN:-25}" ;; esac; }
+steps_of () { case $1 in mlp) echo "${BENCH_MLP_STEPS:-500}" ;; cnn) echo "${BENCH_CNN_STEPS:-200}" ;;
+                         deep) echo "${BENCH_DEEP_STEPS:-100}" ;; esac; }
+warmup_of () { case $1 in mlp) echo "${BENCH_WARMUP_MLP:-50}" ;; cnn) echo "${BENCH_WARMUP_CNN:-25}" ;;
+                          deep) echo "${BENCH_WARMUP_DEEP:-10}" ;; esac; }
 
 die () { echo "bench: $*" >&2; exit 1; }
 
@@ -240,14 +243,22 @@ best_mode () {
   echo "$best"
 }
 ratio () { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == "" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+# Ratios of interleaved pairs: run r of setup $1 over run r of setup $2
+# (each rep ran both back to back), as "median [min-max]".
+pair_ratio () {
+  paste -d' ' <(cut -d' ' -f1 <<<"${RES[$1]:-}") <(cut -d' ' -f1 <<<"${RES[$2]:-}") |
+    awk 'NF == 2 && $2 > 0 { print $1 / $2 }' | stats |
+    awk '$1 == "-" { print "-"; next } { printf "%.2f [%.2f-%.2f]", $1, $2, $3 }'
+}
 pct () { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == "" || b == 0) print "-"; else printf "%.0f%%", 100 * a / b }'; }
 
-FMT='%-5s %3s  %-24s %-24s %5s %9s %9s %5s  %s\n'
+FMT='%-5s %3s  %-24s %-24s %5s %-18s %9s %9s %5s  %s\n'
 echo
-echo "samples/s: median of $REPEATS runs [min-max], batch 64, $CORES cores;"
+echo "samples/s: median of $REPEATS runs [min-max], batch 64, $CORES cores; ratio: of the medians;"
+echo "pairs: shoal / torch of each interleaved pair, median [min-max];"
 echo "other: CPUs kept busy by other processes during the runs (median; 0 = quiet machine)"
 # shellcheck disable=SC2059
-printf "$FMT" model thr "shoal samples/s" "torch samples/s" ratio "shoal RSS" "torch RSS" other \
+printf "$FMT" model thr "shoal samples/s" "torch samples/s" ratio "pairs" "shoal RSS" "torch RSS" other \
   "best torch setup"
 for model in $MODELS; do
   for t in $THREADS; do
@@ -257,13 +268,14 @@ for model in $MODELS; do
     # shellcheck disable=SC2046,SC2059
     printf "$FMT" "$model" "$t" "$(show $(col_stats "shoal $model $t" 1))" \
       "$(show $(col_stats "torch-${best:-none} $model $t" 1))" "$(ratio "$s" "$b")" \
+      "$(pair_ratio "shoal $model $t" "torch-${best:-none} $model $t")" \
       "$(mib "$(med "shoal $model $t" 2)")" "$(mib "$(med "torch-${best:-none} $model $t" 2)")" \
       "$(other_med "shoal $model $t" "torch-${best:-none} $model $t")" \
       "${best:+$(mode_label "$best" "$t")}"
     for mode in $(torch_modes "$t"); do
       [ "$mode" = "$best" ] && continue
       # shellcheck disable=SC2046,SC2059
-      printf "$FMT" "" "" "" "$(show $(col_stats "torch-$mode $model $t" 1))" "" "" \
+      printf "$FMT" "" "" "" "$(show $(col_stats "torch-$mode $model $t" 1))" "" "" "" \
         "$(mib "$(med "torch-$mode $model $t" 2)")" "$(other_med "torch-$mode $model $t")" \
         "(other setup: $(mode_label "$mode" "$t"))"
     done

@@ -47,7 +47,8 @@ DATA_KEYS = ("batch_size", "scale", "mean", "std")   # keys of the input layer
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    p.add_argument("--model", choices=("mlp", "cnn", "deep"), default="mlp",
+                   help="mlp, cnn, or deep (SINGA's 784-2500-2000-1500-1000-500-10 STanh MLP)")
     p.add_argument("--threads", type=int, default=1,
                    help="cores the run may use (OpenBLAS threads)")
     p.add_argument("--mode", choices=("omp", "blas"), default="omp",
@@ -164,7 +165,8 @@ def lr_schedule(hp):
 
 def check_architecture(groups, model, conf):
     """Warns when the conf's layer widths differ from the model built here."""
-    want = {"mlp": [1024, 1024, 10], "cnn": [20, 50, 500, 10]}[model]
+    want = {"mlp": [1024, 1024, 10], "cnn": [20, 50, 500, 10],
+            "deep": [2500, 2000, 1500, 1000, 500, 10]}[model]
     got = []
     for name, g in groups.items():
         if name.startswith("layer ") and "num_output" in g:
@@ -206,7 +208,7 @@ def load(torch, data_dir, split, model):
     # records: the run neither gets free preprocessing nor holds 188 MB of
     # floats.
     xs = torch.from_numpy(x.copy())
-    xs = xs.reshape(-1, 784) if model == "mlp" else xs.reshape(-1, 1, 28, 28)
+    xs = xs.reshape(-1, 784) if model != "cnn" else xs.reshape(-1, 1, 28, 28)
     return xs, torch.from_numpy(y.astype("int64"))
 
 
@@ -215,6 +217,18 @@ def batch(x, i, n, hp):
 
 
 def build(nn, model):
+    if model == "deep":
+        import torch
+
+        class STanh(nn.Module):
+            """shoal's stanh: 1.7159 tanh(2x/3) (LeCun)."""
+            def forward(self, x):
+                return 1.7159 * torch.tanh(x * (2.0 / 3.0))
+        widths = [784, 2500, 2000, 1500, 1000, 500]
+        layers = []
+        for a, b in zip(widths, widths[1:]):
+            layers += [nn.Linear(a, b), STanh()]
+        return nn.Sequential(*layers, nn.Linear(500, 10))
     if model == "mlp":
         return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(),
                              nn.Linear(1024, 1024), nn.ReLU(),

@@ -175,12 +175,14 @@ test_param_client (void)
       ShoalParamStore *store = store_of ("wide/weight", &shape);
       g_assert_true (shoal_param_store_allocate (store, &error));
       cap_address_space (64 * MiB);
-      g_assert_null (shoal_param_client_new (store, 2, SHOAL_UPDATE_ASYNC, &error));
+      ShoalParamClient *client = shoal_param_client_new (store, 2, SHOAL_UPDATE_ASYNC);
+      g_assert_false (shoal_param_client_set_codecs (client, SHOAL_CODEC_FP32, SHOAL_CODEC_1BIT, &error));
       g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
       g_assert_cmpstr (error->message, ==,
-                       "param client: send buffer of 2 params (largest: wide/weight 32768x1024, 128.0 MiB): "
+                       "param client: gradient residuals of 2 params (largest: wide/weight 32768x1024, 128.0 MiB): "
                        "out of memory allocating 134217792 bytes (128.0 MiB)");
       g_error_free (error);
+      shoal_param_client_free (client);
       shoal_param_store_free (store);
       uncap_address_space ();
       return;

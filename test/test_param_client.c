@@ -36,7 +36,7 @@ static ShoalParamClient *
 connect_local (ShoalParamStore *store, ShoalServer *server, ShoalUpdateMode mode)
 {
   GError *error = NULL;
-  ShoalParamClient *c = shoal_param_client_new (store, 4, mode, NULL);
+  ShoalParamClient *c = shoal_param_client_new (store, 4, mode);
   for (int s = 0; s < 4; s++)
     shoal_param_client_route_local (c, s, server);
   g_assert_true (shoal_param_client_start (c, &error));

@@ -395,6 +395,49 @@ dim_of (ShoalGroupNet *g, const char *name)
   g_assert_not_reached ();
 }
 
+/* partition_dim = auto: dense layers whose weights outweigh twice their
+ * batch of inputs by feature, with the element-wise layers after them;
+ * the rest by batch; a group spread over processes all by batch. */
+static const char wide_text[] =
+  "[layer in]\ntype = feed\nshape = 22, 20\nnum_classes = 7\n"
+  "[layer fc1]\ntype = dense\nsrc = in\nnum_output = 64\n"
+  "[layer relu1]\ntype = relu\nsrc = fc1\n"
+  "[layer fc2]\ntype = dense\nsrc = relu1\nnum_output = 64\n"
+  "[layer act2]\ntype = tanh\nsrc = fc2\n"
+  "[layer fc3]\ntype = dense\nsrc = act2\nnum_output = 7\n"
+  "[layer loss]\ntype = softmax_loss\nsrc = fc3, in\n"
+  "[layer accuracy]\ntype = accuracy\nsrc = fc3, in\n";
+
+static void
+test_auto (void)
+{
+  char *text = with_dims (wide_text, NULL, "auto");
+  Pair p;
+  pair_init (&p, text, 2, 1);
+  g_assert_cmpint (dim_of (p.group, "in"), ==, -1);
+  g_assert_cmpint (dim_of (p.group, "fc1"), ==, 1);
+  g_assert_cmpint (dim_of (p.group, "relu1"), ==, 1);
+  g_assert_cmpint (dim_of (p.group, "fc2"), ==, 1);
+  g_assert_cmpint (dim_of (p.group, "act2"), ==, 1);
+  g_assert_cmpint (dim_of (p.group, "fc3"), ==, 0);
+  g_assert_cmpint (dim_of (p.group, "loss"), ==, 0);
+  pair_clear (&p);
+  /* the gradients of the unsplit net, in one process and spread */
+  check_equivalent (wide_text, NULL, "auto", "wide auto");
+  /* spread over processes: all by batch, so each worker runs a plain net */
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (text, "test.conf", &error);
+  g_assert_no_error (error);
+  gboolean batch_only = FALSE;
+  g_assert_true (shoal_partition_batch_only (conf, 2, &batch_only, &error));
+  g_assert_no_error (error);
+  g_assert_true (batch_only);
+  shoal_conf_free (conf);
+  /* an LeNet's dense layer by feature, its convolutions by batch */
+  check_equivalent (cnn_text, NULL, "auto", "cnn auto");
+  g_free (text);
+}
+
 static void
 test_mlp_batch (void)
 {
@@ -973,6 +1016,7 @@ main (int argc, char **argv)
   g_test_add_func ("/partition/mlp-batch", test_mlp_batch);
   g_test_add_func ("/partition/mlp-feature", test_mlp_feature);
   g_test_add_func ("/partition/mlp-hybrid", test_mlp_hybrid);
+  g_test_add_func ("/partition/auto", test_auto);
   g_test_add_func ("/partition/mlp-batch-input", test_mlp_batch_input);
   g_test_add_func ("/partition/batchnorm", test_batchnorm);
   g_test_add_func ("/partition/cnn-batch", test_cnn_batch);

@@ -279,6 +279,67 @@ test_round_trip (void)
   env_stop (&env);
 }
 
+/* Encoded gradients and values: the server applies what the codec
+ * decodes to, and answers in the codec asked for; a wrong length, an
+ * unknown codec or a quantised codec for values is refused. */
+static void
+test_codecs (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 2, .floats = 3000 };
+  Env env;
+  GError *error = NULL;
+  gint64 version = -1;
+
+  env_start (&env, &conf);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 5000);
+  size_t b, n = slice_len (&env, 1, &b);
+  float *grad = g_new (float, n), *decoded = g_new (float, n), *got = g_new (float, n);
+  float *want = g_new (float, n), *vals = g_new (float, n);
+  for (ShoalCodec gc = SHOAL_CODEC_FP32; gc < SHOAL_CODEC_COUNT; gc++)
+    for (ShoalCodec vc = SHOAL_CODEC_FP32; vc <= SHOAL_CODEC_BF16; vc++)
+      {
+        value_pattern (vals, n, (int) gc);
+        g_assert_true (shoal_rpc_client_put (c, 1, vals, n, 0, &error));
+        for (size_t i = 0; i < n; i++)
+          grad[i] = (float) ((int) (i % 7) - 3) * 0.375f;
+        guint8 *wire = g_malloc (shoal_codec_bytes (gc, n));
+        shoal_codec_encode (gc, grad, NULL, n, wire);
+        g_assert_true (shoal_codec_decode (gc, wire, shoal_codec_bytes (gc, n), decoded, n));
+        for (size_t i = 0; i < n; i++)
+          want[i] = vals[i] - LR * decoded[i];
+        /* what the values' codec makes of them */
+        guint8 *enc = g_malloc (shoal_codec_bytes (vc, n));
+        shoal_codec_encode (vc, want, NULL, n, enc);
+        g_assert_true (shoal_codec_decode (vc, enc, shoal_codec_bytes (vc, n), want, n));
+        g_assert_true (shoal_rpc_client_push_pull_coded (c, 1, wire, gc, got, vc, n, 0, NULL, &version, &error));
+        g_assert_no_error (error);
+        g_assert_cmpint (version, ==, 1);
+        assert_floats_equal (got, want, n);
+        g_free (wire);
+        g_free (enc);
+      }
+
+  /* refusals: the server keeps serving */
+  guint8 *wire = g_malloc0 (n * sizeof (float));
+  g_assert_false (shoal_rpc_client_push_coded (c, 1, wire, SHOAL_CODEC_FP16, n - 1, 0, NULL, &error));
+  assert_error_has (error, "not a fp16 encoding");
+  g_clear_error (&error);
+  g_assert_false (shoal_rpc_client_push_pull_coded (c, 1, wire, SHOAL_CODEC_FP32, got, SHOAL_CODEC_1BIT, n, 0,
+                                                    NULL, &version, &error));
+  assert_error_has (error, "values cannot be sent as codec 4");
+  g_clear_error (&error);
+  g_free (wire);
+  assert_serves (&env, 1);
+
+  g_free (grad);
+  g_free (decoded);
+  g_free (got);
+  g_free (want);
+  g_free (vals);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+}
+
 /* A 4 MiB slice both ways, through the zero-copy paths. */
 static void
 test_large_slice (void)
@@ -1383,6 +1444,7 @@ main (int argc, char **argv)
   g_log_set_default_handler (log_handler, NULL);
   g_test_add_func ("/rpc/round-trip", test_round_trip);
   g_test_add_func ("/rpc/large-slice", test_large_slice);
+  g_test_add_func ("/rpc/codecs", test_codecs);
   g_test_add_func ("/rpc/sync-two-workers", test_sync_two_workers);
   g_test_add_func ("/rpc/async-each-push", test_async_each_push);
   g_test_add_func ("/rpc/apply-delta-and-stats", test_apply_delta_and_stats);

@@ -118,7 +118,7 @@ test_pull_keeps_statistics (void)
   size_t b, e;
   shoal_server_slice_range (server, 1, &b, &e);
   g_assert_cmpuint (e, ==, store->served);
-  ShoalParamClient *c = shoal_param_client_new (store, 2, SHOAL_UPDATE_SYNC, &error);
+  ShoalParamClient *c = shoal_param_client_new (store, 2, SHOAL_UPDATE_SYNC);
   g_assert_no_error (error);
   for (int s = 0; s < 2; s++)
     shoal_param_client_route_local (c, s, server);

@@ -12,6 +12,12 @@
  * receiver, so there is no call to fetch them.  Struct names starting
  * Bridge and ParamFault values 100..199 stay reserved for bridge data.
  * New calls keep argument 1 the token.
+ *
+ * Codecs (src/core/codec.h; [cluster] wire_grads, wire_values): grad_codec
+ * says how a gradient's bytes encode its floats, values_codec how the
+ * reply's values should (0 fp32, 1 fp16, 2 bf16, 3 2bit, 4 1bit; values
+ * take 0-2).  A slice's data must hold exactly the codec's bytes for the
+ * slice.  Old clients send neither: fp32.
  * Names avoid clashes with shoal's C types: ErrorCode and ServerStats
  * would generate ShoalErrorCode and ShoalServerStats. */
 namespace c_glib Shoal
@@ -68,12 +74,13 @@ service ParamService {
    * Under SSP ([cluster] staleness) the call returns once the slowest
    * unit is close enough (see push_pull). */
   void push (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
-             5: i64 base_version = -1, 6: i32 unit = -1)
+             5: i64 base_version = -1, 6: i32 unit = -1, 7: i32 grad_codec = 0)
     throws (1: ParamError err),
 
   /* Waits until the slice's version >= min_version, at most wait_ms
    * (then TIMEOUT), and returns the values. */
-  SliceValues pull (1: string token, 2: i32 slice, 3: i64 min_version, 4: i64 wait_ms)
+  SliceValues pull (1: string token, 2: i32 slice, 3: i64 min_version, 4: i64 wait_ms,
+                    5: i32 values_codec = 0)
     throws (1: ParamError err),
 
   /* push, then pull the first version that includes this gradient: the
@@ -84,7 +91,8 @@ service ParamService {
    * version.  Under SSP ([cluster] staleness = s) the reply waits until
    * every unit has pushed step - s. */
   SliceValues push_pull (1: string token, 2: i32 slice, 3: i64 step, 4: binary grad,
-                         5: i64 wait_ms, 6: i64 base_version = -1, 7: i32 unit = -1)
+                         5: i64 wait_ms, 6: i64 base_version = -1, 7: i32 unit = -1,
+                         8: i32 grad_codec = 0, 9: i32 values_codec = 0)
     throws (1: ParamError err),
 
   /* Replaces values and version (initial values, restored checkpoints). */
@@ -124,6 +132,30 @@ service ParamService {
    * that went on into `step` stop there too.  Where several stop steps
    * come, the lowest holds.  Nothing changes in ASYNC mode. */
   void stop_at (1: string token, 2: i64 step)
+    throws (1: ParamError err),
+
+  /* Shared memory for a worker on this server's host (src/rpc/shm_region.h):
+   * the caller offers its sealed region (pid, fd, bytes, nonce, host: its
+   * boot id), whose data holds its param values at float offset
+   * values_at and its gradients at float offset grads_at, both in the
+   * job's flat layout.  From then on push_pull_shm on this connection
+   * moves slices through it; the connection's end detaches it.  REFUSED
+   * (the caller stays on the socket) where the region cannot be opened
+   * from here or fails a check: another host, another PID namespace, a
+   * region too small, unsealed or not the one offered. */
+  void attach_shm (1: string token, 2: i32 pid, 3: i32 fd, 4: i64 bytes, 5: binary nonce,
+                   6: string host, 7: i64 values_at, 8: i64 grads_at)
+    throws (1: ParamError err),
+
+  /* push_pull (or, fetch false, push) of several slices with their
+   * gradients read from the attached region and their values written
+   * into it, in one round trip: every push first, then the values.
+   * slices: count little-endian i32, each once; base_versions: count
+   * little-endian i64, as push_pull's base_version.  Returns the versions
+   * of the values written (count little-endian i64; with fetch false, the
+   * versions the pushes made ready). */
+  binary push_pull_shm (1: string token, 2: binary slices, 3: i64 step, 4: i64 wait_ms,
+                        5: binary base_versions, 6: i32 unit, 7: bool fetch)
     throws (1: ParamError err),
 
   /* Liveness (src/server/liveness.h): process `rank` is alive.

@@ -35,6 +35,15 @@ const ShoalOption shoal_cluster_options[] = {
   { "async_lr", SHOAL_OPT_STRING, "groups", SHOAL_UNBOUNDED, "none|groups|staleness",
     "asynchronous schemes: lr of one update: groups = lr / pushing groups, none = lr (Dean et al.), "
     "staleness = lr / the update's staleness (Zhang et al. 2016)" },
+  { "shared_memory", SHOAL_OPT_STRING, "auto", SHOAL_UNBOUNDED, "auto|off",
+    "slices between processes on one host: auto = through shared memory where the server can "
+    "open the worker's region (the calls stay Thrift), else the socket; off = always the socket" },
+  { "wire_values", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|fp16|bf16",
+    "params a server sends a worker over a socket: fp32, or fp16 / bf16 (half the bytes; the servers "
+    "keep fp32)" },
+  { "wire_grads", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|fp16|bf16|2bit|1bit",
+    "gradients a worker sends a server over a socket: fp32, fp16, bf16, or quantised with error "
+    "feedback: 2bit (MXNet's, about 1/15 of the bytes), 1bit (CNTK's 1-bit SGD, about 1/25)" },
   { "hogwild_sync", SHOAL_OPT_STRING, "average", SHOAL_UNBOUNDED, "average|elastic",
     "Hogwild (nserver_groups > 1): average = deltas to the slice's master, weighted 1/g; elastic = "
     "elastic averaging (EASGD, Zhang et al. 2015): replica and master's center move toward each other" },
@@ -160,6 +169,17 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
                 : strcmp (async_lr, "staleness") == 0 ? SHOAL_ASYNC_LR_STALENESS
                                                       : SHOAL_ASYNC_LR_GROUPS;
   g_free (async_lr);
+  char *shm = shoal_conf_get_string (conf, g, t, "shared_memory");
+  c->shared_memory = strcmp (shm, "off") != 0;
+  g_free (shm);
+  char *wv = shoal_conf_get_string (conf, g, t, "wire_values");
+  char *wg = shoal_conf_get_string (conf, g, t, "wire_grads");
+  if (!shoal_codec_parse (wv, &c->wire_values))
+    c->wire_values = SHOAL_CODEC_FP32;   /* the option's choices were checked */
+  if (!shoal_codec_parse (wg, &c->wire_grads))
+    c->wire_grads = SHOAL_CODEC_FP32;
+  g_free (wv);
+  g_free (wg);
   char *sync = shoal_conf_get_string (conf, g, t, "hogwild_sync");
   c->hogwild_sync = strcmp (sync, "elastic") == 0 ? SHOAL_HOGWILD_ELASTIC : SHOAL_HOGWILD_AVERAGE;
   g_free (sync);

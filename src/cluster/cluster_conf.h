@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
+
 #include "core/conf.h"
 #include "core/tensor.h"
 
@@ -41,6 +43,9 @@ typedef struct {
   int n_fetch;              /* async: steps between fetches */
   int staleness;            /* SSP: steps the fastest group may be ahead of the slowest; -1: unbounded */
   int backup_workers;       /* SYNC: gradients of a step the servers do not wait for (Chen et al.) */
+  gboolean shared_memory;   /* slices to servers on this host through shared memory where possible */
+  ShoalCodec wire_values;   /* values servers send over sockets (core/codec.h) */
+  ShoalCodec wire_grads;    /* gradients workers send over sockets */
   ShoalAsyncLr async_lr;
   ShoalHogwildSync hogwild_sync;
   double elastic_alpha;     /* EASGD: 0 < alpha <= 1 */

@@ -1,17 +1,39 @@
-/* Slice routing and the comm thread of one worker. */
+/* Slice routing and the comm thread of one worker.
+ *
+ * Gradients go out from where backward left them: a queued slice's
+ * gradients stay in the store until the comm thread has sent them, and
+ * the comm thread clears them after.  Nothing writes them in between -
+ * a complete slice is not touched again in its step, and the next
+ * backward starts only after shoal_param_client_wait - so the worker
+ * neither copies nor clears 2 x the model per step on its own thread.
+ *
+ * On one host the slices' bytes need not cross a socket at all: the
+ * client moves its store's values and gradients into a shared-memory
+ * region (rpc/shm_region.h) and offers it to every server it reaches
+ * over Thrift; a server that can open it reads the gradients and writes
+ * the values in place, and one push_pull_shm call carries all the slices
+ * a layer completed.  A server that cannot (another host) stays on the
+ * socket, slice by slice. */
 #include "comm/param_client.h"
 
 #include <string.h>
 
+#include "core/codec.h"
 #include "core/error.h"
+#include "rpc/shm_region.h"
 
-#define STOP_ITEM (-1)  /* queue items must not be NULL */
 #define PULL_TIMEOUT_US (G_GINT64_CONSTANT (600) * G_USEC_PER_SEC)
 
 typedef struct {
   ShoalRpcClientOptions opts;  /* host and token owned */
   ShoalRpcClient *rpc;
 } Connection;
+
+/* What one layer_done (or step_done) completed: slices [from, to). */
+typedef struct {
+  int from, to;
+  gboolean stop;               /* the comm thread's last item */
+} Batch;
 
 typedef struct {
   ShoalServer *local;  /* or */
@@ -37,10 +59,21 @@ struct _ShoalParamClient {
   gint64 step;
   size_t done_from;           /* gradients of offsets >= done_from are complete */
   int unqueued;               /* slices [0, unqueued) not queued yet this step */
-  float *sendbuf;             /* store->total floats: gradients being sent */
+
+  ShoalCodec values_codec;    /* shoal_param_client_set_codecs: what crosses sockets */
+  ShoalCodec grads_codec;
+  float *residual;            /* quantised gradients: what earlier steps did not send; or NULL */
+  float *residual_next;       /* this step's, committed once the whole step went through */
+  gboolean residual_written;  /* this step encoded into residual_next */
+  guint8 *wire;               /* the comm thread's encoded gradient */
+  size_t wire_bytes;
+
+  gboolean shm_enabled;       /* shoal_param_client_set_shared_memory */
+  ShoalShmRegion *shm;        /* the store's values and grads, offered to the servers; owned by
+                               * the store (it outlives the client); or NULL */
 
   GThread *thread;
-  GAsyncQueue *queue;         /* GINT_TO_POINTER (slice + 1); STOP_ITEM = stop */
+  GAsyncQueue *queue;         /* Batch *, owned by the queue until popped */
   GMutex lock;
   GCond idle;
   int outstanding;            /* queued and not finished */
@@ -76,18 +109,107 @@ client_alloc (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
 }
 
 ShoalParamClient *
-shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode, GError **error)
+shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode)
 {
   g_return_val_if_fail (store->allocated && nslices >= 1, NULL);
-  float *sendbuf = shoal_try_alloc_floats (store->total, error);
-  if (sendbuf == NULL)
+  return client_alloc (store, nslices, mode);
+}
+
+gboolean
+shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, ShoalCodec grads_codec,
+                               GError **error)
+{
+  g_return_val_if_fail (values_codec == SHOAL_CODEC_FP32 || values_codec == SHOAL_CODEC_FP16
+                        || values_codec == SHOAL_CODEC_BF16, FALSE);
+  if (shoal_codec_lossy_feedback (grads_codec) && c->residual == NULL)
     {
-      shoal_param_store_prefix_nomem (store, error, "param client: send buffer");
-      return NULL;
+      /* two buffers the size of the params: the conf decides, so running
+       * out of memory is an error naming them, not an abort */
+      float *residual = shoal_try_alloc_floats (c->store->total, error);
+      float *next = residual != NULL ? shoal_try_alloc_floats (c->store->total, error) : NULL;
+      if (next == NULL)
+        {
+          shoal_free_aligned (residual);
+          shoal_param_store_prefix_nomem (c->store, error, "param client: gradient residuals");
+          return FALSE;
+        }
+      c->residual = residual;
+      c->residual_next = next;
     }
-  ShoalParamClient *c = client_alloc (store, nslices, mode);
-  c->sendbuf = sendbuf;
-  return c;
+  c->values_codec = values_codec;
+  c->grads_codec = grads_codec;
+  return TRUE;
+}
+
+#define RESIDUAL_MAGIC 0x53485253u   /* "SRHS" */
+
+gboolean
+shoal_param_client_has_residuals (ShoalParamClient *c)
+{
+  return c->residual != NULL;
+}
+
+GBytes *
+shoal_param_client_save_residuals (ShoalParamClient *c)
+{
+  if (c->residual == NULL)
+    return NULL;
+  guint32 head[4] = { RESIDUAL_MAGIC, 1, (guint32) c->grads_codec, 0 };
+  guint64 total = c->store->total;
+  GByteArray *b = g_byte_array_sized_new ((guint) (sizeof head + sizeof total + total * sizeof (float)));
+  g_byte_array_append (b, (const guint8 *) head, sizeof head);
+  g_byte_array_append (b, (const guint8 *) &total, sizeof total);
+  g_byte_array_append (b, (const guint8 *) c->residual, (guint) (total * sizeof (float)));
+  return g_byte_array_free_to_bytes (b);
+}
+
+gboolean
+shoal_param_client_load_residuals (ShoalParamClient *c, GBytes *blob, GError **error)
+{
+  gsize len;
+  const guint8 *data = g_bytes_get_data (blob, &len);
+  guint32 head[4];
+  guint64 total;
+  if (c->residual == NULL)
+    return TRUE;
+  if (len < sizeof head + sizeof total)
+    goto bad;
+  memcpy (head, data, sizeof head);
+  memcpy (&total, data + sizeof head, sizeof total);
+  if (head[0] != RESIDUAL_MAGIC || head[1] != 1 || total != c->store->total
+      || len != sizeof head + sizeof total + total * sizeof (float))
+    goto bad;
+  if (head[2] != (guint32) c->grads_codec)
+    {
+      /* another quantiser: its residual is a fair start too, but say so */
+      g_message ("param client: the checkpoint's residuals are of wire_grads = %s, this run quantises "
+                 "with %s", head[2] < SHOAL_CODEC_COUNT ? shoal_codec_name ((ShoalCodec) head[2]) : "?",
+                 shoal_codec_name (c->grads_codec));
+    }
+  memcpy (c->residual, data + sizeof head + sizeof total, total * sizeof (float));
+  return TRUE;
+bad:
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+               "the checkpoint's gradient residuals (%zu bytes) do not fit this model's %zu values", len,
+               c->store->total);
+  return FALSE;
+}
+
+void
+shoal_param_client_set_shared_memory (ShoalParamClient *c, gboolean enabled)
+{
+  c->shm_enabled = enabled;
+}
+
+gboolean
+shoal_param_client_shared_memory (ShoalParamClient *c)
+{
+  if (c->shm == NULL)
+    return FALSE;
+  for (guint i = 0; i < c->connections->len; i++)
+    if (shoal_rpc_client_shm_usable (((Connection *) g_ptr_array_index (c->connections, i))->rpc))
+      return TRUE;
+  return FALSE;
 }
 
 ShoalParamClient *
@@ -160,15 +282,15 @@ fetches_at (const ShoalParamClient *c, gint64 step)
   return (step + 1) % c->n_fetch == 0;
 }
 
-/* Pushes the slice's gradient from sendbuf and pulls its values into
- * the store, with the version they are of.  The push says which version
- * the gradient was computed on, so the server can tell its staleness. */
+/* Pushes the slice's gradient from the store and pulls its values into
+ * it, with the version they are of.  The push says which version the
+ * gradient was computed on, so the server can tell its staleness. */
 static gboolean
 exchange (ShoalParamClient *c, int s, GError **error)
 {
   size_t b = c->begin[s], n = c->end[s] - b;
   float *values = c->store->values + b;
-  const float *grad = c->sendbuf + b;
+  const float *grad = c->store->grads + b;
   ShoalPushOrigin origin = { c->have_version[s], c->unit };
   Route *r = &c->routes[s];
 
@@ -182,12 +304,33 @@ exchange (ShoalParamClient *c, int s, GError **error)
                                        &c->have_version[s], error));
     }
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
+  const guint8 *wire = (const guint8 *) grad;
+  if (c->grads_codec != SHOAL_CODEC_FP32)
+    {
+      size_t bytes = shoal_codec_bytes (c->grads_codec, n);
+      if (c->wire_bytes < bytes)
+        {
+          g_free (c->wire);
+          c->wire = g_malloc (bytes);
+          c->wire_bytes = bytes;
+        }
+      float *residual = NULL;
+      if (c->residual != NULL)
+        {
+          /* the step's residual is committed only once all of it went out */
+          residual = c->residual_next + b;
+          memcpy (residual, c->residual + b, n * sizeof (float));
+          c->residual_written = TRUE;
+        }
+      shoal_codec_encode (c->grads_codec, grad, residual, n, c->wire);
+      wire = c->wire;
+    }
   if (c->mode == SHOAL_UPDATE_ASYNC && !fetches_at (c, c->step))
-    return shoal_rpc_client_push_from (rpc, s, grad, n, c->step, &origin, error);
+    return shoal_rpc_client_push_coded (rpc, s, wire, c->grads_codec, n, c->step, &origin, error);
   /* one round trip: the server answers once the update is in (SYNC: once
    * every worker of the group pushed) */
-  return shoal_rpc_client_push_pull_from (rpc, s, grad, values, n, c->step, &origin,
-                                          &c->have_version[s], error);
+  return shoal_rpc_client_push_pull_coded (rpc, s, wire, c->grads_codec, values, c->values_codec, n,
+                                           c->step, &origin, &c->have_version[s], error);
 }
 
 /* After a call for slice s failed with SHOAL_ERROR_STOPPED: the step its
@@ -215,15 +358,87 @@ keep_failure (ShoalParamClient *c, int s, GError *error)
   c->stop_step = g_error_matches (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED) ? route_stop_step (c, s) : -1;
 }
 
+/* Whether slice s goes through shared memory, and over which client. */
+static ShoalRpcClient *
+shm_route (ShoalParamClient *c, int s)
+{
+  Route *r = &c->routes[s];
+  if (c->shm == NULL || r->local != NULL)
+    return NULL;
+  ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
+  return shoal_rpc_client_shm_usable (rpc) ? rpc : NULL;
+}
+
+/* One call carrying the slices `ids` (count) through shared memory. */
+static gboolean
+exchange_shm (ShoalParamClient *c, ShoalRpcClient *rpc, const gint32 *ids, int count, GError **error)
+{
+  gint64 *bases = g_new (gint64, count), *versions = g_new (gint64, count);
+  gboolean fetch = fetches_at (c, c->step);
+  for (int i = 0; i < count; i++)
+    bases[i] = c->have_version[ids[i]];
+  gboolean ok = shoal_rpc_client_push_pull_shm (rpc, ids, count, c->step, bases, c->unit, fetch,
+                                                versions, error);
+  for (int i = 0; i < count && ok && fetch; i++)
+    c->have_version[ids[i]] = versions[i];
+  g_free (bases);
+  g_free (versions);
+  return ok;
+}
+
+/* Sends (and fetches) the slices of one batch.  The slices are grouped by
+ * the process that serves them and the groups taken in the order of
+ * their top slice, which is the same in every unit of the job whatever
+ * is local or remote to it: a group through shared memory is one call
+ * that pushes all its slices before it waits, any other group goes slice
+ * by slice from the top, and so no unit can wait for a slice that
+ * another unit sends only after a call of its own that waits on the
+ * first (the deadlock of two AllReduce workers each sending first what
+ * the other's server holds). */
+static gboolean
+exchange_batch (ShoalParamClient *c, const Batch *batch, GError **error)
+{
+  int n = batch->to - batch->from;
+  gint32 *ids = g_new (gint32, n);
+  gboolean *done = g_new0 (gboolean, n);
+  gboolean ok = TRUE;
+  for (int top = batch->to - 1; top >= batch->from && ok; top--)
+    {
+      if (done[top - batch->from])
+        continue;
+      Route *r = &c->routes[top];
+      ShoalRpcClient *rpc = shm_route (c, top);
+      int count = 0;
+      for (int s = top; s >= batch->from; s--)
+        if (!done[s - batch->from] && c->routes[s].local == r->local
+            && c->routes[s].connection == r->connection)
+          {
+            done[s - batch->from] = TRUE;
+            ids[count++] = s;
+          }
+      if (rpc != NULL)
+        ok = exchange_shm (c, rpc, ids, count, error);
+      else
+        for (int i = 0; i < count && ok; i++)
+          ok = exchange (c, ids[i], error);
+    }
+  g_free (ids);
+  g_free (done);
+  return ok;
+}
+
 static gpointer
 comm_thread (gpointer data)
 {
   ShoalParamClient *c = data;
   for (;;)
     {
-      int item = GPOINTER_TO_INT (g_async_queue_pop (c->queue));
-      if (item == STOP_ITEM)
-        break;
+      Batch *batch = g_async_queue_pop (c->queue);
+      if (batch->stop)
+        {
+          g_free (batch);
+          break;
+        }
       GError *error = NULL;
       gboolean failed_before;
       g_mutex_lock (&c->lock);
@@ -231,18 +446,52 @@ comm_thread (gpointer data)
       g_mutex_unlock (&c->lock);
       /* after a failure (a STOPPED refusal too) the step is given up:
        * the rest of its slices are not sent */
-      if (!failed_before && !exchange (c, item - 1, &error))
+      if (!failed_before && !exchange_batch (c, batch, &error))
         {
           g_mutex_lock (&c->lock);
-          keep_failure (c, item - 1, error);
+          keep_failure (c, batch->from, error);
           g_mutex_unlock (&c->lock);
         }
+      /* sent (or given up): backward adds into zeroes next step */
+      size_t b = c->begin[batch->from], e = c->end[batch->to - 1];
+      memset (c->store->grads + b, 0, (e - b) * sizeof (float));
+      g_free (batch);
       g_mutex_lock (&c->lock);
       if (--c->outstanding == 0)
         g_cond_broadcast (&c->idle);
       g_mutex_unlock (&c->lock);
     }
   return NULL;
+}
+
+/* Moves the store into a shared region and offers it to every remote
+ * server; servers on other hosts refuse it and stay on the socket. */
+static void
+share_store (ShoalParamClient *c)
+{
+  ShoalParamStore *store = c->store;
+  GError *error = NULL;
+  size_t total = (store->total + 15) / 16 * 16;   /* both areas 64-byte aligned */
+  c->shm = shoal_shm_region_create ("params", 2 * total * sizeof (float), &error);
+  if (c->shm == NULL)
+    {
+      g_debug ("param client: %s; slices go over the socket", error->message);
+      g_error_free (error);
+      return;
+    }
+  float *data = shoal_shm_region_data (c->shm);
+  if (!shoal_param_store_move_to (store, data, data + total, c->shm,
+                                  (GDestroyNotify) shoal_shm_region_free))
+    {
+      shoal_shm_region_free (c->shm);
+      c->shm = NULL;
+      return;
+    }
+  ShoalShmOffer offer;
+  shoal_shm_region_offer (c->shm, &offer);
+  for (guint i = 0; i < c->connections->len; i++)
+    shoal_rpc_client_use_shm (((Connection *) g_ptr_array_index (c->connections, i))->rpc, &offer,
+                              0, (gint64) total);
 }
 
 gboolean
@@ -263,6 +512,8 @@ shoal_param_client_start (ShoalParamClient *c, GError **error)
         g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "slice %d has no server", s);
         return FALSE;
       }
+  if (c->shm_enabled && c->connections->len > 0 && c->store->dev_values == NULL)
+    share_store (c);
   c->queue = g_async_queue_new ();
   c->thread = g_thread_new ("comm", comm_thread, c);
   return TRUE;
@@ -299,36 +550,39 @@ static void
 queue_slices (ShoalParamClient *c, int from, gint64 step)
 {
   float *grads = c->store->grads;
-  for (int s = c->unqueued - 1; s >= from; s--)
+  if (from >= c->unqueued)
+    return;
+  if (c->shared != NULL)
     {
-      size_t b = c->begin[s], n = c->end[s] - b;
-      if (c->shared != NULL)
+      for (int s = c->unqueued - 1; s >= from; s--)
         {
+          size_t b = c->begin[s], n = c->end[s] - b;
           GError *error = NULL;
           ShoalPushOrigin origin = { c->have_version[s], c->unit };
           if (!shoal_server_push_from (c->shared, s, grads + b, n, step, &origin, &c->have_version[s],
                                        &error))
             keep_failure (c, s, error);
+          memset (grads + b, 0, n * sizeof (float));
         }
-      else
-        {
-          if (c->n_push == 1)
-            memcpy (c->sendbuf + b, grads + b, n * sizeof (float));
-          else
-            {
-              /* the mean of the summed steps, so lr means the same */
-              float inv = 1.0f / (float) c->n_push;
-              for (size_t i = 0; i < n; i++)
-                c->sendbuf[b + i] = grads[b + i] * inv;
-            }
-          g_mutex_lock (&c->lock);
-          c->outstanding++;
-          g_mutex_unlock (&c->lock);
-          g_async_queue_push (c->queue, GINT_TO_POINTER (s + 1));
-        }
-      memset (grads + b, 0, n * sizeof (float));
     }
-  c->unqueued = MIN (c->unqueued, from);
+  else
+    {
+      if (c->n_push > 1)
+        {
+          /* the mean of the summed steps, so lr means the same */
+          float inv = 1.0f / (float) c->n_push;
+          for (size_t i = c->begin[from]; i < c->end[c->unqueued - 1]; i++)
+            grads[i] *= inv;
+        }
+      Batch *batch = g_new0 (Batch, 1);
+      batch->from = from;
+      batch->to = c->unqueued;
+      g_mutex_lock (&c->lock);
+      c->outstanding++;
+      g_mutex_unlock (&c->lock);
+      g_async_queue_push (c->queue, batch);
+    }
+  c->unqueued = from;
 }
 
 /* The comm thread reads c->step while it sends this step's slices; a
@@ -379,6 +633,13 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
   g_mutex_unlock (&c->lock);
   c->unqueued = c->nslices;
   c->done_from = c->store->served;
+  if (c->residual_written && failure == NULL)
+    {
+      float *t = c->residual;
+      c->residual = c->residual_next;
+      c->residual_next = t;
+    }
+  c->residual_written = FALSE;
   if (failure != NULL)
     {
       g_propagate_error (error, failure);
@@ -473,11 +734,18 @@ shoal_param_client_free (ShoalParamClient *c)
     return;
   if (c->thread != NULL)
     {
-      g_async_queue_push_front (c->queue, GINT_TO_POINTER (STOP_ITEM));
+      Batch *stop = g_new0 (Batch, 1);
+      stop->stop = TRUE;
+      g_async_queue_push_front (c->queue, stop);
       g_thread_join (c->thread);
     }
   if (c->queue != NULL)
-    g_async_queue_unref (c->queue);
+    {
+      Batch *left;
+      while ((left = g_async_queue_try_pop (c->queue)) != NULL)
+        g_free (left);
+      g_async_queue_unref (c->queue);
+    }
   for (guint i = 0; i < c->connections->len; i++)
     {
       Connection *conn = g_ptr_array_index (c->connections, i);
@@ -489,7 +757,9 @@ shoal_param_client_free (ShoalParamClient *c)
   g_ptr_array_free (c->connections, TRUE);
   if (c->error != NULL)
     g_error_free (c->error);
-  shoal_free_aligned (c->sendbuf);
+  shoal_free_aligned (c->residual);
+  shoal_free_aligned (c->residual_next);
+  g_free (c->wire);
   g_mutex_clear (&c->lock);
   g_cond_clear (&c->idle);
   g_free (c->routes);

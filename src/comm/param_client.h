@@ -6,8 +6,8 @@
  * Communication runs on the client's own comm thread, so it overlaps
  * compute:
  *   - during backward the worker calls shoal_param_client_layer_done after
- *     each layer; every slice whose gradient is now complete is copied
- *     into a send buffer and queued (so the worker can clear its grads);
+ *     each layer; every slice whose gradient is now complete is queued
+ *     and goes out from the store (the comm thread clears it after);
  *   - the comm thread pushes each queued slice and pulls its new values
  *     (SYNC: at the version after this step, i.e. once every worker of the
  *     group pushed; ASYNC: whatever the server has) straight into the
@@ -22,6 +22,7 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
 #include "server/rpc_client.h"
 #include "core/param.h"
 #include "layers/layer.h"
@@ -33,10 +34,9 @@ typedef struct _ShoalParamClient ShoalParamClient;
 
 /* A client for the worker whose params are `store` (borrowed; must
  * outlive the client), over `nslices` slices (shoal_slice_range).
- * Route every slice, then start.  NULL with SHOAL_ERROR_MEMORY when its
- * send buffer (the size of the params) does not fit in memory. */
-ShoalParamClient *shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode,
-                                          GError **error);
+ * Route every slice, then start.  It needs no buffer the size of the
+ * params (gradients go out from the store). */
+ShoalParamClient *shoal_param_client_new (ShoalParamStore *store, int nslices, ShoalUpdateMode mode);
 void shoal_param_client_route_local (ShoalParamClient *client, int slice, ShoalServer *server);
 /* `endpoint` is copied; clients to the same host:port share a connection. */
 void shoal_param_client_route_remote (ShoalParamClient *client, int slice,
@@ -49,6 +49,30 @@ void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int
 /* The unit this client pushes for, sent with every push so that an SSP
  * server counts its steps (ShoalPushOrigin.unit); -1 (default): none. */
 void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
+
+/* What slices become on a socket ([cluster] wire_values, wire_grads;
+ * core/codec.h): values fp32, fp16 or bf16, gradients any codec.  The
+ * quantisers keep a residual per value (error feedback), committed at
+ * each shoal_param_client_wait that ends a step every slice of which went
+ * out, and saved with checkpoints.  Slices through shared memory or to a
+ * server in this process are not encoded: nothing crosses a socket.
+ * FALSE with SHOAL_ERROR_MEMORY when the residuals (2 x the params) do
+ * not fit in memory. */
+gboolean shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec values_codec,
+                                        ShoalCodec grads_codec, GError **error);
+/* The residuals as a checkpoint blob; NULL when the gradients are not
+ * quantised.  Load checks the size (SHOAL_ERROR_DATA). */
+gboolean shoal_param_client_has_residuals (ShoalParamClient *client);
+GBytes *shoal_param_client_save_residuals (ShoalParamClient *client);
+gboolean shoal_param_client_load_residuals (ShoalParamClient *client, GBytes *blob, GError **error);
+
+/* Before start: whether the slices may move through shared memory to
+ * servers on this host ([cluster] shared_memory; default off here, the
+ * runner turns it on).  The store's values and grads then move into a
+ * shared region the store keeps. */
+void shoal_param_client_set_shared_memory (ShoalParamClient *client, gboolean enabled);
+/* After start: whether some server takes slices through shared memory. */
+gboolean shoal_param_client_shared_memory (ShoalParamClient *client);
 
 /* Connects to remote servers and starts the comm thread. */
 gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);

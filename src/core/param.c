@@ -43,11 +43,14 @@ shoal_param_store_free (ShoalParamStore *store)
     {
       if (!store->values_borrowed)
         shoal_free_aligned (store->values);
-      shoal_free_aligned (store->grads);
+      if (!store->grads_borrowed)
+        shoal_free_aligned (store->grads);
     }
   shoal_device_free (store->device, store->dev_values);
   shoal_device_free (store->device, store->dev_grads);
   shoal_free_aligned (store->state);
+  if (store->release_memory != NULL)
+    store->release_memory (store->memory_owner);
   g_free (store);
 }
 
@@ -210,6 +213,26 @@ shoal_param_store_borrow_values (ShoalParamStore *store, float *values)
     store->borrowed_pinned = shoal_device_host_register (store->device, values,
                                                          store->total * sizeof (float));
   bind_views (store);
+}
+
+gboolean
+shoal_param_store_move_to (ShoalParamStore *store, float *values, float *grads, gpointer owner,
+                           GDestroyNotify release)
+{
+  g_return_val_if_fail (store->allocated && values != NULL && grads != NULL, FALSE);
+  if (store->dev_values != NULL || store->host_pinned || store->values_borrowed || store->grads_borrowed)
+    return FALSE;
+  memcpy (values, store->values, store->total * sizeof (float));
+  memcpy (grads, store->grads, store->total * sizeof (float));
+  shoal_free_aligned (store->values);
+  shoal_free_aligned (store->grads);
+  store->values = values;
+  store->grads = grads;
+  store->values_borrowed = store->grads_borrowed = TRUE;
+  store->memory_owner = owner;
+  store->release_memory = release;
+  bind_views (store);
+  return TRUE;
 }
 
 gboolean

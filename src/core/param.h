@@ -48,6 +48,9 @@ struct _ShoalParamStore {
   int state_per_value;
   gboolean allocated;
   gboolean values_borrowed;
+  gboolean grads_borrowed;   /* shoal_param_store_move_to */
+  gpointer memory_owner;     /* what holds borrowed values and grads; released with the store */
+  GDestroyNotify release_memory;
   /* GPU nets (shoal_param_store_allocate_device): every param's value and
    * grad views point at these device copies, while values and grads above
    * stay on the host (pinned) as what servers and param clients use. */
@@ -78,6 +81,15 @@ gboolean shoal_param_store_allocate (ShoalParamStore *store, GError **error);
  * in-process server); `values` must hold store->total floats and outlive
  * the binding. */
 void shoal_param_store_borrow_values (ShoalParamStore *store, float *values);
+/* Moves values and grads, contents kept, into memory of someone else (a
+ * shared-memory region, rpc/shm_region.h): `values` and `grads` hold
+ * store->total floats each, 64-byte aligned; the store keeps `owner` and
+ * calls release (owner) when it is freed.  Views are rebound; a group
+ * net rebinds its workers' views when it sees the new values pointer.
+ * FALSE, nothing changed, for a store on a device or one that borrows
+ * already. */
+gboolean shoal_param_store_move_to (ShoalParamStore *store, float *values, float *grads,
+                                    gpointer owner, GDestroyNotify release);
 /* After allocation, for a net on a GPU: makes zeroed device copies of
  * values and grads, moves the host buffers to pinned memory (so copies
  * run asynchronously) and points every param's views at the device

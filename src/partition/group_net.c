@@ -16,9 +16,11 @@
 #include "partition/group_priv.h"
 
 const ShoalOption shoal_partition_options[] = {
-  { "partition_dim", SHOAL_OPT_INT, "0", -1, 1, NULL,
+  { "partition_dim", SHOAL_OPT_STRING, "0", SHOAL_UNBOUNDED, "0|1|-1|auto",
     "default partition dim of the layers of a worker group's net: 0 batch, 1 feature, "
-    "-1 whole on the group's worker 0 (a layer's own partition_dim wins)" },
+    "-1 whole on the group's worker 0, auto = by feature where a layer's weights outweigh twice "
+    "its batch of inputs (and the element-wise layers after it), else by batch, for a group in "
+    "one process (a spread group splits by batch); a layer's own partition_dim wins" },
   SHOAL_OPTION_END
 };
 
@@ -216,7 +218,7 @@ map_params (ShoalGroupNet *g, GError **error)
                   /* replicated: this worker's gradient is its own, summed after backward */
                   v.grad = FALSE;
                   sum.priv[w] = sp->grad.data;
-                  PrivGrad pg = { sp->grad.data, sp->count };
+                  PrivGrad pg = { sp->grad.data, sp->count, pl->sums != NULL };
                   g_array_append_val (g->wctx[w].priv_grads, pg);
                 }
               if (g->wire != NULL && g->first > 0)
@@ -405,6 +407,7 @@ group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, const ShoalG
       return NULL;
     }
   shoal_plan_read (&g->plan, conf, k, full);
+  g->plan.spread = wire != NULL;
   if (k == 1)
     {
       /* the plain net: no threads, no copies */
@@ -438,6 +441,7 @@ shoal_partition_batch_only (ShoalConf *conf, int k, gboolean *batch_only, GError
     return FALSE;
   Plan plan = { 0 };
   shoal_plan_read (&plan, conf, k, full);
+  plan.spread = TRUE;   /* asked for a group spread over processes */
   gboolean ok = shoal_plan_make (&plan, error);
   *batch_only = TRUE;
   for (int l = 0; ok && l < plan.norig; l++)

@@ -34,12 +34,13 @@ typedef struct {
 typedef struct {
   float *data;
   size_t count;
+  gboolean summed;        /* the group's sum adds it in and zeroes it: no clearing before backward */
 } PrivGrad;
 
 typedef struct {
   ShoalGroupNet *group;
   int worker;
-  GArray *priv_grads;     /* PrivGrad: zeroed before this worker's backward */
+  GArray *priv_grads;     /* PrivGrad: zero at this worker's backward (cleared there, or by the sum) */
   double *fwd_s, *bwd_s;  /* [layers of the sub-net] when timing */
 } WorkerCtx;
 

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "core/parallel.h"
 #include "partition/group_priv.h"
 
 /* Sub-net params read their values in the group store. */
@@ -23,20 +24,40 @@ group_bind_values (ShoalGroupNet *g)
   g->bound_values = g->store->values;
 }
 
-/* Adds the other workers' gradients of the layer's batch-split params. */
+typedef struct {
+  ShoalGroupNet *g;
+  ParamSum *sum;
+} SumJob;
+
+/* Worker 0's gradient plus the others', in worker order, element by
+ * element: the same floats however the range is cut.  The others' are
+ * zeroed as they are read, ready for the next backward to add into (one
+ * pass instead of a sum and a memset). */
+static void
+sum_chunk (size_t begin, size_t end, gpointer data)
+{
+  SumJob *job = data;
+  float *restrict dst = job->g->store->grads + job->sum->offset;
+  for (int w = 1; w < job->g->k; w++)
+    {
+      float *restrict src = job->sum->priv[w];
+      for (size_t j = begin; j < end; j++)
+        {
+          dst[j] += src[j];
+          src[j] = 0;
+        }
+    }
+}
+
+/* Adds the other workers' gradients of the layer's batch-split params,
+ * large ones on the cores that idle meanwhile (core/parallel.h). */
 static void
 sum_grads (ShoalGroupNet *g, ParamLayer *pl)
 {
   for (guint i = 0; pl->sums != NULL && i < pl->sums->len; i++)
     {
-      ParamSum *s = &g_array_index (pl->sums, ParamSum, i);
-      float *restrict dst = g->store->grads + s->offset;
-      for (int w = 1; w < g->k; w++)
-        {
-          const float *restrict src = s->priv[w];
-          for (size_t j = 0; j < s->count; j++)
-            dst[j] += src[j];
-        }
+      SumJob job = { g, &g_array_index (pl->sums, ParamSum, i) };
+      shoal_parallel_for (job.sum->count, SHOAL_PARALLEL_GRAIN, sum_chunk, &job);
     }
 }
 
@@ -158,7 +179,8 @@ run_worker (ShoalGroupNet *g, int w, Command cmd)
   for (guint i = 0; i < priv->len; i++)
     {
       PrivGrad *p = &g_array_index (priv, PrivGrad, i);
-      memset (p->data, 0, p->count * sizeof (float));
+      if (!p->summed)
+        memset (p->data, 0, p->count * sizeof (float));
     }
   if (g->timing)
     timed_backward (g->nets[w], layer_done, c, c->bwd_s);

@@ -18,6 +18,7 @@
  * bridges cannot deadlock. */
 #include "partition/plan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "layers/slice.h"
@@ -294,6 +295,30 @@ supported_dims (const Plan *pl, const PlanLayer *o)
                 : "whole (-1) only";
 }
 
+/* partition_dim = auto for a group in one process.  A batch split has
+ * every worker read all of a layer's weights (BLAS packs them once per
+ * worker) and write a private gradient that the group then sums: 2 to 3
+ * passes over the weights per extra worker.  A feature split has each
+ * worker read its block of the weights only, at the price of gathering
+ * the layer's whole input and summing the input's gradient: about 2
+ * passes over a batch of inputs.  So layers whose weights outweigh twice
+ * their batch of inputs (a 784-1024 dense layer at batch 64: 803k values
+ * against 100k) split by feature; element-wise layers follow their
+ * source, so that no connection layer comes between; the rest by batch. */
+static int
+auto_dim (Plan *pl, const PlanLayer *o)
+{
+  if (!pl->spread && refusal (pl, o, 1) == NULL)
+    {
+      if (o->ops->split.units_key != NULL && o->param_floats > 2 * (size_t) o->batch_rows * o->in_floats)
+        return 1;
+      if (o->ops->split.units_key == NULL && o->param_floats == 0 && o->nsrcs == 1
+          && pl->origs[o->srcs[0]].dim == 1 && !(o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)))
+        return 1;
+    }
+  return 0;
+}
+
 /* The dim of every original layer, and the checks that its share exists. */
 static gboolean
 choose_dims (Plan *pl, int net_default, GError **error)
@@ -322,7 +347,8 @@ choose_dims (Plan *pl, int net_default, GError **error)
         o->dim = -1;
       else
         {
-          int order[4] = { net_default, 0, 1, -1 };
+          int first = net_default == SHOAL_PLAN_DIM_AUTO ? auto_dim (pl, o) : net_default;
+          int order[4] = { first, 0, 1, -1 };
           for (int i = 0; i < 4; i++)
             if (refusal (pl, o, order[i]) == NULL)
               {
@@ -495,6 +521,10 @@ shoal_plan_read (Plan *pl, ShoalConf *conf, int k, ShoalNet *full)
             src = src->srcs[0];
           o->srcs[o->nsrcs++] = GPOINTER_TO_INT (g_hash_table_lookup (pl->orig_index, src->name)) - 1;
         }
+      for (int i = 0; i < layer->nparams; i++)
+        o->param_floats += layer->params[i]->count;
+      if (layer->nsrcs > 0)
+        o->in_floats = shoal_shape_row_size (&layer->srcs[0]->out.shape);
       o->batch_rows = shoal_tensor_rows (&layer->out);
       if ((o->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC)) && layer->nsrcs > 0)
         o->batch_rows = shoal_tensor_rows (&layer->srcs[0]->out);
@@ -521,7 +551,9 @@ net_default_dim (ShoalConf *conf, int *dim, GError **error)
   const ShoalOption *const tables[] = { shoal_partition_options, NULL };
   if (!shoal_conf_check_group (conf, "cluster", tables, accept_other_keys, NULL, error))
     return FALSE;
-  *dim = (int) shoal_conf_get_int (conf, "cluster", shoal_partition_options, "partition_dim");
+  char *value = shoal_conf_get_string (conf, "cluster", shoal_partition_options, "partition_dim");
+  *dim = strcmp (value, "auto") == 0 ? SHOAL_PLAN_DIM_AUTO : atoi (value);
+  g_free (value);
   return TRUE;
 }
 

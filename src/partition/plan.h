@@ -43,6 +43,8 @@ typedef struct {
   gboolean label, needs_grad;
   int label_steps;                   /* labels per row (sequences: > 1) */
   int units;                         /* dim 1 with ops->split.units_key: the whole count */
+  size_t param_floats;               /* its params' values */
+  size_t in_floats;                  /* values of one row of its first source */
   int batch_rows;                    /* rows of its batch (of srcs[0] for losses, metrics) */
   /* plan caches, names borrowed from nodes; [k] or [k * k] */
   const char **native, **whole, **rows, **features, **bridged;
@@ -65,7 +67,12 @@ typedef struct {
   GPtrArray **nodes;                 /* [k] of PlanNode *, creation order */
   GPtrArray *pairs;                  /* PlanPair *, owned */
   int input;                         /* first input layer among origs, or -1 */
+  gboolean spread;                   /* the group is spread over processes: partition_dim auto
+                                      * splits by batch (activations would cross processes) */
 } Plan;
+
+/* [cluster] partition_dim = auto, as the plan's net-wide default. */
+#define SHOAL_PLAN_DIM_AUTO 2
 
 /* Reads the original layers of `full` (the unpartitioned net; splits left
  * out, sources followed through them) for a group of k workers.  Free

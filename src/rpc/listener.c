@@ -21,6 +21,10 @@ typedef struct {
   char *peer;               /* "host:port" */
   ShoalThriftSocket *sock;
   GThread *thread;
+  gpointer data;            /* shoal_rpc_listener_set_conn_data; only the connection's thread */
+  GDestroyNotify destroy;
+  GDestroyNotify after;     /* shoal_rpc_listener_after_reply; only the connection's thread */
+  gpointer after_data;
 } Conn;
 
 struct _ShoalRpcListener {
@@ -42,14 +46,70 @@ struct _ShoalRpcListener {
   gint stopping;            /* atomic */
 };
 
-/* The peer of the connection whose thread runs a handler, for logs. */
-static GPrivate current_peer;
+/* The connection whose thread runs a handler: its peer for logs, its data. */
+static GPrivate current_conn;
 
 const char *
 shoal_rpc_listener_peer (void)
 {
-  const char *p = g_private_get (&current_peer);
-  return p != NULL ? p : "?";
+  Conn *c = g_private_get (&current_conn);
+  return c != NULL ? c->peer : "?";
+}
+
+static void
+conn_data_clear (Conn *c)
+{
+  if (c->destroy != NULL && c->data != NULL)
+    c->destroy (c->data);
+  c->data = NULL;
+  c->destroy = NULL;
+}
+
+void
+shoal_rpc_listener_set_conn_data (gpointer data, GDestroyNotify destroy)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL)
+    {
+      if (destroy != NULL && data != NULL)
+        destroy (data);
+      return;
+    }
+  conn_data_clear (c);
+  c->data = data;
+  c->destroy = destroy;
+}
+
+void
+shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL)
+    {
+      func (data);
+      return;
+    }
+  g_return_if_fail (c->after == NULL);
+  c->after = func;
+  c->after_data = data;
+}
+
+static void
+run_after_reply (Conn *c)
+{
+  if (c->after != NULL)
+    {
+      GDestroyNotify func = c->after;
+      c->after = NULL;
+      func (c->after_data);
+    }
+}
+
+gpointer
+shoal_rpc_listener_conn_data (void)
+{
+  Conn *c = g_private_get (&current_conn);
+  return c != NULL ? c->data : NULL;
 }
 
 static void
@@ -69,7 +129,7 @@ conn_main (gpointer data)
   ShoalThriftProtocol *sp = shoal_thrift_protocol_new (transport);
   ThriftProtocol *protocol = shoal_thrift_protocol_base (sp);
 
-  g_private_set (&current_peer, c->peer);
+  g_private_set (&current_conn, c);
   int waited;
   while (!g_atomic_int_get (&rpc->stopping)
          && (waited = shoal_thrift_socket_wait_message_for (c->sock, rpc->wake[0], rpc->idle_timeout_ms)) != 0
@@ -82,7 +142,9 @@ conn_main (gpointer data)
           break;
         }
       GError *e = NULL;
-      if (!thrift_processor_process (rpc->processor, protocol, protocol, &e))
+      gboolean ok = thrift_processor_process (rpc->processor, protocol, protocol, &e);
+      run_after_reply (c);
+      if (!ok)
         {
           if (!g_atomic_int_get (&rpc->stopping))
             g_message ("%s: dropping the connection from %s: %s", rpc->name, c->peer,
@@ -91,7 +153,8 @@ conn_main (gpointer data)
           break;
         }
     }
-  g_private_set (&current_peer, NULL);
+  conn_data_clear (c);
+  g_private_set (&current_conn, NULL);
 
   g_mutex_lock (&rpc->lock);
   c->fd = -1;

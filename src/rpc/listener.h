@@ -65,6 +65,18 @@ void shoal_rpc_listener_stop (ShoalRpcListener *listener);
  * thread serves, "?" elsewhere.  Borrowed, valid during the call. */
 const char *shoal_rpc_listener_peer (void);
 
+/* Inside a handler: state kept with the connection whose call the
+ * calling thread serves (a shared-memory region it attached), freed with
+ * `destroy` when the connection ends or the data is replaced.  Outside a
+ * handler set frees `data` at once and get returns NULL. */
+void shoal_rpc_listener_set_conn_data (gpointer data, GDestroyNotify destroy);
+gpointer shoal_rpc_listener_conn_data (void);
+/* Inside a handler: calls func (data) once the call's reply is written,
+ * before the connection reads its next call (a reply sent straight from
+ * memory the handler lent it gives the memory back).  One per call;
+ * outside a handler it runs at once. */
+void shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data);
+
 G_END_DECLS
 
 #endif

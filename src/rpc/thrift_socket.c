@@ -104,13 +104,14 @@ shoal_thrift_socket_totals (guint64 *sent, guint64 *received)
     *received = (guint64) g_atomic_pointer_get (&bytes_received);
 }
 
-/* Receives at least one byte, at most len. */
+/* Receives at least one byte, at most len; with MSG_WAITALL in flags
+ * all len unless the timeout or a signal comes first. */
 static gssize
-recv_some (ShoalThriftSocket *s, guint8 *dst, gsize len, GError **error)
+recv_some (ShoalThriftSocket *s, guint8 *dst, gsize len, int flags, GError **error)
 {
   for (;;)
     {
-      gssize r = recv (s->fd, dst, len, 0);
+      gssize r = recv (s->fd, dst, len, flags);
       if (r > 0)
         {
           g_atomic_pointer_add (&bytes_received, (gssize) r);
@@ -164,10 +165,11 @@ socket_read (ThriftTransport *transport, gpointer buf, guint32 len, GError **err
   s->rpos = s->rlen = 0;
   if (need >= SOCKET_BUF / 2)
     {
-      /* large: straight into the destination */
+      /* large: straight into the destination, in as few wake-ups as the
+       * kernel allows (one per socket buffer's worth, not per segment) */
       while (need > 0)
         {
-          gssize r = recv_some (s, dst, need, error);
+          gssize r = recv_some (s, dst, need, MSG_WAITALL, error);
           if (r < 0)
             return -1;
           dst += r;
@@ -178,7 +180,7 @@ socket_read (ThriftTransport *transport, gpointer buf, guint32 len, GError **err
     {
       while (s->rlen < need)
         {
-          gssize r = recv_some (s, s->rbuf + s->rlen, SOCKET_BUF - s->rlen, error);
+          gssize r = recv_some (s, s->rbuf + s->rlen, SOCKET_BUF - s->rlen, 0, error);
           if (r < 0)
             return -1;
           s->rlen += (gsize) r;

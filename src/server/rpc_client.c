@@ -25,7 +25,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/codec.h"
 #include "core/error.h"
+#include "rpc/shm_region.h"
 #include "rpc/thrift_protocol.h"
 #include "rpc/thrift_socket.h"
 #include "server/rpc_types.h"
@@ -48,13 +50,24 @@ struct _ShoalRpcClient {
   ShoalThriftSocket *sock;         /* these three are NULL while disconnected */
   ShoalThriftProtocol *proto;
   ShoalParamServiceIf *client;
+  /* shared memory (shoal_rpc_client_use_shm): the region to attach on
+   * every connection, and whether this connection has it */
+  gboolean shm_wanted;
+  ShoalShmOffer shm_offer;
+  gint64 shm_values_at, shm_grads_at;
+  gboolean shm_attached;
+  guint8 *scratch;                 /* encoded values of a reply (codecs) */
+  size_t scratch_bytes;
 };
+
+static gboolean attach_shm (ShoalRpcClient *c, GError **error);
 
 /* ---- connection ----------------------------------------------------------- */
 
 static void
 disconnect (ShoalRpcClient *c)
 {
+  c->shm_attached = FALSE;   /* the server detaches with the connection */
   g_clear_object (&c->client);
   g_clear_object (&c->proto);
   g_clear_object (&c->sock);   /* closes the socket */
@@ -152,7 +165,8 @@ connect_once (ShoalRpcClient *c, gboolean *retry, GError **error)
   c->proto = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
   c->client = g_object_new (SHOAL_TYPE_PARAM_SERVICE_CLIENT,
                             "input_protocol", c->proto, "output_protocol", c->proto, NULL);
-  return TRUE;
+  /* FALSE only where the call itself failed (the connection is dropped) */
+  return !c->shm_wanted || attach_shm (c, error) || c->client != NULL;
 }
 
 ShoalRpcClient *
@@ -213,6 +227,7 @@ shoal_rpc_client_free (ShoalRpcClient *c)
   if (c == NULL)
     return;
   disconnect (c);
+  g_free (c->scratch);
   g_free (c->host);
   g_free (c->token);
   g_free (c->peer);
@@ -314,33 +329,6 @@ view (const float *v, size_t n)
   return a;
 }
 
-/* After a call that may have received `values` into the sink at dst:
- * takes dst back out of the array, checks the length and copies when the
- * values came in their own buffer.  Returns ok with *terr set on a bad
- * reply. */
-static gboolean
-take_values (ShoalRpcClient *c, gboolean ok, GByteArray *values, float *dst, size_t n,
-             GError **terr)
-{
-  gsize bytes = values != NULL ? values->len : 0;
-  gboolean in_dst = values != NULL && values->data == (guint8 *) dst && dst != NULL;
-
-  shoal_thrift_protocol_clear_sink (c->proto);
-  if (in_dst)
-    g_byte_array_steal (values, NULL);   /* dst is the caller's, not the array's */
-  if (!ok)
-    return FALSE;
-  if (bytes != n * sizeof (float))
-    {
-      g_set_error (terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply holds %zu bytes, %zu expected",
-                   bytes, n * sizeof (float));
-      return FALSE;
-    }
-  if (!in_dst && bytes > 0)
-    memcpy (dst, values->data, bytes);
-  return TRUE;
-}
-
 gboolean
 shoal_rpc_client_push (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
                        GError **error)
@@ -352,27 +340,90 @@ gboolean
 shoal_rpc_client_push_from (ShoalRpcClient *c, int slice, const float *grad, size_t n, gint64 step,
                             const ShoalPushOrigin *origin, GError **error)
 {
+  return shoal_rpc_client_push_coded (c, slice, (const guint8 *) grad, SHOAL_CODEC_FP32, n, step,
+                                      origin, error);
+}
+
+gboolean
+shoal_rpc_client_push_coded (ShoalRpcClient *c, int slice, const guint8 *grad, ShoalCodec grad_codec,
+                             size_t n, gint64 step, const ShoalPushOrigin *origin, GError **error)
+{
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
-  GByteArray g;
   gboolean ok;
 
   if (!call_begin (c, "push", slice, n, error))
     return FALSE;
-  g = view (grad, n);
+  GByteArray g = { (guint8 *) grad, (guint) shoal_codec_bytes (grad_codec, n) };
   ok = shoal_param_service_if_push (c->client, c->token, slice, step, &g,
                                     origin != NULL ? origin->base_version : -1,
-                                    origin != NULL ? origin->unit : -1, &perr, &terr);
+                                    origin != NULL ? origin->unit : -1, (gint32) grad_codec, &perr, &terr);
   return call_end (c, ok, "push", slice, perr, terr, error);
 }
 
 /* pull and push_pull share the reply: SliceValues, whose values (field 2)
- * sit in the result's success (field 0): depth 2 for the sink. */
-static void
-arm_values_sink (ShoalRpcClient *c, float *dst, size_t n)
+ * sit in the result's success (field 0): depth 2 for the sink.  Values in
+ * fp32 land in dst; encoded ones in the client's scratch buffer, decoded
+ * into dst by take_values.  Returns where they land. */
+static guint8 *
+arm_values_sink (ShoalRpcClient *c, float *dst, size_t n, ShoalCodec codec)
 {
-  if (dst != NULL && n > 0)
-    shoal_thrift_protocol_set_sink (c->proto, dst, (guint32) (n * sizeof (float)), 2, 2, 0);
+  size_t bytes = shoal_codec_bytes (codec, n);
+  guint8 *into = (guint8 *) dst;
+  if (codec != SHOAL_CODEC_FP32)
+    {
+      if (c->scratch_bytes < bytes)
+        {
+          g_free (c->scratch);
+          c->scratch = g_malloc (bytes);
+          c->scratch_bytes = bytes;
+        }
+      into = c->scratch;
+    }
+  if (into != NULL && n > 0)
+    shoal_thrift_protocol_set_sink (c->proto, into, (guint32) bytes, 2, 2, 0);
+  return into;
+}
+
+/* After a call that may have received `values` into the sink at `into`:
+ * takes `into` back out of the array, checks the length and decodes (or
+ * copies, where the values came in their own buffer) into dst.  Returns
+ * ok with *terr set on a bad reply. */
+static gboolean
+take_coded_values (ShoalRpcClient *c, gboolean ok, GByteArray *values, guint8 *into, ShoalCodec codec,
+                   float *dst, size_t n, GError **terr)
+{
+  gsize bytes = values != NULL ? values->len : 0;
+  gboolean in_sink = values != NULL && values->data == into && into != NULL;
+  const guint8 *data = values != NULL ? values->data : NULL;
+
+  shoal_thrift_protocol_clear_sink (c->proto);
+  if (in_sink)
+    g_byte_array_steal (values, NULL);   /* the memory is the caller's or the client's */
+  if (!ok)
+    return FALSE;
+  if (bytes != shoal_codec_bytes (codec, n))
+    {
+      g_set_error (terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply holds %zu bytes, %zu expected",
+                   bytes, shoal_codec_bytes (codec, n));
+      return FALSE;
+    }
+  if (codec == SHOAL_CODEC_FP32 && in_sink)
+    return TRUE;
+  if (!shoal_codec_decode (codec, in_sink ? into : data, bytes, dst, n))
+    {
+      g_set_error (terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply's values are no %s encoding",
+                   shoal_codec_name (codec));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+take_values (ShoalRpcClient *c, gboolean ok, GByteArray *values, float *dst, size_t n,
+             GError **terr)
+{
+  return take_coded_values (c, ok, values, (guint8 *) dst, SHOAL_CODEC_FP32, dst, n, terr);
 }
 
 gboolean
@@ -387,9 +438,9 @@ shoal_rpc_client_pull (ShoalRpcClient *c, int slice, float *dst, size_t n, gint6
   if (!call_begin (c, "pull", slice, n, error))
     return FALSE;
   ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
-  arm_values_sink (c, dst, n);
+  arm_values_sink (c, dst, n, SHOAL_CODEC_FP32);
   ok = shoal_param_service_if_pull (c->client, &ret, c->token, slice, min_version, wait_ms (c),
-                                    &perr, &terr);
+                                    SHOAL_CODEC_FP32, &perr, &terr);
   ok = take_values (c, ok, ret->values, dst, n, &terr);
   if (ok && version != NULL)
     *version = ret->version;
@@ -409,21 +460,31 @@ shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad
                                  size_t n, gint64 step, const ShoalPushOrigin *origin,
                                  gint64 *version, GError **error)
 {
+  return shoal_rpc_client_push_pull_coded (c, slice, (const guint8 *) grad, SHOAL_CODEC_FP32, dst,
+                                           SHOAL_CODEC_FP32, n, step, origin, version, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                  ShoalCodec grad_codec, float *dst, ShoalCodec values_codec,
+                                  size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                  gint64 *version, GError **error)
+{
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
   ShoalSliceValues *ret;
-  GByteArray g;
   gboolean ok;
 
   if (!call_begin (c, "push_pull", slice, n, error))
     return FALSE;
-  g = view (grad, n);
+  GByteArray g = { (guint8 *) grad, (guint) shoal_codec_bytes (grad_codec, n) };
   ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
-  arm_values_sink (c, dst, n);
+  guint8 *into = arm_values_sink (c, dst, n, values_codec);
   ok = shoal_param_service_if_push_pull (c->client, &ret, c->token, slice, step, &g, wait_ms (c),
                                          origin != NULL ? origin->base_version : -1,
-                                         origin != NULL ? origin->unit : -1, &perr, &terr);
-  ok = take_values (c, ok, ret->values, dst, n, &terr);
+                                         origin != NULL ? origin->unit : -1, (gint32) grad_codec,
+                                         (gint32) values_codec, &perr, &terr);
+  ok = take_coded_values (c, ok, ret->values, into, values_codec, dst, n, &terr);
   if (ok && version != NULL)
     *version = ret->version;
   g_object_unref (ret);
@@ -574,6 +635,98 @@ gint64
 shoal_rpc_client_stop_step (ShoalRpcClient *c)
 {
   return c->stop_step;
+}
+
+/* ---- shared memory -------------------------------------------------------- */
+
+/* On a fresh connection: offers the region.  A refusal (another host,
+ * another PID namespace, a check failed) keeps the connection on the
+ * socket for good; a failed call drops the connection as any other. */
+static gboolean
+attach_shm (ShoalRpcClient *c, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray nonce = { c->shm_offer.nonce, SHOAL_SHM_NONCE_BYTES };
+  gboolean ok = shoal_param_service_if_attach_shm (c->client, c->token, c->shm_offer.pid,
+                                                   c->shm_offer.fd, c->shm_offer.bytes, &nonce,
+                                                   c->shm_offer.host, c->shm_values_at,
+                                                   c->shm_grads_at, &perr, &terr);
+  if (ok && perr == NULL && terr == NULL)
+    {
+      c->shm_attached = TRUE;
+      g_debug ("%s: slices move through shared memory", c->peer);
+      return TRUE;
+    }
+  if (perr != NULL)
+    {
+      g_debug ("%s: no shared memory (%s): slices go over the socket", c->peer,
+               perr->message != NULL ? perr->message : "refused");
+      c->shm_wanted = FALSE;
+      g_object_unref (perr);
+    }
+  else
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: attach_shm: %s", c->peer,
+                   terr != NULL ? terr->message : "failed");
+      disconnect (c);
+    }
+  g_clear_error (&terr);
+  return FALSE;
+}
+
+gboolean
+shoal_rpc_client_use_shm (ShoalRpcClient *c, const ShoalShmOffer *offer, gint64 values_at,
+                          gint64 grads_at)
+{
+  c->shm_wanted = TRUE;
+  c->shm_offer = *offer;
+  c->shm_values_at = values_at;
+  c->shm_grads_at = grads_at;
+  if (c->client != NULL && !c->shm_attached)
+    attach_shm (c, NULL);
+  return c->shm_attached;
+}
+
+gboolean
+shoal_rpc_client_shm_usable (ShoalRpcClient *c)
+{
+  return c->shm_attached || c->shm_wanted;
+}
+
+gboolean
+shoal_rpc_client_push_pull_shm (ShoalRpcClient *c, const gint32 *slices, int count, gint64 step,
+                                const gint64 *base_versions, int unit, gboolean fetch,
+                                gint64 *versions, GError **error)
+{
+  ShoalParamError *perr = NULL;
+  GError *terr = NULL;
+  GByteArray *ret = NULL;
+  gboolean ok;
+
+  if (!call_begin (c, "push_pull_shm", slices[0], 0, error))
+    return FALSE;
+  if (!c->shm_attached)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
+                   "%s: push_pull_shm slice %d: no shared memory on this connection", c->peer, slices[0]);
+      return FALSE;
+    }
+  GByteArray ids = { (guint8 *) slices, (guint) ((size_t) count * sizeof (gint32)) };
+  GByteArray bases = { (guint8 *) base_versions, (guint) ((size_t) count * sizeof (gint64)) };
+  ok = shoal_param_service_if_push_pull_shm (c->client, &ret, c->token, &ids, step, wait_ms (c),
+                                             &bases, unit, fetch, &perr, &terr);
+  if (ok && perr == NULL && terr == NULL)
+    {
+      if (ret == NULL || ret->len != (guint) count * sizeof (gint64))
+        g_set_error (&terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply holds %u bytes of versions, %zu expected",
+                     ret != NULL ? ret->len : 0, (size_t) count * sizeof (gint64));
+      else
+        memcpy (versions, ret->data, ret->len);
+    }
+  if (ret != NULL)
+    g_byte_array_unref (ret);
+  return call_end (c, ok && terr == NULL, "push_pull_shm", slices[0], perr, terr, error);
 }
 
 gboolean

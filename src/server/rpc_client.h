@@ -13,6 +13,8 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
+#include "rpc/shm_region.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
@@ -50,6 +52,16 @@ gboolean shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const fl
                                           float *dst, size_t n, gint64 step,
                                           const ShoalPushOrigin *origin, gint64 *version,
                                           GError **error);
+/* The same two with the gradient encoded (`grad` holds
+ * shoal_codec_bytes (grad_codec, n) bytes, core/codec.h) and the values
+ * asked for in values_codec (fp32, fp16 or bf16), decoded into dst. */
+gboolean shoal_rpc_client_push_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                      ShoalCodec grad_codec, size_t n, gint64 step,
+                                      const ShoalPushOrigin *origin, GError **error);
+gboolean shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                           ShoalCodec grad_codec, float *dst, ShoalCodec values_codec,
+                                           size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                           gint64 *version, GError **error);
 gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
                                gint64 version, GError **error);
 /* Hogwild: send a delta to the slice's master group, get its values back. */
@@ -85,6 +97,26 @@ gboolean shoal_rpc_client_shutdown (ShoalRpcClient *c, int rank, GError **error)
  * there.  Refused by a peer that takes no bridge messages. */
 gboolean shoal_rpc_client_send_bridge (ShoalRpcClient *c, int group, guint32 channel,
                                        const void *data, size_t len, GError **error);
+
+/* Shared memory with a server on this host (rpc/shm_region.h): offers
+ * the region, whose data holds the caller's values at float offset
+ * values_at and its gradients at grads_at in the job's flat layout, now
+ * and on every reconnect.  TRUE when this connection attached it; a
+ * server that refuses it (another host, a check failed) is not asked
+ * again and the client stays on the socket. */
+gboolean shoal_rpc_client_use_shm (ShoalRpcClient *c, const ShoalShmOffer *offer, gint64 values_at,
+                                   gint64 grads_at);
+/* Whether push_pull_shm may be used: attached, or to be attached on the
+ * next connection. */
+gboolean shoal_rpc_client_shm_usable (ShoalRpcClient *c);
+/* push_pull (fetch) or push of `count` slices (ids in `slices`, each
+ * once) in one round trip, their gradients read from the region and their
+ * values written into it: the server pushes all before it waits for any.
+ * versions (count) get the versions of the values written (fetch) or
+ * made ready (push). */
+gboolean shoal_rpc_client_push_pull_shm (ShoalRpcClient *c, const gint32 *slices, int count,
+                                         gint64 step, const gint64 *base_versions, int unit,
+                                         gboolean fetch, gint64 *versions, GError **error);
 
 G_END_DECLS
 

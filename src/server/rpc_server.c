@@ -14,8 +14,10 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "core/codec.h"
 #include "core/error.h"
 #include "rpc/listener.h"
+#include "rpc/shm_region.h"
 #include "server/liveness.h"
 #include "server/rpc_types.h"
 
@@ -264,20 +266,65 @@ wait_bound (ShoalRpcServer *rpc, const char *call, int slice, int unit, gint64 s
  * timeout, which it does not send; 50 s leaves the default 60 s call room. */
 #define PUSH_BOUND_WAIT_MS 50000
 
+/* The gradient's floats: the data itself (fp32), or decoded from the
+ * codec into *decoded (g_free it).  NULL with *err set when the data is
+ * not the codec's encoding of the slice. */
+static const float *
+grad_floats (const char *call, int slice, const GByteArray *grad, gint32 codec, size_t n,
+             float **decoded, ShoalParamError **err)
+{
+  *decoded = NULL;
+  if (codec == SHOAL_CODEC_FP32)
+    return floats_of (grad);
+  if (codec < 0 || codec >= SHOAL_CODEC_COUNT)
+    {
+      fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH, "%s: slice %d: unknown gradient codec %d", call, slice,
+             codec);
+      return NULL;
+    }
+  *decoded = g_new (float, MAX (n, 1));
+  gsize bytes = grad != NULL ? grad->len : 0;
+  if (!shoal_codec_decode ((ShoalCodec) codec, grad != NULL ? grad->data : NULL, bytes, *decoded, n))
+    {
+      g_clear_pointer (decoded, g_free);
+      fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH,
+             "%s: slice %d: %zu bytes are not a %s encoding of its %zu floats (%zu bytes)", call, slice,
+             bytes, shoal_codec_name ((ShoalCodec) codec), n, shoal_codec_bytes ((ShoalCodec) codec, n));
+      return NULL;
+    }
+  return *decoded;
+}
+
+static gboolean
+values_codec_ok (const char *call, int slice, gint32 codec, ShoalParamError **err)
+{
+  if (codec == SHOAL_CODEC_FP32 || codec == SHOAL_CODEC_FP16 || codec == SHOAL_CODEC_BF16)
+    return TRUE;
+  return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH, "%s: slice %d: values cannot be sent as codec %d",
+                call, slice, codec);
+}
+
 static gboolean
 handler_push (ShoalParamServiceIf *iface, const gchar *token, const gint32 slice,
               const gint64 step, const GByteArray *grad, const gint64 base_version,
-              const gint32 unit, ShoalParamError **err, GError **error)
+              const gint32 unit, const gint32 grad_codec, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   ShoalPushOrigin origin = { base_version, unit };
   GError *e = NULL;
   size_t n;
+  float *decoded;
 
   (void) error;
-  if (!token_ok (rpc, "push", token, err) || !slice_ok (rpc, "push", slice, TRUE, grad, &n, err))
+  if (!token_ok (rpc, "push", token, err)
+      || !slice_ok (rpc, "push", slice, grad_codec == SHOAL_CODEC_FP32, grad, &n, err))
     return FALSE;
-  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, NULL, &e))
+  const float *g = grad_floats ("push", slice, grad, grad_codec, n, &decoded, err);
+  if (g == NULL)
+    return FALSE;
+  gboolean ok = shoal_server_push_from (rpc->server, slice, g, n, step, &origin, NULL, &e);
+  g_free (decoded);
+  if (!ok)
     return server_fault (rpc, err, e);
   return wait_bound (rpc, "push", slice, unit, step, PUSH_BOUND_WAIT_MS, err);
 }
@@ -293,10 +340,66 @@ set_values (ShoalSliceValues *ret, GByteArray *values, gint64 version)
   ret->__isset_version = TRUE;
 }
 
+/* A reply straight from the server's values: the array lends them to the
+ * generated writer, and a reference kept here outlives the reply object,
+ * which unrefs its fields after writing; once the reply is written the
+ * memory is taken back out of the array (never freed with it). */
+static void
+lend_back (gpointer data)
+{
+  GByteArray *lent = data;
+  g_byte_array_steal (lent, NULL);
+  g_byte_array_unref (lent);
+}
+
+static GByteArray *
+lend_values (const float *values, size_t n)
+{
+  GByteArray *lent = g_byte_array_new_take ((guint8 *) values, n * sizeof (float));
+  shoal_rpc_listener_after_reply (lend_back, g_byte_array_ref (lent));
+  return lent;
+}
+
+/* Where the server's values are stable (shoal_server_values_stable), the
+ * values to answer with, lent in place; else NULL after a copy into
+ * `into` (a buffer of n floats).  FALSE with *err set on failure. */
+static gboolean
+reply_values (ShoalRpcServer *rpc, const char *call, int slice, size_t n, gint64 min_version,
+              gint64 wait_ms, float *into, GByteArray **lent, gint64 *version, ShoalParamError **err)
+{
+  *lent = NULL;
+  if (!shoal_server_values_stable (rpc->server))
+    return wait_pull (rpc, call, slice, into, n, min_version, wait_ms, version, err);
+  if (!wait_pull (rpc, call, slice, NULL, n, min_version, wait_ms, version, err))
+    return FALSE;
+  *lent = lend_values (shoal_server_lend_values (rpc->server, slice), n);
+  return TRUE;
+}
+
+/* Values encoded for the reply: copied out under the slice's lock, then
+ * encoded into a new array. */
+static gboolean
+coded_values (ShoalRpcServer *rpc, const char *call, int slice, size_t n, gint64 min_version,
+              gint64 wait_ms, gint32 codec, GByteArray **out, gint64 *version, ShoalParamError **err)
+{
+  float *floats = g_new (float, MAX (n, 1));
+  if (!wait_pull (rpc, call, slice, floats, n, min_version, wait_ms, version, err))
+    {
+      g_free (floats);
+      return FALSE;
+    }
+  size_t bytes = shoal_codec_bytes ((ShoalCodec) codec, n);
+  *out = g_byte_array_sized_new ((guint) bytes);
+  g_byte_array_set_size (*out, (guint) bytes);
+  shoal_codec_encode ((ShoalCodec) codec, floats, NULL, n, (*out)->data);
+  g_free (floats);
+  return TRUE;
+}
+
 static gboolean
 handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
               const gint32 slice, const gint64 min_version, const gint64 wait_ms,
-              ShoalParamError **err, GError **error)
+              const gint32 values_codec, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   GByteArray *values;
@@ -304,16 +407,30 @@ handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gcha
   size_t n;
 
   (void) error;
-  if (!token_ok (rpc, "pull", token, err) || !slice_ok (rpc, "pull", slice, FALSE, NULL, &n, err))
+  if (!token_ok (rpc, "pull", token, err) || !slice_ok (rpc, "pull", slice, FALSE, NULL, &n, err)
+      || !values_codec_ok ("pull", slice, values_codec, err))
     return FALSE;
-  values = g_byte_array_sized_new ((guint) (n * sizeof (float)));
-  g_byte_array_set_size (values, (guint) (n * sizeof (float)));
-  if (!wait_pull (rpc, "pull", slice, floats_of (values), n, min_version, wait_ms, &version, err))
+  if (values_codec != SHOAL_CODEC_FP32)
     {
-      g_byte_array_unref (values);
+      if (!coded_values (rpc, "pull", slice, n, min_version, wait_ms, values_codec, &values, &version, err))
+        return FALSE;
+      set_values (*_return, values, version);
+      return TRUE;
+    }
+  GByteArray *lent;
+  values = NULL;
+  if (!shoal_server_values_stable (rpc->server))
+    {
+      values = g_byte_array_sized_new ((guint) (n * sizeof (float)));
+      g_byte_array_set_size (values, (guint) (n * sizeof (float)));
+    }
+  if (!reply_values (rpc, "pull", slice, n, min_version, wait_ms, floats_of (values), &lent, &version, err))
+    {
+      if (values != NULL)
+        g_byte_array_unref (values);
       return FALSE;
     }
-  set_values (*_return, values, version);
+  set_values (*_return, lent != NULL ? lent : values, version);
   return TRUE;
 }
 
@@ -326,7 +443,8 @@ static gboolean
 handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
                    const gint32 slice, const gint64 step, const GByteArray *grad,
                    const gint64 wait_ms, const gint64 base_version, const gint32 unit,
-                   ShoalParamError **err, GError **error)
+                   const gint32 grad_codec, const gint32 values_codec, ShoalParamError **err,
+                   GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   ShoalPushOrigin origin = { base_version, unit };
@@ -334,20 +452,45 @@ handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const
   GError *e = NULL;
   gint64 ready = 0, version = 0;
   size_t n;
+  float *decoded;
 
   (void) error;
   if (!token_ok (rpc, "push_pull", token, err)
-      || !slice_ok (rpc, "push_pull", slice, TRUE, grad, &n, err))
+      || !slice_ok (rpc, "push_pull", slice, grad_codec == SHOAL_CODEC_FP32, grad, &n, err)
+      || !values_codec_ok ("push_pull", slice, values_codec, err))
     return FALSE;
-  if (!shoal_server_push_from (rpc->server, slice, floats_of (grad), n, step, &origin, &ready, &e))
+  const float *g = grad_floats ("push_pull", slice, grad, grad_codec, n, &decoded, err);
+  if (g == NULL)
+    return FALSE;
+  gboolean pushed = shoal_server_push_from (rpc->server, slice, g, n, step, &origin, &ready, &e);
+  g_free (decoded);
+  if (!pushed)
     return server_fault (rpc, err, e);
   if (!wait_bound (rpc, "push_pull", slice, unit, step, wait_ms, err))
     return FALSE;
-  values = grad != NULL ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_new ();
-  if (!wait_pull (rpc, "push_pull", slice, floats_of (values), n, ready, wait_ms, &version, err))
+  if (values_codec != SHOAL_CODEC_FP32)
+    {
+      if (!coded_values (rpc, "push_pull", slice, n, ready, wait_ms, values_codec, &values, &version, err))
+        return FALSE;
+      set_values (*_return, values, version);
+      return TRUE;
+    }
+  GByteArray *lent;
+  /* fp32: the values go back in the gradient's buffer (the call's
+   * arguments own it and are done with it), or lent in place */
+  gboolean reuse = grad != NULL && grad->len == n * sizeof (float);
+  values = reuse ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_sized_new ((guint) (n * sizeof (float)));
+  if (!reuse)
+    g_byte_array_set_size (values, (guint) (n * sizeof (float)));
+  if (!reply_values (rpc, "push_pull", slice, n, ready, wait_ms, floats_of (values), &lent, &version, err))
     {
       g_byte_array_unref (values);
       return FALSE;
+    }
+  if (lent != NULL)
+    {
+      g_byte_array_unref (values);
+      values = lent;
     }
   set_values (*_return, values, version);
   return TRUE;
@@ -580,6 +723,150 @@ handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint3
   return TRUE;
 }
 
+/* ---- shared memory -------------------------------------------------------- */
+
+/* A connection's attached region: the worker's values and gradients in
+ * the job's flat layout (the connection's data, see listener.h). */
+typedef struct {
+  ShoalShmRegion *region;
+  float *values, *grads;
+} ConnShm;
+
+static void
+conn_shm_free (gpointer data)
+{
+  ConnShm *shm = data;
+  shoal_shm_region_free (shm->region);
+  g_free (shm);
+}
+
+static gboolean
+handler_attach_shm (ShoalParamServiceIf *iface, const gchar *token, const gint32 pid,
+                    const gint32 fd, const gint64 bytes, const GByteArray *nonce, const gchar *host,
+                    const gint64 values_at, const gint64 grads_at, ShoalParamError **err,
+                    GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  GError *e = NULL;
+
+  (void) error;
+  if (!token_ok (rpc, "attach_shm", token, err))
+    return FALSE;
+  if (rpc->server == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED, "attach_shm: this process serves no slices");
+  /* the two areas in the layout's float offsets, 64-byte aligned, apart */
+  gint64 total = (gint64) shoal_server_total (rpc->server);
+  if (values_at < 0 || grads_at < 0 || values_at % 16 != 0 || grads_at % 16 != 0
+      || values_at > G_MAXINT64 / 8 - total || grads_at > G_MAXINT64 / 8 - total
+      || (values_at < grads_at ? grads_at - values_at : values_at - grads_at) < total)
+    return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH,
+                  "attach_shm: values at float %" G_GINT64_FORMAT " and gradients at %" G_GINT64_FORMAT
+                  " do not lay out two areas of %" G_GINT64_FORMAT " floats", values_at, grads_at, total);
+  if (nonce == NULL || nonce->len != SHOAL_SHM_NONCE_BYTES)
+    return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH, "attach_shm: the nonce must be %d bytes",
+                  SHOAL_SHM_NONCE_BYTES);
+  ShoalShmOffer offer = { .pid = pid, .fd = fd, .bytes = bytes };
+  memcpy (offer.nonce, nonce->data, SHOAL_SHM_NONCE_BYTES);
+  g_strlcpy (offer.host, host != NULL ? host : "", sizeof offer.host);
+  size_t need = (size_t) (MAX (values_at, grads_at) + total) * sizeof (float);
+  ShoalShmRegion *region = shoal_shm_region_attach (&offer, need, &e);
+  if (region == NULL)
+    {
+      g_debug ("rpc: %s: %s", peer (), e->message);
+      return server_fault (rpc, err, e);
+    }
+  ConnShm *shm = g_new0 (ConnShm, 1);
+  shm->region = region;
+  shm->values = (float *) shoal_shm_region_data (region) + values_at;
+  shm->grads = (float *) shoal_shm_region_data (region) + grads_at;
+  shoal_rpc_listener_set_conn_data (shm, conn_shm_free);
+  g_debug ("rpc: %s attached %" G_GINT64_FORMAT " bytes of shared memory of process %d", peer (),
+           bytes, pid);
+  return TRUE;
+}
+
+/* push_pull of several slices whose bytes lie in the connection's region:
+ * every push first (each update can run while the next slice's other
+ * contributors are awaited, and a worker that sends these slices one by
+ * one in any order finds them pushed), then SSP's wait, then the values. */
+static gboolean
+handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
+                       const GByteArray *slices, const gint64 step, const gint64 wait_ms,
+                       const GByteArray *base_versions, const gint32 unit, const gboolean fetch,
+                       ShoalParamError **err, GError **error)
+{
+  ShoalRpcServer *rpc = rpc_of (iface);
+  ConnShm *shm = shoal_rpc_listener_conn_data ();
+
+  (void) error;
+  if (!token_ok (rpc, "push_pull_shm", token, err))
+    return FALSE;
+  if (shm == NULL)
+    return fault (err, SHOAL_PARAM_FAULT_REFUSED,
+                  "push_pull_shm: no shared memory attached on this connection");
+  int nslices = rpc->server != NULL ? shoal_server_n_slices (rpc->server) : 0;
+  guint bytes = slices != NULL ? slices->len : 0;
+  int count = (int) (bytes / sizeof (gint32));
+  if (bytes % sizeof (gint32) != 0 || count < 1 || count > nslices)
+    return fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE,
+                  "push_pull_shm: %u bytes of slice ids: 1 to %d ids of 4 bytes expected", bytes, nslices);
+  if (base_versions == NULL || base_versions->len != (guint) count * sizeof (gint64))
+    return fault (err, SHOAL_PARAM_FAULT_BAD_LENGTH,
+                  "push_pull_shm: %d slices need %zu bytes of base versions, got %u", count,
+                  (size_t) count * sizeof (gint64), base_versions != NULL ? base_versions->len : 0);
+  gint32 *ids = g_new (gint32, count);
+  gint64 *ready = g_new (gint64, count);
+  guint8 *seen = g_new0 (guint8, nslices);
+  gboolean *mirrored = g_new0 (gboolean, count);
+  memcpy (ids, slices->data, (size_t) count * sizeof (gint32));
+  gboolean ok = TRUE;
+  size_t n;
+  for (int i = 0; i < count && ok; i++)
+    {
+      ok = slice_ok (rpc, "push_pull_shm", ids[i], FALSE, NULL, &n, err);
+      if (ok && seen[ids[i]]++)
+        ok = fault (err, SHOAL_PARAM_FAULT_UNKNOWN_SLICE, "push_pull_shm: slice %d twice in one call",
+                    ids[i]);
+    }
+  for (int i = 0; i < count && ok; i++)
+    {
+      size_t begin, end;
+      gint64 base;
+      GError *e = NULL;
+      memcpy (&base, base_versions->data + (size_t) i * sizeof base, sizeof base);
+      ShoalPushOrigin origin = { base, unit };
+      shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
+      /* the update that this push makes writes the worker's values too */
+      if (!shoal_server_push_mirrored (rpc->server, ids[i], shm->grads + begin, end - begin, step, &origin,
+                                       fetch ? shm->values + begin : NULL, &ready[i], &mirrored[i], &e))
+        ok = server_fault (rpc, err, e);
+    }
+  for (int i = 0; i < count && ok; i++)
+    ok = wait_bound (rpc, "push_pull_shm", ids[i], unit, step, wait_ms, err);
+  for (int i = 0; i < count && ok && fetch; i++)
+    {
+      size_t begin, end;
+      if (mirrored[i])
+        continue;   /* the update wrote them */
+      shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
+      ok = wait_pull (rpc, "push_pull_shm", ids[i], shm->values + begin, end - begin, ready[i],
+                      wait_ms, &ready[i], err);
+    }
+  if (ok)
+    {
+      GByteArray *versions = g_byte_array_sized_new ((guint) count * sizeof (gint64));
+      g_byte_array_append (versions, (const guint8 *) ready, (guint) count * sizeof (gint64));
+      if (*_return != NULL)
+        g_byte_array_unref (*_return);
+      *_return = versions;
+    }
+  g_free (ids);
+  g_free (ready);
+  g_free (seen);
+  g_free (mirrored);
+  return ok;
+}
+
 static void
 shoal_rpc_handler_init (ShoalRpcHandler *self)
 {
@@ -602,6 +889,8 @@ shoal_rpc_handler_class_init (ShoalRpcHandlerClass *klass)
   h->checkpoint = handler_checkpoint;
   h->send_bridge = handler_send_bridge;
   h->stop_at = handler_stop_at;
+  h->attach_shm = handler_attach_shm;
+  h->push_pull_shm = handler_push_pull_shm;
   h->heartbeat = handler_heartbeat;
 }
 

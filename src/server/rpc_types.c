@@ -39,6 +39,10 @@ shoal_rpc_types_init (void)
       g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_SEND_BRIDGE_RESULT);
       g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_STOP_AT_ARGS);
       g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_STOP_AT_RESULT);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_ATTACH_SHM_ARGS);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_ATTACH_SHM_RESULT);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_PUSH_PULL_SHM_ARGS);
+      g_type_ensure (SHOAL_TYPE_PARAM_SERVICE_PUSH_PULL_SHM_RESULT);
       g_once_init_leave (&done, 1);
     }
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/parallel.h"
 #include "server/ssp.h"
 
 #define SLICE_ALIGN 16
@@ -259,11 +260,37 @@ checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GErro
   return s;
 }
 
+/* One segment's update, cut into chunks for shoal_parallel_for: every
+ * rule is element-wise, so the chunks give the same floats as one call. */
+typedef struct {
+  const ShoalUpdaterConf *updater;
+  int step;
+  gint t;
+  float lr_scale, wd_scale;
+  float *values, *state_a, *state_b;
+  const float *grad;
+  float *mirror;          /* or NULL */
+} SegmentUpdate;
+
+static void
+update_chunk (size_t begin, size_t end, gpointer data)
+{
+  SegmentUpdate *u = data;
+  shoal_updater_apply (u->updater, u->step, u->t, u->lr_scale, u->wd_scale, u->values + begin,
+                       u->grad + begin, u->state_a != NULL ? u->state_a + begin : NULL,
+                       u->state_b != NULL ? u->state_b + begin : NULL, end - begin);
+  /* while the chunk is in cache */
+  if (u->mirror != NULL)
+    memcpy (u->mirror + begin, u->values + begin, (end - begin) * sizeof (float));
+}
+
 /* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
- * its learning rate multiplied by lr_mult. */
+ * its learning rate multiplied by lr_mult; large segments on the cores
+ * that idle meanwhile (core/parallel.h).  mirror (or NULL): [begin, end)
+ * of a copy of the values that gets the new ones too. */
 static void
 apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const float *grad, gint64 step,
-             float lr_mult)
+             float lr_mult, float *mirror)
 {
   for (int i = 0; i < server->nsegments; i++)
     {
@@ -273,13 +300,16 @@ apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const flo
         continue;
       if (a == seg->offset)
         g_atomic_int_add (&seg->updates, 1);
+      /* Adam's count: this slice's part of the param on its own */
       gint t = ++server->part_updates[(size_t) slice * server->nsegments + i];
-      float *state_a = server->state_per_value > 0 ? server->state + a : NULL;
-      float *state_b = server->state_per_value > 1 ? server->state + server->total + a : NULL;
-      shoal_updater_apply (&server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
-                           seg->lr_scale * server->opts.lr_scale * lr_mult,
-                           seg->wd_scale, server->values + a, grad + (a - begin), state_a, state_b,
-                           b - a);
+      SegmentUpdate u = {
+        &server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
+        seg->lr_scale * server->opts.lr_scale * lr_mult, seg->wd_scale, server->values + a,
+        server->state_per_value > 0 ? server->state + a : NULL,
+        server->state_per_value > 1 ? server->state + server->total + a : NULL, grad + (a - begin),
+        mirror != NULL ? mirror + (a - begin) : NULL,
+      };
+      shoal_parallel_for (b - a, SHOAL_PARALLEL_GRAIN, update_chunk, &u);
     }
 }
 
@@ -315,6 +345,18 @@ gboolean
 shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
                         const ShoalPushOrigin *origin, gint64 *ready_version, GError **error)
 {
+  return shoal_server_push_mirrored (server, slice, grad, n, step, origin, NULL, ready_version, NULL,
+                                     error);
+}
+
+gboolean
+shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
+                            const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version,
+                            gboolean *mirrored_out, GError **error)
+{
+  gboolean mirrored = FALSE;
+  if (mirrored_out != NULL)
+    *mirrored_out = FALSE;
   Slice *s = checked_slice (server, "push", slice, n, error);
   if (s == NULL)
     return FALSE;
@@ -338,7 +380,8 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
       gint64 staleness = base >= 0 ? MAX (s->version - base, 0) : 0;
       /* Zhang et al.: lr / staleness, staleness 0 counting as 1 */
       float mult = server->opts.lr_by_staleness ? 1.0f / (float) MAX (staleness, 1) : 1.0f;
-      apply_range (server, (int) (s - server->slices), s->begin, s->end, grad, step, mult);
+      apply_range (server, (int) (s - server->slices), s->begin, s->end, grad, step, mult, mirror);
+      mirrored = mirror != NULL;
       if (base >= 0)
         record_staleness (server, staleness);
       s->version++;
@@ -397,7 +440,8 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
               for (size_t i = 0; i < n; i++)
                 s->accumulator[i] *= inv;
             }
-          apply_range (server, (int) (s - server->slices), s->begin, s->end, sum, step, 1.0f);
+          apply_range (server, (int) (s - server->slices), s->begin, s->end, sum, step, 1.0f, mirror);
+          mirrored = mirror != NULL;
           s->contributions = 0;
           s->version++;
           s->updates_since_sync++;
@@ -409,6 +453,10 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
   g_mutex_unlock (&s->lock);
   if (ok && ready_version != NULL)
     *ready_version = ready;
+  if (ok && mirrored_out != NULL)
+    *mirrored_out = mirrored;
+  if (mirrored)
+    stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
   if (ok && server->opts.keep_baseline)
     {
       /* after the slice lock: the sync thread takes slice locks inside this one */
@@ -470,6 +518,24 @@ shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out)
   *out = server->staleness;
   memset (&server->staleness, 0, sizeof server->staleness);
   g_mutex_unlock (&server->staleness_lock);
+}
+
+gboolean
+shoal_server_values_stable (ShoalServer *server)
+{
+  /* ASYNC updates whenever a push comes; backup workers let a step pass
+   * without a late worker, who may still be reading; Hogwild merges */
+  return server->opts.mode == SHOAL_UPDATE_SYNC && server->opts.backup_workers == 0
+         && !server->opts.keep_baseline;
+}
+
+const float *
+shoal_server_lend_values (ShoalServer *server, int slice)
+{
+  g_return_val_if_fail (shoal_server_values_stable (server) && shoal_server_hosts (server, slice), NULL);
+  Slice *s = &server->slices[slice];
+  stat_add (&server->stats.bytes_out, (gint64) ((s->end - s->begin) * sizeof (float)));
+  return server->values + s->begin;
 }
 
 gboolean

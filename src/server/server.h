@@ -122,6 +122,13 @@ gboolean shoal_server_push (ShoalServer *server, int slice, const float *grad, s
 gboolean shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_t n,
                                  gint64 step, const ShoalPushOrigin *origin, gint64 *ready_version,
                                  GError **error);
+/* The same, and where this push makes the update (the last gradient of a
+ * SYNC step, or any ASYNC one) the new values are written into `mirror`
+ * (n floats, or NULL) too, in the same pass: *mirrored says so, and the
+ * pusher then has the values of *ready_version without a pull. */
+gboolean shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n,
+                                     gint64 step, const ShoalPushOrigin *origin, float *mirror,
+                                     gint64 *ready_version, gboolean *mirrored, GError **error);
 /* SSP: waits until unit `unit`, having pushed `step` to the slice, may
  * begin step + 1 (every unit pushed step - ssp_bound), at most
  * timeout_us (< 0: forever; then SHOAL_ERROR_TIMEOUT naming the slowest
@@ -144,6 +151,19 @@ void shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out);
  * and is not there. */
 gboolean shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n,
                             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error);
+
+/* Whether a slice's values stay as they are while a worker that asked
+ * for them reads them: SYNC without backup workers (not Hogwild), where
+ * the values of step t + 1 change only once every contributor pushed
+ * step t + 1, which a worker does only after it received them.  (A
+ * client that pushes for others could break that; it could as well send
+ * garbage gradients.) */
+gboolean shoal_server_values_stable (ShoalServer *server);
+/* Where values are stable, after shoal_server_pull (dst NULL) saw the
+ * version the worker waits for: the slice's values in the server's
+ * buffer, to be read in place (sent to the worker straight from there)
+ * instead of copied. */
+const float *shoal_server_lend_values (ShoalServer *server, int slice);
 
 /* Versions a put may set: 0 .. 2^62, so that counting updates on from
  * any of them never overflows. */

@@ -1,11 +1,13 @@
 /* shoal eval JOB.conf --from WORKSPACE [--data LMDB|CSV]: the loss and
  * accuracy of trained params on a dataset, computed as a run's test pass
  * computes them (shoal_worker_evaluate), so the numbers equal the run's
- * final test line on the same data. */
+ * final test line on the same data; and a digest of the params, so that
+ * two runs can be checked to end with the same params to the bit. */
 #include <glib.h>
 #include <stdio.h>
 
 #include "core/error.h"
+#include "partition/partition.h"
 #include "tools/commands.h"
 #include "worker/worker.h"
 
@@ -48,6 +50,11 @@ shoal_cmd_eval (int argc, char **argv)
           printf ("samples: %" G_GINT64_FORMAT "\ntest loss: %.6f\n", r.samples, r.loss);
           if (r.accuracy >= 0)
             printf ("test accuracy: %.4f\n", r.accuracy);
+          ShoalParamStore *store = shoal_group_net_params (shoal_model_group_net (m));
+          char *digest = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) store->values,
+                                                      store->total * sizeof (float));
+          printf ("params: %zu floats, sha256 %s\n", store->total, digest);
+          g_free (digest);
         }
     }
   if (error != NULL)

@@ -31,6 +31,7 @@
 #include "rpc/link_limit.h"
 #include "server/server.h"
 #include "worker/metrics.h"
+#include "worker/threads.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
@@ -921,7 +922,7 @@ shoal_emulator_measure_step_ms (ShoalJob *job, double *step_ms, GError **error)
     return FALSE;
   ShoalParamStore *store = shoal_group_net_params (net);
   shoal_param_store_init_values (store, job->seed);
-  shoal_set_blas_threads (job->threads, 1);
+  shoal_threads_apply (job->threads, 1, 0);
   enum { WARM = 2, TIMED = 9 };
   double t[TIMED];
   for (int i = 0; i < WARM + TIMED; i++)
@@ -984,7 +985,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
                  "repeat this run's times exactly", step_ms, step_ms);
     }
   const ShoalClusterConf *c = &e->layout->conf;
-  shoal_set_blas_threads (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1);
+  shoal_threads_apply (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1, 0);
   if (!build_units (e, error) || !build_servers (e, error))
     goto out;
   /* a unit of a group's k workers computes its share of the batch */

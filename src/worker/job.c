@@ -22,8 +22,9 @@ const ShoalOption shoal_job_options[] = {
   { "disp_freq", SHOAL_OPT_INT, "100", 1, 1e12, NULL, "steps between progress lines" },
   { "seed", SHOAL_OPT_INT, "1", 0, 9.2e18, NULL, "seed of every random stream of the job" },
   { "threads", SHOAL_OPT_INT, "0", 0, 1024, NULL,
-    "BLAS threads per process; 0 = cores divided by the worker threads on the machine "
-    "(all ranks that `shoal run` starts, or `shoal proc --host-workers`)" },
+    "cores this process may use, shared by its worker threads and their BLAS threads "
+    "(k workers on T cores: T / k BLAS threads each); 0 = the machine's cores divided by the "
+    "worker threads on it (all ranks that `shoal run` starts, or `shoal proc --host-workers`)" },
   { "checkpoint_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL,
     "steps between checkpoints in WORKSPACE/checkpoint; 0 = only at the end (and on Ctrl-C)" },
   { "init_from", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,

@@ -31,7 +31,7 @@ struct _ShoalJob {
   int test_steps;           /* batches per test run; 0 = the whole test set */
   int disp_freq;            /* steps between progress lines */
   guint64 seed;
-  int threads;              /* BLAS threads of this process; 0 = cores / local workers */
+  int threads;              /* cores this process may use (worker/threads.h); 0 = its share */
   gint64 checkpoint_freq;   /* steps between checkpoints; 0 = only at the end */
   char **init_from;         /* workspaces whose params initialise ours by name; empty = none */
   int cd_k;                 /* alg = cd: Gibbs steps of the RBM layers; 0: alg = bp */

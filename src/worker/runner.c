@@ -6,7 +6,6 @@
  * rank R of a cluster. */
 #include "worker/runner.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include "worker/metrics.h"
 #include "worker/named_params.h"
 #include "worker/process_report.h"
+#include "worker/threads.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
@@ -37,17 +37,6 @@
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
 #define TARGET_SLICE_BYTES (512u << 10)
-
-int
-shoal_set_blas_threads (int requested, int local_workers)
-{
-  int cores = (int) g_get_num_processors ();
-  int n = requested > 0 ? requested : MAX (1, cores / MAX (local_workers, 1));
-  openblas_set_num_threads (n);
-  g_message ("BLAS threads: %d (%d cores, %d worker thread%s sharing them)", n, cores,
-             local_workers, local_workers == 1 ? "" : "s");
-  return n;
-}
 
 typedef struct {
   ShoalJob *job;
@@ -369,17 +358,55 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       return FALSE;
     }
   GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
+  /* quantised gradients: what the unit has not sent yet, for an exact resume */
+  GBytes *residuals = shoal_param_client_save_residuals (w->client);
+  char *residual_name = g_strconcat (name, "/residuals", NULL);
   /* the job's clock, so that a resumed run's metrics go on from it */
   GBytes *clock = shoal_workspace_clock_blob (p->metrics != NULL ? shoal_metrics_elapsed (p->metrics) : 0);
-  const char *names[] = { name, "clock", params ? "params" : NULL, NULL };
-  GBytes *blobs[] = { state, clock, params, NULL };
+  const char *names[5] = { name, "clock", NULL, NULL, NULL };
+  GBytes *blobs[5] = { state, clock, NULL, NULL, NULL };
+  int nb = 2;
+  if (params != NULL)
+    names[nb] = "params", blobs[nb++] = params;
+  if (residuals != NULL)
+    names[nb] = residual_name, blobs[nb++] = residuals;
   gboolean ok = shoal_checkpoint_save (p->ckpt, step, names, blobs, error);
   shoal_progress_note ();   /* a long checkpoint is not a wedged process */
   g_bytes_unref (state);
   g_bytes_unref (clock);
   if (params)
     g_bytes_unref (params);
+  if (residuals)
+    g_bytes_unref (residuals);
+  g_free (residual_name);
   g_free (name);
+  return ok;
+}
+
+/* Resume of a unit whose gradients are quantised: its residuals as the
+ * checkpoint kept them; a checkpoint of a run without them (another
+ * wire_grads) starts from zero, saying so. */
+static gboolean
+load_residuals (Process *p, WorkerSlot *slot, GError **error)
+{
+  char *unit = unit_name (&slot->worker);
+  char *name = g_strconcat (unit, "/residuals", NULL);
+  GError *missing = NULL;
+  GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, &missing);
+  gboolean ok = TRUE;
+  if (blob == NULL)
+    {
+      g_message ("%s: the checkpoint of step %" G_GINT64_FORMAT " holds no gradient residuals (%s); "
+                 "they start from zero", unit, p->resume_step, missing->message);
+      g_error_free (missing);
+    }
+  else
+    {
+      ok = shoal_param_client_load_residuals (slot->client, blob, error);
+      g_bytes_unref (blob);
+    }
+  g_free (name);
+  g_free (unit);
   return ok;
 }
 
@@ -548,12 +575,14 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
       slot->client = shoal_param_client_new_shared (store, p->server);
       return TRUE;
     }
-  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode, error);
-  if (slot->client == NULL)
-    return FALSE;
+  slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
   shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
+  shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory);
+  if (!shoal_param_client_set_codecs (slot->client, p->layout->conf.wire_values, p->layout->conf.wire_grads,
+                                      error))
+    return FALSE;
   int sg = shoal_layout_server_group_of (p->layout, group);
   for (int s = 0; s < p->nslices; s++)
     {
@@ -653,6 +682,8 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
           ok = state != NULL && shoal_group_net_load_state (slots[i].net, state, error);
           if (state != NULL)
             g_bytes_unref (state);
+          if (ok && slots[i].client != NULL && shoal_param_client_has_residuals (slots[i].client))
+            ok = load_residuals (p, &slots[i], error);
           if (!ok)
             break;
         }
@@ -777,7 +808,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
         }
       g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
     }
-  shoal_set_blas_threads (job->threads, MAX (MAX ((int) p.proc->workers->len, 1), opts->host_workers));
+  shoal_threads_apply (job->threads, (int) p.proc->workers->len, opts->host_workers);
 
   if (!plan_units (&p, error))
     goto out;

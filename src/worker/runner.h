@@ -29,9 +29,10 @@ typedef struct {
    * at the newest step this process's checkpoint has. */
   gboolean resume;
   gint64 resume_step;
-  /* Worker threads of all the ranks on this machine: BLAS threads are its
-   * cores divided by them (two processes with two BLAS threads each on two
-   * cores run 2.4x slower).  0: this process's workers. */
+  /* Worker threads of all the ranks on this machine: with [job] threads
+   * 0 its cores are divided among them (worker/threads.h; two processes
+   * with two BLAS threads each on two cores run 2.4x slower).  0: this
+   * process's workers. */
   int host_workers;
   /* A restarted rank joining its running job (shoal proc --rejoin): its
    * units resume from this rank's newest checkpoint (or begin at 0), a
@@ -67,11 +68,6 @@ typedef struct {
  * first worker (group, worker as in result->group / worker). */
 gboolean shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result,
                         GError **error);
-
-/* Sets and logs the BLAS threads of this process: `requested` or, when 0,
- * the cores divided among `local_workers` (the worker threads of every
- * process on this machine).  Returns the number set. */
-int shoal_set_blas_threads (int requested, int local_workers);
 
 /* ---- shared with the virtual-clock emulator (worker/emulator.c), so
  * that both run the same rules ---------------------------------------- */

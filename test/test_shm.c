@@ -1,0 +1,392 @@
+/* Shared memory for the slices of workers and servers on one host: the
+ * region's checks (a region is validated like a message: the server must
+ * never read or write outside what it mapped, whatever the peer does),
+ * the push_pull_shm call and its refusals, and a param client that moves
+ * its slices through shared memory ending with exactly the values of one
+ * that sends them over the socket.  Values are small integers and the
+ * SGD rate 0.5, so results are exact and compared bit for bit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "comm/param_client.h"
+#include "core/error.h"
+#include "rpc/shm_region.h"
+#include "server/rpc_client.h"
+#include "server/rpc_server.h"
+#include "server/server.h"
+
+#define TOKEN "shm-token"
+
+static void
+assert_error_has (GError *error, const char *part)
+{
+  g_assert_nonnull (error);
+  if (strstr (error->message, part) == NULL)
+    g_error ("error \"%s\" does not say \"%s\"", error->message, part);
+}
+
+/* ---- the region ------------------------------------------------------------ */
+
+static void
+test_region_attach (void)
+{
+  GError *error = NULL;
+  ShoalShmRegion *r = shoal_shm_region_create ("test", 10000, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (shoal_shm_region_data_bytes (r), >=, 10000);
+  g_assert_cmpuint ((guintptr) shoal_shm_region_data (r) % 64, ==, 0);
+  ShoalShmOffer offer;
+  shoal_shm_region_offer (r, &offer);
+  ShoalShmRegion *peer = shoal_shm_region_attach (&offer, 10000, &error);
+  g_assert_no_error (error);
+  /* one memory seen from both mappings */
+  float *a = shoal_shm_region_data (r), *b = shoal_shm_region_data (peer);
+  a[100] = 42.0f;
+  g_assert_cmpfloat (b[100], ==, 42.0f);
+  b[7] = -3.0f;
+  g_assert_cmpfloat (a[7], ==, -3.0f);
+
+  /* sealed: nobody can shrink the file under a mapping (SIGBUS) or grow it */
+  int fd = offer.fd;
+  g_assert_cmpint (ftruncate (fd, 4096), ==, -1);
+  g_assert_cmpint (errno, ==, EPERM);
+  g_assert_cmpint (ftruncate (fd, offer.bytes + 4096), ==, -1);
+  shoal_shm_region_free (peer);
+  shoal_shm_region_free (r);
+}
+
+static void
+expect_refused (const ShoalShmOffer *offer, size_t want, const char *part)
+{
+  GError *error = NULL;
+  ShoalShmRegion *r = shoal_shm_region_attach (offer, want, &error);
+  g_assert_null (r);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+  assert_error_has (error, part);
+  g_clear_error (&error);
+}
+
+static void
+test_region_refusals (void)
+{
+  GError *error = NULL;
+  ShoalShmRegion *r = shoal_shm_region_create ("test", 8192, &error);
+  g_assert_no_error (error);
+  ShoalShmOffer good, bad;
+  shoal_shm_region_offer (r, &good);
+
+  bad = good;
+  bad.nonce[3] ^= 1;
+  expect_refused (&bad, 8192, "does not hold the region offered");
+  bad = good;
+  g_strlcpy (bad.host, "another-machine", sizeof bad.host);
+  expect_refused (&bad, 8192, "on another host");
+  bad = good;
+  bad.bytes += 4096;
+  expect_refused (&bad, 8192, "is not a file of the");
+  expect_refused (&good, 1 << 20, "cannot hold");
+  bad = good;
+  bad.bytes = -5;
+  expect_refused (&bad, 16, "cannot hold");
+  bad = good;
+  bad.fd = 9999;
+  expect_refused (&bad, 8192, "/proc/");
+
+  /* a pipe is never opened, whatever its number */
+  int pipefd[2];
+  g_assert_cmpint (pipe (pipefd), ==, 0);
+  bad = good;
+  bad.fd = pipefd[0];
+  expect_refused (&bad, 8192, "is not a shoal region");
+  close (pipefd[0]);
+  close (pipefd[1]);
+
+  /* a shoal memfd that is not sealed: its creator could shrink it */
+  int fd = memfd_create ("shoal-unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (ftruncate (fd, good.bytes), ==, 0);
+  bad = good;
+  bad.fd = fd;
+  expect_refused (&bad, 8192, "not sealed against resizing");
+  close (fd);
+  shoal_shm_region_free (r);
+}
+
+/* ---- the calls ------------------------------------------------------------- */
+
+typedef struct {
+  ShoalParamStore *layout;
+  ShoalServer *server;
+  ShoalRpcServer *rpc;
+  int port;
+} Env;
+
+#define NSLICES 6
+#define FLOATS 1024   /* 6 slices of 160-176 floats */
+
+static void
+value_pattern (float *v, size_t n, int seed)
+{
+  for (size_t i = 0; i < n; i++)
+    v[i] = (float) ((int) ((i * 7 + (size_t) seed * 13) % 201) - 100);
+}
+
+static ShoalParamStore *
+make_store (void)
+{
+  ShoalParamStore *store = shoal_param_store_new ();
+  ShoalInitSpec init = { 0 };
+  ShoalShape a = shoal_shape_make (1, FLOATS / 2), b = shoal_shape_make (2, 2, FLOATS / 4);
+  shoal_param_store_declare (store, "fc/weight", &a, &init, 1, 1, 1.0f, 1.0f);
+  shoal_param_store_declare (store, "fc/bias", &b, &init, 1, 1, 1.0f, 1.0f);
+  g_assert_true (shoal_param_store_allocate (store, NULL));
+  value_pattern (store->values, store->total, 0);
+  return store;
+}
+
+static void
+env_start (Env *env, ShoalUpdateMode mode, int contributors)
+{
+  ShoalUpdaterConf upd;
+  ShoalServerOptions sopts = { .mode = mode, .sync_contributors = contributors, .nslices = NSLICES };
+  ShoalRpcServerOptions ropts = { .bind_address = "127.0.0.1", .token = TOKEN };
+  GError *error = NULL;
+  env->layout = make_store ();
+  shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
+  upd.schedule.lr = 0.5f;
+  env->server = shoal_server_new (env->layout, &upd, &sopts, &error);
+  g_assert_no_error (error);
+  shoal_server_host_all (env->server);
+  env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
+  g_assert_no_error (error);
+  env->port = shoal_rpc_server_port (env->rpc);
+}
+
+static void
+env_stop (Env *env)
+{
+  shoal_rpc_server_stop (env->rpc);
+  shoal_server_free (env->server);
+  shoal_param_store_free (env->layout);
+}
+
+static ShoalRpcClient *
+client_new (Env *env, const char *token)
+{
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, token, 0, 5000, 0 };
+  GError *error = NULL;
+  ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
+  g_assert_no_error (error);
+  return c;
+}
+
+/* A region laid out as a param client lays out its store: values, then
+ * gradients at float `total`. */
+static ShoalShmRegion *
+worker_region (size_t total, ShoalShmOffer *offer)
+{
+  GError *error = NULL;
+  ShoalShmRegion *r = shoal_shm_region_create ("test", 2 * total * sizeof (float), &error);
+  g_assert_no_error (error);
+  shoal_shm_region_offer (r, offer);
+  return r;
+}
+
+static void
+test_push_pull_shm (void)
+{
+  Env shm_env, sock_env;
+  env_start (&shm_env, SHOAL_UPDATE_ASYNC, 1);
+  env_start (&sock_env, SHOAL_UPDATE_ASYNC, 1);
+  size_t total = shoal_server_total (shm_env.server);
+  ShoalShmOffer offer;
+  ShoalShmRegion *region = worker_region (total, &offer);
+  float *values = shoal_shm_region_data (region), *grads = values + total;
+  ShoalRpcClient *a = client_new (&shm_env, TOKEN), *b = client_new (&sock_env, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (a, &offer, 0, (gint64) total));
+  float *sock_values = g_new0 (float, total);
+  GError *error = NULL;
+
+  for (int step = 0; step < 4; step++)
+    {
+      value_pattern (grads, total, step + 1);
+      /* slices 5, 1, 3 in one call, then 0, 2, 4 */
+      gint64 bases[3] = { -1, -1, -1 }, versions[3];
+      const gint32 calls[2][3] = { { 5, 1, 3 }, { 0, 2, 4 } };
+      for (int call = 0; call < 2; call++)
+        {
+          g_assert_true (shoal_rpc_client_push_pull_shm (a, calls[call], 3, step, bases, -1, TRUE,
+                                                         versions, &error));
+          g_assert_no_error (error);
+          for (int i = 0; i < 3; i++)
+            g_assert_cmpint (versions[i], ==, step + 1);
+        }
+      for (int s = NSLICES - 1; s >= 0; s--)
+        {
+          size_t begin, end;
+          shoal_server_slice_range (sock_env.server, s, &begin, &end);
+          g_assert_true (shoal_rpc_client_push_pull (b, s, grads + begin, sock_values + begin,
+                                                     end - begin, step, NULL, &error));
+          g_assert_no_error (error);
+        }
+      g_assert_cmpmem (values, total * sizeof (float), sock_values, total * sizeof (float));
+    }
+  g_assert_cmpmem (shoal_server_values (shm_env.server), total * sizeof (float),
+                   shoal_server_values (sock_env.server), total * sizeof (float));
+
+  /* a push without a fetch leaves the worker's values alone */
+  memset (values, 0, total * sizeof (float));
+  gint64 base = 4, version;
+  gint32 zero = 0;
+  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 4, &base, -1, FALSE, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 5);
+  g_assert_cmpfloat (values[0], ==, 0);
+
+  /* the connection drops: the next call attaches again */
+  shoal_rpc_client_free (a);
+  a = client_new (&shm_env, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (a, &offer, 0, (gint64) total));
+  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 5, &base, -1, TRUE, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 6);
+
+  shoal_rpc_client_free (a);
+  shoal_rpc_client_free (b);
+  shoal_shm_region_free (region);
+  g_free (sock_values);
+  env_stop (&shm_env);
+  env_stop (&sock_env);
+}
+
+static void
+test_shm_refusals (void)
+{
+  Env env;
+  env_start (&env, SHOAL_UPDATE_ASYNC, 1);
+  size_t total = shoal_server_total (env.server);
+  GError *error = NULL;
+  gint64 bases[NSLICES + 1] = { 0 }, versions[NSLICES + 1];
+  gint32 all[NSLICES + 1] = { 0, 1, 2, 3, 4, 5, 0 };
+
+  /* no region attached on this connection */
+  ShoalRpcClient *c = client_new (&env, TOKEN);
+  g_assert_false (shoal_rpc_client_push_pull_shm (c, all, 1, 0, bases, -1, TRUE, versions, &error));
+  assert_error_has (error, "no shared memory");
+  g_clear_error (&error);
+
+  /* a region too small for the layout, areas that overlap, a wrong
+   * token: refused, and the client stays on the socket */
+  ShoalShmOffer small_offer, offer;
+  ShoalShmRegion *small = worker_region (total / 2, &small_offer);
+  g_assert_false (shoal_rpc_client_use_shm (c, &small_offer, 0, (gint64) total));
+  g_assert_false (shoal_rpc_client_shm_usable (c));
+  shoal_rpc_client_free (c);
+  ShoalShmRegion *region = worker_region (total, &offer);
+  c = client_new (&env, TOKEN);
+  g_assert_false (shoal_rpc_client_use_shm (c, &offer, 0, 16));
+  shoal_rpc_client_free (c);
+  c = client_new (&env, "wrong");
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*attach_shm*refused: wrong job token*");
+  g_assert_false (shoal_rpc_client_use_shm (c, &offer, 0, (gint64) total));
+  g_test_assert_expected_messages ();
+  shoal_rpc_client_free (c);
+
+  /* attached: slices and versions outside the bounds */
+  c = client_new (&env, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (c, &offer, 0, (gint64) total));
+  gint32 six[] = { NSLICES }, minus[] = { -1 }, twice[] = { 3, 3 };
+  struct { const gint32 *ids; int count; const char *part; } bad[] = {
+    { six, 1, "unknown slice 6" },
+    { minus, 1, "unknown slice -1" },
+    { all, NSLICES + 1, "1 to 6 ids" },
+    { all, 0, "1 to 6 ids" },
+    { twice, 2, "slice 3 twice" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_assert_false (shoal_rpc_client_push_pull_shm (c, bad[i].count > 0 ? bad[i].ids : all,
+                                                      bad[i].count, 0, bases, -1, TRUE, versions, &error));
+      assert_error_has (error, bad[i].part);
+      g_clear_error (&error);
+    }
+  /* the server still serves it */
+  g_assert_true (shoal_rpc_client_push_pull_shm (c, all, NSLICES, 0, bases, -1, TRUE, versions, &error));
+  g_assert_no_error (error);
+  shoal_rpc_client_free (c);
+  shoal_shm_region_free (small);
+  shoal_shm_region_free (region);
+  env_stop (&env);
+}
+
+/* ---- the param client ------------------------------------------------------- */
+
+static ShoalParamClient *
+remote_client (ShoalParamStore *store, Env *env, gboolean shm)
+{
+  GError *error = NULL;
+  ShoalParamClient *c = shoal_param_client_new (store, NSLICES, SHOAL_UPDATE_SYNC);
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, TOKEN, 0, 5000, 0 };
+  for (int s = 0; s < NSLICES; s++)
+    shoal_param_client_route_remote (c, s, &o);
+  shoal_param_client_set_shared_memory (c, shm);
+  g_assert_true (shoal_param_client_start (c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_param_client_shared_memory (c), ==, shm);
+  g_assert_true (shoal_param_client_fetch (c, &error));
+  g_assert_no_error (error);
+  return c;
+}
+
+static void
+test_param_client_same_values (void)
+{
+  Env shm_env, sock_env;
+  env_start (&shm_env, SHOAL_UPDATE_SYNC, 1);
+  env_start (&sock_env, SHOAL_UPDATE_SYNC, 1);
+  ShoalParamStore *a = make_store (), *b = make_store ();
+  ShoalParamClient *ca = remote_client (a, &shm_env, TRUE), *cb = remote_client (b, &sock_env, FALSE);
+  GError *error = NULL;
+  size_t total = a->total;
+
+  for (int step = 0; step < 5; step++)
+    {
+      value_pattern (a->grads, total, step + 3);
+      value_pattern (b->grads, total, step + 3);
+      shoal_param_client_step_done (ca, step);
+      shoal_param_client_step_done (cb, step);
+      g_assert_true (shoal_param_client_wait (ca, &error));
+      g_assert_true (shoal_param_client_wait (cb, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (a->values, total * sizeof (float), b->values, total * sizeof (float));
+      /* sent gradients are cleared for the next backward either way */
+      for (size_t i = 0; i < total; i++)
+        g_assert_true (a->grads[i] == 0 && b->grads[i] == 0);
+      g_assert_cmpint (shoal_param_client_catch_up_step (ca, step + 1), ==, step + 1);
+    }
+  g_assert_cmpmem (shoal_server_values (shm_env.server), total * sizeof (float),
+                   shoal_server_values (sock_env.server), total * sizeof (float));
+  shoal_param_client_free (ca);
+  shoal_param_client_free (cb);
+  /* the region stays with the store, which outlives the client */
+  g_assert_cmpfloat (a->values[1], ==, b->values[1]);
+  shoal_param_store_free (a);
+  shoal_param_store_free (b);
+  env_stop (&shm_env);
+  env_stop (&sock_env);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/shm/region-attach", test_region_attach);
+  g_test_add_func ("/shm/region-refusals", test_region_refusals);
+  g_test_add_func ("/shm/push-pull-shm", test_push_pull_shm);
+  g_test_add_func ("/shm/refusals", test_shm_refusals);
+  g_test_add_func ("/shm/param-client-same-values", test_param_client_same_values);
+  return g_test_run ();
+}
