@@ -36,6 +36,7 @@
 #include "server/heartbeat.h"
 #include "tools/commands.h"
 #include "worker/net_check.h"
+#include "worker/metrics.h"
 #include "worker/runner.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
@@ -45,6 +46,18 @@
 #define SERVER_GRACE_S 10
 /* After SIGTERM, survivors get this long before SIGKILL. */
 #define KILL_GRACE_S 10
+
+/* What the launcher takes synchronously (sigtimedwait): the user's stop
+ * signals and its children's ends. */
+static void
+launcher_signals (sigset_t *set)
+{
+  sigemptyset (set);
+  sigaddset (set, SIGINT);
+  sigaddset (set, SIGTERM);
+  sigaddset (set, SIGHUP);
+  sigaddset (set, SIGCHLD);
+}
 
 /* 32 hex characters from the kernel's random source. */
 static gboolean
@@ -274,11 +287,7 @@ supervise (Launch *L)
   double kill_at = 0, workers_done_at = 0, progress_at = started;
   goffset metrics_seen = file_size (L->metrics_path);
   sigset_t set;
-  sigemptyset (&set);
-  sigaddset (&set, SIGINT);
-  sigaddset (&set, SIGTERM);
-  sigaddset (&set, SIGHUP);
-  sigaddset (&set, SIGCHLD);
+  launcher_signals (&set);
 
   while (running > 0)
     {
@@ -431,19 +440,6 @@ typedef struct {
   double loss, accuracy;   /* accuracy < 0: none */
 } GroupResult;
 
-static gboolean
-json_number (const char *line, const char *key, double *out)
-{
-  char *pattern = g_strdup_printf ("\"%s\":", key);
-  const char *p = strstr (line, pattern);
-  gsize plen = strlen (pattern);
-  g_free (pattern);
-  if (p == NULL)
-    return FALSE;
-  char *end = NULL;
-  *out = g_ascii_strtod (p + plen, &end);
-  return end != p + plen;
-}
 
 /* The last test line of each group in metrics.jsonl. */
 static GroupResult *
@@ -457,14 +453,14 @@ read_results (const char *path, int ngroups)
   for (int i = 0; lines[i] != NULL; i++)
     {
       double group, step, loss, acc;
-      if (strstr (lines[i], "\"phase\":\"test\"") == NULL || !json_number (lines[i], "group", &group)
-          || !json_number (lines[i], "step", &step) || !json_number (lines[i], "loss", &loss))
+      if (strstr (lines[i], "\"phase\":\"test\"") == NULL || !shoal_metrics_line_number (lines[i], "group", &group)
+          || !shoal_metrics_line_number (lines[i], "step", &step) || !shoal_metrics_line_number (lines[i], "loss", &loss))
         continue;
       int g = (int) group;
       if (g < 0 || g >= ngroups)
         continue;
       res[g] = (GroupResult) { TRUE, (gint64) step, loss,
-                               json_number (lines[i], "accuracy", &acc) ? acc : -1 };
+                               shoal_metrics_line_number (lines[i], "accuracy", &acc) ? acc : -1 };
     }
   g_strfreev (lines);
   g_free (text);
@@ -563,11 +559,7 @@ again:;
   L.restarts = 0;
 
   sigset_t set;
-  sigemptyset (&set);
-  sigaddset (&set, SIGINT);
-  sigaddset (&set, SIGTERM);
-  sigaddset (&set, SIGHUP);
-  sigaddset (&set, SIGCHLD);
+  launcher_signals (&set);
   sigprocmask (SIG_BLOCK, &set, &L.old_mask);
   /* one clock origin for every process's metrics.jsonl lines; a resumed
    * run's goes on from its checkpoint's time */

@@ -224,3 +224,17 @@ shoal_other_metrics_append (const ShoalOtherMetrics *o, GString *s)
   for (int i = 0; i < o->n; i++)
     g_string_append_printf (s, " %s %.4f", o->name[i], shoal_other_metrics_mean (o, i));
 }
+
+gboolean
+shoal_metrics_line_number (const char *line, const char *key, double *out)
+{
+  char *pattern = g_strdup_printf ("\"%s\":", key);
+  const char *p = strstr (line, pattern);
+  gsize plen = strlen (pattern);
+  g_free (pattern);
+  if (p == NULL)
+    return FALSE;
+  char *end = NULL;
+  *out = g_ascii_strtod (p + plen, &end);
+  return end != p + plen;
+}

@@ -93,6 +93,12 @@ void shoal_metrics_continue_clock (ShoalMetricsWriter *writer, double seconds);
  * (seconds; < 0: no field).  The emulator writes from one thread. */
 void shoal_metrics_set_vtime (ShoalMetricsWriter *writer, double vtime);
 
+/* Reading a line back: the number after "key": in one metrics.jsonl
+ * line, into *out; FALSE where the key is absent or no number follows.
+ * For the few fields the launcher and a resume look at, where parsing
+ * the whole line as JSON would buy nothing. */
+gboolean shoal_metrics_line_number (const char *line, const char *key, double *out);
+
 G_END_DECLS
 
 #endif

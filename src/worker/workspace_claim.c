@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "data/checkpoint.h"
+#include "worker/metrics.h"
 #include "worker/workspace.h"
 
 /* What an earlier run leaves in a workspace. */
@@ -285,20 +286,6 @@ shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step
   return latest;
 }
 
-/* The number after "key": in a metrics line, or FALSE. */
-static gboolean
-line_number (const char *line, const char *key, double *out)
-{
-  char *pattern = g_strdup_printf ("\"%s\":", key);
-  const char *p = strstr (line, pattern);
-  gsize plen = strlen (pattern);
-  g_free (pattern);
-  if (p == NULL)
-    return FALSE;
-  char *end = NULL;
-  *out = g_ascii_strtod (p + plen, &end);
-  return end != p + plen;
-}
 
 gboolean
 shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, GError **error)
@@ -324,8 +311,8 @@ shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, 
       if (lines[i][0] == '\0')
         continue;
       double s, t;
-      gboolean past = line_number (lines[i], "step", &s) ? s > (double) step
-                      : clock >= 0 && line_number (lines[i], "time", &t) && t > clock;
+      gboolean past = shoal_metrics_line_number (lines[i], "step", &s) ? s > (double) step
+                      : clock >= 0 && shoal_metrics_line_number (lines[i], "time", &t) && t > clock;
       if (past)
         dropped++;
       else
