@@ -22,14 +22,10 @@ set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
 source test/e2e/lib/topology.sh   # fail
+source test/e2e/lib/bn_stats.sh   # build_bn_stats
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-san=${SHOAL_SANITIZE:+-fsanitize=$SHOAL_SANITIZE}
-export PKG_CONFIG_PATH=$BUILD/pkgconfig
-[ -f "$PKG_CONFIG_PATH/shoal.pc" ] || fail "no $PKG_CONFIG_PATH/shoal.pc: run make first"
-# shellcheck disable=SC2046
-cc -std=c11 -O2 -Wall -Wextra -Werror $san -o "$dir/bn_stats" test/e2e/lib/bn_stats.c \
-  $(pkg-config --cflags --libs shoal) -Wl,-rpath,"$BUILD" -lm || fail "building bn_stats"
+build_bn_stats "$dir/bn_stats"
 
 conf=test/e2e/lib/bn_mlp.conf
 args=(-o job.epochs=0 -o job.train_steps=600 -o job.test_freq=0 -o job.test_steps=0 -o job.disp_freq=100
