@@ -373,15 +373,25 @@ test_trim_metrics (void)
               "{\"time\":3.5,\"step\":200,\"phase\":\"test\"}\n"
               "{\"time\":4.0,\"step\":300,\"phase\":\"train\"}\n"
               "{\"time\":5.0,\"rank\":0,\"phase\":\"process\"}\n");
+  const char *lines = "{\"time\":1.0,\"step\":100,\"phase\":\"train\"}\n"
+                      "{\"time\":2.0,\"rank\":0,\"phase\":\"process\"}\n"
+                      "{\"time\":3.0,\"step\":200,\"phase\":\"train\"}\n"
+                      "{\"time\":3.5,\"step\":200,\"phase\":\"test\"}\n";
   GError *error = NULL;
-  g_assert_true (shoal_workspace_trim_metrics (ws, 200, 3.6, &error));
+  double resume_clock = 0;
+  g_assert_true (shoal_workspace_trim_metrics (ws, 200, 3.6, &resume_clock, &error));
   g_assert_no_error (error);
+  g_assert_cmpfloat (resume_clock, ==, 3.6);
   char *text = read_text (ws, "metrics.jsonl");
-  g_assert_cmpstr (text, ==,
-                   "{\"time\":1.0,\"step\":100,\"phase\":\"train\"}\n"
-                   "{\"time\":2.0,\"rank\":0,\"phase\":\"process\"}\n"
-                   "{\"time\":3.0,\"step\":200,\"phase\":\"train\"}\n"
-                   "{\"time\":3.5,\"step\":200,\"phase\":\"test\"}\n");
+  g_assert_cmpstr (text, ==, lines);
+  g_free (text);
+  /* a test pass of the checkpoint's step ends after the checkpoint was
+   * taken: its line stays, and the resumed clock goes on from it */
+  g_assert_true (shoal_workspace_trim_metrics (ws, 200, 3.2, &resume_clock, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (resume_clock, ==, 3.5);
+  text = read_text (ws, "metrics.jsonl");
+  g_assert_cmpstr (text, ==, lines);
   g_free (text);
   GBytes *blob = shoal_workspace_clock_blob (12.5);
   g_assert_cmpmem (g_bytes_get_data (blob, NULL), g_bytes_get_size (blob), "12.500000", 9);

@@ -545,7 +545,7 @@ again:;
     printf ("shoal run: resuming at step %s\n", L.resume_arg);
   if (!make_token (token, &error) || !write_token (token_path, token, &error)
       || (!resume && !g_file_set_contents (metrics_path, "", 0, &error))
-      || (resume && !shoal_workspace_trim_metrics (workspace, step, ckpt_clock, &error)))
+      || (resume && !shoal_workspace_trim_metrics (workspace, step, ckpt_clock, &ckpt_clock, &error)))
     goto out;
   g_strfreev (endpoints);
   g_free (L.endpoint_list);

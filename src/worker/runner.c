@@ -94,7 +94,8 @@ prepare_workspace (const ShoalRunOptions *opts, GError **error)
  * it was; a fresh run moves an earlier run's files aside; a resumed one
  * keeps the metrics up to its checkpoint. */
 static gboolean
-claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step, GError **error)
+claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step, double *resume_clock,
+                 GError **error)
 {
   if (opts->endpoints != NULL)
     return TRUE;
@@ -108,7 +109,7 @@ claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step,
   return resume_step < 0
          || shoal_workspace_trim_metrics (opts->workspace, resume_step,
                                           shoal_workspace_checkpoint_clock (opts->workspace, 1, resume_step),
-                                          error);
+                                          resume_clock, error);
 }
 
 static gboolean
@@ -731,6 +732,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 {
   Process p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
                 .stop_step = G_MAXINT64 };
+  double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
   ShoalFaultTimer *fault = NULL;
   gboolean ok = FALSE;
   if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
@@ -858,7 +860,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
   /* the run is accepted (conf, net and data are good): now it takes the
    * workspace, so a run that failed before leaves it as it was */
-  if (!claim_workspace (job, opts, p.resume_step, error))
+  if (!claim_workspace (job, opts, p.resume_step, &resume_clock, error))
     goto out;
   p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
   if (p.ckpt == NULL)
@@ -879,7 +881,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (opts->endpoints == NULL && p.resume_step >= 0)
     /* a resumed run's time goes on from its checkpoint's (the launcher
      * does this for its ranks with SHOAL_JOB_START_US) */
-    shoal_metrics_continue_clock (p.metrics, shoal_workspace_store_clock (p.ckpt, p.resume_step));
+    shoal_metrics_continue_clock (p.metrics, resume_clock);
   p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
   if (job->emulate.fault_group >= 0 && p.proc->workers->len > 0
       && g_array_index (p.proc->workers, ShoalMember, 0).group == job->emulate.fault_group)

@@ -288,8 +288,11 @@ shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step
 
 
 gboolean
-shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, GError **error)
+shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, double *resume_clock,
+                              GError **error)
 {
+  if (resume_clock != NULL)
+    *resume_clock = clock;
   char *path = g_build_filename (workspace, "metrics.jsonl", NULL);
   char *text = NULL;
   gsize len = 0;
@@ -316,7 +319,11 @@ shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, 
       if (past)
         dropped++;
       else
-        g_string_append_printf (kept, "%s\n", lines[i]);
+        {
+          g_string_append_printf (kept, "%s\n", lines[i]);
+          if (resume_clock != NULL && shoal_metrics_line_number (lines[i], "time", &t) && t > *resume_clock)
+            *resume_clock = t;
+        }
     }
   g_strfreev (lines);
   gboolean ok = dropped == 0 || g_file_set_contents (path, kept->str, (gssize) kept->len, error);

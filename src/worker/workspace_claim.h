@@ -45,8 +45,12 @@ double shoal_workspace_store_clock (ShoalCheckpoint *store, gint64 step);
 /* Resume: rewrites WORKSPACE/metrics.jsonl without the lines a killed run
  * wrote past the checkpoint - a "step" beyond `step`, or no step and a
  * "time" beyond `clock` (when clock >= 0).  Nothing when the file does
- * not exist. */
-gboolean shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, GError **error);
+ * not exist.  *resume_clock (may be NULL): where the resumed run's clock
+ * goes on from - `clock`, or the latest "time" of a kept line where that
+ * is later (a test pass of the checkpoint's step runs after its
+ * checkpoint was taken, and its line stays), so times never go back. */
+gboolean shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, double *resume_clock,
+                                       GError **error);
 
 /* The blob a unit saves beside its state: the job's clock, seconds. */
 GBytes *shoal_workspace_clock_blob (double seconds);
