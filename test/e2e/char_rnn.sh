@@ -19,7 +19,7 @@ for t in embedding text_input rbm_visible rbm_hidden rbm_free_energy sigmoid_cro
   grep -q "^$t: " "$dir/layers" || { echo "shoal layers does not list $t"; exit 1; }
 done
 
-files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | head -60)
+files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | sed -n 1,60p)
 # shellcheck disable=SC2086
 "$build/shoal" import text --out "$dir/text" --seq-len 50 $files | tee "$dir/import"
 vocab=$(sed -n 's/.*vocabulary of \([0-9]*\).*/\1/p' "$dir/import")
@@ -33,7 +33,7 @@ start=$SECONDS
   --workspace "$dir/ws" >/dev/null
 echo "trained in $((SECONDS - start)) s"
 loss=$(grep '"phase":"test"' "$dir/ws/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([^,}]*\).*/\1/')
-first=$(grep '"phase":"train"' "$dir/ws/metrics.jsonl" | head -1 | sed 's/.*"loss":\([^,}]*\).*/\1/')
+first=$(grep '"phase":"train"' "$dir/ws/metrics.jsonl" | sed -n 1,1p | sed 's/.*"loss":\([^,}]*\).*/\1/')
 echo "train loss of the first 50 steps $first, validation loss after 150: $loss"
 awk -v l="$loss" 'BEGIN { exit !(l < 2.4) }' || { echo "validation loss $loss is not below 2.4"; exit 1; }
 

@@ -12,7 +12,7 @@ build=${1:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | head -3)
+files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | sed -n 1,3p)
 # shellcheck disable=SC2086
 "$build/shoal" import text --out "$dir/text" --seq-len 20 --val-fraction 0.1 $files | tee "$dir/import"
 vocab=$(sed -n 's/.*vocabulary of \([0-9]*\).*/\1/p' "$dir/import")

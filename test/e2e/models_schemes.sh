@@ -9,7 +9,7 @@ build=${1:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
-files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | head -20)
+files=$(ls /usr/lib/python3.11/*.py | LC_ALL=C sort | sed -n 1,20p)
 # shellcheck disable=SC2086
 "$build/shoal" import text --out "$dir/text" --seq-len 25 $files | tee "$dir/import"
 vocab=$(sed -n 's/.*vocabulary of \([0-9]*\).*/\1/p' "$dir/import")
@@ -27,7 +27,7 @@ rbm=(examples/dbn/rbm1.conf -o "layer h1.num_output=64" -o updater.momentum=0.5 
      -o job.train_steps=120 -o job.test_freq=0 -o job.test_steps=10 -o job.disp_freq=20 -q)
 
 last_test () { grep '"phase":"test"' "$1/metrics.jsonl" | grep '"group":0' | tail -1 | sed 's/.*"loss":\([^,}]*\).*/\1/'; }
-first_train () { grep '"phase":"train"' "$1/metrics.jsonl" | head -1 | sed 's/.*"loss":\([^,}]*\).*/\1/'; }
+first_train () { grep '"phase":"train"' "$1/metrics.jsonl" | sed -n 1,1p | sed 's/.*"loss":\([^,}]*\).*/\1/'; }
 
 for scheme in sandblaster allreduce downpour hogwild; do
   start=$SECONDS

@@ -42,7 +42,7 @@ run -o job.train_steps=150 --resume >/dev/null
 grep -qF '9999.' "$ws/metrics.jsonl" && fail "metrics: the killed run's lines past the checkpoint are still there"
 dups=$(grep '"phase":"train"' "$ws/metrics.jsonl" | sed 's/.*"step":\([0-9]*\),.*/\1/' | sort -n | uniq -d)
 [ -z "$dups" ] || fail "metrics: duplicate train steps: $dups"
-first_resumed=$(grep '"step":110,' "$ws/metrics.jsonl" | grep '"phase":"train"' | head -1 \
+first_resumed=$(grep '"step":110,' "$ws/metrics.jsonl" | grep '"phase":"train"' | sed -n 1,1p \
   | sed 's/^{"time":\([0-9.]*\),.*/\1/')
 echo "time at step 100: $last_time, at the resumed step 110: $first_resumed"
 awk -v a="$last_time" -v b="$first_resumed" 'BEGIN { exit !(b >= a) }' \
