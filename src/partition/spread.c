@@ -762,6 +762,42 @@ failure (const Header *h, const char *message)
   return b;
 }
 
+/* How long a follower whose result could not be delivered waits for the
+ * leader's quit before it calls the leader gone. */
+#define QUIT_GRACE_MS 3000
+
+/* Sends a follower's result to the leader (takes reply).  FALSE with
+ * *error NULL: the send failed, but an orderly quit from the leader
+ * followed - the leader puts a result in its mailbox before the RPC's
+ * reply is written, may then end the run and exit before writing it, and
+ * quits only once it has every result, so it had this one. */
+static gboolean
+send_result (ShoalGroupNet *g, guint32 me, GByteArray *reply, GError **error)
+{
+  GBytes *msg = g_byte_array_free_to_bytes (reply);
+  GError *local = NULL;
+  gboolean ok = g->wire->send (g->wire->data, 0, CH_RESULT + me, msg, &local);
+  g_bytes_unref (msg);
+  if (ok)
+    return TRUE;
+  GError *recv_error = NULL;
+  GBytes *next = g->wire->recv (g->wire->data, CH_COMMAND + me, QUIT_GRACE_MS, &recv_error);
+  g_clear_error (&recv_error);
+  gboolean quit = FALSE;
+  if (next != NULL)
+    {
+      Reader r = reader_of (next);
+      Header h;
+      quit = read_header (&r, &h) && h.cmd == CMD_QUIT && !h.failed;
+      g_bytes_unref (next);
+    }
+  if (quit)
+    g_error_free (local);
+  else
+    g_propagate_error (error, local);
+  return FALSE;
+}
+
 gboolean
 shoal_group_net_serve (ShoalGroupNet *g, GError **error)
 {
@@ -840,8 +876,14 @@ shoal_group_net_serve (ShoalGroupNet *g, GError **error)
           g_bytes_unref (fb);
           break;
         }
-      if (!send_msg (g, 0, CH_RESULT + me, reply))
-        break;
+      GError *send_error = NULL;
+      if (!send_result (g, me, reply, &send_error))
+        {
+          if (send_error == NULL)
+            return TRUE;   /* the leader took it and ended */
+          spread_record_error (g, send_error);
+          break;
+        }
     }
   return shoal_group_net_ok (g, error);
 }
