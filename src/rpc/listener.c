@@ -23,6 +23,7 @@ typedef struct {
   GThread *thread;
   gpointer data;            /* shoal_rpc_listener_set_conn_data; only the connection's thread */
   GDestroyNotify destroy;
+  ShoalThriftProtocol *proto;  /* the connection's protocol; only its thread */
   GDestroyNotify after;     /* shoal_rpc_listener_after_reply; only the connection's thread */
   gpointer after_data;
 } Conn;
@@ -94,9 +95,23 @@ shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data)
   c->after_data = data;
 }
 
+void
+shoal_rpc_listener_reply_pinned (const void *buf, guint32 len, const ShoalPinnedBytes *pin)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL || c->proto == NULL)
+    {
+      pin->release (pin->data);
+      return;
+    }
+  shoal_thrift_protocol_set_source (c->proto, buf, len, pin);
+}
+
 static void
 run_after_reply (Conn *c)
 {
+  if (c->proto != NULL)
+    shoal_thrift_protocol_clear_source (c->proto);
   if (c->after != NULL)
     {
       GDestroyNotify func = c->after;
@@ -130,6 +145,7 @@ conn_main (gpointer data)
   ThriftProtocol *protocol = shoal_thrift_protocol_base (sp);
 
   g_private_set (&current_conn, c);
+  c->proto = sp;
   int waited;
   while (!g_atomic_int_get (&rpc->stopping)
          && (waited = shoal_thrift_socket_wait_message_for (c->sock, rpc->wake[0], rpc->idle_timeout_ms)) != 0
@@ -154,6 +170,7 @@ conn_main (gpointer data)
         }
     }
   conn_data_clear (c);
+  c->proto = NULL;
   g_private_set (&current_conn, NULL);
 
   g_mutex_lock (&rpc->lock);

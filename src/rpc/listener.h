@@ -27,6 +27,8 @@
 
 #include <thrift/c_glib/processor/thrift_processor.h>
 
+#include "rpc/thrift_socket.h"
+
 G_BEGIN_DECLS
 
 typedef struct _ShoalRpcListener ShoalRpcListener;
@@ -76,6 +78,12 @@ gpointer shoal_rpc_listener_conn_data (void);
  * memory the handler lent it gives the memory back).  One per call;
  * outside a handler it runs at once. */
 void shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data);
+/* Inside a handler: the reply's binary field of exactly buf[0 .. len) is
+ * sent in place under `pin` (rpc/thrift_socket.h,
+ * shoal_thrift_socket_write_pinned), which is released once the field is
+ * sent, or when the reply is done without it.  Outside a handler the pin
+ * is released at once. */
+void shoal_rpc_listener_reply_pinned (const void *buf, guint32 len, const ShoalPinnedBytes *pin);
 
 G_END_DECLS
 

@@ -56,6 +56,27 @@ gboolean shoal_thrift_socket_idle_ok (ShoalThriftSocket *sock);
 
 GType shoal_thrift_socket_get_type (void);
 
+/* Bytes a writer may read in place only while it holds a pin on them
+ * (a slice's values that an update may change, server/rpc_server.c).
+ * yield_wanted: whether someone waits to change them; release: the
+ * writer reads them no more (called exactly once per write). */
+typedef struct {
+  gboolean (*yield_wanted) (gpointer data);
+  void (*release) (gpointer data);
+  gpointer data;
+} ShoalPinnedBytes;
+
+/* Writes len bytes of buf (after what is buffered) straight from buf
+ * while the pin is held, never blocking on the peer meanwhile: when the
+ * socket is full it waits for room in ticks of 1 ms, and once
+ * pin->yield_wanted says someone waits, it copies the bytes not yet sent,
+ * releases the pin and sends the copy, so that the one waiting waits a
+ * tick and a copy at most, never on the peer.  The pin is released
+ * before this returns, also on failure.  A transport other than a
+ * ShoalThriftSocket, or an emulated link, copies at once. */
+gboolean shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, gsize len,
+                                           const ShoalPinnedBytes *pin, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -21,6 +21,8 @@ typedef struct {
   float *center;           /* EASGD master: the center variable; owned, NULL without elastic_center */
   gint64 updates_since_sync;
   ShoalClocks *clocks;     /* SSP: the pushing units' clocks; owned, NULL without SSP */
+  int readers;             /* replies sending the values in place (shoal_server_pull_pinned) */
+  gint writers_waiting;    /* atomic: writers waiting for them (wait_readers) */
   GMutex lock;
   GCond changed;
 } Slice;
@@ -313,6 +315,25 @@ apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const flo
     }
 }
 
+/* Under the slice's lock, before its values change: waits until no
+ * reply sends them in place.  Such a reply gives them up within a tick
+ * of seeing a writer wait (rpc/thrift_socket.h,
+ * shoal_thrift_socket_write_pinned), never waiting on its peer. */
+static void
+wait_reader (Slice *s)
+{
+  g_atomic_int_inc (&s->writers_waiting);
+  g_cond_wait (&s->changed, &s->lock);
+  g_atomic_int_add (&s->writers_waiting, -1);
+}
+
+static void
+wait_readers (Slice *s)
+{
+  while (s->readers > 0)
+    wait_reader (s);
+}
+
 static void
 stat_add (gint64 *counter, gint64 v)
 {
@@ -373,6 +394,12 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
   stat_add (&server->stats.bytes_in, (gint64) (n * sizeof (float)));
 
   g_mutex_lock (&s->lock);
+  /* a push that may make the update waits, before it looks at anything,
+   * for replies that send the values in place */
+  while (s->readers > 0
+         && (server->opts.mode == SHOAL_UPDATE_ASYNC
+             || s->contributions + 1 >= server->opts.sync_contributors - server->opts.backup_workers))
+    wait_reader (s);
   gboolean ok = TRUE;
   gint64 ready = s->version;
   if (server->opts.mode == SHOAL_UPDATE_ASYNC)
@@ -538,9 +565,9 @@ shoal_server_lend_values (ShoalServer *server, int slice)
   return server->values + s->begin;
 }
 
-gboolean
-shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 min_version,
-                   gint64 timeout_us, gint64 *version, GError **error)
+static gboolean
+pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, size_t n,
+             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error)
 {
   Slice *s = checked_slice (server, "pull", slice, n, error);
   if (s == NULL)
@@ -579,11 +606,52 @@ shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 
           memcpy (dst, server->values + s->begin, n * sizeof (float));
           stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
         }
+      else if (pinned != NULL && !g_atomic_int_get (&s->writers_waiting))
+        {
+          /* a writer waiting goes first: no new readers meanwhile */
+          s->readers++;
+          *pinned = server->values + s->begin;
+          stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
+        }
       if (version != NULL)
         *version = s->version;
     }
   g_mutex_unlock (&s->lock);
   return ok;
+}
+
+gboolean
+shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 min_version,
+                   gint64 timeout_us, gint64 *version, GError **error)
+{
+  return pull_values (server, slice, dst, NULL, n, min_version, timeout_us, version, error);
+}
+
+gboolean
+shoal_server_pull_pinned (ShoalServer *server, int slice, size_t n, gint64 min_version, gint64 timeout_us,
+                          gint64 *version, const float **values, GError **error)
+{
+  *values = NULL;
+  return pull_values (server, slice, NULL, values, n, min_version, timeout_us, version, error);
+}
+
+void
+shoal_server_unpin (ShoalServer *server, int slice)
+{
+  g_return_if_fail (slice >= 0 && slice < server->opts.nslices);
+  Slice *s = &server->slices[slice];
+  g_mutex_lock (&s->lock);
+  g_return_if_fail (s->readers > 0);
+  if (--s->readers == 0)
+    g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+}
+
+gboolean
+shoal_server_pin_wanted (ShoalServer *server, int slice)
+{
+  g_return_val_if_fail (slice >= 0 && slice < server->opts.nslices, TRUE);
+  return g_atomic_int_get (&server->slices[slice].writers_waiting) > 0;
 }
 
 gboolean
@@ -603,6 +671,7 @@ shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
       return FALSE;
     }
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   memcpy (server->values + s->begin, values, n * sizeof (float));
   s->version = version;
   s->contributions = 0;
@@ -622,6 +691,7 @@ shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta, fl
     return FALSE;
   stat_add (&server->stats.deltas, 1);
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   float *restrict v = server->values + s->begin;
   const float scale = server->opts.delta_scale;
   for (size_t i = 0; i < n; i++)
@@ -685,6 +755,7 @@ shoal_server_elastic_merge (ShoalServer *server, int slice, const float *diff, s
   if (s == NULL)
     return FALSE;
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   float *restrict v = server->values + s->begin;
   for (size_t i = 0; i < n; i++)
     v[i] -= diff[i];
@@ -727,6 +798,7 @@ shoal_server_merge_master (ShoalServer *server, int slice, const float *master_v
   if (s == NULL)
     return FALSE;
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   float *restrict v = server->values + s->begin;
   float *restrict b = s->baseline;
   for (size_t i = 0; i < n; i++)
@@ -963,6 +1035,7 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
       if (sl->hosted)
         {
           g_mutex_lock (&sl->lock);
+          wait_readers (sl);
           memcpy (server->values + sl->begin, p, bytes);
           for (int k = 0; k < server->state_per_value; k++)
             memcpy (server->state + (size_t) k * server->total + sl->begin, p + bytes * (size_t) (k + 1), bytes);
