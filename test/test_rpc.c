@@ -861,9 +861,9 @@ static void put_field (GByteArray *b, guint8 type, gint16 id) { put_u8 (b, type)
 
 enum { TT_STOP = 0, TT_I32 = 8, TT_I64 = 10, TT_STRING = 11, TT_STRUCT = 12 };
 
-/* A push call as the binary protocol writes it, up to the grad's bytes. */
+/* A push call of `step` as the binary protocol writes it, up to the grad's bytes. */
 static GByteArray *
-push_head (int slice, gint32 grad_len)
+push_head_at (int slice, gint64 step, gint32 grad_len)
 {
   GByteArray *b = g_byte_array_new ();
   put_i32 (b, (gint32) 0x80010001);   /* strict version 1, T_CALL */
@@ -874,10 +874,16 @@ push_head (int slice, gint32 grad_len)
   put_field (b, TT_I32, 2);
   put_i32 (b, slice);
   put_field (b, TT_I64, 3);
-  put_i64 (b, 0);
+  put_i64 (b, step);
   put_field (b, TT_STRING, 4);
   put_i32 (b, grad_len);
   return b;
+}
+
+static GByteArray *
+push_head (int slice, gint32 grad_len)
+{
+  return push_head_at (slice, 0, grad_len);
 }
 
 typedef struct {
@@ -1660,6 +1666,100 @@ test_async_pulls_whole (void)
   env_stop (&env);
 }
 
+/* ---- a push in pieces ------------------------------------------------------- */
+
+static void
+updater_of (const EnvConf *conf, ShoalUpdaterConf *upd)
+{
+  shoal_updater_conf_defaults (upd, conf->updater);
+  upd->schedule.lr = LR;
+  if (conf->momentum > 0)
+    upd->momentum = conf->momentum;
+}
+
+/* Sends bytes in pieces of odd sizes, each its own segment (TCP_NODELAY):
+ * the server's reads see the message cut anywhere. */
+static void
+send_in_pieces (int fd, const guint8 *bytes, size_t len, guint seed)
+{
+  static const size_t sizes[] = { 1, 3, 7, 4093, 13, 65537, 2, 32769, 511, 100003, 5 };
+  int one = 1;
+  setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (size_t off = 0, i = seed; off < len; i++)
+    {
+      size_t piece = MIN (sizes[i % G_N_ELEMENTS (sizes)], len - off);
+      raw_send (fd, bytes + off, piece);
+      off += piece;
+    }
+}
+
+/* A push received in pieces of odd sizes gives the very floats of the
+ * same gradient handed to the server in one buffer, for SGD, momentum and
+ * Adam in both modes. */
+static void
+test_push_in_pieces (void)
+{
+  static const struct { ShoalUpdaterKind kind; float momentum; const char *name; } rules[] = {
+    { SHOAL_UPDATER_SGD, 0, "sgd" }, { SHOAL_UPDATER_SGD, 0.9f, "momentum" }, { SHOAL_UPDATER_ADAM, 0, "adam" },
+  };
+  static const ShoalUpdateMode modes[] = { SHOAL_UPDATE_SYNC, SHOAL_UPDATE_ASYNC };
+
+  for (guint r = 0; r < G_N_ELEMENTS (rules); r++)
+    for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+      {
+        EnvConf conf = { .mode = modes[m], .contributors = 1, .nslices = 2, .floats = 300000,
+                         .updater = rules[r].kind, .momentum = rules[r].momentum };
+        Env env;
+        ShoalUpdaterConf upd;
+        GError *error = NULL;
+
+        g_test_message ("%s, %s", rules[r].name, modes[m] == SHOAL_UPDATE_SYNC ? "sync" : "async");
+        env_start (&env, &conf);
+        updater_of (&conf, &upd);
+        ShoalServerOptions sopts = { .mode = conf.mode, .sync_contributors = 1, .nslices = conf.nslices };
+        ShoalServer *whole = shoal_server_new (env.layout, &upd, &sopts, NULL);
+        shoal_server_host_all (whole);
+        size_t n = slice_len (&env, 1, NULL);
+        float *grad = g_new (float, n), *got = g_new (float, n), *want = g_new (float, n);
+        GRand *rand = g_rand_new_with_seed (11 + r * 2 + m);
+        for (int step = 0; step < 3; step++)
+          {
+            for (size_t i = 0; i < n; i++)
+              grad[i] = (float) g_rand_double_range (rand, -1, 1);
+            g_assert_true (shoal_server_push (whole, 1, grad, n, step, &error));
+            g_assert_no_error (error);
+            GByteArray *msg = push_head_at (1, step, (gint32) (n * sizeof (float)));
+            g_byte_array_append (msg, (const guint8 *) grad, (guint) (n * sizeof (float)));
+            put_field (msg, TT_I64, 5);   /* base_version, unit, grad_codec: as a Thrift client writes them */
+            put_i64 (msg, step);
+            put_field (msg, TT_I32, 6);
+            put_i32 (msg, -1);
+            put_field (msg, TT_I32, 7);
+            put_i32 (msg, 0);
+            put_u8 (msg, TT_STOP);
+            int fd = raw_connect (env.port);
+            send_in_pieces (fd, msg->data, msg->len, (guint) step);
+            guint8 head[4];
+            g_assert_cmpint (recv (fd, head, 4, MSG_WAITALL), ==, 4);
+            g_assert_cmpint (head[3], ==, 2);   /* T_REPLY */
+            close (fd);
+            g_byte_array_unref (msg);
+            /* the reply is written after the update */
+            g_assert_cmpint (shoal_server_slice_version (env.server, 1), ==, step + 1);
+          }
+        g_assert_true (shoal_server_pull (env.server, 1, got, n, 0, 0, NULL, &error));
+        g_assert_true (shoal_server_pull (whole, 1, want, n, 0, 0, NULL, &error));
+        g_assert_no_error (error);
+        assert_floats_equal (got, want, n);
+        g_rand_free (rand);
+        g_free (grad);
+        g_free (got);
+        g_free (want);
+        shoal_server_free (whole);
+        env_stop (&env);
+      }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1686,5 +1786,6 @@ main (int argc, char **argv)
   g_test_add_func ("/rpc/connection-cap", test_connection_cap);
   g_test_add_func ("/rpc/pinned-reply-gives-way", test_pinned_reply_gives_way);
   g_test_add_func ("/rpc/async-pulls-whole", test_async_pulls_whole);
+  g_test_add_func ("/rpc/push-in-pieces", test_push_in_pieces);
   return g_test_run ();
 }
