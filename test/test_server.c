@@ -461,6 +461,85 @@ test_stop_at_async (void)
   shoal_param_store_free (layout);
 }
 
+/* ---- pinned values ---------------------------------------------------------- */
+
+typedef struct {
+  ShoalServer *server;
+  const float *grad;
+  size_t n;
+  gint done;    /* atomic */
+} PinPush;
+
+static gpointer
+pin_push_main (gpointer data)
+{
+  PinPush *p = data;
+  GError *error = NULL;
+  g_assert_true (shoal_server_push (p->server, 0, p->grad, p->n, 0, &error));
+  g_assert_no_error (error);
+  g_atomic_int_set (&p->done, 1);
+  return NULL;
+}
+
+/* ASYNC values lent in place under a pin: an update waits for the pin,
+ * the pin's holder is told it waits, no new pin is given meanwhile, and
+ * the update goes on once the pin is released. */
+static void
+test_pinned_values (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (1.0f);
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
+  GError *error = NULL;
+  shoal_server_host_all (server);
+  size_t b, e;
+  shoal_server_slice_range (server, 0, &b, &e);
+  size_t n = e - b;
+  float *before = g_memdup2 (layout->values + b, n * sizeof (float));
+  float *grad = g_new (float, n);
+  for (size_t i = 0; i < n; i++)
+    grad[i] = 1.0f;
+
+  const float *pinned = NULL;
+  gint64 version = -1;
+  g_assert_true (shoal_server_pull_pinned (server, 0, n, 0, 0, &version, &pinned, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (pinned);
+  g_assert_cmpint (version, ==, 0);
+  g_assert_false (shoal_server_pin_wanted (server, 0));
+
+  PinPush p = { server, grad, n, 0 };
+  GThread *t = g_thread_new ("push", pin_push_main, &p);
+  /* bounded: the push says it waits, and waits */
+  for (int i = 0; i < 10000 && !shoal_server_pin_wanted (server, 0); i++)
+    g_usleep (1000);
+  g_assert_true (shoal_server_pin_wanted (server, 0));
+  g_assert_false (g_atomic_int_get (&p.done));
+  g_assert_cmpmem (pinned, n * sizeof (float), before, n * sizeof (float));
+  /* no new pin while a writer waits: the caller copies instead */
+  const float *second = (const float *) 1;
+  g_assert_true (shoal_server_pull_pinned (server, 0, n, 0, 0, &version, &second, &error));
+  g_assert_null (second);
+
+  shoal_server_unpin (server, 0);
+  g_thread_join (t);
+  g_assert_true (g_atomic_int_get (&p.done));
+  g_assert_false (shoal_server_pin_wanted (server, 0));
+  g_assert_cmpint (shoal_server_slice_version (server, 0), ==, 1);
+  /* in place: the update wrote them */
+  float *now = g_new (float, n);
+  g_assert_true (shoal_server_pull (server, 0, now, n, 1, 0, NULL, &error));
+  g_assert_cmpmem (pinned, n * sizeof (float), now, n * sizeof (float));
+  g_assert_true (memcmp (now, before, n * sizeof (float)) != 0);
+  g_free (now);
+
+  g_free (grad);
+  g_free (before);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -472,5 +551,6 @@ main (int argc, char **argv)
   g_test_add_func ("/server/hogwild-groups-converge", test_hogwild_groups_converge);
   g_test_add_func ("/server/stop-at", test_stop_at);
   g_test_add_func ("/server/stop-at-async", test_stop_at_async);
+  g_test_add_func ("/server/pinned-values", test_pinned_values);
   return g_test_run ();
 }
