@@ -1768,7 +1768,7 @@ test_push_in_pieces (void)
  * isolated (-I): the repository's thrift/ folder would otherwise shadow
  * the thrift package. */
 static void
-test_python_client (void)
+python_client (ShoalUpdateMode mode)
 {
   const char *probe[] = { "/usr/bin/python3", "-I", "-c", "import thrift.protocol.TBinaryProtocol", NULL };
   int status = -1;
@@ -1793,7 +1793,7 @@ test_python_client (void)
   g_free (err_text);
 
   /* slices of about 1.5 MiB: buffered transports write them in pieces */
-  EnvConf conf = { .mode = SHOAL_UPDATE_SYNC, .contributors = 1, .nslices = 3, .floats = 1200000 };
+  EnvConf conf = { .mode = mode, .contributors = 1, .nslices = 3, .floats = 1200000 };
   Env env;
   env_start (&env, &conf);
   GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
@@ -1848,6 +1848,20 @@ test_python_client (void)
   g_free (gen);
 }
 
+static void
+test_python_client (void)
+{
+  python_client (SHOAL_UPDATE_SYNC);
+}
+
+/* ASYNC replies go out pinned (shoal_thrift_socket_write_pinned): the
+ * same bytes to a stock client */
+static void
+test_python_client_async (void)
+{
+  python_client (SHOAL_UPDATE_ASYNC);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1876,5 +1890,6 @@ main (int argc, char **argv)
   g_test_add_func ("/rpc/async-pulls-whole", test_async_pulls_whole);
   g_test_add_func ("/rpc/push-in-pieces", test_push_in_pieces);
   g_test_add_func ("/rpc/python-client", test_python_client);
+  g_test_add_func ("/rpc/python-client-async", test_python_client_async);
   return g_test_run ();
 }
