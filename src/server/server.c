@@ -641,10 +641,11 @@ shoal_server_unpin (ShoalServer *server, int slice)
   g_return_if_fail (slice >= 0 && slice < server->opts.nslices);
   Slice *s = &server->slices[slice];
   g_mutex_lock (&s->lock);
-  g_return_if_fail (s->readers > 0);
-  if (--s->readers == 0)
+  gboolean pinned = s->readers > 0;
+  if (pinned && --s->readers == 0)
     g_cond_broadcast (&s->changed);
   g_mutex_unlock (&s->lock);
+  g_return_if_fail (pinned);
 }
 
 gboolean
