@@ -311,19 +311,17 @@ iov_advance (struct iovec **iov, int *iovcnt, gsize r)
 }
 
 gboolean
-shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, gsize len,
+shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, guint32 len,
                                   const ShoalPinnedBytes *pin, GError **error)
 {
   ShoalThriftSocket *s = G_TYPE_CHECK_INSTANCE_TYPE (transport, shoal_thrift_socket_get_type ())
                            ? (ShoalThriftSocket *) transport : NULL;
-  if (s == NULL || s->limiter != NULL || len > G_MAXUINT32)
+  if (s == NULL || s->limiter != NULL)
     {
       /* no pinned path here: send a copy */
       guint8 *copy = g_memdup2 (buf, len);
       pin->release (pin->data);
-      gboolean ok = len <= G_MAXUINT32 && thrift_transport_write (transport, copy, (guint32) len, error);
-      if (len > G_MAXUINT32)
-        g_set_error (error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_SEND, "send: %zu bytes in one field", len);
+      gboolean ok = thrift_transport_write (transport, copy, len, error);
       g_free (copy);
       return ok;
     }

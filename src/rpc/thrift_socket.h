@@ -74,7 +74,7 @@ typedef struct {
  * tick and a copy at most, never on the peer.  The pin is released
  * before this returns, also on failure.  A transport other than a
  * ShoalThriftSocket, or an emulated link, copies at once. */
-gboolean shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, gsize len,
+gboolean shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, guint32 len,
                                            const ShoalPinnedBytes *pin, GError **error);
 
 G_END_DECLS
