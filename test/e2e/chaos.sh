@@ -62,8 +62,11 @@ for round in $(seq "$rounds"); do
       *) action=pause ;;
     esac
     at=$((5 + RANDOM % 25))
-    echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s"
-    required=$([ $((RANDOM % 2)) -eq 0 ] && echo true || echo false)
+    # RANDOM drawn here, not in $(...): a subshell's RANDOM is reseeded,
+    # which left all_groups_required out of the printed seed's schedule
+    required=false
+    [ $((RANDOM % 2)) -eq 0 ] && required=true
+    echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s, all_groups_required = $required"
     timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
       "${TOPOLOGY_ARGS[@]}" -o job.train_steps=$steps -o job.checkpoint_freq=200 \
       -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -o cluster.progress_timeout=20 \
