@@ -1,5 +1,6 @@
 /* The parameter service of thrift/param.thrift over a ShoalServer,
- * served by an rpc/listener.h listener (a thread per connection).
+ * served by an rpc/listener.h listener (a pool of call threads that
+ * grows while handlers wait).
  *
  * The handler is a subclass of the generated one; every call checks the
  * token, the slice and the data length before it reaches the ShoalServer,
@@ -960,6 +961,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
     .name = "rpc server",
     .max_connections = opts->max_connections,
     .idle_timeout_ms = opts->idle_timeout_ms,
+    .threads = opts->threads,
   };
   rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
   if (rpc->listener == NULL)
