@@ -210,6 +210,7 @@ shoal_thread_pool_grow (ShoalThreadPool *pool)
   for (; l != NULL && ((Queued *) l->data)->since + pool->grow_after_us <= now; l = l->next)
     starved++;
   /* the waiting and starting threads are about to take the oldest ones */
+  int started = 0;
   for (guint k = (guint) (pool->waiting + pool->starting); k < starved && may_start (pool) && !pool->closing; k++)
     {
       GError *e = NULL;
@@ -220,7 +221,11 @@ shoal_thread_pool_grow (ShoalThreadPool *pool)
           g_error_free (e);
           break;
         }
+      started++;
     }
+  if (started > 0)
+    g_debug ("%s: %u items waited %" G_GINT64_FORMAT " us with every thread busy: %d more threads, %d in all",
+             pool->name, starved, pool->grow_after_us, started, pool->running);
   if (l != NULL && may_start (pool))
     next = ((Queued *) l->data)->since + pool->grow_after_us;
   g_mutex_unlock (&pool->lock);
