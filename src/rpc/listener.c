@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -27,6 +28,7 @@
 #define GROW_AFTER_US (5 * 1000)           /* beyond `threads`: a call waiting this long for a thread gets one */
 #define ACCEPT_PAUSE_US (100 * 1000)      /* after accept failed for want of descriptors */
 #define EVENTS 64                          /* epoll events taken per wake-up */
+#define NEXT_CALL_NS (500 * 1000)          /* a thread waits this long for the connection's next call */
 
 typedef struct {
   ShoalRpcListener *rpc;
@@ -181,9 +183,28 @@ conn_watch (ShoalRpcListener *rpc, Conn *c, int op)
     }
 }
 
+/* After a reply: TRUE when the connection's next call begins within
+ * NEXT_CALL_NS, while no other call waits for a thread.  A client's
+ * calls often come back to back (a push, then the pull of the same
+ * slice): the thread that is still here serves the next one without the
+ * two hand-overs through the poller (about 20% of a 64 KiB push+pull on
+ * loopback, bench/rpc.sh). */
+static gboolean
+next_call_soon (ShoalRpcListener *rpc, Conn *c)
+{
+  if (shoal_thread_pool_queued (rpc->pool) > 0)
+    return FALSE;
+  struct pollfd p[2] = { { c->fd, POLLIN, 0 }, { rpc->wake[0], POLLIN, 0 } };
+  struct timespec wait = { 0, NEXT_CALL_NS };
+  if (ppoll (p, 2, &wait, NULL) <= 0 || p[1].revents != 0 || !(p[0].revents & POLLIN))
+    return FALSE;
+  guint8 byte;
+  return recv (c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 /* A pool thread: the connection's next message has begun; serves it
- * (and any further one already read ahead), then gives the connection
- * back to the poller or ends it. */
+ * (and any further one already read ahead, or arriving at once), then
+ * gives the connection back to the poller or ends it. */
 static void
 serve (gpointer item, gpointer data)
 {
@@ -213,7 +234,7 @@ serve (gpointer item, gpointer data)
           return;
         }
     }
-  while (shoal_thrift_socket_buffered (c->sock) > 0);
+  while (shoal_thrift_socket_buffered (c->sock) > 0 || next_call_soon (rpc, c));
   conn_watch (rpc, c, EPOLL_CTL_MOD);
 }
 
