@@ -439,6 +439,102 @@ test_stop_at (void)
 }
 
 /* ASYNC: groups stop each at its own step; stop_at changes nothing. */
+/* The runner's words for one elastic exchange of every slice: the
+ * replica `replica`, what the center sent back into diff. */
+static void
+exchange_all (ShoalServer *server, const float *replica, float *diff)
+{
+  GError *error = NULL;
+  for (int s = 0; s < shoal_server_n_slices (server); s++)
+    {
+      size_t b, e;
+      shoal_server_slice_range (server, s, &b, &e);
+      g_assert_true (shoal_server_elastic_exchange (server, s, replica + b, diff + b, e - b, 0.5f, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* EASGD: the centers go into the checkpoint, so a restored master
+ * exchanges exactly as one that never stopped (before, the center began
+ * again from the master's values on resume); a checkpoint without
+ * centers (format 1, or a server without them) still restores. */
+static void
+test_elastic_center_checkpoint (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (0.5f);
+  u.momentum = 0.9f;
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 2, .elastic_center = TRUE };
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (server);
+  size_t total = layout->total;
+  float *grad = g_new (float, total), *replica = g_new (float, total);
+  float *diff = g_new (float, total), *diff_again = g_new (float, total);
+  GError *error = NULL;
+
+  /* the center moves toward a replica that went its own way, the
+   * master's values move on their own */
+  for (size_t i = 0; i < total; i++)
+    replica[i] = layout->values[i] + 1.0f + (float) (i % 7) * 0.25f;
+  exchange_all (server, replica, diff);
+  push_all (server, 0.5f, 0, grad);
+  exchange_all (server, replica, diff);
+  push_all (server, -0.25f, 1, grad);
+
+  char *dir = g_dir_make_tmp ("server-XXXXXX", NULL);
+  ShoalCheckpoint *ckpt = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+  g_assert_true (shoal_server_checkpoint (server, ckpt, 2, &error));
+  g_assert_no_error (error);
+  ShoalServer *again = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (again);
+  g_assert_true (shoal_server_restore (again, ckpt, 2, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (shoal_server_values (again), total * sizeof (float), shoal_server_values (server),
+                   total * sizeof (float));
+  /* the next exchange and the next step: exactly the same */
+  for (size_t i = 0; i < total; i++)
+    replica[i] -= 0.5f;
+  exchange_all (server, replica, diff);
+  exchange_all (again, replica, diff_again);
+  g_assert_cmpmem (diff_again, total * sizeof (float), diff, total * sizeof (float));
+  push_all (server, 0.125f, 2, grad);
+  push_all (again, 0.125f, 2, grad);
+  g_assert_cmpmem (shoal_server_values (again), total * sizeof (float), shoal_server_values (server),
+                   total * sizeof (float));
+  /* a server without centers reads the checkpoint too (it skips them) */
+  ShoalServerOptions plain = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 2 };
+  ShoalServer *no_center = shoal_server_new (layout, &u, &plain, NULL);
+  shoal_server_host_all (no_center);
+  g_assert_true (shoal_server_restore (no_center, ckpt, 2, &error));
+  g_assert_no_error (error);
+  /* and a checkpoint without centers starts them at the master's values */
+  g_assert_true (shoal_server_checkpoint (no_center, ckpt, 3, &error));
+  ShoalServer *from_plain = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (from_plain);
+  g_assert_true (shoal_server_restore (from_plain, ckpt, 3, &error));
+  g_assert_no_error (error);
+  memcpy (replica, shoal_server_values (from_plain), total * sizeof (float));
+  exchange_all (from_plain, replica, diff);
+  for (size_t i = 0; i < total; i++)
+    g_assert_cmpfloat (diff[i], ==, 0.0f);
+
+  shoal_server_free (from_plain);
+  shoal_server_free (no_center);
+  shoal_server_free (again);
+  shoal_checkpoint_close (ckpt);
+  char *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (cmd);
+  g_free (dir);
+  g_free (grad);
+  g_free (replica);
+  g_free (diff);
+  g_free (diff_again);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
 static void
 test_stop_at_async (void)
 {
@@ -552,5 +648,6 @@ main (int argc, char **argv)
   g_test_add_func ("/server/stop-at", test_stop_at);
   g_test_add_func ("/server/stop-at-async", test_stop_at_async);
   g_test_add_func ("/server/pinned-values", test_pinned_values);
+  g_test_add_func ("/server/elastic-center-checkpoint", test_elastic_center_checkpoint);
   return g_test_run ();
 }

@@ -489,6 +489,12 @@ socket_peek (ThriftTransport *transport, GError **error)
   return shoal_thrift_socket_wait_message ((ShoalThriftSocket *) transport, -1) == 1;
 }
 
+gsize
+shoal_thrift_socket_buffered (ShoalThriftSocket *s)
+{
+  return s->rlen - s->rpos;
+}
+
 gboolean
 shoal_thrift_socket_idle_ok (ShoalThriftSocket *s)
 {

@@ -50,6 +50,11 @@ int shoal_thrift_socket_wait_message (ShoalThriftSocket *sock, int wake_fd);
 /* The same, giving up after idle_ms of silence (2); idle_ms <= 0: no limit. */
 int shoal_thrift_socket_wait_message_for (ShoalThriftSocket *sock, int wake_fd, gint64 idle_ms);
 
+/* Bytes read ahead from the socket and not consumed yet: a next message
+ * that arrived with the last one waits here, where polling the socket
+ * does not see it. */
+gsize shoal_thrift_socket_buffered (ShoalThriftSocket *sock);
+
 /* Between calls, without waiting: TRUE when the connection is still
  * usable, FALSE when the peer closed it or sent bytes nobody asked for. */
 gboolean shoal_thrift_socket_idle_ok (ShoalThriftSocket *sock);

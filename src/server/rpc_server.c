@@ -1,5 +1,6 @@
 /* The parameter service of thrift/param.thrift over a ShoalServer,
- * served by an rpc/listener.h listener (a thread per connection).
+ * served by an rpc/listener.h listener (a pool of call threads that
+ * grows while handlers wait).
  *
  * The handler is a subclass of the generated one; every call checks the
  * token, the slice and the data length before it reaches the ShoalServer,
@@ -51,6 +52,7 @@ struct _ShoalRpcServer {
   char *failure;            /* why this process stops the job (shoal_rpc_server_fail); under lock */
   gint failed;              /* atomic: failure is set */
   gint stopping;            /* atomic */
+  int waiters;              /* threads in shoal_rpc_server_wait, under lock: stop waits for them to leave */
 };
 
 static const char *
@@ -1009,6 +1011,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
     .name = "rpc server",
     .max_connections = opts->max_connections,
     .idle_timeout_ms = opts->idle_timeout_ms,
+    .threads = opts->threads,
   };
   rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
   if (rpc->listener == NULL)
@@ -1040,6 +1043,7 @@ void
 shoal_rpc_server_wait (ShoalRpcServer *rpc)
 {
   g_mutex_lock (&rpc->lock);
+  rpc->waiters++;
   while (!g_atomic_int_get (&rpc->stopping) && !g_atomic_int_get (&rpc->failed)
          && (int) g_hash_table_size (rpc->finished) < rpc->expected_shutdowns)
     {
@@ -1049,6 +1053,8 @@ shoal_rpc_server_wait (ShoalRpcServer *rpc)
                && rpc->give_up ())
         break;  /* a signal handler cannot signal the condition: look every 200 ms */
     }
+  rpc->waiters--;
+  g_cond_broadcast (&rpc->cond);
   g_mutex_unlock (&rpc->lock);
 }
 
@@ -1060,6 +1066,10 @@ shoal_rpc_server_stop (ShoalRpcServer *rpc)
   g_mutex_lock (&rpc->lock);
   g_atomic_int_set (&rpc->stopping, 1);   /* waiting pulls give up within 100 ms */
   g_cond_broadcast (&rpc->cond);
+  /* a thread still in shoal_rpc_server_wait leaves it before the lock
+   * and the server go (it returns at once now: stopping is set) */
+  while (rpc->waiters > 0)
+    g_cond_wait (&rpc->cond, &rpc->lock);
   g_mutex_unlock (&rpc->lock);
   shoal_rpc_listener_stop (rpc->listener);
   g_object_unref (rpc->processor);

@@ -917,6 +917,11 @@ shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
 /* ---- checkpoints --------------------------------------------------------- */
 
 #define STATE_MAGIC 0x56534853u  /* "SHSV" */
+/* Format 1: per hosted slice its id, version, values and optimiser
+ * state.  Format 2 (a server keeping EASGD centers): the slice's center
+ * follows, so that a resumed elastic job continues exactly. */
+#define STATE_FORMAT 1
+#define STATE_FORMAT_CENTERS 2
 
 typedef struct {
   guint32 magic, format;
@@ -933,8 +938,9 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
       g_mutex_unlock (&server->checkpoint_lock);
       return TRUE;
     }
-  StateHeader h = { STATE_MAGIC, 1, server->total, server->opts.nslices, server->state_per_value,
-                    server->nsegments, 0 };
+  gboolean centers = server->opts.elastic_center;
+  StateHeader h = { STATE_MAGIC, centers ? STATE_FORMAT_CENTERS : STATE_FORMAT, server->total,
+                    server->opts.nslices, server->state_per_value, server->nsegments, 0 };
   for (int i = 0; i < server->opts.nslices; i++)
     h.nhosted += server->slices[i].hosted;
   GByteArray *b = g_byte_array_new ();
@@ -958,6 +964,9 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
       g_byte_array_append (b, (guint8 *) (server->values + sl->begin), (guint) (n * sizeof (float)));
       for (int k = 0; k < server->state_per_value; k++)
         g_byte_array_append (b, (guint8 *) (server->state + (size_t) k * server->total + sl->begin),
+                             (guint) (n * sizeof (float)));
+      if (centers)
+        g_byte_array_append (b, (guint8 *) (sl->center != NULL ? sl->center : server->values + sl->begin),
                              (guint) (n * sizeof (float)));
       g_mutex_unlock (&sl->lock);
     }
@@ -984,7 +993,7 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
   gboolean ok = len >= sizeof h;
   if (ok)
     memcpy (&h, p, sizeof h);
-  if (!ok || h.magic != STATE_MAGIC || h.format != 1)
+  if (!ok || h.magic != STATE_MAGIC || (h.format != STATE_FORMAT && h.format != STATE_FORMAT_CENTERS))
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is damaged", step);
       g_bytes_unref (blob);
@@ -1030,7 +1039,8 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
         break;
       Slice *sl = &server->slices[id];
       size_t n = sl->end - sl->begin, bytes = n * sizeof (float);
-      ok = p + bytes * (size_t) (1 + server->state_per_value) <= end;
+      size_t floats_per_value = (size_t) (1 + server->state_per_value) + (h.format == STATE_FORMAT_CENTERS);
+      ok = p + bytes * floats_per_value <= end;
       if (!ok)
         break;
       if (sl->hosted)
@@ -1044,15 +1054,17 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
           sl->contributions = 0;
           if (sl->baseline != NULL)
             memcpy (sl->baseline, p, bytes);
-          /* EASGD's center is not checkpointed: it starts again from the
-           * master replica's values, as Hogwild's baseline does */
+          /* EASGD's center as it was; a checkpoint without centers
+           * (format 1) starts it again from the master replica's values,
+           * as Hogwild's baseline does */
           if (sl->center != NULL)
-            memcpy (sl->center, p, bytes);
+            memcpy (sl->center, h.format == STATE_FORMAT_CENTERS ? p + bytes * (size_t) (1 + server->state_per_value)
+                                                                 : p, bytes);
           g_cond_broadcast (&sl->changed);
           g_mutex_unlock (&sl->lock);
           restored++;
         }
-      p += bytes * (size_t) (1 + server->state_per_value);
+      p += bytes * floats_per_value;
     }
   int hosted = 0;
   for (int i = 0; i < server->opts.nslices; i++)
