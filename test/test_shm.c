@@ -147,11 +147,13 @@ make_store (void)
   return store;
 }
 
+/* ssp_units 0: no SSP bound */
 static void
-env_start (Env *env, ShoalUpdateMode mode, int contributors)
+env_start_ssp (Env *env, ShoalUpdateMode mode, int contributors, int ssp_units, int ssp_bound)
 {
   ShoalUpdaterConf upd;
-  ShoalServerOptions sopts = { .mode = mode, .sync_contributors = contributors, .nslices = NSLICES };
+  ShoalServerOptions sopts = { .mode = mode, .sync_contributors = contributors, .nslices = NSLICES,
+                               .ssp_units = ssp_units, .ssp_bound = ssp_bound };
   ShoalRpcServerOptions ropts = { .bind_address = "127.0.0.1", .token = TOKEN };
   GError *error = NULL;
   env->layout = make_store ();
@@ -163,6 +165,12 @@ env_start (Env *env, ShoalUpdateMode mode, int contributors)
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);
   env->port = shoal_rpc_server_port (env->rpc);
+}
+
+static void
+env_start (Env *env, ShoalUpdateMode mode, int contributors)
+{
+  env_start_ssp (env, mode, contributors, 0, 0);
 }
 
 static void
@@ -260,6 +268,83 @@ test_push_pull_shm (void)
   g_free (sock_values);
   env_stop (&shm_env);
   env_stop (&sock_env);
+}
+
+typedef struct {
+  Env *env;
+  ShoalShmOffer *offer;
+  size_t total;
+  gboolean ok;
+} SspCall;
+
+/* unit 0's push of step 1 (bound 1: it waits for unit 1's step 0) */
+static gpointer
+ssp_push_step1 (gpointer data)
+{
+  SspCall *call = data;
+  ShoalRpcClient *a = client_new (call->env, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (a, call->offer, 0, (gint64) call->total));
+  gint32 zero = 0;
+  gint64 base = 1, version = -1;
+  GError *error = NULL;
+  call->ok = shoal_rpc_client_push_pull_shm (a, &zero, 1, 1, &base, 0, TRUE, &version, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 3);
+  shoal_rpc_client_free (a);
+  return NULL;
+}
+
+/* SSP: a reply held until the slowest unit catches up carries the values
+ * of that moment, with the slowest unit's pushes in them: a worker at
+ * step t must see every other unit's steps up to t - s - 1.  (The shared
+ * memory path once wrote the values of the moment of the push, so the
+ * worker missed them: topology_ssp saw updates 2s + 2 versions stale.) */
+static void
+test_ssp_reply_after_bound (void)
+{
+  Env env;
+  env_start_ssp (&env, SHOAL_UPDATE_ASYNC, 1, 2, 1);
+  size_t total = shoal_server_total (env.server), begin, end;
+  shoal_server_slice_range (env.server, 0, &begin, &end);
+  size_t n = end - begin;
+  ShoalShmOffer offer;
+  ShoalShmRegion *region = worker_region (total, &offer);
+  float *values = shoal_shm_region_data (region), *grads = values + total;
+  GError *error = NULL;
+
+  /* unit 0, step 0: within the bound, answered at once */
+  ShoalRpcClient *a = client_new (&env, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (a, &offer, 0, (gint64) total));
+  value_pattern (grads, total, 1);
+  gint32 zero = 0;
+  gint64 base = 0, version = -1;
+  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 0, &base, 0, TRUE, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 1);
+  shoal_rpc_client_free (a);
+
+  /* unit 0, step 1: held until unit 1 pushes its step 0 */
+  value_pattern (grads, total, 2);
+  SspCall call = { &env, &offer, total, FALSE };
+  GThread *t = g_thread_new ("ssp-unit-0", ssp_push_step1, &call);
+  for (int i = 0; i < 500 && shoal_server_slice_version (env.server, 0) < 2; i++)
+    g_usleep (10 * 1000);
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 2);
+  g_usleep (50 * 1000);  /* the reply waits on the bound */
+  float *other = g_new (float, n);
+  value_pattern (other, n, 3);
+  ShoalPushOrigin unit1 = { 0, 1 };
+  g_assert_true (shoal_server_push_from (env.server, 0, other, n, 0, &unit1, NULL, &error));
+  g_assert_no_error (error);
+  g_thread_join (t);
+  g_assert_true (call.ok);
+  /* the worker holds the server's values: unit 1's push included */
+  g_assert_cmpmem (values + begin, n * sizeof (float), shoal_server_values (env.server) + begin,
+                   n * sizeof (float));
+
+  g_free (other);
+  shoal_shm_region_free (region);
+  env_stop (&env);
 }
 
 static void
@@ -386,6 +471,7 @@ main (int argc, char **argv)
   g_test_add_func ("/shm/region-attach", test_region_attach);
   g_test_add_func ("/shm/region-refusals", test_region_refusals);
   g_test_add_func ("/shm/push-pull-shm", test_push_pull_shm);
+  g_test_add_func ("/shm/ssp-reply-after-bound", test_ssp_reply_after_bound);
   g_test_add_func ("/shm/refusals", test_shm_refusals);
   g_test_add_func ("/shm/param-client-same-values", test_param_client_same_values);
   return g_test_run ();
