@@ -90,7 +90,7 @@ alloc_aligned (size_t bytes, gboolean force, GError **error)
   if (bytes == 0)
     bytes = 64;
   ShoalMemoryCharge *charge = shoal_memory_charge_current ();
-  if (!shoal_memory_charge (charge, bytes, force, error))
+  if (!shoal_memory_charge (charge, bytes, force, error) && !force)
     return NULL;
   if (posix_memalign (&p, 64, bytes) != 0)
     {

@@ -491,7 +491,8 @@ setup_layers (ShoalNet *net, GError **error)
           g_free (shape);
           return FALSE;
         }
-      if (!charge_params (net, layer, net->store->total - params_before, error))
+      if (!within_budget (net, layer, error)
+          || !charge_params (net, layer, net->store->total - params_before, error))
         return FALSE;
       if ((layer->ops->flags & SHOAL_LAYER_INPUT) && net->input == NULL)
         net->input = layer;
@@ -510,8 +511,6 @@ setup_layers (ShoalNet *net, GError **error)
       /* consumers write d/d out here; a split's consumers use its branch buffers */
       if (layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops
           && !alloc_out (layer, &layer->grad, "output gradient", error))
-        return FALSE;
-      if (!within_budget (net, layer, error))
         return FALSE;
     }
 
@@ -540,7 +539,8 @@ setup_layers (ShoalNet *net, GError **error)
                     }
                 }
             found:
-              layer->src_grad[s] = shoal_split_branch_grad (src, branch);
+              if (!shoal_split_branch_grad (src, branch, &layer->src_grad[s], error))
+                return FALSE;
             }
           else
             layer->src_grad[s] = &src->grad;
