@@ -16,6 +16,7 @@ cat >"$dir/conv.conf" <<'EOF2'
 name = budget
 train_steps = 3
 test_freq = 0
+test_steps = 2
 memory_limit = 8M
 
 [updater]
