@@ -10,8 +10,10 @@ BUILD := build
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
-  libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib
+  libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
+# python3-thrift, python3-lmdb: Apache Thrift's own Python client against shoal's server
+# (test_rpc), datasets written and read by Python (examples/python-dataset)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
 
 OPT ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-trapping-math

@@ -1436,6 +1436,94 @@ test_connection_cap (void)
   env_stop (&env);
 }
 
+/* ---- a client that is not shoal's ----------------------------------------- */
+
+/* Apache Thrift's own Python library against this server, with code the
+ * stock compiler generates from thrift/param.thrift
+ * (test/support/thrift_param_client.py says what it checks).  Python runs
+ * isolated (-I): the repository's thrift/ folder would otherwise shadow
+ * the thrift package. */
+static void
+test_python_client (void)
+{
+  const char *probe[] = { "/usr/bin/python3", "-I", "-c", "import thrift.protocol.TBinaryProtocol", NULL };
+  int status = -1;
+  if (!g_spawn_sync (NULL, (char **) probe, NULL, G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                     NULL, NULL, NULL, NULL, &status, NULL)
+      || !g_spawn_check_wait_status (status, NULL))
+    {
+      g_test_skip ("Debian's python3-thrift is not installed (make deps installs it)");
+      return;
+    }
+
+  GError *error = NULL;
+  char *gen = g_dir_make_tmp ("shoal-pythrift-XXXXXX", &error);
+  g_assert_no_error (error);
+  const char *compile[] = { "thrift", "--gen", "py", "-out", gen, "thrift/param.thrift", NULL };
+  char *err_text = NULL;
+  g_assert_true (g_spawn_sync (NULL, (char **) compile, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL,
+                               &err_text, &status, &error));
+  g_assert_no_error (error);
+  if (!g_spawn_check_wait_status (status, NULL))
+    g_error ("thrift --gen py thrift/param.thrift failed: %s", err_text);
+  g_free (err_text);
+
+  /* slices of about 1.5 MiB: buffered transports write them in pieces */
+  EnvConf conf = { .mode = SHOAL_UPDATE_SYNC, .contributors = 1, .nslices = 3, .floats = 1200000 };
+  Env env;
+  env_start (&env, &conf);
+  GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (argv, g_strdup ("timeout"));
+  g_ptr_array_add (argv, g_strdup ("120"));
+  g_ptr_array_add (argv, g_strdup ("/usr/bin/python3"));
+  g_ptr_array_add (argv, g_strdup ("-I"));
+  g_ptr_array_add (argv, g_strdup ("test/support/thrift_param_client.py"));
+  g_ptr_array_add (argv, g_strdup (gen));
+  g_ptr_array_add (argv, g_strdup_printf ("%d", env.port));
+  g_ptr_array_add (argv, g_strdup (TOKEN));
+  for (int s = 0; s < env.nslices; s++)
+    {
+      size_t b, n = slice_len (&env, s, &b);
+      g_ptr_array_add (argv, g_strdup_printf ("%zu:%zu", b, n));
+    }
+  g_ptr_array_add (argv, NULL);
+  char *out = NULL;
+  err_text = NULL;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out,
+                               &err_text, &status, &error));
+  g_assert_no_error (error);
+  if (!g_spawn_check_wait_status (status, NULL))
+    g_error ("the Python Thrift client failed (status %d): %s%s", status, out, err_text);
+  g_test_message ("%s", out);
+
+  /* and the server holds what the client was told: two SGD steps */
+  for (int s = 0; s < env.nslices; s++)
+    {
+      size_t b, n = slice_len (&env, s, &b);
+      float *got = g_new (float, n), *want = g_new (float, n);
+      for (size_t i = 0; i < n; i++)
+        {
+          size_t x = b + i;
+          want[i] = (float) ((int) ((x * 7) % 2001) - 1000);
+          for (int step = 0; step < 2; step++)
+            want[i] -= LR * (float) ((int) ((x * 3 + (size_t) step) % 7) - 3);
+        }
+      g_assert_true (shoal_server_pull (env.server, s, got, n, 0, 0, NULL, &error));
+      g_assert_no_error (error);
+      assert_floats_equal (got, want, n);
+      g_assert_cmpint (shoal_server_slice_version (env.server, s), ==, 2);
+      g_free (got);
+      g_free (want);
+    }
+  env_stop (&env);
+  g_free (out);
+  g_free (err_text);
+  g_ptr_array_free (argv, TRUE);
+  const char *rm[] = { "rm", "-rf", gen, NULL };
+  g_spawn_sync (NULL, (char **) rm, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
+  g_free (gen);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1460,5 +1548,6 @@ main (int argc, char **argv)
   g_test_add_func ("/rpc/stop-wakes-waiting", test_stop_wakes_waiting);
   g_test_add_func ("/rpc/parallel-clients", test_parallel_clients);
   g_test_add_func ("/rpc/connection-cap", test_connection_cap);
+  g_test_add_func ("/rpc/python-client", test_python_client);
   return g_test_run ();
 }

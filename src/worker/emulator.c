@@ -30,6 +30,7 @@
 #include "partition/partition.h"
 #include "rpc/link_limit.h"
 #include "server/server.h"
+#include "worker/event_queue.h"
 #include "worker/metrics.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
@@ -48,68 +49,6 @@ typedef enum {
   EV_FAULT,
   EV_TICK          /* process lines */
 } EventKind;
-
-typedef struct {
-  gint64 t;        /* virtual ns */
-  guint64 seq;     /* ties: creation order */
-  EventKind kind;
-  int a, b;
-  gint64 step;
-} Event;
-
-typedef struct {
-  Event *items;
-  gsize n, cap;
-} Heap;
-
-static gboolean
-before (const Event *x, const Event *y)
-{
-  return x->t < y->t || (x->t == y->t && x->seq < y->seq);
-}
-
-static void
-heap_push (Heap *h, Event e)
-{
-  if (h->n == h->cap)
-    {
-      h->cap = MAX (h->cap * 2, 64);
-      h->items = g_renew (Event, h->items, h->cap);
-    }
-  gsize i = h->n++;
-  while (i > 0 && before (&e, &h->items[(i - 1) / 2]))
-    {
-      h->items[i] = h->items[(i - 1) / 2];
-      i = (i - 1) / 2;
-    }
-  h->items[i] = e;
-}
-
-static Event
-heap_pop (Heap *h)
-{
-  Event top = h->items[0], last = h->items[--h->n];
-  gsize i = 0;
-  for (;;)
-    {
-      gsize l = 2 * i + 1, r = l + 1, m = i;
-      const Event *best = &last;
-      if (l < h->n && before (&h->items[l], best))
-        {
-          m = l;
-          best = &h->items[l];
-        }
-      if (r < h->n && before (&h->items[r], best))
-        m = r;
-      if (m == i)
-        break;
-      h->items[i] = h->items[m];
-      i = m;
-    }
-  if (h->n > 0)
-    h->items[i] = last;
-  return top;
-}
 
 /* ---- the model ------------------------------------------------------------- */
 
@@ -168,8 +107,7 @@ typedef struct {
   GArray **waiting;          /* per server group x slice: Waiting */
   SyncState *sync;           /* per server group (Hogwild) */
   ShoalMetricsWriter *metrics;
-  Heap heap;
-  guint64 seq;
+  ShoalEventQueue queue;
   gint64 now;                /* virtual ns */
   double bytes_per_s;        /* 0: no limit */
   gint64 latency_ns;
@@ -190,7 +128,7 @@ schedule (Emu *e, gint64 t, EventKind kind, int a, int b, gint64 step)
   /* a tick or a fault alone does not keep the run going */
   if (kind != EV_TICK && kind != EV_FAULT)
     e->pending++;
-  heap_push (&e->heap, (Event) { t, e->seq++, kind, a, b, step });
+  shoal_event_queue_push (&e->queue, t, kind, a, b, step);
 }
 
 static double
@@ -866,7 +804,7 @@ emu_free (Emu *e)
   g_free (e->rank_moved);
   g_free (e->decided_step);
   g_free (e->decided_stop);
-  g_free (e->heap.items);
+  shoal_event_queue_clear (&e->queue);
   shoal_metrics_close (e->metrics);
   shoal_layout_free (e->layout);
   if (e->failure != NULL)
@@ -1026,7 +964,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
 
   while (e->pending > 0 && e->failure == NULL && !e->stopped)
     {
-      Event ev = heap_pop (&e->heap);
+      ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
       e->now = ev.t;
       if (ev.kind != EV_TICK && ev.kind != EV_FAULT)
         e->pending--;

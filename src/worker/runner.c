@@ -1,10 +1,9 @@
-/* One process's share of a job: its servers (and their RPC service), its
- * worker threads with their param clients, and - in Hogwild - the group
- * sync of this server group with the slices' master groups
- * (server/group_sync.h).  The same
- * code runs a one-process job (every slice local, no Thrift at all) and
- * rank R of a cluster. */
-#include "worker/runner.h"
+/* One process's share of a job: its worker threads with their param
+ * clients, around the servers worker/runner_servers.c starts (their RPC
+ * service and, in Hogwild, the group sync with the slices' masters).
+ * The same code runs a one-process job (every slice local, no Thrift at
+ * all) and rank R of a cluster. */
+#include "worker/runner_process.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -33,36 +32,6 @@
 #include "worker/worker.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
-
-/* Slices of about this many bytes, so that large models are sent in
- * pieces that pipeline and small ones still update layer by layer. */
-#define TARGET_SLICE_BYTES (512u << 10)
-
-typedef struct {
-  ShoalJob *job;
-  const ShoalRunOptions *opts;
-  ShoalLayout *layout;
-  ShoalProcess *proc;
-  int nslices;
-  gboolean whole_groups;         /* each group's workers all live in one process */
-  gboolean spread_net;           /* a group spread over processes runs as one group net with
-                                  * bridges between them (its layers are not all batch-split) */
-  GArray *units;                 /* ShoalMember: (group, first worker) of each local group net */
-  int unit_size;                 /* workers per group net: k for whole or spread nets, else 1 */
-  ShoalMailbox *mailbox;         /* spread net: messages from the group's other processes */
-  ShoalGroupWire *wire;          /* spread net: to them */
-  ShoalGroupNet *layout_net;     /* the param layout; also the first unit's net when there is one */
-  ShoalServer *server;           /* this process's server group, or NULL */
-  int server_group;
-  ShoalRpcServer *rpc;
-  ShoalMetricsWriter *metrics;
-  ShoalProcessReport *report;    /* this process's "process" lines */
-  ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
-  ShoalMembership *membership;   /* multi-process: the other ranks, alive or lost */
-  ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
-  gint64 resume_step;            /* -1: a fresh run */
-  gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
-} Process;
 
 /* [job] init_from: initialises params from the init_from workspaces'
  * checkpoints, by name or as <param>_init_from renames them
@@ -112,217 +81,6 @@ claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step,
                                           resume_clock, error);
 }
 
-static gboolean
-endpoint_options (Process *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
-{
-  if (p->opts->endpoints == NULL || rank >= p->layout->nprocs || !p->opts->endpoints[rank]
-      || !*p->opts->endpoints[rank])
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d has no endpoint",
-                   rank);
-      return FALSE;
-    }
-  memset (o, 0, sizeof *o);
-  if (!shoal_endpoint_parse (p->opts->endpoints[rank], host, &o->port, error))
-    return FALSE;
-  o->host = *host;
-  o->token = p->opts->token;
-  return TRUE;
-}
-
-/* How many slices: the layout's count times whatever brings slices near
- * TARGET_SLICE_BYTES; every process computes the same from the same net.
- * Being a multiple, slice s is served like the layout's slice s % nslices. */
-int
-shoal_runner_slice_count (const ShoalLayout *layout, size_t total_floats)
-{
-  size_t bytes = total_floats * sizeof (float);
-  size_t per = (size_t) layout->nslices * TARGET_SLICE_BYTES;
-  size_t factor = MAX ((size_t) 1, (bytes + per - 1) / per);
-  return (int) MIN ((size_t) layout->nslices * factor, MAX (total_floats / 16, (size_t) 1));
-}
-
-/* On SIGINT/SIGTERM the workers everywhere stop at their next step, save a
- * checkpoint through these servers and say they are done; servers go on
- * serving for that.  Only when done never comes (a worker process died)
- * does a stop request end the wait, 5 s after it came. */
-static gboolean
-servers_give_up (void)
-{
-  static gint64 asked_at;  /* read by the one thread that waits */
-  if (!shoal_worker_stop_requested ())
-    return FALSE;
-  if (asked_at == 0)
-    asked_at = g_get_monotonic_time ();
-  return g_get_monotonic_time () - asked_at > 5 * G_USEC_PER_SEC;
-}
-
-/* The process's RPC service: its server slices and, for a spread net,
- * the messages of its group's other processes. */
-static gboolean
-start_rpc (Process *p, GError **error)
-{
-  ShoalProcess *proc = p->proc;
-  char *host = NULL;
-  ShoalRpcServerOptions ropts = { 0 };
-  if (!shoal_endpoint_parse (p->opts->endpoints[proc->rank], &host, &ropts.port, error))
-    return FALSE;
-  ropts.bind_address = host;
-  ropts.token = p->opts->token;
-  ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
-  ropts.give_up = servers_give_up;
-  if (p->mailbox != NULL)
-    {
-      ropts.bridge_sink = shoal_mailbox_sink;
-      ropts.bridge_data = p->mailbox;
-    }
-  if (p->wire != NULL)
-    ropts.bridge_message_bytes = shoal_group_net_max_message_bytes (p->layout_net);
-  ropts.liveness = shoal_membership_liveness (p->membership);
-  ropts.max_connections = p->layout->conf.rpc_max_connections;
-  ropts.idle_timeout_ms = (gint64) (p->layout->conf.rpc_idle_timeout * 1000);
-  /* every worker process but this one says when it is done */
-  ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
-  p->rpc = shoal_rpc_server_start (p->server, &ropts, error);
-  g_free (host);
-  return p->rpc != NULL;
-}
-
-static gboolean
-start_servers (Process *p, GError **error)
-{
-  ShoalProcess *proc = p->proc;
-  if (proc->servers->len == 0)
-    return p->wire == NULL || start_rpc (p, error);
-  p->server_group = g_array_index (proc->servers, ShoalMember, 0).group;
-  for (guint i = 1; i < proc->servers->len; i++)
-    if (g_array_index (proc->servers, ShoalMember, i).group != p->server_group)
-      {
-        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                     "rank %d would host servers of two server groups; give each server group its own processes",
-                     proc->rank);
-        return FALSE;
-      }
-  /* a group in one process sends one summed gradient; a group spread
-   * over processes sends one per worker */
-  gboolean group_pushes = p->whole_groups || p->spread_net;
-  const ShoalClusterConf *c = &p->layout->conf;
-  if (p->layout->mode == SHOAL_UPDATE_SYNC && c->backup_workers > 0 && group_pushes)
-    {
-      shoal_conf_error (p->job->conf, error, "cluster", "backup_workers",
-                        "this group runs as one net spread over processes (its layers are not all "
-                        "split by batch) and pushes one gradient per step: there is no late "
-                        "worker's gradient to drop");
-      return FALSE;
-    }
-  ShoalServerOptions sopts;
-  shoal_runner_server_options (p->layout, group_pushes, p->nslices, &sopts);
-  p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts, error);
-  if (p->server == NULL)
-    return FALSE;
-  for (int s = 0; s < p->nslices; s++)
-    for (guint i = 0; i < proc->servers->len; i++)
-      if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
-        shoal_server_host_slice (p->server, s);
-  /* before any worker can pull; a rejoining group takes the masters'
-   * values instead (start_group_sync) */
-  if (p->resume_step >= 0 && !p->opts->rejoin
-      && !shoal_server_restore (p->server, p->ckpt, p->resume_step, error))
-    return FALSE;
-
-  if (p->opts->endpoints == NULL)
-    return TRUE;
-  return start_rpc (p, error);
-}
-
-void
-shoal_runner_server_options (const ShoalLayout *layout, gboolean group_pushes, int nslices,
-                             ShoalServerOptions *out)
-{
-  ShoalServerOptions sopts = { .mode = layout->mode,
-                               .sync_contributors = group_pushes ? 1 : layout->sync_contributors,
-                               .nslices = nslices,
-                               .keep_baseline = layout->group_sync };
-  /* Asynchronous schemes compared on equal terms with synchronous ones:
-   * the g groups (or g*k spread workers) pushing to one server group each
-   * move it by lr/g, so one round of their pushes goes as far as one
-   * synchronous step with the job's lr; likewise a Hogwild master adds
-   * each group's delta weighted 1/g (model averaging). */
-  const ShoalClusterConf *c = &layout->conf;
-  if (layout->mode == SHOAL_UPDATE_ASYNC)
-    {
-      int groups_here = c->nworker_groups / c->nserver_groups;
-      int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
-      /* [cluster] async_lr: groups (the above, the default), none (Dean
-       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
-       * lr / the update's staleness, measured by the server) */
-      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
-      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
-      if (layout->group_sync)
-        sopts.delta_scale = 1.0f / (float) c->nserver_groups;
-      sopts.elastic_center = layout->group_sync && c->hogwild_sync == SHOAL_HOGWILD_ELASTIC;
-      if (c->staleness >= 0)
-        {
-          /* SSP: the units pushing here count their steps (unit_id) */
-          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
-          sopts.ssp_bound = c->staleness;
-        }
-    }
-  else if (c->backup_workers > 0 && !group_pushes)
-    sopts.backup_workers = c->backup_workers;
-  *out = sopts;
-}
-
-/* Hogwild: the sync thread beside this process's server group, told
- * where each slice's master lives. */
-static gboolean
-start_group_sync (Process *p, GError **error)
-{
-  const ShoalLayout *l = p->layout;
-  int per = l->conf.nservers_per_group, nend = l->conf.nserver_groups * per;
-  ShoalSliceMaster *masters = g_new0 (ShoalSliceMaster, p->nslices);
-  ShoalRpcClientOptions *endpoints = g_new0 (ShoalRpcClientOptions, nend);
-  char **hosts = g_new0 (char *, nend);
-  gboolean ok = TRUE;
-
-  for (int s = 0; s < p->nslices; s++)
-    {
-      masters[s].group = shoal_layout_master_group_of_slice (l, s % l->nslices);
-      masters[s].endpoint = masters[s].group * per + shoal_layout_server_of_slice (l, s % l->nslices);
-    }
-  for (int g = 0; ok && g < l->conf.nserver_groups; g++)
-    for (int si = 0; ok && si < per && g != p->server_group; si++)
-      {
-        ok = endpoint_options (p, shoal_layout_server_rank (l, g, si), &endpoints[g * per + si],
-                               &hosts[g * per + si], error);
-        /* a master that stopped answering holds the sync about as long as
-         * the liveness rules take to move its slices elsewhere */
-        endpoints[g * per + si].timeout_ms = (gint64) MAX (2000.0, l->conf.heartbeat_timeout * 1000);
-        endpoints[g * per + si].connect_retries = 5;
-      }
-  if (ok)
-    {
-      ShoalGroupSyncOptions o = { .server = p->server, .server_group = p->server_group,
-                                  .sync_freq = l->conf.sync_freq, .masters = masters,
-                                  .elastic_alpha = l->conf.hogwild_sync == SHOAL_HOGWILD_ELASTIC
-                                                     ? (float) l->conf.elastic_alpha : 0,
-                                  .endpoints = endpoints, .nendpoints = nend,
-                                  .nserver_groups = l->conf.nserver_groups, .servers_per_group = per,
-                                  .demoted = p->membership != NULL ? shoal_membership_group_demoted : NULL,
-                                  .data = p->membership };
-      if (p->opts->rejoin)
-        ok = shoal_group_sync_take_masters (&o, error);
-      if (ok)
-        p->group_sync = shoal_group_sync_start (&o, error);
-      ok = ok && p->group_sync != NULL;
-    }
-  for (int i = 0; i < nend; i++)
-    g_free (hosts[i]);
-  g_free (hosts);
-  g_free (endpoints);
-  g_free (masters);
-  return ok;
-}
 
 typedef struct {
   ShoalWorker worker;
@@ -347,7 +105,7 @@ unit_name (const ShoalWorker *w)
 static gboolean
 worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
 {
-  Process *p = w->checkpoint_data;
+  RunnerProcess *p = w->checkpoint_data;
   if (!shoal_param_client_checkpoint (w->client, p->ckpt, step, error))
     return FALSE;
   char *name = unit_name (w);
@@ -388,7 +146,7 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
  * checkpoint kept them; a checkpoint of a run without them (another
  * wire_grads) starts from zero, saying so. */
 static gboolean
-load_residuals (Process *p, WorkerSlot *slot, GError **error)
+load_residuals (RunnerProcess *p, WorkerSlot *slot, GError **error)
 {
   char *unit = unit_name (&slot->worker);
   char *name = g_strconcat (unit, "/residuals", NULL);
@@ -427,7 +185,7 @@ worker_thread (gpointer data)
 /* The net of one unit: the whole group partitioned among its k workers
  * (threads), or, where a group is spread over processes, one worker. */
 static ShoalGroupNet *
-build_net (Process *p, ShoalMember unit, GError **error)
+build_net (RunnerProcess *p, ShoalMember unit, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
   ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group, .cd_k = p->job->cd_k,
@@ -498,7 +256,7 @@ shoal_runner_share_batch (ShoalJob *job, int k, GError **error)
 /* The units of this process: one per group whose workers all live here,
  * else one per worker. */
 static gboolean
-plan_units (Process *p, GError **error)
+plan_units (RunnerProcess *p, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
   p->whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
@@ -526,7 +284,7 @@ plan_units (Process *p, GError **error)
 /* Whether `unit` runs its group leader's commands (a spread net's
  * process that does not hold worker 0). */
 static gboolean
-is_follower (const Process *p, ShoalMember unit)
+is_follower (const RunnerProcess *p, ShoalMember unit)
 {
   return p->wire != NULL && unit.index > 0;
 }
@@ -534,7 +292,7 @@ is_follower (const Process *p, ShoalMember unit)
 /* Spread net: this process's mailbox and its wire to the other processes
  * of its group (a process holds workers of one group only). */
 static gboolean
-open_wire (Process *p, GError **error)
+open_wire (RunnerProcess *p, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
   ShoalMember unit = g_array_index (p->units, ShoalMember, 0);
@@ -547,7 +305,7 @@ open_wire (Process *p, GError **error)
       int rank = shoal_layout_worker_rank (p->layout, unit.group, j * per);
       if (rank == p->proc->rank)
         continue;
-      ok = endpoint_options (p, rank, &peers[j], &hosts[j], error);
+      ok = runner_endpoint_options (p, rank, &peers[j], &hosts[j], error);
     }
   if (ok)
     {
@@ -564,13 +322,13 @@ open_wire (Process *p, GError **error)
 /* The id of a pushing unit: its group where a group pushes as one, else
  * group * nworkers_per_group + worker (SSP's clocks, ShoalPushOrigin). */
 static int
-unit_id (const Process *p, int group, int worker)
+unit_id (const RunnerProcess *p, int group, int worker)
 {
   return p->whole_groups || p->spread_net ? group : group * p->layout->conf.nworkers_per_group + worker;
 }
 
 static gboolean
-connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
+connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
 {
   ShoalParamStore *store = shoal_group_net_params (slot->net);
   if (p->layout->nprocs == 1 && p->units->len == 1)
@@ -596,7 +354,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
         {
           ShoalRpcClientOptions o;
           char *host = NULL;
-          if (!endpoint_options (p, rank, &o, &host, error))
+          if (!runner_endpoint_options (p, rank, &o, &host, error))
             return FALSE;
           shoal_param_client_route_remote (slot->client, s, &o);
           g_free (host);
@@ -607,7 +365,7 @@ connect_client (Process *p, WorkerSlot *slot, int group, GError **error)
 
 /* Tells every other server process that this worker process is done. */
 static void
-say_done (Process *p)
+say_done (RunnerProcess *p)
 {
   for (int r = 0; r < p->layout->nprocs; r++)
     {
@@ -617,7 +375,7 @@ say_done (Process *p)
       char *host = NULL;
       GError *error = NULL;
       ShoalRpcClient *c = NULL;
-      if (endpoint_options (p, r, &o, &host, &error))
+      if (runner_endpoint_options (p, r, &o, &host, &error))
         {
           o.connect_retries = 5;
           c = shoal_rpc_client_connect (&o, &error);
@@ -640,7 +398,7 @@ say_done (Process *p)
 }
 
 static gboolean
-run_workers (Process *p, ShoalRunResult *result, GError **error)
+run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
 {
   guint n = p->units->len;
   WorkerSlot *slots = g_new0 (WorkerSlot, n);
@@ -732,7 +490,7 @@ run_workers (Process *p, ShoalRunResult *result, GError **error)
 gboolean
 shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
 {
-  Process p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
+  RunnerProcess p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
                 .stop_step = G_MAXINT64 };
   double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
   ShoalFaultTimer *fault = NULL;
@@ -867,10 +625,10 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
   if (p.ckpt == NULL)
     goto out;
-  if (!start_servers (&p, error))
+  if (!runner_start_servers (&p, error))
     goto out;
   shoal_membership_attach (p.membership, p.server, p.rpc);
-  if (p.server != NULL && p.layout->group_sync && !start_group_sync (&p, error))
+  if (p.server != NULL && p.layout->group_sync && !runner_start_group_sync (&p, error))
     goto out;
 
   /* every process writes metrics: workers their steps and tests, every
