@@ -8,7 +8,8 @@
 #
 # Usage: bench/rpc.sh [BUILD_DIR]          (default: build; needs BUILD_DIR/libshoal.a)
 # Both server modes: sync (Sandblaster's; replies sent straight from the
-# server's values) and async (Downpour's; replies copied first).
+# server's values) and async (Downpour's; replies sent in place under a
+# pin that updates wait for; server/server.h, shoal_server_pull_pinned).
 # Knobs: BENCH_RPC_RUNS=3  BENCH_RPC_SIZES=1,4,16  BENCH_RPC_SECONDS=0.6 (per kind and size)
 #        BENCH_RPC_MODES="sync async"
 set -u -o pipefail

@@ -25,7 +25,8 @@
  * The server runs in --mode sync (Sandblaster's: a push of step t makes
  * version t + 1; its values stay put until the next step, so replies are
  * sent straight from them) or async (Downpour's: every push applied as it
- * comes; replies are copied under the slice's lock first).  The update
+ * comes; replies are sent from the values in place under a pin that an
+ * update waits for, or from a copy when one comes meanwhile).  The update
  * runs on --threads threads (default: the machine's cores), as in a
  * process of servers, whose plan gives its loops every core.
  *

@@ -219,6 +219,81 @@ test_lost_lists_converge (void)
   g_ptr_array_free (b.lost, TRUE);
 }
 
+/* A Downpour worker process (rank 0) hears only the server process
+ * (rank 2), and learns of worker rank 1 from rank 2's lists: lost, then
+ * back once rank 2 heard a restart rejoin - its summary no longer lists
+ * the group - and lost again if the new process is lost. */
+static void
+test_rejoin_learned_from_peer (void)
+{
+  Seen w;
+  ShoalLiveness *worker = table (&w, 3);
+  ShoalLivenessRules rules = { S (15), S (300) };
+  ShoalLiveness *server = shoal_liveness_new (3, 2, &rules, 0);
+  shoal_liveness_watch (worker, 2, FALSE, TRUE);
+  shoal_liveness_watch (server, 0, TRUE, FALSE);
+  shoal_liveness_watch (server, 1, TRUE, FALSE);
+  shoal_liveness_heard (server, 1, 11, 1, FALSE, S (1), NULL);
+  shoal_liveness_declare_lost (server, 1, "its process ended");
+
+  GBytes *list = shoal_liveness_lost_list (server);
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (list, &len);
+  shoal_liveness_learn (worker, 2, p, len);
+  g_bytes_unref (list);
+  g_assert_cmpint (shoal_liveness_state (worker, 1), ==, SHOAL_RANK_LOST);
+  g_assert_cmpuint (w.lost->len, ==, 1);
+  /* a list from before the rejoin again: nothing new */
+  list = shoal_liveness_lost_list (server);
+  p = g_bytes_get_data (list, &len);
+  shoal_liveness_learn (worker, 2, p, len);
+  g_bytes_unref (list);
+  g_assert_cmpint (w.rejoined, ==, 0);
+
+  /* the restart rejoins at the server; its list says the rank is back */
+  g_assert_cmpint (shoal_liveness_heard (server, 1, 12, 0, TRUE, S (20), NULL), ==, SHOAL_HEARD_OK);
+  list = shoal_liveness_lost_list (server);
+  p = g_bytes_get_data (list, &len);
+  g_assert_cmpuint (len, ==, 16);
+  shoal_liveness_learn (worker, 2, p, len);
+  shoal_liveness_learn (worker, 2, p, len);   /* heard twice: taken back once */
+  g_bytes_unref (list);
+  g_assert_cmpint (w.rejoined, ==, 1);
+  g_assert_cmpint (shoal_liveness_state (worker, 1), ==, SHOAL_RANK_UNWATCHED);
+  g_assert_true (shoal_liveness_demoted (worker, 1));
+  g_assert_cmpuint (w.lost->len, ==, 1);
+
+  /* the new process is lost as well: learned again */
+  shoal_liveness_declare_lost (server, 1, "its process ended");
+  list = shoal_liveness_lost_list (server);
+  p = g_bytes_get_data (list, &len);
+  shoal_liveness_learn (worker, 2, p, len);
+  g_bytes_unref (list);
+  g_assert_cmpint (shoal_liveness_state (worker, 1), ==, SHOAL_RANK_LOST);
+  g_assert_cmpuint (w.lost->len, ==, 2);
+
+  /* a rank the table watches itself is taken back only when heard */
+  Seen h;
+  ShoalLiveness *hog = table (&h, 3);
+  shoal_liveness_watch (hog, 1, TRUE, TRUE);
+  shoal_liveness_heard (hog, 1, 11, 1, FALSE, S (1), NULL);
+  shoal_liveness_declare_lost (hog, 1, "its process ended");
+  shoal_liveness_heard (server, 1, 13, 0, TRUE, S (30), NULL);
+  list = shoal_liveness_lost_list (server);
+  p = g_bytes_get_data (list, &len);
+  shoal_liveness_learn (hog, 2, p, len);
+  g_bytes_unref (list);
+  g_assert_cmpint (h.rejoined, ==, 0);
+  g_assert_cmpint (shoal_liveness_heard (hog, 1, 13, 0, TRUE, S (31), NULL), ==, SHOAL_HEARD_OK);
+  g_assert_cmpint (h.rejoined, ==, 1);
+
+  shoal_liveness_free (hog);
+  shoal_liveness_free (worker);
+  shoal_liveness_free (server);
+  g_ptr_array_free (h.lost, TRUE);
+  g_ptr_array_free (w.lost, TRUE);
+}
+
 static void
 test_ssp_drops_lost_unit (void)
 {
@@ -412,6 +487,7 @@ main (int argc, char **argv)
   g_test_add_func ("/liveness/refused-and-rejoin", test_refused_and_rejoin);
   g_test_add_func ("/liveness/done-is-not-lost", test_done_is_not_lost);
   g_test_add_func ("/liveness/lost-lists-converge", test_lost_lists_converge);
+  g_test_add_func ("/liveness/rejoin-learned-from-peer", test_rejoin_learned_from_peer);
   g_test_add_func ("/liveness/ssp-drops-lost-unit", test_ssp_drops_lost_unit);
   g_test_add_func ("/liveness/masters-move", test_masters_move);
   g_test_add_func ("/liveness/claim", test_claim);

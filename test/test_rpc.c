@@ -43,6 +43,8 @@ typedef struct {
   gboolean host_some;          /* host only the even slices */
   int max_connections;         /* 0: no cap */
   gint64 idle_timeout_ms;      /* 0: none */
+  ShoalUpdaterKind updater;    /* 0: SGD */
+  float momentum;              /* 0: the updater's default */
 } EnvConf;
 
 static void
@@ -72,8 +74,10 @@ env_start (Env *env, const EnvConf *conf)
   g_assert_true (shoal_param_store_allocate (env->layout, NULL));
   value_pattern (env->layout->values, env->layout->total, 0);
 
-  shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
+  shoal_updater_conf_defaults (&upd, conf->updater);
   upd.schedule.lr = LR;
+  if (conf->momentum > 0)
+    upd.momentum = conf->momentum;
   env->server = shoal_server_new (env->layout, &upd, &sopts, NULL);
   env->nslices = conf->nslices;
   for (int i = 0; i < conf->nslices; i++)
@@ -857,9 +861,9 @@ static void put_field (GByteArray *b, guint8 type, gint16 id) { put_u8 (b, type)
 
 enum { TT_STOP = 0, TT_I32 = 8, TT_I64 = 10, TT_STRING = 11, TT_STRUCT = 12 };
 
-/* A push call as the binary protocol writes it, up to the grad's bytes. */
+/* A push call of `step` as the binary protocol writes it, up to the grad's bytes. */
 static GByteArray *
-push_head (int slice, gint32 grad_len)
+push_head_at (int slice, gint64 step, gint32 grad_len)
 {
   GByteArray *b = g_byte_array_new ();
   put_i32 (b, (gint32) 0x80010001);   /* strict version 1, T_CALL */
@@ -870,10 +874,16 @@ push_head (int slice, gint32 grad_len)
   put_field (b, TT_I32, 2);
   put_i32 (b, slice);
   put_field (b, TT_I64, 3);
-  put_i64 (b, 0);
+  put_i64 (b, step);
   put_field (b, TT_STRING, 4);
   put_i32 (b, grad_len);
   return b;
+}
+
+static GByteArray *
+push_head (int slice, gint32 grad_len)
+{
+  return push_head_at (slice, 0, grad_len);
 }
 
 typedef struct {
@@ -1436,6 +1446,320 @@ test_connection_cap (void)
   env_stop (&env);
 }
 
+/* ---- replies sent in place (ASYNC: pinned) ---------------------------------- */
+
+/* A pull call as the binary protocol writes it. */
+static GByteArray *
+pull_call (int slice, gint64 min_version)
+{
+  GByteArray *b = g_byte_array_new ();
+  put_i32 (b, (gint32) 0x80010001);
+  put_str (b, "pull");
+  put_i32 (b, 1);
+  put_field (b, TT_STRING, 1);
+  put_str (b, TOKEN);
+  put_field (b, TT_I32, 2);
+  put_i32 (b, slice);
+  put_field (b, TT_I64, 3);
+  put_i64 (b, min_version);
+  put_field (b, TT_I64, 4);
+  put_i64 (b, 2000);
+  put_u8 (b, TT_STOP);
+  return b;
+}
+
+static void
+raw_read (int fd, void *dst, size_t len)
+{
+  guint8 *p = dst;
+  while (len > 0)
+    {
+      ssize_t r = recv (fd, p, len, 0);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        g_error ("the reply ended early (%s)", r == 0 ? "closed" : g_strerror (errno));
+      p += r;
+      len -= (size_t) r;
+    }
+}
+
+static gint64
+raw_be (int fd, int bytes)
+{
+  guint8 b[8];
+  gint64 v = 0;
+  raw_read (fd, b, (size_t) bytes);
+  for (int i = 0; i < bytes; i++)
+    v = (v << 8) | b[i];
+  return bytes == 4 ? (gint64) (gint32) v : v;
+}
+
+/* Reads the T_REPLY of pull_call: a SliceValues of n floats; returns its version. */
+static gint64
+raw_pull_reply (int fd, float *values, size_t n)
+{
+  gint64 version = -1;
+  g_assert_cmpint (raw_be (fd, 4), ==, (gint32) 0x80010002);
+  g_assert_cmpint (raw_be (fd, 4), ==, 4);
+  char name[4];
+  raw_read (fd, name, 4);
+  g_assert_true (memcmp (name, "pull", 4) == 0);
+  raw_be (fd, 4);                                    /* seqid */
+  g_assert_cmpint (raw_be (fd, 1), ==, TT_STRUCT);   /* success */
+  g_assert_cmpint (raw_be (fd, 2), ==, 0);
+  for (;;)
+    {
+      gint64 type = raw_be (fd, 1);
+      if (type == TT_STOP)
+        break;
+      gint64 id = raw_be (fd, 2);
+      if (id == 1 && type == TT_I64)
+        version = raw_be (fd, 8);
+      else if (id == 2 && type == TT_STRING)
+        {
+          g_assert_cmpint (raw_be (fd, 4), ==, (gint64) (n * sizeof (float)));
+          raw_read (fd, values, n * sizeof (float));
+        }
+      else
+        g_error ("unexpected field %d of type %d in SliceValues", (int) id, (int) type);
+    }
+  g_assert_cmpint (raw_be (fd, 1), ==, TT_STOP);
+  return version;
+}
+
+/* Every value moves by +1 per push (SGD, lr 0.5, gradient -2). */
+static void
+push_plus_one (ShoalRpcClient *c, size_t n, gint64 step)
+{
+  float *grad = g_new (float, n);
+  GError *error = NULL;
+  for (size_t i = 0; i < n; i++)
+    grad[i] = -2.0f;
+  g_assert_true (shoal_rpc_client_push (c, 0, grad, n, step, &error));
+  g_assert_no_error (error);
+  g_free (grad);
+}
+
+static void
+assert_at_version (const float *got, const float *v0, size_t n, gint64 version)
+{
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != v0[i] + (float) version)
+      g_error ("value %zu of version %" G_GINT64_FORMAT ": %g, expected %g (a torn reply)", i, version,
+               (double) got[i], (double) (v0[i] + (float) version));
+}
+
+/* ASYNC replies are sent from the server's values in place while an
+ * update waits for them: a client that asks and then does not read
+ * (its receive buffer tiny, the reply 16 MiB) holds up no push - the
+ * reply gives its values up, copying what it had not sent - and still
+ * gets the values of the version it names, whole. */
+static void
+test_pinned_reply_gives_way (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = (size_t) 4 << 20,
+                   .io_timeout_ms = 30000 };
+  Env env;
+  GError *error = NULL;
+  ShoalServerStats st;
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  float *v0 = g_memdup2 (env.layout->values, n * sizeof (float));
+  float *got = g_new (float, n);
+
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int small = 16 * 1024;
+  struct timeval tv = { 20, 0 };
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) env.port),
+                           .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  g_assert_cmpint (setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), ==, 0);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  GByteArray *m = pull_call (0, 0);
+  raw_send (fd, m->data, m->len);
+  g_byte_array_unref (m);
+  /* the reply holds the values once the server counted them out */
+  for (int i = 0; i < 10000; i++)
+    {
+      shoal_server_stats (env.server, &st);
+      if (st.bytes_out >= (gint64) (n * sizeof (float)))
+        break;
+      g_usleep (1000);
+    }
+  g_assert_cmpint (st.bytes_out, >=, (gint64) (n * sizeof (float)));
+
+  /* the push goes through within its client's 10 s while the reply is stuck
+   * (the reply's own stall limit is the server's 30 s I/O timeout) */
+  ShoalRpcClient *c = client_new (&env, TOKEN, 10000);
+  push_plus_one (c, n, 0);
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 1);
+
+  g_assert_cmpint (raw_pull_reply (fd, got, n), ==, 0);
+  assert_at_version (got, v0, n, 0);
+  close (fd);
+
+  gint64 version = -1;
+  g_assert_true (shoal_rpc_client_pull (c, 0, got, n, 0, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 1);
+  assert_at_version (got, v0, n, 1);
+  shoal_rpc_client_free (c);
+  g_free (got);
+  g_free (v0);
+  env_stop (&env);
+}
+
+typedef struct {
+  Env *env;
+  size_t n;
+  int pushes;
+} Pusher;
+
+static gpointer
+pusher_main (gpointer data)
+{
+  Pusher *p = data;
+  ShoalRpcClient *c = client_new (p->env, TOKEN, 20000);
+  for (int k = 0; k < p->pushes; k++)
+    push_plus_one (c, p->n, k);
+  shoal_rpc_client_free (c);
+  return NULL;
+}
+
+/* Pulls of ASYNC values while another client pushes: each reply holds
+ * exactly the values of the version it names, never a mix of two. */
+static void
+test_async_pulls_whole (void)
+{
+  EnvConf conf = { .mode = SHOAL_UPDATE_ASYNC, .contributors = 1, .nslices = 1, .floats = (size_t) 1 << 20 };
+  Env env;
+  GError *error = NULL;
+  enum { PUSHES = 40, PULLS = 40 };
+
+  env_start (&env, &conf);
+  size_t n = slice_len (&env, 0, NULL);
+  float *v0 = g_memdup2 (env.layout->values, n * sizeof (float));
+  float *got = g_new (float, n);
+  Pusher p = { &env, n, PUSHES };
+  GThread *t = g_thread_new ("pusher", pusher_main, &p);
+  ShoalRpcClient *c = client_new (&env, TOKEN, 20000);
+  gint64 last = 0;
+  for (int k = 0; k < PULLS; k++)
+    {
+      gint64 version = -1;
+      g_assert_true (shoal_rpc_client_pull (c, 0, got, n, 0, &version, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (version, >=, last);
+      assert_at_version (got, v0, n, version);
+      last = version;
+    }
+  g_thread_join (t);
+  gint64 version = -1;
+  g_assert_true (shoal_rpc_client_pull (c, 0, got, n, PUSHES, &version, &error));
+  g_assert_cmpint (version, ==, PUSHES);
+  assert_at_version (got, v0, n, PUSHES);
+  shoal_rpc_client_free (c);
+  g_free (got);
+  g_free (v0);
+  env_stop (&env);
+}
+
+/* ---- a push in pieces ------------------------------------------------------- */
+
+static void
+updater_of (const EnvConf *conf, ShoalUpdaterConf *upd)
+{
+  shoal_updater_conf_defaults (upd, conf->updater);
+  upd->schedule.lr = LR;
+  if (conf->momentum > 0)
+    upd->momentum = conf->momentum;
+}
+
+/* Sends bytes in pieces of odd sizes, each its own segment (TCP_NODELAY):
+ * the server's reads see the message cut anywhere. */
+static void
+send_in_pieces (int fd, const guint8 *bytes, size_t len, guint seed)
+{
+  static const size_t sizes[] = { 1, 3, 7, 4093, 13, 65537, 2, 32769, 511, 100003, 5 };
+  int one = 1;
+  setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (size_t off = 0, i = seed; off < len; i++)
+    {
+      size_t piece = MIN (sizes[i % G_N_ELEMENTS (sizes)], len - off);
+      raw_send (fd, bytes + off, piece);
+      off += piece;
+    }
+}
+
+/* A push received in pieces of odd sizes gives the very floats of the
+ * same gradient handed to the server in one buffer, for SGD, momentum and
+ * Adam in both modes. */
+static void
+test_push_in_pieces (void)
+{
+  static const struct { ShoalUpdaterKind kind; float momentum; const char *name; } rules[] = {
+    { SHOAL_UPDATER_SGD, 0, "sgd" }, { SHOAL_UPDATER_SGD, 0.9f, "momentum" }, { SHOAL_UPDATER_ADAM, 0, "adam" },
+  };
+  static const ShoalUpdateMode modes[] = { SHOAL_UPDATE_SYNC, SHOAL_UPDATE_ASYNC };
+
+  for (guint r = 0; r < G_N_ELEMENTS (rules); r++)
+    for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+      {
+        EnvConf conf = { .mode = modes[m], .contributors = 1, .nslices = 2, .floats = 300000,
+                         .updater = rules[r].kind, .momentum = rules[r].momentum };
+        Env env;
+        ShoalUpdaterConf upd;
+        GError *error = NULL;
+
+        g_test_message ("%s, %s", rules[r].name, modes[m] == SHOAL_UPDATE_SYNC ? "sync" : "async");
+        env_start (&env, &conf);
+        updater_of (&conf, &upd);
+        ShoalServerOptions sopts = { .mode = conf.mode, .sync_contributors = 1, .nslices = conf.nslices };
+        ShoalServer *whole = shoal_server_new (env.layout, &upd, &sopts, NULL);
+        shoal_server_host_all (whole);
+        size_t n = slice_len (&env, 1, NULL);
+        float *grad = g_new (float, n), *got = g_new (float, n), *want = g_new (float, n);
+        GRand *rand = g_rand_new_with_seed (11 + r * 2 + m);
+        for (int step = 0; step < 3; step++)
+          {
+            for (size_t i = 0; i < n; i++)
+              grad[i] = (float) g_rand_double_range (rand, -1, 1);
+            g_assert_true (shoal_server_push (whole, 1, grad, n, step, &error));
+            g_assert_no_error (error);
+            GByteArray *msg = push_head_at (1, step, (gint32) (n * sizeof (float)));
+            g_byte_array_append (msg, (const guint8 *) grad, (guint) (n * sizeof (float)));
+            put_field (msg, TT_I64, 5);   /* base_version, unit, grad_codec: as a Thrift client writes them */
+            put_i64 (msg, step);
+            put_field (msg, TT_I32, 6);
+            put_i32 (msg, -1);
+            put_field (msg, TT_I32, 7);
+            put_i32 (msg, 0);
+            put_u8 (msg, TT_STOP);
+            int fd = raw_connect (env.port);
+            send_in_pieces (fd, msg->data, msg->len, (guint) step);
+            guint8 head[4];
+            g_assert_cmpint (recv (fd, head, 4, MSG_WAITALL), ==, 4);
+            g_assert_cmpint (head[3], ==, 2);   /* T_REPLY */
+            close (fd);
+            g_byte_array_unref (msg);
+            /* the reply is written after the update */
+            g_assert_cmpint (shoal_server_slice_version (env.server, 1), ==, step + 1);
+          }
+        g_assert_true (shoal_server_pull (env.server, 1, got, n, 0, 0, NULL, &error));
+        g_assert_true (shoal_server_pull (whole, 1, want, n, 0, 0, NULL, &error));
+        g_assert_no_error (error);
+        assert_floats_equal (got, want, n);
+        g_rand_free (rand);
+        g_free (grad);
+        g_free (got);
+        g_free (want);
+        shoal_server_free (whole);
+        env_stop (&env);
+      }
+}
+
 /* ---- a client that is not shoal's ----------------------------------------- */
 
 /* Apache Thrift's own Python library against this server, with code the
@@ -1444,7 +1768,7 @@ test_connection_cap (void)
  * isolated (-I): the repository's thrift/ folder would otherwise shadow
  * the thrift package. */
 static void
-test_python_client (void)
+python_client (ShoalUpdateMode mode)
 {
   const char *probe[] = { "/usr/bin/python3", "-I", "-c", "import thrift.protocol.TBinaryProtocol", NULL };
   int status = -1;
@@ -1469,7 +1793,7 @@ test_python_client (void)
   g_free (err_text);
 
   /* slices of about 1.5 MiB: buffered transports write them in pieces */
-  EnvConf conf = { .mode = SHOAL_UPDATE_SYNC, .contributors = 1, .nslices = 3, .floats = 1200000 };
+  EnvConf conf = { .mode = mode, .contributors = 1, .nslices = 3, .floats = 1200000 };
   Env env;
   env_start (&env, &conf);
   GPtrArray *argv = g_ptr_array_new_with_free_func (g_free);
@@ -1524,6 +1848,20 @@ test_python_client (void)
   g_free (gen);
 }
 
+static void
+test_python_client (void)
+{
+  python_client (SHOAL_UPDATE_SYNC);
+}
+
+/* ASYNC replies go out pinned (shoal_thrift_socket_write_pinned): the
+ * same bytes to a stock client */
+static void
+test_python_client_async (void)
+{
+  python_client (SHOAL_UPDATE_ASYNC);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1548,6 +1886,10 @@ main (int argc, char **argv)
   g_test_add_func ("/rpc/stop-wakes-waiting", test_stop_wakes_waiting);
   g_test_add_func ("/rpc/parallel-clients", test_parallel_clients);
   g_test_add_func ("/rpc/connection-cap", test_connection_cap);
+  g_test_add_func ("/rpc/pinned-reply-gives-way", test_pinned_reply_gives_way);
+  g_test_add_func ("/rpc/async-pulls-whole", test_async_pulls_whole);
+  g_test_add_func ("/rpc/push-in-pieces", test_push_in_pieces);
   g_test_add_func ("/rpc/python-client", test_python_client);
+  g_test_add_func ("/rpc/python-client-async", test_python_client_async);
   return g_test_run ();
 }

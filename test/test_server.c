@@ -439,6 +439,102 @@ test_stop_at (void)
 }
 
 /* ASYNC: groups stop each at its own step; stop_at changes nothing. */
+/* The runner's words for one elastic exchange of every slice: the
+ * replica `replica`, what the center sent back into diff. */
+static void
+exchange_all (ShoalServer *server, const float *replica, float *diff)
+{
+  GError *error = NULL;
+  for (int s = 0; s < shoal_server_n_slices (server); s++)
+    {
+      size_t b, e;
+      shoal_server_slice_range (server, s, &b, &e);
+      g_assert_true (shoal_server_elastic_exchange (server, s, replica + b, diff + b, e - b, 0.5f, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* EASGD: the centers go into the checkpoint, so a restored master
+ * exchanges exactly as one that never stopped (before, the center began
+ * again from the master's values on resume); a checkpoint without
+ * centers (format 1, or a server without them) still restores. */
+static void
+test_elastic_center_checkpoint (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (0.5f);
+  u.momentum = 0.9f;
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 2, .elastic_center = TRUE };
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (server);
+  size_t total = layout->total;
+  float *grad = g_new (float, total), *replica = g_new (float, total);
+  float *diff = g_new (float, total), *diff_again = g_new (float, total);
+  GError *error = NULL;
+
+  /* the center moves toward a replica that went its own way, the
+   * master's values move on their own */
+  for (size_t i = 0; i < total; i++)
+    replica[i] = layout->values[i] + 1.0f + (float) (i % 7) * 0.25f;
+  exchange_all (server, replica, diff);
+  push_all (server, 0.5f, 0, grad);
+  exchange_all (server, replica, diff);
+  push_all (server, -0.25f, 1, grad);
+
+  char *dir = g_dir_make_tmp ("server-XXXXXX", NULL);
+  ShoalCheckpoint *ckpt = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+  g_assert_true (shoal_server_checkpoint (server, ckpt, 2, &error));
+  g_assert_no_error (error);
+  ShoalServer *again = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (again);
+  g_assert_true (shoal_server_restore (again, ckpt, 2, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (shoal_server_values (again), total * sizeof (float), shoal_server_values (server),
+                   total * sizeof (float));
+  /* the next exchange and the next step: exactly the same */
+  for (size_t i = 0; i < total; i++)
+    replica[i] -= 0.5f;
+  exchange_all (server, replica, diff);
+  exchange_all (again, replica, diff_again);
+  g_assert_cmpmem (diff_again, total * sizeof (float), diff, total * sizeof (float));
+  push_all (server, 0.125f, 2, grad);
+  push_all (again, 0.125f, 2, grad);
+  g_assert_cmpmem (shoal_server_values (again), total * sizeof (float), shoal_server_values (server),
+                   total * sizeof (float));
+  /* a server without centers reads the checkpoint too (it skips them) */
+  ShoalServerOptions plain = { .mode = SHOAL_UPDATE_ASYNC, .nslices = 2 };
+  ShoalServer *no_center = shoal_server_new (layout, &u, &plain, NULL);
+  shoal_server_host_all (no_center);
+  g_assert_true (shoal_server_restore (no_center, ckpt, 2, &error));
+  g_assert_no_error (error);
+  /* and a checkpoint without centers starts them at the master's values */
+  g_assert_true (shoal_server_checkpoint (no_center, ckpt, 3, &error));
+  ShoalServer *from_plain = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (from_plain);
+  g_assert_true (shoal_server_restore (from_plain, ckpt, 3, &error));
+  g_assert_no_error (error);
+  memcpy (replica, shoal_server_values (from_plain), total * sizeof (float));
+  exchange_all (from_plain, replica, diff);
+  for (size_t i = 0; i < total; i++)
+    g_assert_cmpfloat (diff[i], ==, 0.0f);
+
+  shoal_server_free (from_plain);
+  shoal_server_free (no_center);
+  shoal_server_free (again);
+  shoal_checkpoint_close (ckpt);
+  char *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (cmd);
+  g_free (dir);
+  g_free (grad);
+  g_free (replica);
+  g_free (diff);
+  g_free (diff_again);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
 static void
 test_stop_at_async (void)
 {
@@ -461,6 +557,85 @@ test_stop_at_async (void)
   shoal_param_store_free (layout);
 }
 
+/* ---- pinned values ---------------------------------------------------------- */
+
+typedef struct {
+  ShoalServer *server;
+  const float *grad;
+  size_t n;
+  gint done;    /* atomic */
+} PinPush;
+
+static gpointer
+pin_push_main (gpointer data)
+{
+  PinPush *p = data;
+  GError *error = NULL;
+  g_assert_true (shoal_server_push (p->server, 0, p->grad, p->n, 0, &error));
+  g_assert_no_error (error);
+  g_atomic_int_set (&p->done, 1);
+  return NULL;
+}
+
+/* ASYNC values lent in place under a pin: an update waits for the pin,
+ * the pin's holder is told it waits, no new pin is given meanwhile, and
+ * the update goes on once the pin is released. */
+static void
+test_pinned_values (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (1.0f);
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
+  GError *error = NULL;
+  shoal_server_host_all (server);
+  size_t b, e;
+  shoal_server_slice_range (server, 0, &b, &e);
+  size_t n = e - b;
+  float *before = g_memdup2 (layout->values + b, n * sizeof (float));
+  float *grad = g_new (float, n);
+  for (size_t i = 0; i < n; i++)
+    grad[i] = 1.0f;
+
+  const float *pinned = NULL;
+  gint64 version = -1;
+  g_assert_true (shoal_server_pull_pinned (server, 0, n, 0, 0, &version, &pinned, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (pinned);
+  g_assert_cmpint (version, ==, 0);
+  g_assert_false (shoal_server_pin_wanted (server, 0));
+
+  PinPush p = { server, grad, n, 0 };
+  GThread *t = g_thread_new ("push", pin_push_main, &p);
+  /* bounded: the push says it waits, and waits */
+  for (int i = 0; i < 10000 && !shoal_server_pin_wanted (server, 0); i++)
+    g_usleep (1000);
+  g_assert_true (shoal_server_pin_wanted (server, 0));
+  g_assert_false (g_atomic_int_get (&p.done));
+  g_assert_cmpmem (pinned, n * sizeof (float), before, n * sizeof (float));
+  /* no new pin while a writer waits: the caller copies instead */
+  const float *second = (const float *) 1;
+  g_assert_true (shoal_server_pull_pinned (server, 0, n, 0, 0, &version, &second, &error));
+  g_assert_null (second);
+
+  shoal_server_unpin (server, 0);
+  g_thread_join (t);
+  g_assert_true (g_atomic_int_get (&p.done));
+  g_assert_false (shoal_server_pin_wanted (server, 0));
+  g_assert_cmpint (shoal_server_slice_version (server, 0), ==, 1);
+  /* in place: the update wrote them */
+  float *now = g_new (float, n);
+  g_assert_true (shoal_server_pull (server, 0, now, n, 1, 0, NULL, &error));
+  g_assert_cmpmem (pinned, n * sizeof (float), now, n * sizeof (float));
+  g_assert_true (memcmp (now, before, n * sizeof (float)) != 0);
+  g_free (now);
+
+  g_free (grad);
+  g_free (before);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -472,5 +647,7 @@ main (int argc, char **argv)
   g_test_add_func ("/server/hogwild-groups-converge", test_hogwild_groups_converge);
   g_test_add_func ("/server/stop-at", test_stop_at);
   g_test_add_func ("/server/stop-at-async", test_stop_at_async);
+  g_test_add_func ("/server/pinned-values", test_pinned_values);
+  g_test_add_func ("/server/elastic-center-checkpoint", test_elastic_center_checkpoint);
   return g_test_run ();
 }

@@ -67,11 +67,15 @@ const ShoalOption shoal_cluster_options[] = {
     "processes of a job one machine may run per core: more is refused (shoal run --oversubscribe, "
     "shoal proc --oversubscribe start them anyway); more than one per core is warned about" },
   { "rpc_max_connections", SHOAL_OPT_INT, "512", 4, 1e6, NULL,
-    "connections one process's RPC server keeps open at once, each served by its own thread; one "
+    "connections one process's RPC server keeps open at once (an idle one costs no thread); one "
     "more is closed at once and logged (a job needs about one per other process and worker thread)" },
   { "rpc_idle_timeout", SHOAL_OPT_FLOAT, "300", 1, 1e7, NULL,
-    "seconds an RPC connection may stay idle between calls before the server closes it, freeing its "
-    "thread (clients reconnect at their next call)" },
+    "seconds an RPC connection may stay idle between calls before the server closes it (clients "
+    "reconnect at their next call)" },
+  { "rpc_threads", SHOAL_OPT_INT, "8", 1, 65536, NULL,
+    "threads one process's RPC server keeps for calls; while every one is busy (calls that wait for "
+    "other groups, SSP's bound) one more starts, up to one per open connection, and ends after 10 s "
+    "without work: a smaller pool could deadlock a job whose calls wait for each other" },
   SHOAL_OPTION_END
 };
 
@@ -190,6 +194,7 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   c->max_procs_per_core = (int) shoal_conf_get_int (conf, g, t, "max_procs_per_core");
   c->rpc_max_connections = (int) shoal_conf_get_int (conf, g, t, "rpc_max_connections");
   c->rpc_idle_timeout = shoal_conf_get_float (conf, g, t, "rpc_idle_timeout");
+  c->rpc_threads = (int) shoal_conf_get_int (conf, g, t, "rpc_threads");
   if (c->heartbeat_timeout < 2 * c->heartbeat_interval)
     {
       char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE];

@@ -55,6 +55,7 @@ typedef struct {
   int max_procs_per_core;    /* processes per core on one machine before a job is refused */
   int rpc_max_connections;   /* connections an RPC server keeps open */
   double rpc_idle_timeout;   /* seconds before an idle RPC connection is closed */
+  int rpc_threads;           /* RPC call threads kept; more start while all are busy */
   int ngpus;                /* entries of gpus; 0: every worker on the CPU */
   int gpus[SHOAL_MAX_GPU_LIST];  /* GPU of worker unit i is gpus[i % ngpus]; -1: the CPU */
 } ShoalClusterConf;

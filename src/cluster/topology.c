@@ -15,7 +15,7 @@ shoal_topology_key_is_placement (const char *key)
   /* how and where this job runs, not the scheme: liveness, limits, GPUs */
   static const char *const kept[] = { "gpus", "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
                                       "max_procs_per_core", "rpc_max_connections", "rpc_idle_timeout",
-                                      NULL };
+                                      "rpc_threads", NULL };
   return g_strv_contains (kept, key) || shoal_option_find (shoal_partition_options, key) != NULL;
 }
 

@@ -8,9 +8,15 @@
 #include <math.h>
 #include <string.h>
 
+/* Not under TSan (as in updater.c): the clones' ifunc resolver runs while
+ * the dynamic linker relocates, before TSan's runtime is up, and the
+ * instrumented resolver crashes every program at start. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define HOT_LOOP __attribute__ ((target_clones ("avx2", "default")))
-#else
+#endif
+#endif
+#ifndef HOT_LOOP
 #define HOT_LOOP
 #endif
 

@@ -1,5 +1,13 @@
-/* The accept loop and the connection threads of a Thrift service; see
- * rpc/listener.h. */
+/* The poller and the pool of a Thrift service; see rpc/listener.h.
+ *
+ * Who owns a connection: while it is idle, the poller (it sits in
+ * rpc->idle and is armed in the epoll set, one-shot); from the moment
+ * its next message begins until its reply is written, the one pool
+ * thread serving it.  The hand-overs go through rpc->lock (the idle
+ * queue), so the fields the serving thread wrote are seen by the poller
+ * and the next thread.  A connection whose next message is already in
+ * its socket's read-ahead buffer (the client sent it with the last one)
+ * would never wake the poller: the thread serves it at once instead. */
 #include "rpc/listener.h"
 
 #include <errno.h>
@@ -7,23 +15,33 @@
 #include <netdb.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "rpc/thread_pool.h"
 #include "rpc/thrift_protocol.h"
 #include "rpc/thrift_socket.h"
+
+#define LINGER_US (10 * G_USEC_PER_SEC)   /* a pool thread beyond `threads` idle this long ends */
+#define GROW_AFTER_US (5 * 1000)           /* beyond `threads`: a call waiting this long for a thread gets one */
+#define ACCEPT_PAUSE_US (100 * 1000)      /* after accept failed for want of descriptors */
+#define EVENTS 64                          /* epoll events taken per wake-up */
+#define NEXT_CALL_NS (500 * 1000)          /* a thread waits this long for the connection's next call */
 
 typedef struct {
   ShoalRpcListener *rpc;
   int fd;                   /* the socket until the connection ends, then -1; under rpc->lock */
-  gboolean done;            /* under rpc->lock */
   char *peer;               /* "host:port" */
   ShoalThriftSocket *sock;
-  GThread *thread;
-  gpointer data;            /* shoal_rpc_listener_set_conn_data; only the connection's thread */
+  ShoalThriftProtocol *protocol;
+  GList open_link;          /* in rpc->open, under rpc->lock */
+  GList idle_link;          /* in rpc->idle while the poller holds it, under rpc->lock */
+  gint64 idle_since;        /* monotonic us it went idle, under rpc->lock */
+  gpointer data;            /* shoal_rpc_listener_set_conn_data; only its owner (see above) */
   GDestroyNotify destroy;
-  GDestroyNotify after;     /* shoal_rpc_listener_after_reply; only the connection's thread */
+  GDestroyNotify after;     /* shoal_rpc_listener_after_reply; only the thread serving it */
   gpointer after_data;
 } Conn;
 
@@ -34,19 +52,25 @@ struct _ShoalRpcListener {
   gint64 io_timeout_ms;
   int max_connections;      /* 0: no cap */
   gint64 idle_timeout_ms;   /* 0: none */
-  gint64 refused;           /* connections refused at the cap since the last log line (acceptor only) */
+  gint64 refused;           /* connections refused at the cap since the last log line (poller only) */
   gint64 refused_logged_at; /* monotonic us of that line; 0: never */
-  int listen_fd;
+  gint64 accept_paused_until; /* monotonic us; 0: accepting (poller only) */
+  gint64 grow_at;           /* monotonic us the pool wants shoal_thread_pool_grow (poller only) */
+  int listen_fd;            /* non-blocking */
   int port;
-  int wake[2];              /* a pipe written once at stop; every poll watches wake[0] */
-  GThread *acceptor;
+  int wake[2];              /* a pipe written once at stop; the poller watches wake[0] */
+  int epoll_fd;
+  GThread *poller;
+  ShoalThreadPool *pool;
 
   GMutex lock;
-  GList *conns;             /* Conn *, under lock */
+  GQueue open;              /* every connection not yet freed (Conn.open_link), under lock */
+  guint closing;            /* connections taken out of `open` and being freed, under lock */
+  GQueue idle;              /* the poller's connections (Conn.idle_link), oldest idle first, under lock */
   gint stopping;            /* atomic */
 };
 
-/* The connection whose thread runs a handler: its peer for logs, its data. */
+/* The connection whose call the calling thread serves: its peer for logs, its data. */
 static GPrivate current_conn;
 
 const char *
@@ -94,9 +118,22 @@ shoal_rpc_listener_after_reply (GDestroyNotify func, gpointer data)
   c->after_data = data;
 }
 
+void
+shoal_rpc_listener_reply_pinned (const void *buf, guint32 len, const ShoalPinnedBytes *pin)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL)
+    {
+      pin->release (pin->data);
+      return;
+    }
+  shoal_thrift_protocol_set_source (c->protocol, buf, len, pin);
+}
+
 static void
 run_after_reply (Conn *c)
 {
+  shoal_thrift_protocol_clear_source (c->protocol);
   if (c->after != NULL)
     {
       GDestroyNotify func = c->after;
@@ -112,94 +149,196 @@ shoal_rpc_listener_conn_data (void)
   return c != NULL ? c->data : NULL;
 }
 
+/* Closes and frees a connection that nobody else holds (not idle, not
+ * being served by another thread). */
 static void
-conn_free (Conn *c)
+conn_end (ShoalRpcListener *rpc, Conn *c)
 {
-  g_object_unref (c->sock);   /* closes the socket if still open */
+  conn_data_clear (c);
+  g_mutex_lock (&rpc->lock);
+  g_queue_unlink (&rpc->open, &c->open_link);
+  rpc->closing++;
+  if (c->fd >= 0)
+    epoll_ctl (rpc->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);   /* it may never have been added */
+  c->fd = -1;
+  thrift_transport_close (shoal_thrift_socket_transport (c->sock), NULL);
+  g_mutex_unlock (&rpc->lock);
+  g_object_unref (c->protocol);
+  g_object_unref (c->sock);
   g_free (c->peer);
   g_free (c);
+  g_mutex_lock (&rpc->lock);
+  rpc->closing--;
+  g_mutex_unlock (&rpc->lock);
 }
 
-static gpointer
-conn_main (gpointer data)
+/* Gives the connection to the poller until its next message begins
+ * (op: EPOLL_CTL_ADD for a new one, EPOLL_CTL_MOD to re-arm).  Under the
+ * lock, so that the poller cannot time it out and close its descriptor
+ * between the two steps.  The caller must not touch c afterwards. */
+static void
+conn_watch (ShoalRpcListener *rpc, Conn *c, int op)
 {
-  Conn *c = data;
-  ShoalRpcListener *rpc = c->rpc;
-  ThriftTransport *transport = shoal_thrift_socket_transport (c->sock);
-  ShoalThriftProtocol *sp = shoal_thrift_protocol_new (transport);
-  ThriftProtocol *protocol = shoal_thrift_protocol_base (sp);
+  struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c };
 
-  g_private_set (&current_conn, c);
-  int waited;
-  while (!g_atomic_int_get (&rpc->stopping)
-         && (waited = shoal_thrift_socket_wait_message_for (c->sock, rpc->wake[0], rpc->idle_timeout_ms)) != 0
-         && waited != -1)
+  g_mutex_lock (&rpc->lock);
+  c->idle_since = g_get_monotonic_time ();
+  g_queue_push_tail_link (&rpc->idle, &c->idle_link);
+  int r = epoll_ctl (rpc->epoll_fd, op, c->fd, &ev);
+  int err = errno;
+  if (r < 0)
+    g_queue_unlink (&rpc->idle, &c->idle_link);
+  g_mutex_unlock (&rpc->lock);
+  if (r < 0)
     {
-      if (waited == 2)
-        {
-          g_debug ("%s: closing the connection from %s: idle for %" G_GINT64_FORMAT " ms", rpc->name, c->peer,
-                   rpc->idle_timeout_ms);
-          break;
-        }
+      g_warning ("%s: watching the connection from %s: %s; closing it", rpc->name, c->peer, g_strerror (err));
+      conn_end (rpc, c);
+    }
+}
+
+/* After a reply: TRUE when the connection's next call begins within
+ * NEXT_CALL_NS, while no other call waits for a thread.  A client's
+ * calls often come back to back (a push, then the pull of the same
+ * slice): the thread that is still here serves the next one without the
+ * two hand-overs through the poller (about 20% of a 64 KiB push+pull on
+ * loopback, bench/rpc.sh). */
+static gboolean
+next_call_soon (ShoalRpcListener *rpc, Conn *c)
+{
+  if (shoal_thread_pool_queued (rpc->pool) > 0)
+    return FALSE;
+  struct pollfd p[2] = { { c->fd, POLLIN, 0 }, { rpc->wake[0], POLLIN, 0 } };
+  struct timespec wait = { 0, NEXT_CALL_NS };
+  if (ppoll (p, 2, &wait, NULL) <= 0 || p[1].revents != 0 || !(p[0].revents & POLLIN))
+    return FALSE;
+  guint8 byte;
+  return recv (c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/* A pool thread: the connection's next message has begun; serves it
+ * (and any further one already read ahead, or arriving at once), then
+ * gives the connection back to the poller or ends it. */
+static void
+serve (gpointer item, gpointer data)
+{
+  Conn *c = item;
+  ShoalRpcListener *rpc = data;
+  ThriftProtocol *protocol = shoal_thrift_protocol_base (c->protocol);
+
+  do
+    {
       GError *e = NULL;
+      g_private_set (&current_conn, c);
       gboolean ok = thrift_processor_process (rpc->processor, protocol, protocol, &e);
       run_after_reply (c);
+      g_private_set (&current_conn, NULL);
       if (!ok)
         {
           if (!g_atomic_int_get (&rpc->stopping))
             g_message ("%s: dropping the connection from %s: %s", rpc->name, c->peer,
                        e != NULL ? e->message : "the call failed");
           g_clear_error (&e);
-          break;
+          conn_end (rpc, c);
+          return;
         }
-    }
-  conn_data_clear (c);
-  g_private_set (&current_conn, NULL);
-
-  g_mutex_lock (&rpc->lock);
-  c->fd = -1;
-  thrift_transport_close (transport, NULL);
-  c->done = TRUE;
-  g_mutex_unlock (&rpc->lock);
-  g_object_unref (sp);
-  return NULL;
-}
-
-/* Joins and frees finished connections (all of them when `all`). */
-static void
-reap (ShoalRpcListener *rpc, gboolean all)
-{
-  GList *finished = NULL;
-
-  g_mutex_lock (&rpc->lock);
-  for (GList *l = rpc->conns, *next; l != NULL; l = next)
-    {
-      Conn *c = l->data;
-      next = l->next;
-      if (all || c->done)
+      if (g_atomic_int_get (&rpc->stopping))
         {
-          rpc->conns = g_list_remove_link (rpc->conns, l);
-          finished = g_list_concat (l, finished);
+          conn_end (rpc, c);
+          return;
         }
     }
-  g_mutex_unlock (&rpc->lock);
-  for (GList *l = finished; l != NULL; l = l->next)
-    {
-      Conn *c = l->data;
-      g_thread_join (c->thread);
-      conn_free (c);
-    }
-  g_list_free (finished);
+  while (shoal_thrift_socket_buffered (c->sock) > 0 || next_call_soon (rpc, c));
+  conn_watch (rpc, c, EPOLL_CTL_MOD);
 }
 
-guint
-shoal_rpc_listener_reap (ShoalRpcListener *rpc)
+/* A queued connection the pool never served (it is stopping). */
+static void
+drop (gpointer item)
 {
-  reap (rpc, FALSE);
+  Conn *c = item;
+  conn_end (c->rpc, c);
+}
+
+static void
+dispatch (ShoalRpcListener *rpc, Conn *c)
+{
+  GError *e = NULL;
+  if (!shoal_thread_pool_push (rpc->pool, c, &e))
+    {
+      if (!g_atomic_int_get (&rpc->stopping))
+        g_warning ("%s: the call from %s cannot be served: %s; closing the connection", rpc->name, c->peer,
+                   e->message);
+      g_error_free (e);
+      conn_end (rpc, c);
+    }
+}
+
+/* The poller: the epoll set said something about an idle connection. */
+static void
+conn_event (ShoalRpcListener *rpc, Conn *c)
+{
   g_mutex_lock (&rpc->lock);
-  guint open = g_list_length (rpc->conns);
+  g_queue_unlink (&rpc->idle, &c->idle_link);
   g_mutex_unlock (&rpc->lock);
-  return open;
+  guint8 byte;
+  gssize n;
+  while ((n = recv (c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT)) < 0 && errno == EINTR)
+    ;
+  if (n > 0)
+    dispatch (rpc, c);
+  else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    conn_watch (rpc, c, EPOLL_CTL_MOD);   /* nothing after all */
+  else
+    conn_end (rpc, c);                    /* closed by the peer, or broken */
+}
+
+/* The poller: closes the connections idle for idle_timeout_ms. */
+static void
+expire_idle (ShoalRpcListener *rpc)
+{
+  if (rpc->idle_timeout_ms <= 0)
+    return;
+  gint64 limit = g_get_monotonic_time () - rpc->idle_timeout_ms * 1000;
+  GPtrArray *expired = g_ptr_array_new ();
+  g_mutex_lock (&rpc->lock);
+  while (rpc->idle.head != NULL && ((Conn *) rpc->idle.head->data)->idle_since <= limit)
+    {
+      Conn *c = rpc->idle.head->data;
+      g_queue_unlink (&rpc->idle, &c->idle_link);
+      g_ptr_array_add (expired, c);
+    }
+  g_mutex_unlock (&rpc->lock);
+  for (guint i = 0; i < expired->len; i++)
+    {
+      Conn *c = expired->pdata[i];
+      g_debug ("%s: closing the connection from %s: idle for %" G_GINT64_FORMAT " ms", rpc->name, c->peer,
+               rpc->idle_timeout_ms);
+      conn_end (rpc, c);
+    }
+  g_ptr_array_free (expired, TRUE);
+}
+
+/* The poller's wait in ms (-1: none): until the oldest idle connection
+ * times out, accepting resumes, or a call waited long enough for a
+ * thread that the pool should grow.  With no idle connection it waits at
+ * most idle_timeout_ms: one that goes idle meanwhile times out later. */
+static int
+poll_timeout (ShoalRpcListener *rpc)
+{
+  gint64 now = g_get_monotonic_time (), until = G_MAXINT64;
+  if (rpc->idle_timeout_ms > 0)
+    {
+      g_mutex_lock (&rpc->lock);
+      until = rpc->idle.head != NULL ? ((Conn *) rpc->idle.head->data)->idle_since + rpc->idle_timeout_ms * 1000
+                                     : now + rpc->idle_timeout_ms * 1000;
+      g_mutex_unlock (&rpc->lock);
+    }
+  if (rpc->accept_paused_until > 0)
+    until = MIN (until, rpc->accept_paused_until);
+  until = MIN (until, rpc->grow_at);
+  if (until == G_MAXINT64)
+    return -1;
+  return (int) CLAMP ((until - now + 999) / 1000, 0, G_MAXINT);
 }
 
 static char *
@@ -220,7 +359,7 @@ static gboolean
 room_for_one (ShoalRpcListener *rpc, int fd, const struct sockaddr *addr, socklen_t alen)
 {
   g_mutex_lock (&rpc->lock);
-  guint open = g_list_length (rpc->conns);
+  guint open = g_queue_get_length (&rpc->open);
   g_mutex_unlock (&rpc->lock);
   if (open < (guint) rpc->max_connections)
     return TRUE;
@@ -240,40 +379,39 @@ room_for_one (ShoalRpcListener *rpc, int fd, const struct sockaddr *addr, sockle
   return FALSE;
 }
 
-static gpointer
-accept_main (gpointer data)
+/* Listening on or off (out of descriptors: let connections end first). */
+static void
+accept_pause (ShoalRpcListener *rpc, gboolean pause)
 {
-  ShoalRpcListener *rpc = data;
+  struct epoll_event ev = { .events = pause ? 0 : EPOLLIN, .data.ptr = &rpc->listen_fd };
+  if (epoll_ctl (rpc->epoll_fd, EPOLL_CTL_MOD, rpc->listen_fd, &ev) < 0)
+    g_warning ("%s: port %d: %s accepting: %s", rpc->name, rpc->port, pause ? "pausing" : "resuming",
+               g_strerror (errno));
+  rpc->accept_paused_until = pause ? g_get_monotonic_time () + ACCEPT_PAUSE_US : 0;
+}
 
-  for (;;)
+/* The poller: takes the connections waiting on the listening socket
+ * (a bounded number per wake-up, so idle connections are not kept
+ * waiting by a flood). */
+static void
+accept_some (ShoalRpcListener *rpc)
+{
+  for (int k = 0; k < EVENTS; k++)
     {
-      struct pollfd p[2] = { { rpc->listen_fd, POLLIN, 0 }, { rpc->wake[0], POLLIN, 0 } };
       struct sockaddr_storage addr;
       socklen_t alen = sizeof addr;
       GError *e = NULL;
-      int fd;
-
-      if (poll (p, 2, -1) < 0)
-        {
-          if (errno == EINTR)
-            continue;
-          g_warning ("%s: polling port %d: %s; no more connections accepted", rpc->name, rpc->port,
-                     g_strerror (errno));
-          break;
-        }
-      if (p[1].revents != 0 || g_atomic_int_get (&rpc->stopping))
-        break;
-      fd = accept4 (rpc->listen_fd, (struct sockaddr *) &addr, &alen, SOCK_CLOEXEC);
+      int fd = accept4 (rpc->listen_fd, (struct sockaddr *) &addr, &alen, SOCK_CLOEXEC);
       if (fd < 0)
         {
-          if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED)
-            {
-              g_warning ("%s: accepting on port %d: %s", rpc->name, rpc->port, g_strerror (errno));
-              g_usleep (100 * 1000);   /* out of descriptors: let connections end */
-            }
-          continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+          if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+          g_warning ("%s: accepting on port %d: %s", rpc->name, rpc->port, g_strerror (errno));
+          accept_pause (rpc, TRUE);
+          return;
         }
-      reap (rpc, FALSE);
       if (rpc->max_connections > 0 && !room_for_one (rpc, fd, (struct sockaddr *) &addr, alen))
         continue;
       if (!shoal_socket_tune (fd, rpc->io_timeout_ms, &e))
@@ -283,30 +421,53 @@ accept_main (gpointer data)
           close (fd);
           continue;
         }
-
       Conn *c = g_new0 (Conn, 1);
       c->rpc = rpc;
       c->fd = fd;
       c->peer = address_string ((struct sockaddr *) &addr, alen);
       c->sock = shoal_thrift_socket_new (fd, rpc->max_message, rpc->io_timeout_ms);
+      c->protocol = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
+      c->open_link.data = c;
+      c->idle_link.data = c;
       g_mutex_lock (&rpc->lock);
-      if (g_atomic_int_get (&rpc->stopping))
+      g_queue_push_tail_link (&rpc->open, &c->open_link);
+      g_mutex_unlock (&rpc->lock);
+      conn_watch (rpc, c, EPOLL_CTL_ADD);
+    }
+}
+
+static gpointer
+poller_main (gpointer data)
+{
+  ShoalRpcListener *rpc = data;
+  struct epoll_event ev[EVENTS];
+
+  while (!g_atomic_int_get (&rpc->stopping))
+    {
+      int n = epoll_wait (rpc->epoll_fd, ev, EVENTS, poll_timeout (rpc));
+      if (n < 0)
         {
-          g_mutex_unlock (&rpc->lock);
-          conn_free (c);
+          if (errno == EINTR)
+            continue;
+          g_warning ("%s: polling port %d: %s; no more calls served", rpc->name, rpc->port, g_strerror (errno));
           break;
         }
-      c->thread = g_thread_try_new ("shoal-rpc-conn", conn_main, c, &e);
-      if (c->thread == NULL)
+      for (int i = 0; i < n && !g_atomic_int_get (&rpc->stopping); i++)
         {
-          g_mutex_unlock (&rpc->lock);
-          g_warning ("%s: no thread for the connection from %s: %s", rpc->name, c->peer, e->message);
-          g_error_free (e);
-          conn_free (c);
-          continue;
+          if (ev[i].data.ptr == &rpc->wake[0])
+            break;   /* stopping */
+          else if (ev[i].data.ptr == &rpc->listen_fd)
+            accept_some (rpc);
+          else
+            conn_event (rpc, ev[i].data.ptr);
         }
-      rpc->conns = g_list_prepend (rpc->conns, c);
-      g_mutex_unlock (&rpc->lock);
+      if (g_atomic_int_get (&rpc->stopping))
+        break;
+      rpc->grow_at = shoal_thread_pool_grow (rpc->pool);
+      expire_idle (rpc);
+      if (rpc->accept_paused_until > 0 && g_get_monotonic_time () >= rpc->accept_paused_until)
+        accept_pause (rpc, FALSE);
+      shoal_thread_pool_reap (rpc->pool);
     }
   return NULL;
 }
@@ -395,19 +556,49 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   rpc->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
   rpc->listen_fd = fd;
   rpc->port = port;
-  rpc->wake[0] = rpc->wake[1] = -1;
+  rpc->wake[0] = rpc->wake[1] = rpc->epoll_fd = -1;
+  rpc->grow_at = G_MAXINT64;
   g_mutex_init (&rpc->lock);
-  if (pipe2 (rpc->wake, O_CLOEXEC) < 0)
+  g_queue_init (&rpc->open);
+  g_queue_init (&rpc->idle);
+  /* the pool never needs more threads than connections: each carries one
+   * call at a time (listener.h says why it must be able to grow that far) */
+  ShoalThreadPoolOptions po = {
+    .name = "shoal-rpc-call",
+    .keep = opts->threads > 0 ? opts->threads : SHOAL_RPC_LISTENER_THREADS,
+    .max = rpc->max_connections,
+    .linger_us = LINGER_US,
+    .grow_after_us = GROW_AFTER_US,
+  };
+  rpc->pool = shoal_thread_pool_new (&po, serve, drop, rpc);
+
+  const char *what = NULL;
+  if (fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) | O_NONBLOCK) < 0)
+    what = "O_NONBLOCK";
+  else if (pipe2 (rpc->wake, O_CLOEXEC) < 0)
+    what = "pipe";
+  else if ((rpc->epoll_fd = epoll_create1 (EPOLL_CLOEXEC)) < 0)
+    what = "epoll_create1";
+  else
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: pipe: %s", name, g_strerror (errno));
+      struct epoll_event wake = { .events = EPOLLIN, .data.ptr = &rpc->wake[0] };
+      struct epoll_event listen = { .events = EPOLLIN, .data.ptr = &rpc->listen_fd };
+      if (epoll_ctl (rpc->epoll_fd, EPOLL_CTL_ADD, rpc->wake[0], &wake) < 0
+          || epoll_ctl (rpc->epoll_fd, EPOLL_CTL_ADD, fd, &listen) < 0)
+        what = "epoll_ctl";
+    }
+  if (what != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: %s:%d: %s: %s", name, address, port, what,
+                   g_strerror (errno));
       shoal_rpc_listener_stop (rpc);
       return NULL;
     }
   GError *e = NULL;
-  rpc->acceptor = g_thread_try_new ("shoal-rpc-accept", accept_main, rpc, &e);
-  if (rpc->acceptor == NULL)
+  rpc->poller = g_thread_try_new ("shoal-rpc-poll", poller_main, rpc, &e);
+  if (rpc->poller == NULL)
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: no accept thread: %s", name, e->message);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: no poller thread: %s", name, e->message);
       g_error_free (e);
       shoal_rpc_listener_stop (rpc);
       return NULL;
@@ -427,6 +618,22 @@ shoal_rpc_listener_stopping (ShoalRpcListener *rpc)
   return g_atomic_int_get (&rpc->stopping) != 0;
 }
 
+guint
+shoal_rpc_listener_reap (ShoalRpcListener *rpc)
+{
+  shoal_thread_pool_reap (rpc->pool);
+  g_mutex_lock (&rpc->lock);
+  guint open = g_queue_get_length (&rpc->open) + rpc->closing;
+  g_mutex_unlock (&rpc->lock);
+  return open;
+}
+
+guint
+shoal_rpc_listener_threads (ShoalRpcListener *rpc)
+{
+  return shoal_thread_pool_threads (rpc->pool);
+}
+
 void
 shoal_rpc_listener_stop (ShoalRpcListener *rpc)
 {
@@ -434,21 +641,28 @@ shoal_rpc_listener_stop (ShoalRpcListener *rpc)
     return;
   g_atomic_int_set (&rpc->stopping, 1);
   if (rpc->wake[1] >= 0 && write (rpc->wake[1], "x", 1) < 0)
-    g_warning ("%s: waking the server threads: %s", rpc->name, g_strerror (errno));
-  if (rpc->acceptor != NULL)
-    g_thread_join (rpc->acceptor);   /* no connection is added after this */
+    g_warning ("%s: waking the poller: %s", rpc->name, g_strerror (errno));
+  if (rpc->poller != NULL)
+    g_thread_join (rpc->poller);   /* no connection is accepted or handed out after this */
 
+  /* calls blocked reading or writing a message fail at once */
   g_mutex_lock (&rpc->lock);
-  for (GList *l = rpc->conns; l != NULL; l = l->next)
+  for (GList *l = rpc->open.head; l != NULL; l = l->next)
     {
       Conn *c = l->data;
       if (c->fd >= 0)
         shutdown (c->fd, SHUT_RDWR);
     }
   g_mutex_unlock (&rpc->lock);
-  reap (rpc, TRUE);
+  /* waits for the calls in progress; each ends its connection */
+  shoal_thread_pool_free (rpc->pool);
+  /* the idle ones, nobody's now */
+  while (rpc->open.head != NULL)
+    conn_end (rpc, rpc->open.head->data);
 
   close (rpc->listen_fd);
+  if (rpc->epoll_fd >= 0)
+    close (rpc->epoll_fd);
   if (rpc->wake[0] >= 0)
     {
       close (rpc->wake[0]);

@@ -27,6 +27,9 @@ struct _ShoalThriftProtocol {
   guint32 sink_len;
   int sink_depth, sink_fid, sink_parent;
   gboolean sink_fired;
+  const void *source;              /* shoal_thrift_protocol_set_source; NULL: none */
+  guint32 source_len;
+  ShoalPinnedBytes pin;
 };
 
 typedef struct {
@@ -375,6 +378,26 @@ proto_read_binary (ThriftProtocol *protocol, gpointer *buf, guint32 *len, GError
   return ret + n;
 }
 
+static gint32
+proto_write_binary (ThriftProtocol *protocol, const gpointer buf, const guint32 len, GError **error)
+{
+  ShoalThriftProtocol *p = (ShoalThriftProtocol *) protocol;
+  gint32 ret;
+
+  if (p->source == NULL || buf != p->source || len != p->source_len || len == 0)
+    return PARENT->write_binary (protocol, buf, len, error);
+  ShoalPinnedBytes pin = p->pin;
+  p->source = NULL;
+  if ((ret = thrift_protocol_write_i32 (protocol, (gint32) len, error)) < 0)
+    {
+      pin.release (pin.data);
+      return -1;
+    }
+  if (!shoal_thrift_socket_write_pinned (protocol->transport, buf, len, &pin, error))
+    return -1;
+  return ret + (gint32) len;
+}
+
 static void
 shoal_thrift_protocol_init (ShoalThriftProtocol *p)
 {
@@ -398,6 +421,7 @@ shoal_thrift_protocol_class_init (ShoalThriftProtocolClass *klass)
   pc->read_map_end = proto_read_container_end;
   pc->read_string = proto_read_string;
   pc->read_binary = proto_read_binary;
+  pc->write_binary = proto_write_binary;
 }
 
 ShoalThriftProtocol *
@@ -452,4 +476,22 @@ shoal_thrift_protocol_clear_sink (ShoalThriftProtocol *p)
   p->sink_len = 0;
   p->sink_fired = FALSE;
   return fired;
+}
+
+void
+shoal_thrift_protocol_set_source (ShoalThriftProtocol *p, const void *buf, guint32 len,
+                                  const ShoalPinnedBytes *pin)
+{
+  shoal_thrift_protocol_clear_source (p);
+  p->source = buf;
+  p->source_len = len;
+  p->pin = *pin;
+}
+
+void
+shoal_thrift_protocol_clear_source (ShoalThriftProtocol *p)
+{
+  if (p->source != NULL)
+    p->pin.release (p->pin.data);
+  p->source = NULL;
 }

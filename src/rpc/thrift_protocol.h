@@ -19,6 +19,8 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 #include <thrift/c_glib/transport/thrift_transport.h>
 
+#include "rpc/thrift_socket.h"
+
 G_BEGIN_DECLS
 
 typedef struct _ShoalThriftProtocol ShoalThriftProtocol;
@@ -55,6 +57,14 @@ void shoal_thrift_protocol_expect_list (ShoalThriftProtocol *protocol, int depth
 void shoal_thrift_protocol_set_sink (ShoalThriftProtocol *protocol, void *dst, guint32 len,
                                      int depth, int fid, int parent_fid);
 gboolean shoal_thrift_protocol_clear_sink (ShoalThriftProtocol *protocol);
+
+/* The next binary field written whose bytes are exactly buf[0 .. len)
+ * goes out through shoal_thrift_socket_write_pinned with `pin` (copied
+ * here), which releases it; once only.  Disarmed, releasing the pin if
+ * it was not used, by shoal_thrift_protocol_clear_source. */
+void shoal_thrift_protocol_set_source (ShoalThriftProtocol *protocol, const void *buf, guint32 len,
+                                       const ShoalPinnedBytes *pin);
+void shoal_thrift_protocol_clear_source (ShoalThriftProtocol *protocol);
 
 GType shoal_thrift_protocol_get_type (void);
 

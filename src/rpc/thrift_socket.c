@@ -291,6 +291,104 @@ socket_write (ThriftTransport *transport, const gpointer buf, const guint32 len,
   return ok;
 }
 
+#define PIN_TICK_MS 1
+
+/* Advances iov past r bytes sent. */
+static void
+iov_advance (struct iovec **iov, int *iovcnt, gsize r)
+{
+  while (*iovcnt > 0 && r >= (*iov)->iov_len)
+    {
+      r -= (*iov)->iov_len;
+      (*iov)++;
+      (*iovcnt)--;
+    }
+  if (*iovcnt > 0)
+    {
+      (*iov)->iov_base = (guint8 *) (*iov)->iov_base + r;
+      (*iov)->iov_len -= r;
+    }
+}
+
+gboolean
+shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, guint32 len,
+                                  const ShoalPinnedBytes *pin, GError **error)
+{
+  ShoalThriftSocket *s = G_TYPE_CHECK_INSTANCE_TYPE (transport, shoal_thrift_socket_get_type ())
+                           ? (ShoalThriftSocket *) transport : NULL;
+  if (s == NULL || s->limiter != NULL)
+    {
+      /* no pinned path here: send a copy */
+      guint8 *copy = g_memdup2 (buf, len);
+      pin->release (pin->data);
+      gboolean ok = thrift_transport_write (transport, copy, len, error);
+      g_free (copy);
+      return ok;
+    }
+  if (!check_open (s, error))
+    {
+      pin->release (pin->data);
+      return FALSE;
+    }
+  struct iovec iov[2] = { { s->wbuf, s->wlen }, { (void *) buf, len } };
+  struct iovec *v = s->wlen > 0 ? iov : iov + 1;
+  int cnt = s->wlen > 0 ? 2 : 1;
+  gboolean pinned = TRUE, ok = TRUE;
+  guint8 *copy = NULL;
+  gint64 stalled_since = 0;
+  while (cnt > 0)
+    {
+      if (pinned && pin->yield_wanted (pin->data))
+        {
+          /* iov[1] holds what is left of buf (all of it while the head is unsent) */
+          copy = g_memdup2 (iov[1].iov_base, iov[1].iov_len);
+          iov[1].iov_base = copy;
+          pin->release (pin->data);
+          pinned = FALSE;
+        }
+      struct msghdr msg = { .msg_iov = v, .msg_iovlen = (size_t) cnt };
+      gssize r = sendmsg (s->fd, &msg, MSG_NOSIGNAL | (pinned ? MSG_DONTWAIT : 0));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0 && pinned && (errno == EAGAIN || errno == EWOULDBLOCK))
+        {
+          /* the peer's window is full: wait for room a tick at a time, up
+           * to the socket's timeout, looking for one who waits to write */
+          gint64 now = g_get_monotonic_time ();
+          if (stalled_since == 0)
+            stalled_since = now;
+          else if (s->timeout_ms > 0 && now - stalled_since > s->timeout_ms * 1000)
+            {
+              socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, EAGAIN, "send", error);
+              ok = FALSE;
+              break;
+            }
+          struct pollfd p = { s->fd, POLLOUT, 0 };
+          if (poll (&p, 1, PIN_TICK_MS) < 0 && errno != EINTR)
+            {
+              socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, errno, "send", error);
+              ok = FALSE;
+              break;
+            }
+          continue;
+        }
+      if (r < 0)
+        {
+          socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, errno, "send", error);
+          ok = FALSE;
+          break;
+        }
+      stalled_since = 0;
+      g_atomic_pointer_add (&bytes_sent, r);
+      iov_advance (&v, &cnt, (gsize) r);
+    }
+  s->wlen = 0;
+  if (pinned)
+    pin->release (pin->data);
+  g_free (copy);
+  return ok;
+}
+
 static gboolean
 socket_write_end (ThriftTransport *transport, GError **error)
 {
@@ -389,6 +487,12 @@ socket_peek (ThriftTransport *transport, GError **error)
 {
   (void) error;
   return shoal_thrift_socket_wait_message ((ShoalThriftSocket *) transport, -1) == 1;
+}
+
+gsize
+shoal_thrift_socket_buffered (ShoalThriftSocket *s)
+{
+  return s->rlen - s->rpos;
 }
 
 gboolean

@@ -50,11 +50,37 @@ int shoal_thrift_socket_wait_message (ShoalThriftSocket *sock, int wake_fd);
 /* The same, giving up after idle_ms of silence (2); idle_ms <= 0: no limit. */
 int shoal_thrift_socket_wait_message_for (ShoalThriftSocket *sock, int wake_fd, gint64 idle_ms);
 
+/* Bytes read ahead from the socket and not consumed yet: a next message
+ * that arrived with the last one waits here, where polling the socket
+ * does not see it. */
+gsize shoal_thrift_socket_buffered (ShoalThriftSocket *sock);
+
 /* Between calls, without waiting: TRUE when the connection is still
  * usable, FALSE when the peer closed it or sent bytes nobody asked for. */
 gboolean shoal_thrift_socket_idle_ok (ShoalThriftSocket *sock);
 
 GType shoal_thrift_socket_get_type (void);
+
+/* Bytes a writer may read in place only while it holds a pin on them
+ * (a slice's values that an update may change, server/rpc_server.c).
+ * yield_wanted: whether someone waits to change them; release: the
+ * writer reads them no more (called exactly once per write). */
+typedef struct {
+  gboolean (*yield_wanted) (gpointer data);
+  void (*release) (gpointer data);
+  gpointer data;
+} ShoalPinnedBytes;
+
+/* Writes len bytes of buf (after what is buffered) straight from buf
+ * while the pin is held, never blocking on the peer meanwhile: when the
+ * socket is full it waits for room in ticks of 1 ms, and once
+ * pin->yield_wanted says someone waits, it copies the bytes not yet sent,
+ * releases the pin and sends the copy, so that the one waiting waits a
+ * tick and a copy at most, never on the peer.  The pin is released
+ * before this returns, also on failure.  A transport other than a
+ * ShoalThriftSocket, or an emulated link, copies at once. */
+gboolean shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, guint32 len,
+                                           const ShoalPinnedBytes *pin, GError **error);
 
 G_END_DECLS
 

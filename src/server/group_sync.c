@@ -16,6 +16,7 @@ struct _ShoalGroupSync {
   ShoalSliceMaster *masters;    /* each slice's first master */
   int *current;                 /* each slice's master at its last sync; -1 before */
   gint64 *not_before;           /* each slice's next try after a failed call */
+  int called;                   /* the endpoint the last sync called; -1: its own group's (no call) */
   ShoalRpcClientOptions *endpoints;
   char **hosts;                 /* the endpoints' host strings, owned */
   char **tokens;
@@ -128,6 +129,7 @@ sync_slice (ShoalGroupSync *gs, int s, float *buf, GError **error)
   float *delta = buf + b;
   int endpoint;
   int master = shoal_group_sync_master (&gs->o, s, &endpoint);
+  gs->called = master == gs->server_group ? -1 : endpoint;
   if (!master_moved (gs, s, master, error))
     return FALSE;
   if (gs->elastic_alpha > 0)
@@ -142,16 +144,18 @@ sync_slice (ShoalGroupSync *gs, int s, float *buf, GError **error)
          && shoal_server_merge_master (gs->server, s, delta, e - b, error);
 }
 
-/* Whether a failed sync of slice s may be tried again: the master did not
- * answer (its connection is gone), as opposed to refusing the call. */
+/* Whether a failed sync may be tried again: the master it called did not
+ * answer (its connection is gone), as opposed to refusing the call.  The
+ * master called, not the slice's master now: the rules may have moved
+ * the slice to this group while the call to a killed master spent its
+ * connect attempts (that failed a Hogwild job at its end with "cannot
+ * connect", test/e2e/rejoin_mpirun.sh). */
 static gboolean
-transient (ShoalGroupSync *gs, int s)
+transient (ShoalGroupSync *gs)
 {
-  int endpoint;
-  int master = shoal_group_sync_master (&gs->o, s, &endpoint);
-  if (master == gs->server_group)
+  if (gs->called < 0)
     return FALSE;
-  ShoalRpcClient *c = gs->clients[endpoint];
+  ShoalRpcClient *c = gs->clients[gs->called];
   return c == NULL || shoal_rpc_client_peer_closed (c);
 }
 
@@ -168,7 +172,7 @@ sync_main (gpointer data)
       int s = shoal_server_wait_sync_due_after (gs->server, gs->sync_freq, 100 * 1000, gs->not_before);
       if (s < 0 || sync_slice (gs, s, buf, &error))
         continue;
-      if (!transient (gs, s))
+      if (!transient (gs))
         break;
       /* a master that is gone or stopped: the liveness rules will say so
        * (and the slice moves), or it answers again */
@@ -218,6 +222,7 @@ shoal_group_sync_start (const ShoalGroupSyncOptions *opts, GError **error)
   for (int s = 0; s < nslices; s++)
     gs->current[s] = -1;
   gs->not_before = g_new0 (gint64, nslices);
+  gs->called = -1;
   gs->nendpoints = opts->nendpoints;
   gs->endpoints = g_new0 (ShoalRpcClientOptions, MAX (opts->nendpoints, 1));
   gs->hosts = g_new0 (char *, MAX (opts->nendpoints, 1));

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -35,12 +37,28 @@ shoal_heartbeat_pipe_from_env (void)
   return (int) fd;
 }
 
+void
+shoal_heartbeat_pipe_fatal (int pipe_fd, int rank, const char *why)
+{
+  if (pipe_fd < 0 || why == NULL)
+    return;
+  G_STATIC_ASSERT (sizeof (ShoalBeatRecord) + SHOAL_BEAT_TEXT_MAX <= PIPE_BUF);
+  gsize len = MIN (strlen (why), (gsize) SHOAL_BEAT_TEXT_MAX);
+  guint8 buf[sizeof (ShoalBeatRecord) + SHOAL_BEAT_TEXT_MAX];
+  ShoalBeatRecord rec = { rank, SHOAL_BEAT_FATAL, (gint64) len };
+  memcpy (buf, &rec, sizeof rec);
+  memcpy (buf + sizeof rec, why, len);
+  /* one write up to PIPE_BUF: atomic, never interleaved with beats */
+  if (write (pipe_fd, buf, sizeof rec + len) < 0)
+    g_debug ("rank %d: cannot tell the launcher why it stops: %s", rank, g_strerror (errno));
+}
+
 static void
 write_pipe (ShoalHeartbeat *hb, gint64 progress)
 {
   if (hb->o.pipe_fd < 0)
     return;
-  ShoalBeatRecord rec = { hb->o.rank, 0, progress };
+  ShoalBeatRecord rec = { hb->o.rank, SHOAL_BEAT_PROGRESS, progress };
   /* non-blocking: a launcher that stopped reading loses beats, nothing waits */
   if (write (hb->o.pipe_fd, &rec, sizeof rec) < 0 && errno != EAGAIN && errno != EINTR)
     hb->o.pipe_fd = -1;

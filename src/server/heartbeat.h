@@ -35,12 +35,20 @@ typedef struct {
 } ShoalHeartbeatOptions;
 
 /* What the launcher reads from its pipe, one record per beat (writes of
- * this size are atomic on a pipe). */
+ * this size are atomic on a pipe), or per reason a rank stops the job
+ * (kind SHOAL_BEAT_FATAL: `progress` bytes of text follow in the same
+ * write, at most SHOAL_BEAT_TEXT_MAX, so the launcher's last word names
+ * what was lost even when the rank that knew exits before the others
+ * hear it). */
 typedef struct {
   gint32 rank;
-  gint32 zero;
-  gint64 progress;   /* shoal_progress_value (): -1 while no unit trains */
+  gint32 kind;       /* SHOAL_BEAT_PROGRESS or SHOAL_BEAT_FATAL */
+  gint64 progress;   /* shoal_progress_value (): -1 while no unit trains; FATAL: the text's length */
 } ShoalBeatRecord;
+
+#define SHOAL_BEAT_PROGRESS 0
+#define SHOAL_BEAT_FATAL 1
+#define SHOAL_BEAT_TEXT_MAX 2000
 
 typedef struct _ShoalHeartbeat ShoalHeartbeat;
 
@@ -53,6 +61,9 @@ void shoal_heartbeat_stop (ShoalHeartbeat *hb);
 
 /* The launcher's pipe from $SHOAL_HEARTBEAT_FD, or -1. */
 int shoal_heartbeat_pipe_from_env (void);
+/* Tells the launcher on pipe_fd (-1: none, nothing done) why rank `rank`
+ * stops the job; a longer reason is cut at SHOAL_BEAT_TEXT_MAX bytes. */
+void shoal_heartbeat_pipe_fatal (int pipe_fd, int rank, const char *why);
 
 G_END_DECLS
 

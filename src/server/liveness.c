@@ -12,6 +12,7 @@ typedef struct {
   gboolean has_servers;   /* serves until every worker process is done */
   gboolean said_done;
   gboolean demoted;       /* lost at some time */
+  gboolean watched;       /* this table expects word from it (else it learns of it from peers only) */
   gint64 incarnation;     /* 0: not known */
   gint64 lost_incarnation;  /* the incarnation that was lost; 0: none */
   gint64 heard_at;        /* last word; the table's start until the first */
@@ -139,6 +140,7 @@ shoal_liveness_watch (ShoalLiveness *lv, int rank, gboolean has_workers, gboolea
   Peer *p = &lv->peers[rank];
   p->has_workers = has_workers;
   p->has_servers = has_servers;
+  p->watched = TRUE;
   if (p->state == SHOAL_RANK_UNWATCHED)
     p->state = p->incarnation != 0 ? SHOAL_RANK_ALIVE : SHOAL_RANK_WAITING;
   g_mutex_unlock (&lv->lock);
@@ -273,8 +275,12 @@ shoal_liveness_lost_list (ShoalLiveness *lv)
       {
         guint8 rec[16] = { 0 };
         gint32 rank = GINT32_TO_LE (r);
+        /* a rank lost once and heard again since (a process that rejoined) */
+        gint32 flags = GINT32_TO_LE (lv->peers[r].state != SHOAL_RANK_LOST && lv->peers[r].lost_incarnation != 0
+                                     ? SHOAL_LOST_LIST_BACK : 0);
         gint64 inc = GINT64_TO_LE (lv->peers[r].lost_incarnation);
         memcpy (rec, &rank, 4);
+        memcpy (rec + 4, &flags, 4);
         memcpy (rec + 8, &inc, 8);
         g_byte_array_append (a, rec, sizeof rec);
       }
@@ -291,11 +297,13 @@ shoal_liveness_learn (ShoalLiveness *lv, int from, const guint8 *list, gsize len
   g_mutex_lock (&lv->lock);
   for (gsize off = 0; off < len; off += 16)
     {
-      gint32 rank;
+      gint32 rank, flags;
       gint64 inc;
       memcpy (&rank, list + off, 4);
+      memcpy (&flags, list + off + 4, 4);
       memcpy (&inc, list + off + 8, 8);
       rank = GINT32_FROM_LE (rank);
+      flags = GINT32_FROM_LE (flags);
       inc = GINT64_FROM_LE (inc);
       if (rank < 0 || rank >= lv->nranks)
         continue;
@@ -307,6 +315,23 @@ shoal_liveness_learn (ShoalLiveness *lv, int from, const guint8 *list, gsize len
         continue;
       /* the process the peer lost is the one known here (or none is) */
       gboolean same = p->incarnation == 0 || inc == 0 || inc == p->incarnation;
+      if ((flags & SHOAL_LOST_LIST_BACK) != 0)
+        {
+          /* the peer heard a restart of the rank rejoin.  A rank this
+           * table watches is taken back when it is heard itself (its new
+           * incarnation); one it only learns of from peers (a Downpour
+           * worker process hears no other worker process) is taken back
+           * now, its lost process's incarnation forgotten, so that a loss
+           * of the new process is learned again. */
+          if (!p->watched && p->state == SHOAL_RANK_LOST && (inc == 0 || inc == p->lost_incarnation))
+            {
+              p->state = SHOAL_RANK_UNWATCHED;
+              p->incarnation = 0;
+              Event e = { rank, NULL };
+              g_array_append_val (events, e);
+            }
+          continue;
+        }
       if (same && p->state != SHOAL_RANK_LOST && p->state != SHOAL_RANK_DONE)
         {
           if (p->incarnation == 0)

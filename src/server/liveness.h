@@ -95,13 +95,17 @@ void shoal_liveness_declare_lost (ShoalLiveness *lv, int rank, const char *why);
 void shoal_liveness_check (ShoalLiveness *lv, gint64 now_us);
 
 /* The lost (rank, incarnation) pairs as heartbeat replies carry them:
- * per pair an int32 rank, 4 bytes of zero and an int64 incarnation,
- * little-endian. */
+ * per pair an int32 rank, int32 flags and an int64 incarnation,
+ * little-endian.  Flag SHOAL_LOST_LIST_BACK: the rank's lost process was
+ * replaced by one that rejoined and is heard (older senders write 0). */
+#define SHOAL_LOST_LIST_BACK 1
 GBytes *shoal_liveness_lost_list (ShoalLiveness *lv);
 /* A peer's list (from rank `from`): a pair of the incarnation this table
  * knows (or of a rank never heard) makes the rank lost here too; the
  * rank is demoted either way.  `from`'s pair about itself only demotes
- * it (a rejoined process lists itself).  Malformed lists are ignored. */
+ * it (a rejoined process lists itself).  A pair flagged BACK takes a
+ * lost rank this table does not watch back (on_rejoin): it hears of it
+ * only from peers.  Malformed lists are ignored. */
 void shoal_liveness_learn (ShoalLiveness *lv, int from, const guint8 *list, gsize len);
 
 ShoalRankState shoal_liveness_state (ShoalLiveness *lv, int rank);

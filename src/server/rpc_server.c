@@ -1,5 +1,6 @@
 /* The parameter service of thrift/param.thrift over a ShoalServer,
- * served by an rpc/listener.h listener (a thread per connection).
+ * served by an rpc/listener.h listener (a pool of call threads that
+ * grows while handlers wait).
  *
  * The handler is a subclass of the generated one; every call checks the
  * token, the slice and the data length before it reaches the ShoalServer,
@@ -8,7 +9,8 @@
  * slice check.  send_bridge hands its data to the bridge sink without a
  * copy: the buffer was received for this call alone.  Pulls waiting for a
  * version wait in slices of 100 ms that check for the stop, so stopping
- * never waits for a peer. */
+ * never waits for a peer.  fp32 values are sent without a copy (in place
+ * where they are stable, else pinned while sent; reply_values). */
 #include "server/rpc_server.h"
 
 #include <stdarg.h>
@@ -50,6 +52,7 @@ struct _ShoalRpcServer {
   char *failure;            /* why this process stops the job (shoal_rpc_server_fail); under lock */
   gint failed;              /* atomic: failure is set */
   gint stopping;            /* atomic */
+  int waiters;              /* threads in shoal_rpc_server_wait, under lock: stop waits for them to leave */
 };
 
 static const char *
@@ -183,8 +186,8 @@ floats_of (const GByteArray *a)
 
 /* shoal_server_pull in slices of WAIT_SLICE_US so that a stop is seen. */
 static gboolean
-wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t n,
-           gint64 min_version, gint64 wait_ms, gint64 *version, ShoalParamError **err)
+wait_pull_into (ShoalRpcServer *rpc, const char *call, int slice, float *dst, const float **pinned,
+                size_t n, gint64 min_version, gint64 wait_ms, gint64 *version, ShoalParamError **err)
 {
   gint64 deadline = g_get_monotonic_time () + CLAMP (wait_ms, 0, MAX_WAIT_MS) * 1000;
 
@@ -194,7 +197,9 @@ wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t 
       gint64 chunk = MIN (MAX (deadline - t0, 0), WAIT_SLICE_US);
       GError *e = NULL;
 
-      if (shoal_server_pull (rpc->server, slice, dst, n, min_version, chunk, version, &e))
+      if (pinned != NULL ? shoal_server_pull_pinned (rpc->server, slice, n, min_version, chunk, version,
+                                                     pinned, &e)
+                         : shoal_server_pull (rpc->server, slice, dst, n, min_version, chunk, version, &e))
         return TRUE;
       gint64 t1 = g_get_monotonic_time ();
       if (!not_failed (rpc, call, err))
@@ -222,6 +227,13 @@ wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t 
         }
       g_error_free (e);
     }
+}
+
+static gboolean
+wait_pull (ShoalRpcServer *rpc, const char *call, int slice, float *dst, size_t n,
+           gint64 min_version, gint64 wait_ms, gint64 *version, ShoalParamError **err)
+{
+  return wait_pull_into (rpc, call, slice, dst, NULL, n, min_version, wait_ms, version, err);
 }
 
 /* SSP: shoal_server_wait_bound in slices of WAIT_SLICE_US so that a
@@ -340,39 +352,105 @@ set_values (ShoalSliceValues *ret, GByteArray *values, gint64 version)
   ret->__isset_version = TRUE;
 }
 
+/* A pin on a slice's values (shoal_server_pull_pinned) that the reply's
+ * writer holds while it sends them; released once. */
+typedef struct {
+  ShoalServer *server;
+  int slice;
+  gint released;   /* atomic */
+} ValuesPin;
+
+static gboolean
+pin_yield_wanted (gpointer data)
+{
+  ValuesPin *pin = data;
+  return shoal_server_pin_wanted (pin->server, pin->slice);
+}
+
+static void
+pin_release (gpointer data)
+{
+  ValuesPin *pin = data;
+  if (g_atomic_int_compare_and_exchange (&pin->released, 0, 1))
+    shoal_server_unpin (pin->server, pin->slice);
+}
+
 /* A reply straight from the server's values: the array lends them to the
  * generated writer, and a reference kept here outlives the reply object,
  * which unrefs its fields after writing; once the reply is written the
- * memory is taken back out of the array (never freed with it). */
+ * memory is taken back out of the array (never freed with it), and the
+ * pin, if any, is released (the writer did so already unless the reply
+ * failed before the values). */
+typedef struct {
+  GByteArray *array;
+  ValuesPin *pin;    /* or NULL */
+} Lent;
+
 static void
 lend_back (gpointer data)
 {
-  GByteArray *lent = data;
-  g_byte_array_steal (lent, NULL);
-  g_byte_array_unref (lent);
+  Lent *lent = data;
+  g_byte_array_steal (lent->array, NULL);
+  g_byte_array_unref (lent->array);
+  if (lent->pin != NULL)
+    {
+      pin_release (lent->pin);
+      g_free (lent->pin);
+    }
+  g_free (lent);
 }
 
+/* Takes `pin` (may be NULL). */
 static GByteArray *
-lend_values (const float *values, size_t n)
+lend_values (const float *values, size_t n, ValuesPin *pin)
 {
-  GByteArray *lent = g_byte_array_new_take ((guint8 *) values, n * sizeof (float));
-  shoal_rpc_listener_after_reply (lend_back, g_byte_array_ref (lent));
-  return lent;
+  Lent *lent = g_new (Lent, 1);
+  lent->array = g_byte_array_new_take ((guint8 *) values, n * sizeof (float));
+  lent->pin = pin;
+  GByteArray *reply = g_byte_array_ref (lent->array);
+  shoal_rpc_listener_after_reply (lend_back, lent);
+  return reply;
 }
 
-/* Where the server's values are stable (shoal_server_values_stable), the
- * values to answer with, lent in place; else NULL after a copy into
- * `into` (a buffer of n floats).  FALSE with *err set on failure. */
+/* The values to answer with, lent without a copy where that is safe:
+ * where the server's values are stable (shoal_server_values_stable) in
+ * place; else pinned while the reply sends them (writers wait for it,
+ * and it gives way within a tick to one that waits, never waiting on the
+ * client meanwhile), or - while a writer waits already - a copy into a
+ * new array.  FALSE with *err set on failure. */
 static gboolean
 reply_values (ShoalRpcServer *rpc, const char *call, int slice, size_t n, gint64 min_version,
-              gint64 wait_ms, float *into, GByteArray **lent, gint64 *version, ShoalParamError **err)
+              gint64 wait_ms, GByteArray **values, gint64 *version, ShoalParamError **err)
 {
-  *lent = NULL;
-  if (!shoal_server_values_stable (rpc->server))
-    return wait_pull (rpc, call, slice, into, n, min_version, wait_ms, version, err);
-  if (!wait_pull (rpc, call, slice, NULL, n, min_version, wait_ms, version, err))
+  *values = NULL;
+  if (shoal_server_values_stable (rpc->server))
+    {
+      if (!wait_pull (rpc, call, slice, NULL, n, min_version, wait_ms, version, err))
+        return FALSE;
+      *values = lend_values (shoal_server_lend_values (rpc->server, slice), n, NULL);
+      return TRUE;
+    }
+  const float *pinned = NULL;
+  if (!wait_pull_into (rpc, call, slice, NULL, &pinned, n, min_version, wait_ms, version, err))
     return FALSE;
-  *lent = lend_values (shoal_server_lend_values (rpc->server, slice), n);
+  if (pinned != NULL)
+    {
+      ValuesPin *pin = g_new0 (ValuesPin, 1);
+      pin->server = rpc->server;
+      pin->slice = slice;
+      ShoalPinnedBytes bytes = { pin_yield_wanted, pin_release, pin };
+      *values = lend_values (pinned, n, pin);
+      shoal_rpc_listener_reply_pinned (pinned, (guint32) (n * sizeof (float)), &bytes);
+      return TRUE;
+    }
+  GByteArray *copy = g_byte_array_sized_new ((guint) (n * sizeof (float)));
+  g_byte_array_set_size (copy, (guint) (n * sizeof (float)));
+  if (!wait_pull (rpc, call, slice, floats_of (copy), n, *version, wait_ms, version, err))
+    {
+      g_byte_array_unref (copy);
+      return FALSE;
+    }
+  *values = copy;
   return TRUE;
 }
 
@@ -417,28 +495,16 @@ handler_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gcha
       set_values (*_return, values, version);
       return TRUE;
     }
-  GByteArray *lent;
-  values = NULL;
-  if (!shoal_server_values_stable (rpc->server))
-    {
-      values = g_byte_array_sized_new ((guint) (n * sizeof (float)));
-      g_byte_array_set_size (values, (guint) (n * sizeof (float)));
-    }
-  if (!reply_values (rpc, "pull", slice, n, min_version, wait_ms, floats_of (values), &lent, &version, err))
-    {
-      if (values != NULL)
-        g_byte_array_unref (values);
-      return FALSE;
-    }
-  set_values (*_return, lent != NULL ? lent : values, version);
+  if (!reply_values (rpc, "pull", slice, n, min_version, wait_ms, &values, &version, err))
+    return FALSE;
+  set_values (*_return, values, version);
   return TRUE;
 }
 
 /* push, then pull the first version that holds this gradient, which the
  * server names (SYNC: step + 1, or at once for a backup worker's late
- * gradient; ASYNC: the version the push made), after SSP's wait.  The
- * values go back in the gradient's buffer: the call's arguments own it
- * and are done with it. */
+ * gradient; ASYNC: the version the push made), after SSP's wait.  fp32
+ * values go out without a copy where that is safe (reply_values). */
 static gboolean
 handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const gchar *token,
                    const gint32 slice, const gint64 step, const GByteArray *grad,
@@ -475,23 +541,8 @@ handler_push_pull (ShoalParamServiceIf *iface, ShoalSliceValues **_return, const
       set_values (*_return, values, version);
       return TRUE;
     }
-  GByteArray *lent;
-  /* fp32: the values go back in the gradient's buffer (the call's
-   * arguments own it and are done with it), or lent in place */
-  gboolean reuse = grad != NULL && grad->len == n * sizeof (float);
-  values = reuse ? g_byte_array_ref ((GByteArray *) grad) : g_byte_array_sized_new ((guint) (n * sizeof (float)));
-  if (!reuse)
-    g_byte_array_set_size (values, (guint) (n * sizeof (float)));
-  if (!reply_values (rpc, "push_pull", slice, n, ready, wait_ms, floats_of (values), &lent, &version, err))
-    {
-      g_byte_array_unref (values);
-      return FALSE;
-    }
-  if (lent != NULL)
-    {
-      g_byte_array_unref (values);
-      values = lent;
-    }
+  if (!reply_values (rpc, "push_pull", slice, n, ready, wait_ms, &values, &version, err))
+    return FALSE;
   set_values (*_return, values, version);
   return TRUE;
 }
@@ -960,6 +1011,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
     .name = "rpc server",
     .max_connections = opts->max_connections,
     .idle_timeout_ms = opts->idle_timeout_ms,
+    .threads = opts->threads,
   };
   rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
   if (rpc->listener == NULL)
@@ -991,6 +1043,7 @@ void
 shoal_rpc_server_wait (ShoalRpcServer *rpc)
 {
   g_mutex_lock (&rpc->lock);
+  rpc->waiters++;
   while (!g_atomic_int_get (&rpc->stopping) && !g_atomic_int_get (&rpc->failed)
          && (int) g_hash_table_size (rpc->finished) < rpc->expected_shutdowns)
     {
@@ -1000,6 +1053,8 @@ shoal_rpc_server_wait (ShoalRpcServer *rpc)
                && rpc->give_up ())
         break;  /* a signal handler cannot signal the condition: look every 200 ms */
     }
+  rpc->waiters--;
+  g_cond_broadcast (&rpc->cond);
   g_mutex_unlock (&rpc->lock);
 }
 
@@ -1011,6 +1066,10 @@ shoal_rpc_server_stop (ShoalRpcServer *rpc)
   g_mutex_lock (&rpc->lock);
   g_atomic_int_set (&rpc->stopping, 1);   /* waiting pulls give up within 100 ms */
   g_cond_broadcast (&rpc->cond);
+  /* a thread still in shoal_rpc_server_wait leaves it before the lock
+   * and the server go (it returns at once now: stopping is set) */
+  while (rpc->waiters > 0)
+    g_cond_wait (&rpc->cond, &rpc->lock);
   g_mutex_unlock (&rpc->lock);
   shoal_rpc_listener_stop (rpc->listener);
   g_object_unref (rpc->processor);

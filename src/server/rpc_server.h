@@ -42,8 +42,10 @@ typedef struct {
   gpointer bridge_data;         /* the sink's first argument; must outlive the RPC server */
   size_t bridge_message_bytes;  /* with a sink: its largest message (shoal_group_net_max_message_bytes);
                                  * the default limit is raised to it where it passes 256 MiB */
-  int max_connections;          /* connections (each a thread) kept open at once; 0: no cap */
+  int max_connections;          /* connections kept open at once; 0: no cap */
   gint64 idle_timeout_ms;       /* connections idle this long between calls are closed; 0: never */
+  int threads;                  /* call threads kept (rpc/listener.h: more start while all are busy,
+                                 * up to max_connections); <= 0: SHOAL_RPC_LISTENER_THREADS */
   ShoalLiveness *liveness;      /* heartbeats and shutdowns go here; borrowed, must outlive the RPC
                                  * server; NULL: heartbeats are answered, nothing is recorded */
 } ShoalRpcServerOptions;

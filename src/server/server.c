@@ -21,6 +21,8 @@ typedef struct {
   float *center;           /* EASGD master: the center variable; owned, NULL without elastic_center */
   gint64 updates_since_sync;
   ShoalClocks *clocks;     /* SSP: the pushing units' clocks; owned, NULL without SSP */
+  int readers;             /* replies sending the values in place (shoal_server_pull_pinned) */
+  gint writers_waiting;    /* atomic: writers waiting for them (wait_readers) */
   GMutex lock;
   GCond changed;
 } Slice;
@@ -313,6 +315,25 @@ apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const flo
     }
 }
 
+/* Under the slice's lock, before its values change: waits until no
+ * reply sends them in place.  Such a reply gives them up within a tick
+ * of seeing a writer wait (rpc/thrift_socket.h,
+ * shoal_thrift_socket_write_pinned), never waiting on its peer. */
+static void
+wait_reader (Slice *s)
+{
+  g_atomic_int_inc (&s->writers_waiting);
+  g_cond_wait (&s->changed, &s->lock);
+  g_atomic_int_add (&s->writers_waiting, -1);
+}
+
+static void
+wait_readers (Slice *s)
+{
+  while (s->readers > 0)
+    wait_reader (s);
+}
+
 static void
 stat_add (gint64 *counter, gint64 v)
 {
@@ -373,6 +394,12 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
   stat_add (&server->stats.bytes_in, (gint64) (n * sizeof (float)));
 
   g_mutex_lock (&s->lock);
+  /* a push that may make the update waits, before it looks at anything,
+   * for replies that send the values in place */
+  while (s->readers > 0
+         && (server->opts.mode == SHOAL_UPDATE_ASYNC
+             || s->contributions + 1 >= server->opts.sync_contributors - server->opts.backup_workers))
+    wait_reader (s);
   gboolean ok = TRUE;
   gint64 ready = s->version;
   if (server->opts.mode == SHOAL_UPDATE_ASYNC)
@@ -538,9 +565,9 @@ shoal_server_lend_values (ShoalServer *server, int slice)
   return server->values + s->begin;
 }
 
-gboolean
-shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 min_version,
-                   gint64 timeout_us, gint64 *version, GError **error)
+static gboolean
+pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, size_t n,
+             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error)
 {
   Slice *s = checked_slice (server, "pull", slice, n, error);
   if (s == NULL)
@@ -579,11 +606,53 @@ shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 
           memcpy (dst, server->values + s->begin, n * sizeof (float));
           stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
         }
+      else if (pinned != NULL && !g_atomic_int_get (&s->writers_waiting))
+        {
+          /* a writer waiting goes first: no new readers meanwhile */
+          s->readers++;
+          *pinned = server->values + s->begin;
+          stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
+        }
       if (version != NULL)
         *version = s->version;
     }
   g_mutex_unlock (&s->lock);
   return ok;
+}
+
+gboolean
+shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n, gint64 min_version,
+                   gint64 timeout_us, gint64 *version, GError **error)
+{
+  return pull_values (server, slice, dst, NULL, n, min_version, timeout_us, version, error);
+}
+
+gboolean
+shoal_server_pull_pinned (ShoalServer *server, int slice, size_t n, gint64 min_version, gint64 timeout_us,
+                          gint64 *version, const float **values, GError **error)
+{
+  *values = NULL;
+  return pull_values (server, slice, NULL, values, n, min_version, timeout_us, version, error);
+}
+
+void
+shoal_server_unpin (ShoalServer *server, int slice)
+{
+  g_return_if_fail (slice >= 0 && slice < server->opts.nslices);
+  Slice *s = &server->slices[slice];
+  g_mutex_lock (&s->lock);
+  gboolean pinned = s->readers > 0;
+  if (pinned && --s->readers == 0)
+    g_cond_broadcast (&s->changed);
+  g_mutex_unlock (&s->lock);
+  g_return_if_fail (pinned);
+}
+
+gboolean
+shoal_server_pin_wanted (ShoalServer *server, int slice)
+{
+  g_return_val_if_fail (slice >= 0 && slice < server->opts.nslices, TRUE);
+  return g_atomic_int_get (&server->slices[slice].writers_waiting) > 0;
 }
 
 gboolean
@@ -603,6 +672,7 @@ shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
       return FALSE;
     }
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   memcpy (server->values + s->begin, values, n * sizeof (float));
   s->version = version;
   s->contributions = 0;
@@ -622,6 +692,7 @@ shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta, fl
     return FALSE;
   stat_add (&server->stats.deltas, 1);
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   float *restrict v = server->values + s->begin;
   const float scale = server->opts.delta_scale;
   for (size_t i = 0; i < n; i++)
@@ -685,6 +756,7 @@ shoal_server_elastic_merge (ShoalServer *server, int slice, const float *diff, s
   if (s == NULL)
     return FALSE;
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   float *restrict v = server->values + s->begin;
   for (size_t i = 0; i < n; i++)
     v[i] -= diff[i];
@@ -727,6 +799,7 @@ shoal_server_merge_master (ShoalServer *server, int slice, const float *master_v
   if (s == NULL)
     return FALSE;
   g_mutex_lock (&s->lock);
+  wait_readers (s);
   float *restrict v = server->values + s->begin;
   float *restrict b = s->baseline;
   for (size_t i = 0; i < n; i++)
@@ -844,6 +917,11 @@ shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
 /* ---- checkpoints --------------------------------------------------------- */
 
 #define STATE_MAGIC 0x56534853u  /* "SHSV" */
+/* Format 1: per hosted slice its id, version, values and optimiser
+ * state.  Format 2 (a server keeping EASGD centers): the slice's center
+ * follows, so that a resumed elastic job continues exactly. */
+#define STATE_FORMAT 1
+#define STATE_FORMAT_CENTERS 2
 
 typedef struct {
   guint32 magic, format;
@@ -860,8 +938,9 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
       g_mutex_unlock (&server->checkpoint_lock);
       return TRUE;
     }
-  StateHeader h = { STATE_MAGIC, 1, server->total, server->opts.nslices, server->state_per_value,
-                    server->nsegments, 0 };
+  gboolean centers = server->opts.elastic_center;
+  StateHeader h = { STATE_MAGIC, centers ? STATE_FORMAT_CENTERS : STATE_FORMAT, server->total,
+                    server->opts.nslices, server->state_per_value, server->nsegments, 0 };
   for (int i = 0; i < server->opts.nslices; i++)
     h.nhosted += server->slices[i].hosted;
   GByteArray *b = g_byte_array_new ();
@@ -885,6 +964,9 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
       g_byte_array_append (b, (guint8 *) (server->values + sl->begin), (guint) (n * sizeof (float)));
       for (int k = 0; k < server->state_per_value; k++)
         g_byte_array_append (b, (guint8 *) (server->state + (size_t) k * server->total + sl->begin),
+                             (guint) (n * sizeof (float)));
+      if (centers)
+        g_byte_array_append (b, (guint8 *) (sl->center != NULL ? sl->center : server->values + sl->begin),
                              (guint) (n * sizeof (float)));
       g_mutex_unlock (&sl->lock);
     }
@@ -911,7 +993,7 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
   gboolean ok = len >= sizeof h;
   if (ok)
     memcpy (&h, p, sizeof h);
-  if (!ok || h.magic != STATE_MAGIC || h.format != 1)
+  if (!ok || h.magic != STATE_MAGIC || (h.format != STATE_FORMAT && h.format != STATE_FORMAT_CENTERS))
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is damaged", step);
       g_bytes_unref (blob);
@@ -957,12 +1039,14 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
         break;
       Slice *sl = &server->slices[id];
       size_t n = sl->end - sl->begin, bytes = n * sizeof (float);
-      ok = p + bytes * (size_t) (1 + server->state_per_value) <= end;
+      size_t floats_per_value = (size_t) (1 + server->state_per_value) + (h.format == STATE_FORMAT_CENTERS);
+      ok = p + bytes * floats_per_value <= end;
       if (!ok)
         break;
       if (sl->hosted)
         {
           g_mutex_lock (&sl->lock);
+          wait_readers (sl);
           memcpy (server->values + sl->begin, p, bytes);
           for (int k = 0; k < server->state_per_value; k++)
             memcpy (server->state + (size_t) k * server->total + sl->begin, p + bytes * (size_t) (k + 1), bytes);
@@ -970,15 +1054,17 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
           sl->contributions = 0;
           if (sl->baseline != NULL)
             memcpy (sl->baseline, p, bytes);
-          /* EASGD's center is not checkpointed: it starts again from the
-           * master replica's values, as Hogwild's baseline does */
+          /* EASGD's center as it was; a checkpoint without centers
+           * (format 1) starts it again from the master replica's values,
+           * as Hogwild's baseline does */
           if (sl->center != NULL)
-            memcpy (sl->center, p, bytes);
+            memcpy (sl->center, h.format == STATE_FORMAT_CENTERS ? p + bytes * (size_t) (1 + server->state_per_value)
+                                                                 : p, bytes);
           g_cond_broadcast (&sl->changed);
           g_mutex_unlock (&sl->lock);
           restored++;
         }
-      p += bytes * (size_t) (1 + server->state_per_value);
+      p += bytes * floats_per_value;
     }
   int hosted = 0;
   for (int i = 0; i < server->opts.nslices; i++)

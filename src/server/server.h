@@ -152,6 +152,22 @@ void shoal_server_take_staleness (ShoalServer *server, ShoalStaleness *out);
 gboolean shoal_server_pull (ShoalServer *server, int slice, float *dst, size_t n,
                             gint64 min_version, gint64 timeout_us, gint64 *version, GError **error);
 
+/* The same without a copy, for a reply that sends the values: *values
+ * points at them in the server's buffer, pinned - every change to the
+ * slice's values (an update, put, delta, merge, restore) waits until
+ * shoal_server_unpin - so that the reply sends the values of *version
+ * whole.  A reply must send them without waiting on its peer while
+ * shoal_server_pin_wanted says a writer waits (copy what is left and
+ * unpin; rpc/thrift_socket.h, shoal_thrift_socket_write_pinned).  While
+ * a writer waits no new pin is given: TRUE with *values NULL, and the
+ * caller copies with shoal_server_pull. */
+gboolean shoal_server_pull_pinned (ShoalServer *server, int slice, size_t n, gint64 min_version,
+                                   gint64 timeout_us, gint64 *version, const float **values,
+                                   GError **error);
+void shoal_server_unpin (ShoalServer *server, int slice);
+/* Whether a writer waits for a slice's pins; any thread, no lock. */
+gboolean shoal_server_pin_wanted (ShoalServer *server, int slice);
+
 /* Whether a slice's values stay as they are while a worker that asked
  * for them reads them: SYNC without backup workers (not Hogwild), where
  * the values of step t + 1 change only once every contributor pushed

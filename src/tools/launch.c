@@ -133,6 +133,10 @@ typedef struct {
   pid_t parent;
   Child *children;
   int restarts;                /* group restarts, all ranks together */
+  int first_failed;            /* the rank that failed first (-1: none), and how */
+  char *first_failed_how;
+  int fatal_rank;              /* the first rank that said why it stops the job (-1: none), and why */
+  char *fatal_why;
 } Launch;
 
 static double
@@ -234,6 +238,22 @@ read_beats (Launch *L, double now)
   ShoalBeatRecord rec;
   while (read (L->beat[0], &rec, sizeof rec) == (ssize_t) sizeof rec)
     {
+      if (rec.kind == SHOAL_BEAT_FATAL)
+        {
+          /* its text came in the same (atomic) write */
+          char text[SHOAL_BEAT_TEXT_MAX + 1];
+          gint64 len = CLAMP (rec.progress, 0, SHOAL_BEAT_TEXT_MAX);
+          ssize_t got = len > 0 ? read (L->beat[0], text, (size_t) len) : 0;
+          if (got < 0)
+            continue;
+          text[got] = '\0';
+          if (L->fatal_why == NULL && rec.rank >= 0 && rec.rank < L->layout->nprocs)
+            {
+              L->fatal_rank = rec.rank;
+              L->fatal_why = g_strdup (text);
+            }
+          continue;
+        }
       if (rec.rank < 0 || rec.rank >= L->layout->nprocs || !L->children[rec.rank].running)
         continue;
       Child *c = &L->children[rec.rank];
@@ -359,8 +379,9 @@ supervise (Launch *L)
                   else
                     fprintf (stderr, "shoal run: %s failed: %s; the others get %d s without progress "
                              "before they are stopped\n", who, how, L->o->grace_s);
-                  g_free (how);
                   g_free (who);
+                  L->first_failed = r;
+                  L->first_failed_how = how;
                   failed = TRUE;
                   progress_at = now;
                 }
@@ -431,6 +452,8 @@ supervise (Launch *L)
           kill_at = 0;
         }
     }
+  /* what the last ranks wrote before they ended */
+  read_beats (L, now_s ());
   return interrupted;
 }
 
@@ -489,7 +512,8 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
   char *metrics_path = g_build_filename (workspace, "metrics.jsonl", NULL);
   char **endpoints = NULL;
   Launch L = { .layout = layout, .o = o, .workspace = workspace, .conf_path = conf_path,
-               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 } };
+               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 },
+               .first_failed = -1, .fatal_rank = -1 };
   L.children = g_new0 (Child, layout->nprocs);
   gboolean resume = o->resume;
   gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */
@@ -557,6 +581,9 @@ again:;
     g_free (L.children[r].lost_why);
   memset (L.children, 0, sizeof (Child) * (gsize) layout->nprocs);
   L.restarts = 0;
+  g_clear_pointer (&L.first_failed_how, g_free);
+  g_clear_pointer (&L.fatal_why, g_free);
+  L.first_failed = L.fatal_rank = -1;
 
   sigset_t set;
   launcher_signals (&set);
@@ -674,7 +701,24 @@ again:;
     }
   else if (nfailed > 0)
     {
-      fprintf (stderr, "shoal run: %d of %d processes failed\n", nfailed, layout->nprocs);
+      /* the job's last word names what was lost and why, not what the
+       * last ranks saw (a server process that stopped the job and exited:
+       * "connection closed") */
+      fprintf (stderr, "shoal run: %d of %d processes failed", nfailed, layout->nprocs);
+      /* the rank that stopped the job says more than its exit status */
+      if (L.first_failed >= 0 && L.first_failed != L.fatal_rank)
+        {
+          char *who = describe_rank (layout, L.first_failed);
+          fprintf (stderr, "; first %s: %s", who, L.first_failed_how);
+          g_free (who);
+        }
+      if (L.fatal_why != NULL)
+        {
+          char *who = describe_rank (layout, L.fatal_rank);
+          fprintf (stderr, "; %s stopped the job: %s", who, L.fatal_why);
+          g_free (who);
+        }
+      fputc ('\n', stderr);
       status = 1;
     }
   else
@@ -712,6 +756,8 @@ out:
   explicit_bzero (token, sizeof token);
   for (int r = 0; r < layout->nprocs; r++)
     g_free (L.children[r].lost_why);
+  g_free (L.first_failed_how);
+  g_free (L.fatal_why);
   g_free (L.children);
   g_free (L.endpoint_list);
   g_strfreev (endpoints);

@@ -22,6 +22,7 @@ struct _ShoalMembership {
   GArray *lost_ranks;           /* under lock: the rank of each (a rank that rejoins leaves the list) */
   gboolean *uses_server_group;  /* [nserver_groups]: this process's workers push there */
   gboolean *my_group;           /* [nworker_groups]: this process holds workers of it */
+  int pipe_fd;                  /* the launcher's heartbeat pipe, -1: none */
 };
 
 /* The server and RPC server are called under m->lock, so that
@@ -46,6 +47,9 @@ set_fatal (ShoalMembership *m, GError *why)
   if (m->server != NULL)
     shoal_server_stop (m->server);
   g_mutex_unlock (&m->lock);
+  /* the launcher names it in the job's last word: this process may exit
+   * before the others hear its refusals (they read "connection closed") */
+  shoal_heartbeat_pipe_fatal (m->pipe_fd, m->o.rank, why->message);
   if (m->o.on_fatal != NULL)
     m->o.on_fatal (m->o.data, why);
 }
@@ -175,6 +179,7 @@ shoal_membership_start (const ShoalMembershipOptions *opts, GError **error)
   m->lost_ranks = g_array_new (FALSE, FALSE, sizeof (int));
   m->uses_server_group = g_new0 (gboolean, c->nserver_groups);
   m->my_group = g_new0 (gboolean, c->nworker_groups);
+  m->pipe_fd = shoal_heartbeat_pipe_from_env ();
   const ShoalProcess *me = &l->procs[opts->rank];
   for (guint i = 0; i < me->workers->len; i++)
     {
@@ -218,7 +223,7 @@ shoal_membership_start (const ShoalMembershipOptions *opts, GError **error)
   gint64 call_ms = (gint64) MAX (100.0, MIN (c->heartbeat_timeout * 1000 / 5, 5000.0));
   ShoalHeartbeatOptions ho = { .rank = opts->rank, .nranks = l->nprocs, .peers = peers,
                                .interval_s = c->heartbeat_interval, .call_timeout_ms = call_ms,
-                               .pipe_fd = shoal_heartbeat_pipe_from_env (), .rejoin = opts->rejoin,
+                               .pipe_fd = m->pipe_fd, .rejoin = opts->rejoin,
                                .liveness = m->liveness, .on_refused = on_refused, .data = m };
   m->heartbeat = shoal_heartbeat_start (&ho, error);
   for (int r = 0; r < l->nprocs; r++)

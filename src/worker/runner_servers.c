@@ -82,6 +82,7 @@ start_rpc (RunnerProcess *p, GError **error)
   ropts.liveness = shoal_membership_liveness (p->membership);
   ropts.max_connections = p->layout->conf.rpc_max_connections;
   ropts.idle_timeout_ms = (gint64) (p->layout->conf.rpc_idle_timeout * 1000);
+  ropts.threads = p->layout->conf.rpc_threads;
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
   p->rpc = shoal_rpc_server_start (p->server, &ropts, error);

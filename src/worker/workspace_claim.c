@@ -23,7 +23,7 @@ may_change (const char *group, const char *key)
                                      "checkpoint_freq", "max_seconds", "metrics_interval", "threads", NULL };
   static const char *const cluster[] = { "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
                                          "max_procs_per_core", "rpc_max_connections", "rpc_idle_timeout",
-                                         NULL };
+                                         "rpc_threads", NULL };
   if (strcmp (group, "updater") == 0)
     return TRUE;
   if (strcmp (group, "job") == 0)

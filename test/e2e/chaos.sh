@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Chaos (issue 12): multi-process jobs of each asynchronous scheme with
-# faults injected at random - kill -9, SIGSTOP for good, or SIGSTOP then
-# SIGCONT a moment later - on a random rank at a random time, from a
-# seeded schedule that is printed.  Each job must either finish (exit 0,
-# "final test accuracy" at least the bar) or fail with a message naming
-# the rank it lost, within the time bound (a hang fails the test), and
-# every checkpoint store saved before the fault must still be there.
+# Chaos (issue 12): multi-process jobs of every scheme - Downpour,
+# Hogwild, SSP, Hogwild with elastic averaging, Sandblaster, AllReduce,
+# Sandblaster with backup workers - with faults injected at random -
+# kill -9, SIGSTOP for good, or SIGSTOP then SIGCONT a moment later
+# (shorter than heartbeat_timeout) - on a random rank at a random time,
+# from a seeded schedule that is printed.  Each job must either finish
+# (exit 0, "final test accuracy" at least the bar) or fail with a last
+# line naming the rank it lost and why, within the time bound (a hang
+# fails the test), and every checkpoint store saved before the fault
+# must still be there.  A synchronous scheme (Sandblaster, AllReduce,
+# backup workers) cannot go on without a rank: a rank killed or stopped
+# for good must fail its job (README.md, "Checkpoints and faults").
 # Ends with the figures: faults injected, jobs finished, jobs failed
 # clearly, hangs (must be 0).
 # Usage: chaos.sh BUILD [ROUNDS]   (SHOAL_CHAOS_SEED: the schedule's seed,
@@ -31,24 +36,39 @@ trap cleanup EXIT
 RANDOM=$seed
 BAR=0.70
 injected=0 finished=0 failed_clearly=0 hangs=0 bad=0
-echo "chaos: seed $seed, $rounds round(s) of downpour, hogwild, ssp"
+SCHEMES=(downpour hogwild ssp elastic sandblaster allreduce backup)
+echo "chaos: seed $seed, $rounds round(s) of ${SCHEMES[*]}"
+
+nranks() {  # SCHEME: the processes of its layout
+  case $1 in
+    downpour|ssp|backup) echo 3 ;;
+    *) echo 2 ;;
+  esac
+}
 
 for round in $(seq "$rounds"); do
-  for scheme in downpour hogwild ssp; do
+  for scheme in "${SCHEMES[@]}"; do
     name="$scheme-$round"
     ws="$dir/$name"
-    # the schedule: which rank (0..2), what, when (tenths of a second after training began)
-    rank=$((RANDOM % 3))
+    sync=$(case $scheme in sandblaster|allreduce|backup) echo 1 ;; *) echo 0 ;; esac)
+    # a synchronous group runs 1500 steps in about 2 s here: more, so
+    # that the fault lands while it trains
+    steps=$([ "$sync" -eq 1 ] && echo 4000 || echo 1500)
+    # the schedule: which rank, what, when (tenths of a second after training began)
+    rank=$((RANDOM % $(nranks "$scheme")))
     case $((RANDOM % 3)) in
       0) action=kill ;;
       1) action=stop ;;
       *) action=pause ;;
     esac
     at=$((5 + RANDOM % 25))
-    echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s"
-    required=$([ $((RANDOM % 2)) -eq 0 ] && echo true || echo false)
+    # RANDOM drawn here, not in $(...): a subshell's RANDOM is reseeded,
+    # which left all_groups_required out of the printed seed's schedule
+    required=false
+    [ $((RANDOM % 2)) -eq 0 ] && required=true
+    echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s, all_groups_required = $required"
     timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
-      "${TOPOLOGY_ARGS[@]}" -o job.train_steps=1500 -o job.checkpoint_freq=200 \
+      "${TOPOLOGY_ARGS[@]}" -o job.train_steps=$steps -o job.checkpoint_freq=200 \
       -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -o cluster.progress_timeout=20 \
       -o cluster.all_groups_required=$required --no-restart -q --workspace "$ws" \
       >"$dir/$name.out" 2>"$dir/$name.err" &
@@ -61,11 +81,13 @@ for round in $(seq "$rounds"); do
     sleep "$((at / 10)).$((at % 10))"
     pid=$(pgrep -f -- "proc $ws/job.conf --rank $rank " | head -1 || true)
     saved=()
+    faulted=0
     for r in 0 1 2; do
       [ -f "$ws/checkpoint/rank-$r/data.mdb" ] && saved+=("$r")
     done
     if [ -n "$pid" ]; then
       injected=$((injected + 1))
+      faulted=1
       case $action in
         kill) kill -KILL "$pid" ;;
         stop) kill -STOP "$pid" ;;
@@ -82,9 +104,14 @@ for round in $(seq "$rounds"); do
     [ -n "$left" ] && kill -KILL $left 2>/dev/null
     grep -v '^\*\*' "$dir/$name.err" | sed 's/^/    /' | tail -8 || true
     sed 's/^/    /' "$dir/$name.out" | tail -4
+    last=$(grep -v '^\*\*' "$dir/$name.err" | grep -v '^$' | tail -1 || true)
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] || [ -n "$left" ]; then
       echo "    HANG (exit $rc${left:+, processes left})"
       hangs=$((hangs + 1))
+    elif [ "$rc" -eq 0 ] && [ "$sync" -eq 1 ] && [ "$faulted" -eq 1 ] && [ "$action" != pause ] \
+         && ! grep -q "\"step\":$steps,.*\"phase\":\"train\"" "$ws/metrics.jsonl"; then
+      bad=$((bad + 1))
+      echo "    BAD: a synchronous job finished without rank $rank (it had not reached its last step)"
     elif [ "$rc" -eq 0 ]; then
       acc=$(sed -n 's/^final test accuracy: //p' "$dir/$name.out")
       if [ -n "$acc" ] && awk -v a="$acc" -v b="$BAR" 'BEGIN { exit !(a >= b) }'; then
@@ -94,12 +121,13 @@ for round in $(seq "$rounds"); do
         bad=$((bad + 1))
         echo "    BAD: exit 0 without a final accuracy of at least $BAR"
       fi
-    elif grep -qE "^shoal run: rank [0-9] \(.*\) (lost: |failed: )" "$dir/$name.err"; then
+    elif grep -qE "^shoal run: rank [0-9] \(.*\) (lost: |failed: )" "$dir/$name.err" \
+         && [[ "$last" == "shoal run: "*" processes failed; "*"rank $rank ("* ]]; then
       failed_clearly=$((failed_clearly + 1))
       echo "    failed clearly (exit $rc)"
     else
       bad=$((bad + 1))
-      echo "    BAD: exit $rc without a message naming the lost rank"
+      echo "    BAD: exit $rc without a last line naming the lost rank $rank"
     fi
     if grep -qF "(null)" "$dir/$name.out" "$dir/$name.err"; then
       bad=$((bad + 1))

@@ -4,7 +4,8 @@
 # with why, and the job then ends as its conf says - never hangs:
 #  1. Downpour, group 1 stopped, all groups required: the job fails
 #     naming group 1 as soon as it is found lost (before the fix it hung
-#     forever);
+#     forever), also in its last line (which said what the last ranks
+#     saw, "connection closed", when the server process ended first);
 #  2. the same with all_groups_required = false: group 0 finishes, exit 0;
 #  3. Downpour, the server rank stopped, --no-restart: a clear error;
 #  4. Hogwild, group 0 killed, all_groups_required = false: group 1
@@ -89,6 +90,12 @@ finish required 1
 has required err "shoal run: rank 1 (2 workers of group 1) lost: no heartbeat for "
 has required err "shoal proc (rank 2): rank 1 (2 workers of group 1) lost: "
 has required err "; [cluster] all_groups_required = true: the job fails without its group (false: the others go on without it)"
+# the job's last word names the lost rank and why, whatever the last
+# ranks saw (the server process stopped the job and exited: rank 0 could
+# read "connection closed")
+last=$(grep -v '^\*\*' "$dir/required.err" | grep -v '^$' | tail -1)
+[[ "$last" == "shoal run: "*" processes failed; "*"rank 2 (2 servers) stopped the job: rank 1 (2 workers of group 1) lost: "*"all_groups_required = true"* ]] \
+  || fail "required: the last line does not name the lost rank and why: $last"
 
 # 2. the same, not every group required: the job finishes without it
 start optional downpour 3000 -o cluster.all_groups_required=false

@@ -7,9 +7,13 @@
 # minute on two cores (about 4 s each when the machine is idle).  The lr
 # drops tenfold for the last third as in the example's schedule: without
 # it the asynchronous schemes end anywhere in 0.79-0.87 from run to run.
+# Each RPC server keeps a single call thread (rpc_threads = 1), so every
+# scheme's calls that wait for one another (Sandblaster's and
+# AllReduce's pulls, SSP's bound, Hogwild's sync) get through only if the
+# pool grows for them (rpc/listener.h).
 TOPOLOGY_ARGS=(-o job.epochs=0 -o job.train_steps=600 -o job.test_freq=0 -o job.test_steps=30
                -o job.disp_freq=100 -o 'layer fc1.num_output=256' -o 'layer fc2.num_output=256'
-               -o 'updater.step_list=0, 400')
+               -o 'updater.step_list=0, 400' -o cluster.rpc_threads=1)
 
 fail() { echo "FAIL: $*"; exit 1; }
 
