@@ -429,7 +429,7 @@ test_auto (void)
   ShoalConf *conf = shoal_conf_load_data (text, "test.conf", &error);
   g_assert_no_error (error);
   gboolean batch_only = FALSE;
-  g_assert_true (shoal_partition_batch_only (conf, 2, &batch_only, &error));
+  g_assert_true (shoal_partition_batch_only (conf, 2, NULL, &batch_only, &error));
   g_assert_no_error (error);
   g_assert_true (batch_only);
   shoal_conf_free (conf);

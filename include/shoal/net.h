@@ -36,6 +36,8 @@ typedef struct {
   int worker, group;              /* which worker this net is (seeds, logs); 0, 0 */
   ShoalDevice device;             /* where it computes: the CPU (all zero) or a GPU */
   int cd_k;                       /* [job] alg = cd: Gibbs steps of the RBM layers; 0 (BP) by default */
+  ShoalMemoryBudget *budget;      /* borrowed, outlives the net: caps its host memory with the other
+                                   * nets sharing it (shoal/tensor.h); NULL: no cap */
 } ShoalNetOptions;
 
 typedef struct {
@@ -52,8 +54,9 @@ typedef struct {
  *    that does not parse or is out of range (the message names file,
  *    line, layer and key);
  *  - SHOAL_ERROR_SHAPE: a layer's sources do not fit it;
- *  - SHOAL_ERROR_MEMORY: a layer's output or the params cannot be
- *    allocated (the message names the layer and the bytes);
+ *  - SHOAL_ERROR_MEMORY: a layer's output, workspace or params cannot be
+ *    allocated, or would cross opts->budget (the message names the
+ *    layer and the bytes);
  *  - SHOAL_ERROR_UNSUPPORTED: opts->device is a GPU this build or machine
  *    cannot use, or a layer has no GPU path;
  *  - a data layer's own errors (SHOAL_ERROR_DATA, SHOAL_ERROR_IO). */

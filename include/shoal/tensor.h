@@ -72,6 +72,27 @@ float *shoal_alloc_floats (size_t count);
  * bytes (X GiB)") on failure. */
 float *shoal_try_alloc_floats (size_t count, GError **error);
 void shoal_free_aligned (void *p);
+/* The same for bytes of any type (zeroed, 64-byte aligned, counted like
+ * floats; free with shoal_free_aligned). */
+void *shoal_try_alloc_bytes (size_t bytes, GError **error);
+
+/* ---- memory budgets -------------------------------------------------------- */
+
+/* A cap on the host memory the nets given it (ShoalNetOptions.budget)
+ * allocate, summed over all of them: outputs, gradients, params and
+ * their gradients, and whatever a layer's set-up allocates with the
+ * functions above (workspaces such as a convolution's column buffer).
+ * While a net is set up, every such allocation on its thread is charged
+ * before malloc is asked; one that would cross the limit fails with
+ * SHOAL_ERROR_MEMORY, and the net's set-up fails naming the layer and
+ * the bytes.  A net gives its bytes back when freed.  limit 0 counts
+ * without a cap.  `name` is how errors call the limit ("job.memory_limit");
+ * copied.  Thread-safe: the nets of several threads may share one. */
+typedef struct _ShoalMemoryBudget ShoalMemoryBudget;
+ShoalMemoryBudget *shoal_memory_budget_new (guint64 limit, const char *name);
+void shoal_memory_budget_free (ShoalMemoryBudget *budget);    /* after every net using it; NULL ignored */
+guint64 shoal_memory_budget_limit (const ShoalMemoryBudget *budget);
+guint64 shoal_memory_budget_used (ShoalMemoryBudget *budget); /* bytes charged to it now */
 
 G_END_DECLS
 

@@ -11,6 +11,12 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include "core/error.h"
+#include "core/tensor.h"
 
 static int current_threads = 1;
 
@@ -52,4 +58,48 @@ shoal_blas_set_idle_spin (int log2_cycles)
   openblas_set_num_threads (current_threads);   /* starts the pool with the new spin */
   in_force = log2_cycles;
   return in_force;
+}
+
+/* VmSize of /proc/self/status in bytes; 0 when unknown. */
+static guint64
+mapped_bytes (void)
+{
+  char *status = NULL;
+  guint64 kib = 0;
+  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    {
+      const char *line = strstr (status, "VmSize:");
+      if (line != NULL)
+        kib = g_ascii_strtoull (line + strlen ("VmSize:"), NULL, 10);
+    }
+  g_free (status);
+  return kib * 1024;
+}
+
+gboolean
+shoal_blas_thread_headroom (GError **error)
+{
+  struct rlimit as;
+  if (getrlimit (RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
+    return TRUE;
+  size_t need = SHOAL_BLAS_THREAD_BUFFER + SHOAL_BLAS_THREAD_MARGIN;
+  void *probe = mmap (NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe != MAP_FAILED)
+    {
+      munmap (probe, need);
+      return TRUE;
+    }
+  char *limit = shoal_format_bytes ((guint64) as.rlim_cur);
+  char *mapped = shoal_format_bytes (mapped_bytes ());
+  char *buffer = shoal_format_bytes (need);
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
+               "the address-space limit (ulimit -v %" G_GUINT64_FORMAT " KiB, %s) leaves no room for "
+               "the %s that OpenBLAS maps for this thread (its buffer and a malloc arena), which it "
+               "would wait for for ever; %s is mapped already (data sets and checkpoints are mapped "
+               "whole): raise ulimit -v",
+               (guint64) as.rlim_cur / 1024, limit, buffer, mapped);
+  g_free (buffer);
+  g_free (mapped);
+  g_free (limit);
+  return FALSE;
 }

@@ -34,6 +34,21 @@ int shoal_blas_set_idle_spin (int log2_cycles);
 /* What shoal asks for by default: 2^18 cycles, about 0.1 ms at 2.6 GHz. */
 #define SHOAL_BLAS_IDLE_SPIN 18
 
+/* The buffer OpenBLAS maps for each thread that calls it (Debian's
+ * 0.3.21: 128 MiB), and room for the thread's malloc arena beside it. */
+#define SHOAL_BLAS_THREAD_BUFFER ((size_t) 128 << 20)
+#define SHOAL_BLAS_THREAD_MARGIN ((size_t) 64 << 20)
+
+/* Call in a thread before its first BLAS call.  Under an address-space
+ * limit (ulimit -v, RLIMIT_AS) OpenBLAS maps its per-thread buffer on
+ * the thread's first call and, when the map fails, tries again for ever:
+ * the thread hangs and ignores SIGTERM (a run under ulimit -v 1200000 did
+ * for 83 minutes; the data sets' and checkpoint's LMDB maps had taken
+ * most of it).  This maps and unmaps that much first: FALSE with
+ * SHOAL_ERROR_MEMORY saying the limit, what is mapped and what is
+ * needed, where it does not fit.  TRUE at once without a limit. */
+gboolean shoal_blas_thread_headroom (GError **error);
+
 G_END_DECLS
 
 #endif

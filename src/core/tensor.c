@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 
 ShoalShape
 shoal_shape_make (int ndim, ...)
@@ -78,22 +79,22 @@ shoal_format_bytes (guint64 bytes)
   return u == 0 ? g_strdup_printf ("%" G_GUINT64_FORMAT " bytes", bytes) : g_strdup_printf ("%.1f %s", v, units[u]);
 }
 
-float *
-shoal_try_alloc_floats (size_t count, GError **error)
+/* Charged to the calling thread's memory charge (core/memory_budget.c)
+ * before malloc is asked; refused there when force is FALSE and the
+ * budget would be crossed. */
+static void *
+alloc_aligned (size_t bytes, gboolean force, GError **error)
 {
   void *p = NULL;
-
-  if (count > (G_MAXSIZE - 63) / sizeof (float))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
-                   "out of memory allocating %zu floats (more bytes than size_t holds)", count);
-      return NULL;
-    }
-  size_t bytes = (count * sizeof (float) + 63) & ~(size_t) 63;
+  bytes = (bytes + 63) & ~(size_t) 63;
   if (bytes == 0)
     bytes = 64;
+  ShoalMemoryCharge *charge = shoal_memory_charge_current ();
+  if (!shoal_memory_charge (charge, bytes, force, error) && !force)
+    return NULL;
   if (posix_memalign (&p, 64, bytes) != 0)
     {
+      shoal_memory_uncharge (charge, bytes);
       char *size = shoal_format_bytes (bytes);
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY, "out of memory allocating %zu bytes (%s)",
                    bytes, size);
@@ -104,11 +105,43 @@ shoal_try_alloc_floats (size_t count, GError **error)
   return p;
 }
 
+static float *
+alloc_floats (size_t count, gboolean force, GError **error)
+{
+  if (count > (G_MAXSIZE - 63) / sizeof (float))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
+                   "out of memory allocating %zu floats (more bytes than size_t holds)", count);
+      return NULL;
+    }
+  return alloc_aligned (count * sizeof (float), force, error);
+}
+
+float *
+shoal_try_alloc_floats (size_t count, GError **error)
+{
+  return alloc_floats (count, FALSE, error);
+}
+
+void *
+shoal_try_alloc_bytes (size_t bytes, GError **error)
+{
+  if (bytes > G_MAXSIZE - 63)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
+                   "out of memory allocating %zu bytes (more than size_t holds)", bytes);
+      return NULL;
+    }
+  return alloc_aligned (bytes, FALSE, error);
+}
+
+/* Cannot fail, so it is charged even past the budget; the net then
+ * reports the crossing after the layer's set-up. */
 float *
 shoal_alloc_floats (size_t count)
 {
   GError *error = NULL;
-  float *p = shoal_try_alloc_floats (count, &error);
+  float *p = alloc_floats (count, TRUE, &error);
   if (p == NULL)
     g_error ("%s", error->message);
   return p;

@@ -171,7 +171,7 @@ text_input_setup (ShoalLayer *layer, GError **error)
   if (ok)
     {
       layer->out.shape = shoal_shape_make (2, p->batch, p->seq_len);
-      shoal_tensor_alloc (&layer->label, &layer->out.shape);
+      ok = shoal_layer_alloc_tensor (layer, &layer->label, &layer->out.shape, "labels", error);
     }
   g_free (train);
   g_free (val);

@@ -103,10 +103,14 @@ batchnorm_setup (ShoalLayer *layer, GError **error)
     return FALSE;
 
   size_t row = (size_t) c * p->spatial;
-  p->inv_std = g_new0 (double, c);
-  p->chan_a = g_new0 (double, c);
-  p->chan_b = g_new0 (double, c);
-  p->chan_c = g_new0 (double, c);
+  GError *local = NULL;
+  double **chans[] = { &p->inv_std, &p->chan_a, &p->chan_b, &p->chan_c };
+  for (guint i = 0; i < G_N_ELEMENTS (chans); i++)
+    if ((*chans[i] = shoal_try_alloc_bytes ((size_t) c * sizeof (double), &local)) == NULL)
+      {
+        shoal_layer_error_nomem (layer, error, local, "per-channel sums");
+        return FALSE;
+      }
   return (p->xhat = shoal_layer_alloc_floats (layer, shoal_shape_count (in), "normalised input", error)) != NULL
          && (p->row_acc = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL
          && (p->row_a = shoal_layer_alloc_floats (layer, row, "row sums", error)) != NULL
@@ -120,10 +124,10 @@ batchnorm_finalize (ShoalLayer *layer)
 {
   BatchnormPriv *p = layer->priv;
   shoal_free_aligned (p->xhat);
-  g_free (p->inv_std);
-  g_free (p->chan_a);
-  g_free (p->chan_b);
-  g_free (p->chan_c);
+  shoal_free_aligned (p->inv_std);
+  shoal_free_aligned (p->chan_a);
+  shoal_free_aligned (p->chan_b);
+  shoal_free_aligned (p->chan_c);
   shoal_free_aligned (p->row_acc);
   shoal_free_aligned (p->row_a);
   shoal_free_aligned (p->row_b);

@@ -36,7 +36,8 @@ bridge_dst_setup (ShoalLayer *layer, GError **error)
     {
       int steps = (int) shoal_layer_opt_int (layer, "label_steps");
       ShoalShape rows = steps > 1 ? shoal_shape_make (2, shape.dim[0], steps) : shoal_shape_make (1, shape.dim[0]);
-      shoal_tensor_alloc (&layer->label, &rows);
+      if (!shoal_layer_alloc_tensor (layer, &layer->label, &rows, "labels", error))
+        return FALSE;
     }
   p->grad = shoal_layer_opt_bool (layer, "grad");
   layer->needs_grad = p->grad;

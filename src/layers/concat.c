@@ -79,7 +79,8 @@ concat_setup (ShoalLayer *layer, GError **error)
     {
       ShoalShape rows = layer->srcs[0]->label.shape;  /* labels may come several per row */
       rows.dim[0] = out.dim[0];
-      shoal_tensor_alloc (&layer->label, &rows);
+      if (!shoal_layer_alloc_tensor (layer, &layer->label, &rows, "labels", error))
+        return FALSE;
     }
   else if (p->axis == 0)
     p->label_src = -1;

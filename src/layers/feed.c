@@ -43,7 +43,8 @@ feed_setup (ShoalLayer *layer, GError **error)
       return FALSE;
     }
 
-  shoal_tensor_alloc (&layer->out, &shape);
+  if (!shoal_layer_alloc_tensor (layer, &layer->out, &shape, "output", error))
+    return FALSE;
   size_t count = shoal_tensor_count (&layer->out);
   for (size_t i = 0; i < count; i++)
     layer->out.data[i] = shoal_rng_gaussian (&layer->rng);
@@ -53,7 +54,8 @@ feed_setup (ShoalLayer *layer, GError **error)
     {
       int steps = (int) shoal_layer_opt_int (layer, "label_steps");
       ShoalShape rows = steps > 1 ? shoal_shape_make (2, shape.dim[0], steps) : shoal_shape_make (1, shape.dim[0]);
-      shoal_tensor_alloc (&layer->label, &rows);
+      if (!shoal_layer_alloc_tensor (layer, &layer->label, &rows, "labels", error))
+        return FALSE;
       for (size_t i = 0; classes > 0 && i < shoal_tensor_count (&layer->label); i++)
         layer->label.data[i] = (float) shoal_rng_below (&layer->rng, (guint32) classes);
     }

@@ -101,6 +101,22 @@ shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const char *wha
   return p;
 }
 
+gboolean
+shoal_layer_alloc_tensor (const ShoalLayer *layer, ShoalTensor *t, const ShoalShape *shape,
+                          const char *what, GError **error)
+{
+  GError *local = NULL;
+  ShoalShape copy = *shape;  /* shape may point into t */
+  if (shoal_tensor_try_alloc (t, &copy, &local))
+    return TRUE;
+  char *dims = shoal_shape_to_string (&copy);
+  char *w = g_strdup_printf ("%s %s", what, dims);
+  shoal_layer_error_nomem (layer, error, local, w);
+  g_free (w);
+  g_free (dims);
+  return FALSE;
+}
+
 /* Reads <pname>_<suffix> as a float into *out when present. */
 static void
 param_key_float (const ShoalLayer *layer, const char *pname, const char *suffix, float *out)

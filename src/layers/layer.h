@@ -111,9 +111,14 @@ void shoal_layer_error_nomem (const ShoalLayer *layer, GError **error, GError *l
                               const char *what);
 /* A layer's own float buffer (zero-filled, 64-byte aligned, free with
  * shoal_free_aligned) whose size the conf decides: NULL with an error
- * naming the layer, `what` and the bytes when memory is short. */
+ * naming the layer, `what` and the bytes when memory is short or the
+ * net's budget would be crossed (core/memory_budget.h). */
 float *shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const char *what,
                                  GError **error);
+/* The same for a tensor the layer owns (out, label): FALSE with an error
+ * naming the layer, `what`, the shape and the bytes. */
+gboolean shoal_layer_alloc_tensor (const ShoalLayer *layer, ShoalTensor *t, const ShoalShape *shape,
+                                   const char *what, GError **error);
 
 /* [begin, end) of the layer's params in the store, statistics left out
  * (a layer declares its params together, so they are contiguous; its

@@ -135,7 +135,15 @@ pool_setup (ShoalLayer *layer, GError **error)
   int n = in->shape.dim[0];
   layer->out.shape = shoal_shape_make (4, n, pl->c, pl->oh, pl->ow);
   if (pl->kind == POOL_MAX)
-    pl->argmax = g_new (gint32, (size_t) n * pl->c * pl->oh * pl->ow);
+    {
+      GError *local = NULL;
+      pl->argmax = shoal_try_alloc_bytes ((size_t) n * pl->c * pl->oh * pl->ow * sizeof (gint32), &local);
+      if (pl->argmax == NULL)
+        {
+          shoal_layer_error_nomem (layer, error, local, "argmax");
+          return FALSE;
+        }
+    }
   return TRUE;
 }
 
@@ -334,7 +342,7 @@ static void
 pool_finalize (ShoalLayer *layer)
 {
   Pool *pl = layer->priv;
-  g_free (pl->argmax);
+  shoal_free_aligned (pl->argmax);
   pl->argmax = NULL;
 }
 

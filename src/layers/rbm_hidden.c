@@ -70,12 +70,11 @@ rbm_hidden_setup (ShoalLayer *layer, GError **error)
       || shoal_layer_declare_param (layer, "bias", &b, p->visible, p->hidden, &bi, error) == NULL)
     return FALSE;
   size_t nh = (size_t) p->cap * p->hidden, nv = (size_t) p->cap * p->visible;
-  p->ph0 = shoal_alloc_floats (nh);
-  p->h = shoal_alloc_floats (nh);
-  p->phk = shoal_alloc_floats (nh);
-  p->recon = shoal_alloc_floats (nv);
-  p->vk = shoal_alloc_floats (nv);
-  return TRUE;
+  return (p->ph0 = shoal_layer_alloc_floats (layer, nh, "hidden probabilities", error)) != NULL
+         && (p->h = shoal_layer_alloc_floats (layer, nh, "hidden sample", error)) != NULL
+         && (p->phk = shoal_layer_alloc_floats (layer, nh, "chain's hidden probabilities", error)) != NULL
+         && (p->recon = shoal_layer_alloc_floats (layer, nv, "reconstruction", error)) != NULL
+         && (p->vk = shoal_layer_alloc_floats (layer, nv, "chain's visible sample", error)) != NULL;
 }
 
 static void

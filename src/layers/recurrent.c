@@ -39,11 +39,19 @@ const char *const shoal_recurrent_param_names[] = {
 G_STATIC_ASSERT (G_N_ELEMENTS (shoal_recurrent_param_names) == 4 * SHOAL_RECURRENT_MAX_LEVELS + 1);
 G_STATIC_ASSERT (4 * SHOAL_RECURRENT_MAX_LEVELS <= SHOAL_LAYER_MAX_PARAMS);
 
+/* A buffer whose size the conf sets: refused (naming the layer) rather
+ * than aborting when memory or the job's budget is short. */
+static gboolean
+take (ShoalLayer *layer, float **buffer, size_t count, const char *what, GError **error)
+{
+  return (*buffer = shoal_layer_alloc_floats (layer, count, what, error)) != NULL;
+}
 
 gboolean
 shoal_recurrent_setup (ShoalLayer *layer, const ShoalCellType *cell, GError **error)
 {
   ShoalRecurrentPriv *p = layer->priv;
+  GError *local = NULL;
   const ShoalTensor *x = &layer->srcs[0]->out;
 
   p->cell = cell;
@@ -105,36 +113,40 @@ shoal_recurrent_setup (ShoalLayer *layer, const ShoalCellType *cell, GError **er
           && ((lv->b_ih = shoal_layer_declare_param (layer, names[2], &b, H, p->gh, &init, error)) == NULL
               || (lv->b_hh = shoal_layer_declare_param (layer, names[3], &b, H, p->gh, &init, error)) == NULL))
         return FALSE;
-      lv->gates = shoal_alloc_floats (seq * p->gh);
-      lv->aux = shoal_alloc_floats (seq * H);
-      lv->hprev = shoal_alloc_floats (seq * H);
-      lv->h0 = shoal_alloc_floats ((size_t) cap * H);
-      if (cell->has_cell)
-        lv->c0 = shoal_alloc_floats ((size_t) cap * H);
-      if (l + 1 < p->levels)
-        {
-          lv->hout = shoal_alloc_floats (seq * H);
-          lv->dout = shoal_alloc_floats (seq * H);
-          if (p->dropout > 0)
-            {
-              lv->mask = shoal_alloc_floats (seq * H);
-              lv->dropped = shoal_alloc_floats (seq * H);
-            }
-        }
+      if (!take (layer, &lv->gates, seq * p->gh, "gates", error)
+          || !take (layer, &lv->aux, seq * H, "cell state", error)
+          || !take (layer, &lv->hprev, seq * H, "previous hidden state", error)
+          || !take (layer, &lv->h0, (size_t) cap * H, "initial hidden state", error)
+          || (cell->has_cell && !take (layer, &lv->c0, (size_t) cap * H, "initial cell state", error)))
+        return FALSE;
+      if (l + 1 < p->levels
+          && (!take (layer, &lv->hout, seq * H, "level output", error)
+              || !take (layer, &lv->dout, seq * H, "level output gradient", error)
+              || (p->dropout > 0
+                  && (!take (layer, &lv->mask, seq * H, "dropout mask", error)
+                      || !take (layer, &lv->dropped, seq * H, "dropped output", error)))))
+        return FALSE;
     }
   for (int ph = 0; ph < 2; ph++)
+    if (!take (layer, &p->state_h[ph], (size_t) p->levels * cap * H, "carried hidden state", error)
+        || (cell->has_cell
+            && !take (layer, &p->state_c[ph], (size_t) p->levels * cap * H, "carried cell state", error)))
+      return FALSE;
+  if (!take (layer, &p->hproj, (size_t) cap * p->gh, "hidden projection", error)
+      || !take (layer, &p->dgx, seq * p->gh, "gate gradient", error)
+      || (!cell->dgh_is_dgx && !take (layer, &p->dgh, seq * p->gh, "recurrent gate gradient", error))
+      || !take (layer, &p->dh, (size_t) cap * H, "hidden gradient", error)
+      || !take (layer, &p->dh_rec, (size_t) cap * H, "recurrent hidden gradient", error)
+      || !take (layer, &p->dc, (size_t) cap * H, "cell gradient", error))
+    return FALSE;
+  if (cell->dgh_is_dgx)
+    p->dgh = p->dgx;
+  p->restart = shoal_try_alloc_bytes (cap, &local);
+  if (p->restart == NULL)
     {
-      p->state_h[ph] = shoal_alloc_floats ((size_t) p->levels * cap * H);
-      if (cell->has_cell)
-        p->state_c[ph] = shoal_alloc_floats ((size_t) p->levels * cap * H);
+      shoal_layer_error_nomem (layer, error, local, "restart flags");
+      return FALSE;
     }
-  p->hproj = shoal_alloc_floats ((size_t) cap * p->gh);
-  p->dgx = shoal_alloc_floats (seq * p->gh);
-  p->dgh = cell->dgh_is_dgx ? p->dgx : shoal_alloc_floats (seq * p->gh);
-  p->dh = shoal_alloc_floats ((size_t) cap * H);
-  p->dh_rec = shoal_alloc_floats ((size_t) cap * H);
-  p->dc = shoal_alloc_floats ((size_t) cap * H);
-  p->restart = g_new0 (guint8, cap);
   return TRUE;
 }
 
@@ -167,7 +179,7 @@ shoal_recurrent_finalize (ShoalLayer *layer)
   shoal_free_aligned (p->dh);
   shoal_free_aligned (p->dh_rec);
   shoal_free_aligned (p->dc);
-  g_free (p->restart);
+  shoal_free_aligned (p->restart);
   memset (p, 0, sizeof *p);
 }
 

@@ -19,23 +19,30 @@ shoal_split_set_branches (ShoalLayer *split, int nbranches)
   priv->nbranches = nbranches;
 }
 
-ShoalTensor *
-shoal_split_branch_grad (ShoalLayer *split, int branch)
+gboolean
+shoal_split_branch_grad (ShoalLayer *split, int branch, ShoalTensor **grad, GError **error)
 {
   SplitPriv *priv = split->priv;
-  g_return_val_if_fail (branch >= 0 && branch < priv->nbranches, NULL);
+  *grad = NULL;
+  g_return_val_if_fail (branch >= 0 && branch < priv->nbranches, FALSE);
   if (!split->needs_grad)
-    return NULL;
+    return TRUE;
   if (priv->branch_grad[branch].data == NULL)
     {
-      GError *error = NULL;
+      GError *local = NULL;
       /* on the net's device: the consumer's GPU backward writes it */
       if (!shoal_tensor_alloc_on (&priv->branch_grad[branch], &split->out.shape, split->ctx->device,
-                                  &error))
-        g_error ("layer '%s': %s", split->name, error->message);
+                                  &local))
+        {
+          char *what = g_strdup_printf ("gradient of branch %d", branch);
+          shoal_layer_error_nomem (split, error, local, what);
+          g_free (what);
+          return FALSE;
+        }
     }
   priv->writes[branch] = TRUE;
-  return &priv->branch_grad[branch];
+  *grad = &priv->branch_grad[branch];
+  return TRUE;
 }
 
 int

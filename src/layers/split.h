@@ -13,10 +13,12 @@ extern const ShoalLayerOps shoal_layer_split_ops;
 
 /* Before setup: how many consumers the split feeds. */
 void shoal_split_set_branches (ShoalLayer *split, int nbranches);
-/* After setup: where consumer `branch` writes its gradient; marks the
- * branch as one that writes (branches never asked for are not summed).
- * Borrowed, valid while the layer lives; NULL when the split needs no grad. */
-ShoalTensor *shoal_split_branch_grad (ShoalLayer *split, int branch);
+/* After setup: where consumer `branch` writes its gradient (*grad; NULL
+ * when the split needs no grad); marks the branch as one that writes
+ * (branches never asked for are not summed).  Borrowed, valid while the
+ * layer lives.  FALSE with an error naming the split when the buffer
+ * cannot be allocated (memory, or the net's budget). */
+gboolean shoal_split_branch_grad (ShoalLayer *split, int branch, ShoalTensor **grad, GError **error);
 /* For a GPU path of backward: how many branches, and branch's gradient
  * buffer when a consumer writes it (NULL otherwise); borrowed. */
 int shoal_split_n_branches (ShoalLayer *split);

@@ -79,6 +79,7 @@ shoal_net_free (ShoalNet *net)
   shoal_device_host_free (net->ctx.device, net->staging);
   shoal_device_context_free (net->ctx.gpu);
   g_clear_error (&net->device_error);
+  shoal_memory_budget_release (net->budget, net->charged);
   g_free (net);
 }
 
@@ -373,16 +374,7 @@ insert_splits (ShoalNet *net, GPtrArray *layers)
 static gboolean
 alloc_out (ShoalLayer *layer, ShoalTensor *t, const char *what, GError **error)
 {
-  GError *local = NULL;
-  ShoalShape shape = layer->out.shape;
-  if (shoal_tensor_try_alloc (t, &shape, &local))
-    return TRUE;
-  char *dims = shoal_shape_to_string (&shape);
-  char *w = g_strdup_printf ("%s %s", what, dims);
-  shoal_layer_error_nomem (layer, error, local, w);
-  g_free (w);
-  g_free (dims);
-  return FALSE;
+  return shoal_layer_alloc_tensor (layer, t, &layer->out.shape, what, error);
 }
 
 /* The param store; out of memory is placed at the layer of the largest
@@ -391,6 +383,8 @@ static gboolean
 allocate_params (ShoalNet *net, GError **error)
 {
   GError *local = NULL;
+  shoal_memory_uncharge (net->charge, net->params_charged);
+  net->params_charged = 0;
   if (shoal_param_store_allocate (net->store, &local))
     return TRUE;
   const ShoalParam *big = shoal_param_store_largest (net->store);
@@ -429,6 +423,38 @@ shape_fits (const ShoalShape *shape)
   return TRUE;
 }
 
+/* A layer whose set-up allocated with an allocator that cannot fail
+ * (shoal_alloc_floats) was charged past the budget: refused here, named. */
+static gboolean
+within_budget (ShoalNet *net, ShoalLayer *layer, GError **error)
+{
+  ShoalMemoryCharge *charge = net->charge;
+  if (charge == NULL || charge->over_total == 0)
+    return TRUE;
+  GError *local = NULL;
+  shoal_memory_over_error (charge->budget, &local, charge->over_by, charge->over_total);
+  shoal_layer_error_nomem (layer, error, local, "set-up");
+  return FALSE;
+}
+
+/* The params a layer declared are allocated later, in one store with all
+ * the others; their values and gradients are charged now, with the
+ * layer, so that the layer that crosses the budget is the one named.
+ * allocate_params gives this back and charges the store itself. */
+static gboolean
+charge_params (ShoalNet *net, ShoalLayer *layer, size_t floats, GError **error)
+{
+  GError *local = NULL;
+  guint64 bytes = (guint64) floats * sizeof (float) * 2;
+  if (floats == 0 || shoal_memory_charge (net->charge, bytes, FALSE, &local))
+    {
+      net->params_charged += floats == 0 ? 0 : bytes;
+      return TRUE;
+    }
+  shoal_layer_error_nomem (layer, error, local, "params and their gradients");
+  return FALSE;
+}
+
 static gboolean
 setup_layers (ShoalNet *net, GError **error)
 {
@@ -442,6 +468,7 @@ setup_layers (ShoalNet *net, GError **error)
                        ^ ((guint64) net->ctx.worker << 20);
       shoal_rng_seed (&layer->rng, net->ctx.seed, stream);
 
+      size_t params_before = net->store->total;
       if (!layer->ops->setup (layer, &local))
         {
           if (local == NULL)
@@ -464,6 +491,9 @@ setup_layers (ShoalNet *net, GError **error)
           g_free (shape);
           return FALSE;
         }
+      if (!within_budget (net, layer, error)
+          || !charge_params (net, layer, net->store->total - params_before, error))
+        return FALSE;
       if ((layer->ops->flags & SHOAL_LAYER_INPUT) && net->input == NULL)
         net->input = layer;
       if (layer->nparams > 0)
@@ -509,7 +539,8 @@ setup_layers (ShoalNet *net, GError **error)
                     }
                 }
             found:
-              layer->src_grad[s] = shoal_split_branch_grad (src, branch);
+              if (!shoal_split_branch_grad (src, branch, &layer->src_grad[s], error))
+                return FALSE;
             }
           else
             layer->src_grad[s] = &src->grad;
@@ -518,11 +549,23 @@ setup_layers (ShoalNet *net, GError **error)
   return TRUE;
 }
 
-ShoalNet *
-shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
+/* A net that failed during set-up: what it was charged goes back with it. */
+static void
+net_free_charged (ShoalNet *net, ShoalMemoryCharge *charge)
+{
+  shoal_memory_uncharge (charge, net->params_charged);
+  net->charged = charge->charged;
+  charge->charged = 0;
+  shoal_net_free (net);
+}
+
+static ShoalNet *
+net_new (ShoalConf *conf, const ShoalNetOptions *opts, ShoalMemoryCharge *charge, GError **error)
 {
   ShoalNet *net = g_new0 (ShoalNet, 1);
   net->conf = conf;
+  net->charge = charge;
+  net->budget = charge->budget;
   net->layers = g_ptr_array_new ();
   net->store = shoal_param_store_new ();
   net->ctx.shard_count = 1;
@@ -544,7 +587,7 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
         {
           g_prefix_error (error, "%s: ", shoal_conf_origin (conf));
           net->ctx.device = (ShoalDevice) { SHOAL_DEVICE_CPU, 0 };
-          shoal_net_free (net);
+          net_free_charged (net, charge);
           return NULL;
         }
       net->upload_every_forward = TRUE;
@@ -553,24 +596,41 @@ shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
   if (!read_layers (net, net->layers, error) || !connect_sources (net, net->layers, error)
       || !sort_topologically (net, net->layers, error))
     {
-      shoal_net_free (net);
+      net_free_charged (net, charge);
       return NULL;
     }
   insert_splits (net, net->layers);
   if (!setup_layers (net, error))
     {
-      shoal_net_free (net);
+      net_free_charged (net, charge);
       return NULL;
     }
   if (!allocate_params (net, error))
     {
-      shoal_net_free (net);
+      net_free_charged (net, charge);
       return NULL;
     }
   if (net->ctx.gpu != NULL && !shoal_net_gpu_prepare (net, error))
     {
-      shoal_net_free (net);
+      net_free_charged (net, charge);
       return NULL;
+    }
+  return net;
+}
+
+/* Everything the set-up allocates on this thread is charged to the
+ * budget (core/memory_budget.c says why it is done in the allocator). */
+ShoalNet *
+shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
+{
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, opts != NULL ? opts->budget : NULL);
+  ShoalNet *net = net_new (conf, opts, &charge, error);
+  shoal_memory_charge_end (&charge);
+  if (net != NULL)
+    {
+      net->charged = charge.charged;
+      net->charge = NULL;
     }
   return net;
 }

@@ -2,6 +2,7 @@
 #ifndef SHOAL_NET_PRIV_H
 #define SHOAL_NET_PRIV_H
 
+#include "core/memory_budget.h"
 #include "net/net.h"
 
 G_BEGIN_DECLS
@@ -12,6 +13,10 @@ struct _ShoalNet {
   GPtrArray *layers;              /* ShoalLayer *, topological order, owned */
   ShoalParamStore *store;         /* owned */
   ShoalLayer *input;
+  ShoalMemoryBudget *budget;      /* borrowed (ShoalNetOptions.budget); may be NULL */
+  ShoalMemoryCharge *charge;      /* during shoal_net_new: what the set-up was charged */
+  guint64 charged;                /* bytes charged to budget, given back by shoal_net_free */
+  guint64 params_charged;         /* during set-up: declared params charged ahead of the store */
 
   /* GPU nets (ctx.gpu != NULL), per layer index; NULL for layers without params */
   gboolean upload_every_forward;  /* forward uploads every param's values first */

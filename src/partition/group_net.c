@@ -434,9 +434,11 @@ group_net_new (ShoalConf *conf, int k, const ShoalNetOptions *opts, const ShoalG
 }
 
 gboolean
-shoal_partition_batch_only (ShoalConf *conf, int k, gboolean *batch_only, GError **error)
+shoal_partition_batch_only (ShoalConf *conf, int k, ShoalMemoryBudget *budget,
+                            gboolean *batch_only, GError **error)
 {
-  ShoalNet *full = shoal_net_new (conf, NULL, error);
+  ShoalNetOptions opts = { .shard_count = 1, .budget = budget };
+  ShoalNet *full = shoal_net_new (conf, &opts, error);
   if (full == NULL)
     return FALSE;
   Plan plan = { 0 };

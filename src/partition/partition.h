@@ -66,8 +66,10 @@ ShoalGroupNet *shoal_group_net_new (ShoalConf *conf, int k, const ShoalNetOption
 /* Whether a group of k splits every layer but its inputs by batch (the
  * plan's choice: explicit dims, the [cluster] default, fallbacks).  Such a
  * group needs no bridges, so its workers can live in processes of their
- * own without a group net.  FALSE with error on a bad conf. */
-gboolean shoal_partition_batch_only (ShoalConf *conf, int k, gboolean *batch_only, GError **error);
+ * own without a group net.  FALSE with error on a bad conf.  The net it
+ * builds to find out is charged to budget (may be NULL) while it lives. */
+gboolean shoal_partition_batch_only (ShoalConf *conf, int k, ShoalMemoryBudget *budget,
+                                     gboolean *batch_only, GError **error);
 
 /* The group spread over wire->nprocs processes (spread.c): this process
  * builds and runs only its own workers' sub-nets, first = this_proc * k /

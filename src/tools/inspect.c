@@ -111,7 +111,7 @@ shoal_cmd_inspect (int argc, char **argv)
       goto out;
     }
   int k = workers > 0 ? workers : job->cluster.nworkers_per_group;
-  ShoalNetOptions opts = { .seed = job->seed, .shard_count = 1, .cd_k = job->cd_k };
+  ShoalNetOptions opts = { .seed = job->seed, .shard_count = 1, .cd_k = job->cd_k, .budget = job->memory_budget };
   g = shoal_group_net_new (job->conf, k, &opts, &error);
   if (g == NULL)
     {

@@ -173,7 +173,7 @@ shoal_cmd_sample (int argc, char **argv)
   ShoalTextVocab vocab;
   if (!shoal_text_vocab_load (roles.data, &vocab, &error))
     goto fail;
-  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1 };
+  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .budget = job->memory_budget };
   net = shoal_net_new (job->conf, &nopts, &error);
   if (net == NULL)
     goto fail;

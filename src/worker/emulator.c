@@ -648,7 +648,7 @@ static ShoalGroupNet *
 build_unit_net (Emu *e, Unit *u, gboolean per_group, GError **error)
 {
   const ShoalClusterConf *c = &e->layout->conf;
-  ShoalNetOptions nopts = { .seed = e->job->seed, .group = u->group };
+  ShoalNetOptions nopts = { .seed = e->job->seed, .group = u->group, .budget = e->job->memory_budget };
   nopts.device = shoal_cluster_device (&e->job->cluster, u->group, u->first_worker);
   if (per_group)
     {
@@ -684,7 +684,7 @@ build_units (Emu *e, GError **error)
   if (!whole)
     {
       gboolean batch_only = TRUE;
-      if (!shoal_partition_batch_only (e->job->conf, k, &batch_only, error))
+      if (!shoal_partition_batch_only (e->job->conf, k, e->job->memory_budget, &batch_only, error))
         return FALSE;
       /* a group spread over processes as one net: one net here too (its
        * results equal the spread ones; the bridges cost nothing) */
@@ -854,7 +854,7 @@ save_params (Emu *e, GError **error)
 gboolean
 shoal_emulator_measure_step_ms (ShoalJob *job, double *step_ms, GError **error)
 {
-  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1 };
+  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .budget = job->memory_budget };
   ShoalGroupNet *net = shoal_group_net_new (job->conf, 1, &nopts, error);
   if (net == NULL)
     return FALSE;

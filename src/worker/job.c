@@ -8,6 +8,7 @@
 
 #include "cluster/topology.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "data/data_layers.h"
 
 #include <shoal/plugin.h>
@@ -39,6 +40,11 @@ const ShoalOption shoal_job_options[] = {
     "clock, then tests as at train_steps; 0 = none" },
   { "metrics_interval", SHOAL_OPT_FLOAT, "1", 0, 1e6, NULL,
     "seconds between a process's \"process\" lines in metrics.jsonl (bytes, staleness); 0 = only at the end" },
+  { "memory_limit", SHOAL_OPT_STRING, "80%", SHOAL_UNBOUNDED, NULL,
+    "host memory the nets of this process may allocate together (every worker's outputs, gradients, "
+    "params and layer workspaces), checked as each layer is set up: a net past it is refused naming "
+    "the layer; bytes with an optional K, M, G or T (binary), N% of the machine's memory (or of "
+    "ulimit -v where smaller), or 0 = no limit" },
   { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
     "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
@@ -233,6 +239,49 @@ shoal_job_add_plugins (ShoalJob *job, const char *const *plugins, GError **error
 }
 
 /* Applies the overrides to conf (taken) and validates the job. */
+/* [job] memory_limit: "0", "80%", "1500000000", "512M", "2G", "1.5GiB". */
+static gboolean
+read_memory_limit (ShoalJob *job, GError **error)
+{
+  char *raw = shoal_conf_get_string (job->conf, "job", shoal_job_options, "memory_limit");
+  char *end = NULL;
+  const char *text = g_strstrip (raw);
+  double v = g_ascii_strtod (text, &end);
+  double scale = 1;
+  gboolean ok = end != text && isfinite (v) && v >= 0;
+  if (ok && *end == '%')
+    {
+      guint64 machine = shoal_memory_of_machine ();
+      ok = end[1] == '\0' && v > 0 && v <= 100;
+      /* the machine's size unknown: no cap rather than a guess */
+      scale = machine > 0 ? (double) machine / 100 : 0;
+    }
+  else if (ok && *end != '\0')
+    {
+      static const char units[] = "KMGT";
+      const char *u = strchr (units, g_ascii_toupper (*end));
+      ok = u != NULL && (end[1] == '\0' || g_ascii_strcasecmp (end + 1, "B") == 0
+                         || g_ascii_strcasecmp (end + 1, "iB") == 0);
+      for (const char *k = units; ok && k <= u; k++)
+        scale *= 1024;
+    }
+  double bytes = v * scale;
+  if (!ok || bytes >= 1.8e19)
+    {
+      shoal_conf_error (job->conf, error, "job", "memory_limit",
+                        "'%s' is not a memory size (bytes with an optional K, M, G or T, N%% of the "
+                        "machine's memory with 0 < N <= 100, or 0 for no limit)", text);
+      g_free (raw);
+      return FALSE;
+    }
+  g_free (raw);
+  job->memory_limit = (guint64) bytes;
+  if (job->memory_limit > 0 && job->memory_limit < 64)
+    job->memory_limit = 64;  /* the smallest allocation: "1" means a cap, not none */
+  job->memory_budget = shoal_memory_budget_new (job->memory_limit, "job.memory_limit");
+  return TRUE;
+}
+
 static ShoalJob *
 job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
 {
@@ -279,7 +328,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
 
-  gboolean ok = load_plugins (job, NULL, error);
+  gboolean ok = read_memory_limit (job, error) && load_plugins (job, NULL, error);
   if (!ok)
     ;
   else if (job->train_steps > 0 && job->epochs > 0)
@@ -359,6 +408,7 @@ shoal_job_free (ShoalJob *job)
   shoal_emulate_conf_clear (&job->emulate);
   g_free (job->name);
   g_strfreev (job->init_from);
+  shoal_memory_budget_free (job->memory_budget);
   g_free (job);
 }
 

@@ -2,7 +2,8 @@
  * validated, plus the conf itself for the net's [layer NAME] groups.
  *
  * [job]      name, train_steps | epochs, test_freq, test_steps, disp_freq,
- *            seed, threads, checkpoint_freq, init_from, alg, cd_k, max_seconds, metrics_interval
+ *            seed, threads, checkpoint_freq, init_from, alg, cd_k, max_seconds, metrics_interval,
+ *            memory_limit
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
  * [emulate]  a cluster that is not there (cluster/emulate.h; docs/SCHEMES.md, "Emulation")
@@ -37,6 +38,8 @@ struct _ShoalJob {
   int cd_k;                 /* alg = cd: Gibbs steps of the RBM layers; 0: alg = bp */
   double max_seconds;       /* training ends at the first step boundary past this job time; 0 = none */
   double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
+  guint64 memory_limit;     /* bytes the nets of this process may allocate together; 0 = no limit */
+  ShoalMemoryBudget *memory_budget; /* owned: give it to every net of the job (ShoalNetOptions.budget) */
   ShoalUpdaterConf updater;
   ShoalClusterConf cluster;
   ShoalEmulateConf emulate; /* [emulate]: stragglers, slow links, a lost group, the virtual clock */

@@ -92,7 +92,7 @@ shoal_model_load (const char *conf_path, const char *params_from, const ShoalMod
   m->job = shoal_job_load (conf_path, opts->overrides, error);
   if (m->job == NULL)
     goto fail;
-  ShoalNetOptions nopts = { .seed = m->job->seed, .shard_count = 1 };
+  ShoalNetOptions nopts = { .seed = m->job->seed, .shard_count = 1, .budget = m->job->memory_budget };
   m->group = shoal_group_net_new (m->job->conf, 1, &nopts, error);
   if (m->group == NULL)
     goto fail;

@@ -14,7 +14,7 @@
 gboolean
 shoal_job_check_net (ShoalJob *job, GError **error)
 {
-  ShoalNetOptions opts = { .seed = job->seed, .shard_count = 1 };
+  ShoalNetOptions opts = { .seed = job->seed, .shard_count = 1, .budget = job->memory_budget };
   /* the group's plan checks every split; for k = 1 it is the plain net */
   ShoalGroupNet *g = shoal_group_net_new (job->conf, MAX (job->cluster.nworkers_per_group, 1), &opts, error);
   if (g == NULL)

@@ -188,7 +188,8 @@ static ShoalGroupNet *
 build_net (RunnerProcess *p, ShoalMember unit, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
-  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group, .cd_k = p->job->cd_k };
+  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group, .cd_k = p->job->cd_k,
+                            .budget = p->job->memory_budget };
   /* a process of servers only builds the net for its layout: no GPU */
   if (p->units->len > 0)
     nopts.device = shoal_cluster_device (&p->job->cluster, unit.group, unit.index);
@@ -262,7 +263,8 @@ plan_units (RunnerProcess *p, GError **error)
   if (!p->whole_groups)
     {
       gboolean batch_only = TRUE;
-      if (!shoal_partition_batch_only (p->job->conf, c->nworkers_per_group, &batch_only, error))
+      if (!shoal_partition_batch_only (p->job->conf, c->nworkers_per_group,
+                                       p->job->memory_budget, &batch_only, error))
         return FALSE;
       p->spread_net = !batch_only;
     }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/blas_threads.h"
 #include "core/error.h"
 #include "server/liveness.h"
 
@@ -280,6 +281,11 @@ static gboolean train_loop (ShoalWorker *w);
 gboolean
 shoal_worker_train (ShoalWorker *w)
 {
+  if (!shoal_blas_thread_headroom (&w->error))
+    {
+      g_prefix_error (&w->error, "[group %d worker %d] ", w->group, w->worker);
+      return FALSE;
+    }
   shoal_progress_training (TRUE);
   gboolean ok = train_loop (w);
   shoal_progress_training (FALSE);

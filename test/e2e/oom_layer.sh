@@ -4,7 +4,9 @@
 # allocator that aborts.  The job's address space is capped at 4 GiB
 # (ulimit -v) and its fc1 needs 5.9 GiB of values, so this holds on any
 # machine; a sanitizer build caps ASan's allocations instead (it reserves
-# terabytes of shadow memory, which ulimit -v cannot allow).
+# terabytes of shadow memory, which ulimit -v cannot allow).  The job's
+# memory budget is off (job.memory_limit=0) so that malloc itself fails:
+# the budget's refusal is memory_budget.sh.
 set -uo pipefail
 build=${1:-build}
 dir=$(mktemp -d)
@@ -57,7 +59,7 @@ fi
 for sep in false true; do
   rc=0
   ( [ "${#cap[@]}" -eq 0 ] || "${cap[@]}"
-    exec timeout -k 5 120 "$build/shoal" run "$dir/huge.conf" -o "cluster.server_worker_separate=$sep" \
+    exec timeout -k 5 120 "$build/shoal" run "$dir/huge.conf" -o "cluster.server_worker_separate=$sep" -o job.memory_limit=0 \
       --workspace "$dir/ws-$sep" ) >"$dir/out" 2>"$dir/err" || rc=$?
   cat "$dir/out" "$dir/err"
   [ "$rc" -eq 1 ] || fail "server_worker_separate=$sep: exit $rc, expected 1"
