@@ -1,66 +1,12 @@
 /* Param slices, their versions and updates.  The value and state buffers
  * are laid out exactly like the workers' param stores, so a slice is an
  * offset range on both sides and nothing is repacked. */
-#include "server/server.h"
+#include "server/server_priv.h"
 
 #include <string.h>
 
 #include "core/error.h"
 #include "core/parallel.h"
-#include "server/ssp.h"
-
-#define SLICE_ALIGN 16
-
-typedef struct {
-  size_t begin, end;
-  gboolean hosted;
-  gint64 version;          /* updates applied */
-  int contributions;       /* SYNC: gradients summed for step == version */
-  float *accumulator;      /* SYNC with several contributors: the running sum; owned */
-  float *baseline;         /* Hogwild: values at the last sync; owned, NULL until first take */
-  float *center;           /* EASGD master: the center variable; owned, NULL without elastic_center */
-  gint64 updates_since_sync;
-  ShoalClocks *clocks;     /* SSP: the pushing units' clocks; owned, NULL without SSP */
-  int readers;             /* replies sending the values in place (shoal_server_pull_pinned) */
-  gint writers_waiting;    /* atomic: writers waiting for them (wait_readers) */
-  GMutex lock;
-  GCond changed;
-} Slice;
-
-typedef struct {
-  size_t offset, count;
-  float lr_scale, wd_scale;
-  gint updates;    /* Adam's bias-correction count (what the checkpoint keeps); atomic */
-} Segment;
-
-struct _ShoalServer {
-  ShoalUpdaterConf updater;
-  ShoalServerOptions opts;
-  size_t total;
-  float *values;
-  float *state;             /* state_per_value * total */
-  int state_per_value;
-  Slice *slices;
-  int nsegments;
-  /* [slice * nsegments + segment]: updates of the segment's values inside
-   * the slice (under the slice's lock).  A param that spans slices gets
-   * one update per slice, in whatever order the slices arrive: each part
-   * counts its own, so Adam corrects every value by the updates its
-   * moments saw (one count per param lagged a step for the parts applied
-   * before the part holding the param's start). */
-  gint *part_updates;
-  Segment *segments;        /* params in offset order */
-  gint stopping;            /* atomic */
-  gint64 stop_step;         /* SYNC: the job stops here (shoal_server_stop_at); G_MAXINT64 none;
-                             * atomic, set before each slice's waiters are woken */
-  GMutex checkpoint_lock;
-  gint64 last_checkpoint;   /* step of the last save; -1 none */
-  GMutex sync_lock;         /* Hogwild: wakes the sync thread after updates */
-  GCond sync_due;
-  ShoalServerStats stats;   /* atomics */
-  GMutex staleness_lock;    /* taken inside slice locks */
-  ShoalStaleness staleness; /* since the last shoal_server_take_staleness */
-};
 
 void
 shoal_slice_range (size_t total, int nslices, int slice, size_t *begin, size_t *end)
@@ -233,8 +179,8 @@ shoal_server_slice_version (ShoalServer *server, int slice)
 }
 
 /* The hosted slice, or NULL with an error naming what is wrong. */
-static Slice *
-checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GError **error)
+Slice *
+shoal_server_checked_slice (ShoalServer *server, const char *what, int slice, size_t n, GError **error)
 {
   if (slice < 0 || slice >= server->opts.nslices)
     {
@@ -327,15 +273,15 @@ wait_reader (Slice *s)
   g_atomic_int_add (&s->writers_waiting, -1);
 }
 
-static void
-wait_readers (Slice *s)
+void
+shoal_server_wait_readers (Slice *s)
 {
   while (s->readers > 0)
     wait_reader (s);
 }
 
-static void
-stat_add (gint64 *counter, gint64 v)
+void
+shoal_server_stat_add (gint64 *counter, gint64 v)
 {
   g_atomic_pointer_add ((gssize *) counter, (gssize) v);
 }
@@ -378,7 +324,7 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
   gboolean mirrored = FALSE;
   if (mirrored_out != NULL)
     *mirrored_out = FALSE;
-  Slice *s = checked_slice (server, "push", slice, n, error);
+  Slice *s = shoal_server_checked_slice (server, "push", slice, n, error);
   if (s == NULL)
     return FALSE;
   gint64 base = origin != NULL ? origin->base_version : -1;
@@ -390,8 +336,8 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
                    slice, unit, server->opts.ssp_units);
       return FALSE;
     }
-  stat_add (&server->stats.pushes, 1);
-  stat_add (&server->stats.bytes_in, (gint64) (n * sizeof (float)));
+  shoal_server_stat_add (&server->stats.pushes, 1);
+  shoal_server_stat_add (&server->stats.bytes_in, (gint64) (n * sizeof (float)));
 
   g_mutex_lock (&s->lock);
   /* a push that may make the update waits, before it looks at anything,
@@ -416,7 +362,7 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
       if (s->clocks != NULL && unit >= 0)
         shoal_clocks_advance (s->clocks, unit, step);
       ready = s->version;
-      stat_add (&server->stats.updates, 1);
+      shoal_server_stat_add (&server->stats.updates, 1);
       g_cond_broadcast (&s->changed);
     }
   else if (step >= stop_step (server))
@@ -431,7 +377,7 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
   else if (step < s->version && server->opts.backup_workers > 0)
     {
       /* a backup worker's late gradient: its step was applied without it */
-      stat_add (&server->stats.dropped, 1);
+      shoal_server_stat_add (&server->stats.dropped, 1);
     }
   else if (step != s->version)
     {
@@ -472,7 +418,7 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
           s->contributions = 0;
           s->version++;
           s->updates_since_sync++;
-          stat_add (&server->stats.updates, 1);
+          shoal_server_stat_add (&server->stats.updates, 1);
           g_cond_broadcast (&s->changed);
         }
       ready = step + 1;
@@ -483,7 +429,7 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
   if (ok && mirrored_out != NULL)
     *mirrored_out = mirrored;
   if (mirrored)
-    stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
+    shoal_server_stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
   if (ok && server->opts.keep_baseline)
     {
       /* after the slice lock: the sync thread takes slice locks inside this one */
@@ -561,7 +507,7 @@ shoal_server_lend_values (ShoalServer *server, int slice)
 {
   g_return_val_if_fail (shoal_server_values_stable (server) && shoal_server_hosts (server, slice), NULL);
   Slice *s = &server->slices[slice];
-  stat_add (&server->stats.bytes_out, (gint64) ((s->end - s->begin) * sizeof (float)));
+  shoal_server_stat_add (&server->stats.bytes_out, (gint64) ((s->end - s->begin) * sizeof (float)));
   return server->values + s->begin;
 }
 
@@ -569,7 +515,7 @@ static gboolean
 pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, size_t n,
              gint64 min_version, gint64 timeout_us, gint64 *version, GError **error)
 {
-  Slice *s = checked_slice (server, "pull", slice, n, error);
+  Slice *s = shoal_server_checked_slice (server, "pull", slice, n, error);
   if (s == NULL)
     return FALSE;
   if (min_version > SHOAL_SERVER_MAX_VERSION)
@@ -580,7 +526,7 @@ pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, s
                    slice, min_version);
       return FALSE;
     }
-  stat_add (&server->stats.pulls, 1);  /* calls received, waiting ones included */
+  shoal_server_stat_add (&server->stats.pulls, 1);  /* calls received, waiting ones included */
   gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
 
   g_mutex_lock (&s->lock);
@@ -604,14 +550,14 @@ pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, s
       if (dst != NULL)
         {
           memcpy (dst, server->values + s->begin, n * sizeof (float));
-          stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
+          shoal_server_stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
         }
       else if (pinned != NULL && !g_atomic_int_get (&s->writers_waiting))
         {
           /* a writer waiting goes first: no new readers meanwhile */
           s->readers++;
           *pinned = server->values + s->begin;
-          stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
+          shoal_server_stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
         }
       if (version != NULL)
         *version = s->version;
@@ -659,7 +605,7 @@ gboolean
 shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n, gint64 version,
                   GError **error)
 {
-  Slice *s = checked_slice (server, "put", slice, n, error);
+  Slice *s = shoal_server_checked_slice (server, "put", slice, n, error);
   if (s == NULL)
     return FALSE;
   /* a peer's put of G_MAXINT64 made the next update overflow the version
@@ -672,7 +618,7 @@ shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
       return FALSE;
     }
   g_mutex_lock (&s->lock);
-  wait_readers (s);
+  shoal_server_wait_readers (s);
   memcpy (server->values + s->begin, values, n * sizeof (float));
   s->version = version;
   s->contributions = 0;
@@ -681,180 +627,6 @@ shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
   g_cond_broadcast (&s->changed);
   g_mutex_unlock (&s->lock);
   return TRUE;
-}
-
-gboolean
-shoal_server_apply_delta (ShoalServer *server, int slice, const float *delta, float *values_out,
-                          size_t n, GError **error)
-{
-  Slice *s = checked_slice (server, "apply_delta", slice, n, error);
-  if (s == NULL)
-    return FALSE;
-  stat_add (&server->stats.deltas, 1);
-  g_mutex_lock (&s->lock);
-  wait_readers (s);
-  float *restrict v = server->values + s->begin;
-  const float scale = server->opts.delta_scale;
-  for (size_t i = 0; i < n; i++)
-    v[i] += scale * delta[i];
-  memcpy (values_out, v, n * sizeof (float));
-  s->version++;
-  g_cond_broadcast (&s->changed);
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-gboolean
-shoal_server_elastic_exchange (ShoalServer *server, int slice, const float *replica, float *diff_out,
-                               size_t n, float alpha, GError **error)
-{
-  Slice *s = checked_slice (server, "elastic_exchange", slice, n, error);
-  if (s == NULL)
-    return FALSE;
-  if (!(alpha > 0 && alpha <= 1))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "elastic_exchange: slice %d: alpha %g is not in (0, 1]",
-                   slice, (double) alpha);
-      return FALSE;
-    }
-  if (s->center == NULL)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
-                   "elastic_exchange: slice %d keeps no center here (not a master of elastic averaging)", slice);
-      return FALSE;
-    }
-  stat_add (&server->stats.deltas, 1);
-  g_mutex_lock (&s->lock);
-  float *restrict c = s->center;
-  for (size_t i = 0; i < n; i++)
-    {
-      float d = alpha * (replica[i] - c[i]);
-      c[i] += d;
-      diff_out[i] = d;
-    }
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-gboolean
-shoal_server_take_values (ShoalServer *server, int slice, float *values_out, size_t n, GError **error)
-{
-  Slice *s = checked_slice (server, "take_values", slice, n, error);
-  if (s == NULL)
-    return FALSE;
-  g_mutex_lock (&s->lock);
-  memcpy (values_out, server->values + s->begin, n * sizeof (float));
-  s->updates_since_sync = 0;
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-gboolean
-shoal_server_elastic_merge (ShoalServer *server, int slice, const float *diff, size_t n, GError **error)
-{
-  Slice *s = checked_slice (server, "elastic_merge", slice, n, error);
-  if (s == NULL)
-    return FALSE;
-  g_mutex_lock (&s->lock);
-  wait_readers (s);
-  float *restrict v = server->values + s->begin;
-  for (size_t i = 0; i < n; i++)
-    v[i] -= diff[i];
-  g_cond_broadcast (&s->changed);
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-gboolean
-shoal_server_take_delta (ShoalServer *server, int slice, float *delta_out, size_t n, GError **error)
-{
-  Slice *s = checked_slice (server, "take_delta", slice, n, error);
-  if (s == NULL)
-    return FALSE;
-  g_mutex_lock (&s->lock);
-  const float *restrict v = server->values + s->begin;
-  if (s->baseline == NULL)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
-                   "take_delta: slice %d keeps no baseline (server made without keep_baseline)", slice);
-      g_mutex_unlock (&s->lock);
-      return FALSE;
-    }
-  float *restrict b = s->baseline;
-  for (size_t i = 0; i < n; i++)
-    {
-      delta_out[i] = v[i] - b[i];
-      b[i] = v[i];
-    }
-  s->updates_since_sync = 0;
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-gboolean
-shoal_server_merge_master (ShoalServer *server, int slice, const float *master_values, size_t n,
-                           GError **error)
-{
-  Slice *s = checked_slice (server, "merge_master", slice, n, error);
-  if (s == NULL)
-    return FALSE;
-  g_mutex_lock (&s->lock);
-  wait_readers (s);
-  float *restrict v = server->values + s->begin;
-  float *restrict b = s->baseline;
-  for (size_t i = 0; i < n; i++)
-    {
-      v[i] = v[i] - (b ? b[i] : v[i]) + master_values[i];
-      if (b)
-        b[i] = master_values[i];
-    }
-  g_cond_broadcast (&s->changed);
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-gint64
-shoal_server_updates_since_sync (ShoalServer *server, int slice)
-{
-  g_return_val_if_fail (slice >= 0 && slice < server->opts.nslices, 0);
-  Slice *s = &server->slices[slice];
-  g_mutex_lock (&s->lock);
-  gint64 u = s->updates_since_sync;
-  g_mutex_unlock (&s->lock);
-  return u;
-}
-
-static int
-first_due (ShoalServer *server, gint64 sync_freq, const gint64 *not_before_us)
-{
-  gint64 now = not_before_us != NULL ? g_get_monotonic_time () : 0;
-  for (int i = 0; i < server->opts.nslices; i++)
-    if (server->slices[i].hosted && (not_before_us == NULL || not_before_us[i] <= now)
-        && shoal_server_updates_since_sync (server, i) >= sync_freq)
-      return i;
-  return -1;
-}
-
-int
-shoal_server_wait_sync_due (ShoalServer *server, gint64 sync_freq, gint64 timeout_us)
-{
-  return shoal_server_wait_sync_due_after (server, sync_freq, timeout_us, NULL);
-}
-
-int
-shoal_server_wait_sync_due_after (ShoalServer *server, gint64 sync_freq, gint64 timeout_us,
-                                  const gint64 *not_before_us)
-{
-  gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
-  int due = -1;
-  g_mutex_lock (&server->sync_lock);
-  /* slice locks are taken inside sync_lock; push takes sync_lock only
-   * after releasing its slice lock, so there is no cycle */
-  while ((due = first_due (server, sync_freq, not_before_us)) < 0 && !g_atomic_int_get (&server->stopping))
-    if (!g_cond_wait_until (&server->sync_due, &server->sync_lock, deadline))
-      break;
-  g_mutex_unlock (&server->sync_lock);
-  return g_atomic_int_get (&server->stopping) ? -1 : due;
 }
 
 void
@@ -875,34 +647,6 @@ shoal_server_drop_unit (ShoalServer *server, int unit)
 }
 
 void
-shoal_server_set_delta_scale (ShoalServer *server, float scale)
-{
-  g_return_if_fail (scale > 0);
-  /* read under each slice's lock by apply_delta: take them in turn */
-  for (int i = 0; i < server->opts.nslices; i++)
-    g_mutex_lock (&server->slices[i].lock);
-  server->opts.delta_scale = scale;
-  for (int i = 0; i < server->opts.nslices; i++)
-    g_mutex_unlock (&server->slices[i].lock);
-}
-
-gboolean
-shoal_server_adopt_center (ShoalServer *server, int slice, GError **error)
-{
-  Slice *s = slice >= 0 && slice < server->opts.nslices ? &server->slices[slice] : NULL;
-  if (s == NULL || !s->hosted || s->center == NULL)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
-                   "adopt_center: slice %d keeps no center here", slice);
-      return FALSE;
-    }
-  g_mutex_lock (&s->lock);
-  memcpy (s->center, server->values + s->begin, (s->end - s->begin) * sizeof (float));
-  g_mutex_unlock (&s->lock);
-  return TRUE;
-}
-
-void
 shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
 {
   stats->pushes = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.pushes);
@@ -912,176 +656,6 @@ shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
   stats->bytes_in = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_in);
   stats->bytes_out = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.bytes_out);
   stats->dropped = (gint64) g_atomic_pointer_get ((gssize *) &server->stats.dropped);
-}
-
-/* ---- checkpoints --------------------------------------------------------- */
-
-#define STATE_MAGIC 0x56534853u  /* "SHSV" */
-/* Format 1: per hosted slice its id, version, values and optimiser
- * state.  Format 2 (a server keeping EASGD centers): the slice's center
- * follows, so that a resumed elastic job continues exactly. */
-#define STATE_FORMAT 1
-#define STATE_FORMAT_CENTERS 2
-
-typedef struct {
-  guint32 magic, format;
-  guint64 total;
-  gint32 nslices, state_per_value, nsegments, nhosted;
-} StateHeader;
-
-gboolean
-shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, GError **error)
-{
-  g_mutex_lock (&server->checkpoint_lock);
-  if (step <= server->last_checkpoint)
-    {
-      g_mutex_unlock (&server->checkpoint_lock);
-      return TRUE;
-    }
-  gboolean centers = server->opts.elastic_center;
-  StateHeader h = { STATE_MAGIC, centers ? STATE_FORMAT_CENTERS : STATE_FORMAT, server->total,
-                    server->opts.nslices, server->state_per_value, server->nsegments, 0 };
-  for (int i = 0; i < server->opts.nslices; i++)
-    h.nhosted += server->slices[i].hosted;
-  GByteArray *b = g_byte_array_new ();
-  g_byte_array_append (b, (guint8 *) &h, sizeof h);
-  for (int i = 0; i < server->nsegments; i++)
-    {
-      gint32 u = g_atomic_int_get (&server->segments[i].updates);
-      g_byte_array_append (b, (guint8 *) &u, sizeof u);
-    }
-  for (int i = 0; i < server->opts.nslices; i++)
-    {
-      Slice *sl = &server->slices[i];
-      if (!sl->hosted)
-        continue;
-      size_t n = sl->end - sl->begin;
-      gint32 id = i;
-      g_mutex_lock (&sl->lock);
-      gint64 version = sl->version;
-      g_byte_array_append (b, (guint8 *) &id, sizeof id);
-      g_byte_array_append (b, (guint8 *) &version, sizeof version);
-      g_byte_array_append (b, (guint8 *) (server->values + sl->begin), (guint) (n * sizeof (float)));
-      for (int k = 0; k < server->state_per_value; k++)
-        g_byte_array_append (b, (guint8 *) (server->state + (size_t) k * server->total + sl->begin),
-                             (guint) (n * sizeof (float)));
-      if (centers)
-        g_byte_array_append (b, (guint8 *) (sl->center != NULL ? sl->center : server->values + sl->begin),
-                             (guint) (n * sizeof (float)));
-      g_mutex_unlock (&sl->lock);
-    }
-  GBytes *blob = g_byte_array_free_to_bytes (b);
-  const char *names[] = { "server", NULL };
-  GBytes *blobs[] = { blob, NULL };
-  gboolean ok = shoal_checkpoint_save (ckpt, step, names, blobs, error);
-  g_bytes_unref (blob);
-  if (ok)
-    server->last_checkpoint = step;
-  g_mutex_unlock (&server->checkpoint_lock);
-  return ok;
-}
-
-gboolean
-shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, GError **error)
-{
-  GBytes *blob = shoal_checkpoint_load (ckpt, "server", step, error);
-  if (blob == NULL)
-    return FALSE;
-  gsize len = 0;
-  const guint8 *p = g_bytes_get_data (blob, &len), *end = p + len;
-  StateHeader h;
-  gboolean ok = len >= sizeof h;
-  if (ok)
-    memcpy (&h, p, sizeof h);
-  if (!ok || h.magic != STATE_MAGIC || (h.format != STATE_FORMAT && h.format != STATE_FORMAT_CENTERS))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is damaged", step);
-      g_bytes_unref (blob);
-      return FALSE;
-    }
-  if (h.total != server->total || h.nslices != server->opts.nslices
-      || h.state_per_value != server->state_per_value || h.nsegments != server->nsegments)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
-                   "the checkpoint at step %" G_GINT64_FORMAT " is of another model, layout or updater "
-                   "(%" G_GUINT64_FORMAT " values in %d slices, %d state floats per value; this job: %zu in %d, %d)",
-                   step, (guint64) h.total, h.nslices, h.state_per_value, server->total,
-                   server->opts.nslices, server->state_per_value);
-      g_bytes_unref (blob);
-      return FALSE;
-    }
-  p += sizeof h;
-  for (int i = 0; ok && i < server->nsegments; i++, p += sizeof (gint32))
-    {
-      gint32 u;
-      ok = p + sizeof u <= end;
-      if (ok)
-        {
-          memcpy (&u, p, sizeof u);
-          g_atomic_int_set (&server->segments[i].updates, u);
-          for (int sl = 0; sl < server->opts.nslices; sl++)
-            server->part_updates[(size_t) sl * server->nsegments + i] = u;
-        }
-    }
-  int restored = 0;
-  while (ok && p < end)
-    {
-      gint32 id;
-      gint64 version;
-      ok = p + sizeof id + sizeof version <= end;
-      if (!ok)
-        break;
-      memcpy (&id, p, sizeof id);
-      memcpy (&version, p + sizeof id, sizeof version);
-      p += sizeof id + sizeof version;
-      ok = id >= 0 && id < server->opts.nslices;
-      if (!ok)
-        break;
-      Slice *sl = &server->slices[id];
-      size_t n = sl->end - sl->begin, bytes = n * sizeof (float);
-      size_t floats_per_value = (size_t) (1 + server->state_per_value) + (h.format == STATE_FORMAT_CENTERS);
-      ok = p + bytes * floats_per_value <= end;
-      if (!ok)
-        break;
-      if (sl->hosted)
-        {
-          g_mutex_lock (&sl->lock);
-          wait_readers (sl);
-          memcpy (server->values + sl->begin, p, bytes);
-          for (int k = 0; k < server->state_per_value; k++)
-            memcpy (server->state + (size_t) k * server->total + sl->begin, p + bytes * (size_t) (k + 1), bytes);
-          sl->version = version;
-          sl->contributions = 0;
-          if (sl->baseline != NULL)
-            memcpy (sl->baseline, p, bytes);
-          /* EASGD's center as it was; a checkpoint without centers
-           * (format 1) starts it again from the master replica's values,
-           * as Hogwild's baseline does */
-          if (sl->center != NULL)
-            memcpy (sl->center, h.format == STATE_FORMAT_CENTERS ? p + bytes * (size_t) (1 + server->state_per_value)
-                                                                 : p, bytes);
-          g_cond_broadcast (&sl->changed);
-          g_mutex_unlock (&sl->lock);
-          restored++;
-        }
-      p += bytes * floats_per_value;
-    }
-  int hosted = 0;
-  for (int i = 0; i < server->opts.nslices; i++)
-    hosted += server->slices[i].hosted;
-  if (ok && restored != hosted)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
-                   "the checkpoint at step %" G_GINT64_FORMAT " holds %d of the %d slices this server serves",
-                   step, restored, hosted);
-      ok = FALSE;
-    }
-  else if (!ok)
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is truncated", step);
-  if (ok)
-    server->last_checkpoint = step;
-  g_bytes_unref (blob);
-  return ok;
 }
 
 gboolean
