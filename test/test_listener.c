@@ -46,8 +46,8 @@ typedef struct {
 } Env;
 
 static void
-env_start (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
-           int threads)
+env_start_opts (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
+                int threads, gboolean threads_end_when_idle)
 {
   ShoalInitSpec init = { 0 };
   ShoalUpdaterConf upd;
@@ -70,9 +70,17 @@ env_start (Env *env, ShoalUpdateMode mode, int contributors, int max_connections
   ropts.max_connections = max_connections;
   ropts.idle_timeout_ms = idle_timeout_ms;
   ropts.threads = threads;
+  ropts.threads_end_when_idle = threads_end_when_idle;
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);
   env->port = shoal_rpc_server_port (env->rpc);
+}
+
+static void
+env_start (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
+           int threads)
+{
+  env_start_opts (env, mode, contributors, max_connections, idle_timeout_ms, threads, FALSE);
 }
 
 static void
@@ -234,6 +242,29 @@ test_idle_connections (void)
       close (fds[i]);
     }
   g_free (fds);
+}
+
+/* threads_end_when_idle (a fuzz harness's listener): a call still gets a
+ * thread at once, and once its connection closed, reap counts down to
+ * nothing left - no call thread outlives its call. */
+static void
+test_threads_end_when_idle (void)
+{
+  Env env;
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, 16, 0, KEEP, TRUE);
+  int before = process_threads ();   /* the poller */
+  for (int round = 0; round < 3; round++)
+    {
+      int fd = raw_connect (env.port);
+      GByteArray *one = stats_calls (1);
+      send_all (fd, one);
+      expect_stats_replies (fd, 1);
+      g_byte_array_unref (one);
+      close (fd);
+      wait_open (&env, 0);
+      g_assert_cmpint (process_threads (), ==, before);
+    }
+  env_stop (&env);
 }
 
 /* Idle connections are closed after the idle timeout, by the poller. */
@@ -481,6 +512,7 @@ main (int argc, char **argv)
   g_error_free (g_error_new_literal (SHOAL_ERROR, SHOAL_ERROR_RPC, "first error"));
   g_test_add_func ("/listener/idle-connections", test_idle_connections);
   g_test_add_func ("/listener/idle-timeout", test_idle_timeout);
+  g_test_add_func ("/listener/threads-end-when-idle", test_threads_end_when_idle);
   g_test_add_func ("/listener/blocked-calls-outgrow-pool", test_blocked_calls_outgrow_pool);
   g_test_add_func ("/thread-pool/grows-for-blocked-items", test_pool_grows_for_blocked_items);
   g_test_add_func ("/thread-pool/keeps-its-size", test_pool_keeps_its_size);

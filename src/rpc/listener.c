@@ -50,6 +50,7 @@ struct _ShoalRpcListener {
   ThriftProcessor *processor;   /* a reference */
   size_t max_message;
   gint64 io_timeout_ms;
+  gboolean threads_end_when_idle;  /* shoal_rpc_listener_reap counts the pool's threads */
   int max_connections;      /* 0: no cap */
   gint64 idle_timeout_ms;   /* 0: none */
   gint64 refused;           /* connections refused at the cap since the last log line (poller only) */
@@ -553,6 +554,7 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   rpc->max_message = opts->max_message_bytes;
   rpc->io_timeout_ms = opts->io_timeout_ms;
   rpc->max_connections = MAX (opts->max_connections, 0);
+  rpc->threads_end_when_idle = opts->threads_end_when_idle;
   rpc->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
   rpc->listen_fd = fd;
   rpc->port = port;
@@ -565,10 +567,10 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
    * call at a time (listener.h says why it must be able to grow that far) */
   ShoalThreadPoolOptions po = {
     .name = "shoal-rpc-call",
-    .keep = opts->threads > 0 ? opts->threads : SHOAL_RPC_LISTENER_THREADS,
+    .keep = opts->threads_end_when_idle ? 0 : opts->threads > 0 ? opts->threads : SHOAL_RPC_LISTENER_THREADS,
     .max = rpc->max_connections,
-    .linger_us = LINGER_US,
-    .grow_after_us = GROW_AFTER_US,
+    .linger_us = opts->threads_end_when_idle ? 1000 : LINGER_US,
+    .grow_after_us = opts->threads_end_when_idle ? 0 : GROW_AFTER_US,
   };
   rpc->pool = shoal_thread_pool_new (&po, serve, drop, rpc);
 
@@ -625,7 +627,7 @@ shoal_rpc_listener_reap (ShoalRpcListener *rpc)
   g_mutex_lock (&rpc->lock);
   guint open = g_queue_get_length (&rpc->open) + rpc->closing;
   g_mutex_unlock (&rpc->lock);
-  return open;
+  return open + (rpc->threads_end_when_idle ? shoal_thread_pool_threads (rpc->pool) : 0);
 }
 
 guint

@@ -71,6 +71,11 @@ typedef struct {
                                * client reconnects at its next call); 0: never */
   int threads;                /* pool threads kept once started (<= 0: SHOAL_RPC_LISTENER_THREADS); more
                                * start while every one is busy, up to max_connections */
+  gboolean threads_end_when_idle; /* keep no thread: one starts for every call that finds none
+                               * free and ends 1 ms after its last; for a harness that must see
+                               * no thread outlive its input (fuzz/fuzz_param_handler.c: GLib
+                               * frees a thread's slice cache only when the thread ends, and
+                               * LeakSanitizer reports a live pool thread's cache as lost) */
 } ShoalRpcListenerOptions;
 
 /* The pool threads a listener keeps when the options name none. */
@@ -84,7 +89,8 @@ ShoalRpcListener *shoal_rpc_listener_start (ThriftProcessor *processor,
                                             const ShoalRpcListenerOptions *opts, GError **error);
 int shoal_rpc_listener_port (ShoalRpcListener *listener);
 /* Joins pool threads that ended; returns how many connections are open
- * or still being closed (0: everything of every earlier connection was
+ * or still being closed, plus, with threads_end_when_idle, the pool
+ * threads still running (0: everything of every earlier connection was
  * freed).  For harnesses that wait until no connection is left
  * (fuzz/fuzz_param_handler.c). */
 guint shoal_rpc_listener_reap (ShoalRpcListener *listener);

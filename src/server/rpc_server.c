@@ -1021,6 +1021,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
     .max_connections = opts->max_connections,
     .idle_timeout_ms = opts->idle_timeout_ms,
     .threads = opts->threads,
+    .threads_end_when_idle = opts->threads_end_when_idle,
   };
   rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
   if (rpc->listener == NULL)

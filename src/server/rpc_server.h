@@ -46,6 +46,7 @@ typedef struct {
   gint64 idle_timeout_ms;       /* connections idle this long between calls are closed; 0: never */
   int threads;                  /* call threads kept (rpc/listener.h: more start while all are busy,
                                  * up to max_connections); <= 0: SHOAL_RPC_LISTENER_THREADS */
+  gboolean threads_end_when_idle; /* keep no call thread (rpc/listener.h; fuzz harnesses) */
   ShoalLiveness *liveness;      /* heartbeats and shutdowns go here; borrowed, must outlive the RPC
                                  * server; NULL: heartbeats are answered, nothing is recorded */
 } ShoalRpcServerOptions;
@@ -58,7 +59,8 @@ ShoalRpcServer *shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServe
                                         GError **error);
 int shoal_rpc_server_port (ShoalRpcServer *rpc);
 /* Joins the threads of connections that ended (the acceptor does so at
- * its next connection); returns how many connections are still open.
+ * its next connection); returns how many connections are still open
+ * (with threads_end_when_idle, plus the call threads still running).
  * For harnesses that want no thread of a finished connection left
  * running (fuzz/fuzz_param_handler.c). */
 guint shoal_rpc_server_reap (ShoalRpcServer *rpc);
