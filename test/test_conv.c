@@ -261,6 +261,11 @@ test_setup_errors (void)
   expect_setup_error ("2,1,5,5", "num_filters = 2\nkernel = 6", "larger than the padded input");
   expect_setup_error ("2,1,5,5", "kernel = 3", "num_filters");
   expect_setup_error ("2,1,5,5", "num_filters = 0\nkernel = 3", "num_filters");
+  /* sizes past an int (fuzz_conf: pad 4444444 overflowed oh * ow) */
+  expect_setup_error ("2,3,12,14", "num_filters = 8\nkernel = 3\npad = 4444444", "more than 2^31 - 1 positions");
+  expect_setup_error ("2,3,12,14", "num_filters = 8\nkernel = 3\npad = 2147483647", "more than 2^31 - 1 positions");
+  expect_setup_error ("2,40000,12,14", "num_filters = 1\nkernel_h = 250\nkernel_w = 250\npad = 125",
+                      "weights per filter");
 }
 
 /* The default init: weights uniform within +-1/sqrt(fan_in), bias 0. */

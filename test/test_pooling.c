@@ -291,6 +291,25 @@ test_setup_errors (void)
   expect_setup_error ("2,1,5,5", "kernel = 2\npad = 2", "smaller than the window");
   expect_setup_error ("2,1,5,5", "kernel = 6", "larger than the padded input");
   expect_setup_error ("2,1,5,5", "kernel = 2\npool = median", "pool");
+  /* sizes past an int: the padded input, a stride near G_MAXINT in ceil mode */
+  expect_setup_error ("2,1,5,5", "kernel = 2000000000\npad = 1999999999", "more than 2^31 - 1 positions");
+}
+/* A stride near G_MAXINT in ceil mode: one window, no overflow. */
+static void
+test_huge_stride (void)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data ("[layer in]\ntype = feed\nshape = 2,1,5,5\n"
+                                          "[layer pool]\ntype = pooling\nsrc = in\npool = avg\nkernel = 3\n"
+                                          "stride = 2147483647\nceil_mode = true\n", "stride.conf", &error);
+  g_assert_no_error (error);
+  ShoalNet *net = shoal_net_new (conf, NULL, &error);
+  g_assert_no_error (error);
+  const ShoalShape *out = &shoal_net_find (net, "pool")->out.shape;
+  g_assert_cmpint (out->dim[2], ==, 1);
+  g_assert_cmpint (out->dim[3], ==, 1);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
 }
 
 int
@@ -304,5 +323,6 @@ main (int argc, char **argv)
   g_test_add_func ("/pooling/output-size", test_output_size);
   g_test_add_func ("/pooling/max-ties", test_max_ties);
   g_test_add_func ("/pooling/setup-errors", test_setup_errors);
+  g_test_add_func ("/pooling/huge-stride", test_huge_stride);
   return g_test_run ();
 }

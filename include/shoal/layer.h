@@ -220,6 +220,14 @@ gboolean shoal_layer_check_labels (const ShoalLayer *layer, GError **error);
  * SHOAL_ERROR_CONF naming the layer.  steps and classes are written on
  * success only. */
 gboolean shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error);
+/* For sliding-window layers (conv, pooling) of an h x w input padded by
+ * ph, pw on each side: checks, in 64-bit arithmetic, that the padded
+ * input holds the kh x kw window and has at most G_MAXINT positions, so
+ * that every size derived from it (output plane, window offsets) fits
+ * an int; else FALSE with a SHOAL_ERROR_CONF naming the layer and `key`
+ * ("kernel", "pad").  `window` names the window in the message. */
+gboolean shoal_layer_check_window (const ShoalLayer *layer, const char *key, const char *window, int h, int w,
+                                   int kh, int kw, int ph, int pw, GError **error);
 
 /* ---- the registry ----------------------------------------------------------- */
 

@@ -121,11 +121,13 @@ conv_setup (ShoalLayer *layer, GError **error)
                          "needs kernel, or kernel_h and kernel_w, of at least 1");
       return FALSE;
     }
-  if (cv->h + 2 * cv->ph < cv->kh || cv->w + 2 * cv->pw < cv->kw)
+  if (!shoal_layer_check_window (layer, "kernel", "kernel", cv->h, cv->w, cv->kh, cv->kw, cv->ph, cv->pw,
+                                 error))
+    return FALSE;
+  if ((gint64) cv->c * cv->kh * cv->kw > G_MAXINT)
     {
-      shoal_layer_error (layer, error, "kernel",
-                         "kernel %dx%d is larger than the padded input %dx%d",
-                         cv->kh, cv->kw, cv->h + 2 * cv->ph, cv->w + 2 * cv->pw);
+      shoal_layer_error (layer, error, "kernel", "a %dx%d kernel over %d channels has more than 2^31 - 1 "
+                         "weights per filter", cv->kh, cv->kw, cv->c);
       return FALSE;
     }
   cv->oh = (cv->h + 2 * cv->ph - cv->kh) / cv->sh + 1;

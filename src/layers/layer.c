@@ -247,6 +247,27 @@ shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
 }
 
 gboolean
+shoal_layer_check_window (const ShoalLayer *layer, const char *key, const char *window, int h, int w,
+                          int kh, int kw, int ph, int pw, GError **error)
+{
+  gint64 ph_in = (gint64) h + 2 * (gint64) ph, pw_in = (gint64) w + 2 * (gint64) pw;
+  if (ph_in < kh || pw_in < kw)
+    {
+      shoal_layer_error (layer, error, key, "%s %dx%d is larger than the padded input %" G_GINT64_FORMAT
+                         "x%" G_GINT64_FORMAT, window, kh, kw, ph_in, pw_in);
+      return FALSE;
+    }
+  if (ph_in > G_MAXINT || pw_in > G_MAXINT || ph_in * pw_in > G_MAXINT)
+    {
+      shoal_layer_error (layer, error, key, "the padded input %" G_GINT64_FORMAT "x%" G_GINT64_FORMAT
+                         " (input %dx%d, padding %d, %d) has more than 2^31 - 1 positions",
+                         ph_in, pw_in, h, w, ph, pw);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
 shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error)
 {
   if (!shoal_layer_check_labels (layer, error))

@@ -65,15 +65,17 @@ opt_or (const ShoalLayer *layer, const char *key, int unset, const char *fallbac
   return v == unset ? (int) shoal_layer_opt_int (layer, fallback) : v;
 }
 
+/* In 64-bit: a stride near G_MAXINT would overflow span + s - 1 (the
+ * padded input is known to fit an int, shoal_layer_check_window). */
 static int
 pooled_size (int in, int k, int s, int pad, gboolean ceil_mode)
 {
-  int span = in + 2 * pad - k;
-  int out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  gint64 span = (gint64) in + 2 * (gint64) pad - k;
+  gint64 out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   /* the last window must start inside the image or its left/top padding */
-  if (ceil_mode && (out - 1) * s >= in + pad)
+  if (ceil_mode && (out - 1) * s >= (gint64) in + pad)
     out--;
-  return out;
+  return (int) out;
 }
 
 static gboolean
@@ -121,13 +123,9 @@ pool_setup (ShoalLayer *layer, GError **error)
                          pl->ph, pl->pw, pl->kh, pl->kw);
       return FALSE;
     }
-  if (pl->h + 2 * pl->ph < pl->kh || pl->w + 2 * pl->pw < pl->kw)
-    {
-      shoal_layer_error (layer, error, "kernel",
-                         "window %dx%d is larger than the padded input %dx%d",
-                         pl->kh, pl->kw, pl->h + 2 * pl->ph, pl->w + 2 * pl->pw);
-      return FALSE;
-    }
+  if (!shoal_layer_check_window (layer, "kernel", "window", pl->h, pl->w, pl->kh, pl->kw, pl->ph, pl->pw,
+                                 error))
+    return FALSE;
   gboolean ceil_mode = shoal_layer_opt_bool (layer, "ceil_mode");
   pl->oh = pooled_size (pl->h, pl->kh, pl->sh, pl->ph, ceil_mode);
   pl->ow = pooled_size (pl->w, pl->kw, pl->sw, pl->pw, ceil_mode);
