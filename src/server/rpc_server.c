@@ -887,18 +887,10 @@ handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const g
       memcpy (&base, base_versions->data + (size_t) i * sizeof base, sizeof base);
       ShoalPushOrigin origin = { base, unit };
       shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
-      /* The update that this push makes writes the worker's values too,
-       * unless SSP will hold the reply: values sent after the bound is
-       * met must hold the pushes the slowest unit made meanwhile (a
-       * worker at step t sees every other unit's steps up to t - s - 1;
-       * values of the moment of the push broke that, topology_ssp saw
-       * an update 2s + 2 versions stale).  The bound is checked before
-       * the push: the clocks advance under the slice lock with their
-       * updates, so a bound met then is met by the values the push
-       * writes. */
-      gboolean mirror = fetch && shoal_server_bound_ok (rpc->server, ids[i], unit, step);
+      /* the update that this push makes writes the worker's values too,
+       * unless SSP holds the reply (then they are pulled after the wait) */
       if (!shoal_server_push_mirrored (rpc->server, ids[i], shm->grads + begin, end - begin, step, &origin,
-                                       mirror ? shm->values + begin : NULL, &ready[i], &mirrored[i], &e))
+                                       fetch ? shm->values + begin : NULL, &ready[i], &mirrored[i], &e))
         ok = server_fault (rpc, err, e);
     }
   for (int i = 0; i < count && ok; i++)

@@ -353,6 +353,14 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
       gint64 staleness = base >= 0 ? MAX (s->version - base, 0) : 0;
       /* Zhang et al.: lr / staleness, staleness 0 counting as 1 */
       float mult = server->opts.lr_by_staleness ? 1.0f / (float) MAX (staleness, 1) : 1.0f;
+      /* SSP: where this push's reply will wait for the slowest unit, the
+       * values it carries are those of the moment the bound is met, with
+       * that unit's pushes in them (a worker at step t sees every other
+       * unit's steps up to t - s - 1): no mirror of the values of now.
+       * Checked before this push advances its unit's clock. */
+      if (mirror != NULL && s->clocks != NULL && unit >= 0
+          && !shoal_clocks_may_go_on (s->clocks, step, server->opts.ssp_bound))
+        mirror = NULL;
       apply_range (server, (int) (s - server->slices), s->begin, s->end, grad, step, mult, mirror);
       mirrored = mirror != NULL;
       if (base >= 0)

@@ -125,7 +125,10 @@ gboolean shoal_server_push_from (ShoalServer *server, int slice, const float *gr
 /* The same, and where this push makes the update (the last gradient of a
  * SYNC step, or any ASYNC one) the new values are written into `mirror`
  * (n floats, or NULL) too, in the same pass: *mirrored says so, and the
- * pusher then has the values of *ready_version without a pull. */
+ * pusher then has the values of *ready_version without a pull.  Not under
+ * SSP where the push's unit must wait for the slowest (its reply carries
+ * the values of when the bound is met: pull them after
+ * shoal_server_wait_bound). */
 gboolean shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n,
                                      gint64 step, const ShoalPushOrigin *origin, float *mirror,
                                      gint64 *ready_version, gboolean *mirrored, GError **error);
