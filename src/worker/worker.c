@@ -187,19 +187,28 @@ stop_with_group (ShoalWorker *w, gint64 step)
  * GROUP sleep MS milliseconds per step, to show that other groups do not
  * wait for a slow one in asynchronous schemes; "GROUP:MS@FROM" only from
  * step FROM on, so that a test can be sure a run is still training when
- * its signal comes (a stop request ends the sleep).  Returns
+ * its signal comes (a stop request ends the sleep).  Several groups take
+ * comma-separated entries ("0:20,1:10"): a test that kills one group
+ * while another must still be training paces both.  Returns
  * microseconds; *from is the first step delayed. */
 static gint64
 injected_delay_us (int group, gint64 *from)
 {
   const char *spec = g_getenv ("SHOAL_INJECT_STEP_DELAY");
-  int g = -1, ms = 0, first = 0;
   *from = 0;
-  if (spec == NULL || sscanf (spec, "%d:%d@%d", &g, &ms, &first) < 2 || g != group || ms <= 0)
+  if (spec == NULL)
     return 0;
-  *from = MAX (first, 0);
-  g_message ("[group %d] test hook: %d ms delay per step from step %d", group, ms, MAX (first, 0));
-  return (gint64) ms * 1000;
+  g_auto (GStrv) entries = g_strsplit (spec, ",", -1);
+  for (char **e = entries; *e != NULL; e++)
+    {
+      int g = -1, ms = 0, first = 0;
+      if (sscanf (*e, "%d:%d@%d", &g, &ms, &first) < 2 || g != group || ms <= 0)
+        continue;
+      *from = MAX (first, 0);
+      g_message ("[group %d] test hook: %d ms delay per step from step %d", group, ms, MAX (first, 0));
+      return (gint64) ms * 1000;
+    }
+  return 0;
 }
 
 /* The injected delay, cut short by a stop request (SIGINT, SIGTERM). */

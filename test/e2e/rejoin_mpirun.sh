@@ -10,9 +10,11 @@
 # which is what a user does (README.md, "Checkpoints and faults").  The
 # restart here is the command README.md gives, run on the rank's host.
 # "With the current values": the rejoined group's first train line (step
-# 20 again) has a lower loss than the killed process's step 20.  Group 0
-# sleeps 15 ms a step (a test hook) so that it still trains when group 1
-# is killed.  Skipped (exit 77) without mpirun (Debian package
+# 20 again) has a lower loss than the killed process's step 20.  Both
+# groups sleep at each step (a test hook), group 0 20 ms and group 1
+# 10 ms, so that group 1 is killed mid-training (undelayed, it could end
+# its 600 steps before its step-20 line was seen) and group 0 still
+# trains when rank 1 is found lost 3 s later.  Skipped (exit 77) without mpirun (Debian package
 # openmpi-bin, which make deps installs).  Every wait is bounded.
 # Usage: rejoin_mpirun.sh BUILD
 set -euo pipefail
@@ -58,7 +60,7 @@ PY
 ws=$dir/ws
 args=("$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" --token-file "$dir/token" --workspace "$ws" -q)
 
-SHOAL_INJECT_STEP_DELAY=0:15 timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe \
+SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe \
   --mca orte_enable_recovery 1 -x SHOAL_INJECT_STEP_DELAY -np 2 --hostfile "$dir/hosts" \
   "$BUILD/shoal" proc "${args[@]}" >"$dir/mpi.out" 2>"$dir/mpi.err" &
 mpi=$!
