@@ -563,6 +563,80 @@ test_dataset_open_errors (void)
   g_free (dir);
 }
 
+/* Bytes of this process's address space mapped from FILE (/proc/self/maps). */
+static guint64
+mapped_bytes (const char *file)
+{
+  char *maps = NULL;
+  guint64 total = 0;
+  g_assert_true (g_file_get_contents ("/proc/self/maps", &maps, NULL, NULL));
+  char **lines = g_strsplit (maps, "\n", -1);
+  for (char **l = lines; *l != NULL; l++)
+    {
+      guint64 begin, end;
+      const char *name = strchr (*l, '/');
+      if (name != NULL && strcmp (name, file) == 0
+          && sscanf (*l, "%" G_GINT64_MODIFIER "x-%" G_GINT64_MODIFIER "x", &begin, &end) == 2)
+        total += end - begin;
+    }
+  g_strfreev (lines);
+  g_free (maps);
+  return total;
+}
+
+/* A reader maps the pages in use, not the 256 MiB and more the writer
+ * set aside: every worker maps its train and test sets, and under
+ * ulimit -v that address space is what runs out first. */
+static void
+test_dataset_map_size (void)
+{
+  char *dir = tmp_dir ();
+  char *path = g_build_filename (dir, "ds", NULL);
+  GError *error = NULL;
+  guint8 value[1000];
+
+  ShoalDatasetWriter *w = shoal_dataset_writer_new (path, &error);
+  g_assert_no_error (error);
+  for (guint64 i = 0; i < 300; i++)
+    {
+      memset (value, (int) (i & 0xff), sizeof value);
+      g_assert_true (shoal_dataset_writer_put (w, value, sizeof value, &error));
+    }
+  g_assert_true (shoal_dataset_writer_finish (w, &error));
+  shoal_dataset_writer_free (w);
+
+  char *real = realpath (path, NULL);
+  char *file = g_build_filename (real, "data.mdb", NULL);
+  GStatBuf st;
+  g_assert_cmpint (g_stat (file, &st), ==, 0);
+  ShoalDataset *ds = shoal_dataset_open (path, &error);
+  g_assert_no_error (error);
+  guint64 mapped = mapped_bytes (file);
+  g_assert_cmpuint (mapped, >, 0);
+  g_assert_cmpuint (mapped, <=, ((guint64) st.st_size + 4095) / 4096 * 4096);
+  g_assert_cmpuint (mapped, <, 16u << 20);
+
+  /* every record, the last included, reads through the smaller map */
+  ShoalDatasetCursor *cur = shoal_dataset_cursor_new (ds, &error);
+  g_assert_no_error (error);
+  ShoalDatasetItem item;
+  for (guint64 i = 0; i < 300; i += 299)
+    {
+      g_assert_true (shoal_dataset_cursor_get (cur, i, &item, &error));
+      g_assert_cmpuint (item.size, ==, sizeof value);
+      g_assert_cmpuint (((const guint8 *) item.data)[999], ==, (guint8) i);
+    }
+  shoal_dataset_cursor_free (cur);
+  shoal_dataset_unref (ds);
+  g_assert_cmpuint (mapped_bytes (file), ==, 0);
+
+  free (real);
+  g_free (file);
+  rm_tree (dir);
+  g_free (path);
+  g_free (dir);
+}
+
 /* A data.mdb cut short (a partial copy): reading a page past its end
  * through LMDB's map would be a SIGBUS, so opening says so first. */
 static void
@@ -1226,6 +1300,7 @@ main (int argc, char **argv)
   g_test_add_func ("/data/dataset/write-read", test_dataset_write_read);
   g_test_add_func ("/data/dataset/open-errors", test_dataset_open_errors);
   g_test_add_func ("/data/dataset/truncated", test_dataset_truncated);
+  g_test_add_func ("/data/dataset/map-size", test_dataset_map_size);
   g_test_add_func ("/data/import/idx-plain", test_import_idx_plain);
   g_test_add_func ("/data/import/idx-gzip", test_import_idx_gzip);
   g_test_add_func ("/data/import/idx-errors", test_import_idx_errors);

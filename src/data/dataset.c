@@ -161,6 +161,8 @@ shoal_dataset_open (const char *path, GError **error)
     goto fail;
   rc = mdb_env_create (&ds->env);
   if (rc == 0)
+    rc = shoal_lmdb_map_pages_in_use (ds->env);
+  if (rc == 0)
     rc = mdb_env_open (ds->env, path, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0664);
   if (rc != 0)
     {

@@ -42,6 +42,14 @@ shoal_lmdb_check_meta_pages (const char *dir, GError **error)
   return ok;
 }
 
+int
+shoal_lmdb_map_pages_in_use (MDB_env *env)
+{
+  /* mdb_env_open raises a configured size below the committed data to
+   * that size, (last page + 1) x page size; one page is below any file */
+  return mdb_env_set_mapsize (env, 4096);
+}
+
 gboolean
 shoal_lmdb_check_size (MDB_env *env, const char *dir, GError **error)
 {

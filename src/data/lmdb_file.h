@@ -21,6 +21,15 @@ G_BEGIN_DECLS
  * left for the caller (LMDB creates it when asked to). */
 gboolean shoal_lmdb_check_meta_pages (const char *dir, GError **error);
 
+/* Call before mdb_env_open() on an environment opened MDB_RDONLY that no
+ * process writes while it is open (a dataset): LMDB then maps the pages
+ * in use and no more, where it would otherwise map the size the writer
+ * last set (256 MiB and up however little the file holds), address space
+ * every open dataset of every worker takes, and that counts against
+ * ulimit -v.  A writer growing the file later makes the reader's next
+ * transaction fail with MDB_MAP_RESIZED, never a read past the map. */
+int shoal_lmdb_map_pages_in_use (MDB_env *env);
+
 /* Call right after mdb_env_open() and before the first transaction:
  * mdb_env_open has read the two meta pages with pread() (a file too short
  * for them fails there with MDB_INVALID), and no data page has been read
