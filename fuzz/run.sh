@@ -21,6 +21,9 @@ fi
 [ "${#targets[@]}" -gt 0 ] || { echo "no fuzz targets in $build/fuzz: run make fuzz-build"; exit 1; }
 mkdir -p "$build/logs" "$build/crashes"
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+# print_suppressions: the log says when (and how often) fuzz/lsan.supp
+# was used, so a suppressed report is never silent
+export LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp:print_suppressions=1${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export G_SLICE=always-malloc
 failed=0
@@ -32,8 +35,12 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   log="$build/logs/$t.log"
   start=$(date +%s)
+  # fuzz/lsan.supp names a frame under GLib, which has no frame pointers:
+  # only the slow unwinder sees past it (about 15 % fewer executions)
+  unwind=
+  [ "$t" = fuzz_param_handler ] && unwind=fast_unwind_on_malloc=0
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GiB is a leak or a blow-up
-  "$bin" "$work" $([ -d "$seeds" ] && echo "$seeds") -max_total_time="$secs" -timeout=10 \
+  ASAN_OPTIONS="$ASAN_OPTIONS${unwind:+:$unwind}" "$bin" "$work" $([ -d "$seeds" ] && echo "$seeds") -max_total_time="$secs" -timeout=10 \
     ${SHOAL_FUZZ_RUNS:+-runs=$SHOAL_FUZZ_RUNS} \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/crashes/$t-" >"$log" 2>&1
   rc=$?
@@ -45,6 +52,10 @@ for t in "${targets[@]}"; do
   # found none; the check at exit still runs
   note=""
   grep -q 'disabled leak detection' "$log" && note=" (leak checks per input stopped after 1000; one at exit)"
+  # LeakSanitizer prints its table at every check that used one: the last counts all
+  used=$(awk '/^Suppressions used:/ { t = "" } /^ +[0-9]+ +[0-9]+ / { t = t sprintf("%s: %s blocks, %s bytes; ", $3, $1, $2) }
+              END { print t }' "$log")
+  [ -n "$used" ] && note="$note (fuzz/lsan.supp used: $used)"
   if [ "$rc" -eq 0 ]; then
     echo "ok   $t: ${runs:-?} runs in $(( $(date +%s) - start )) s (${rate:-?}/s), $cov, corpus $corpus$note"
   else
