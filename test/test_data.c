@@ -563,6 +563,26 @@ test_dataset_open_errors (void)
   g_free (dir);
 }
 
+/* A dataset at path of n records of RECORD_BYTES bytes, record i all
+ * bytes (i & 0xff). */
+#define RECORD_BYTES 1000
+static void
+write_filled_dataset (const char *path, guint64 n)
+{
+  GError *error = NULL;
+  guint8 value[RECORD_BYTES];
+  ShoalDatasetWriter *w = shoal_dataset_writer_new (path, &error);
+  g_assert_no_error (error);
+  for (guint64 i = 0; i < n; i++)
+    {
+      memset (value, (int) (i & 0xff), sizeof value);
+      g_assert_true (shoal_dataset_writer_put (w, value, sizeof value, &error));
+    }
+  g_assert_true (shoal_dataset_writer_finish (w, &error));
+  g_assert_no_error (error);
+  shoal_dataset_writer_free (w);
+}
+
 /* Bytes of this process's address space mapped from FILE (/proc/self/maps). */
 static guint64
 mapped_bytes (const char *file)
@@ -593,17 +613,8 @@ test_dataset_map_size (void)
   char *dir = tmp_dir ();
   char *path = g_build_filename (dir, "ds", NULL);
   GError *error = NULL;
-  guint8 value[1000];
 
-  ShoalDatasetWriter *w = shoal_dataset_writer_new (path, &error);
-  g_assert_no_error (error);
-  for (guint64 i = 0; i < 300; i++)
-    {
-      memset (value, (int) (i & 0xff), sizeof value);
-      g_assert_true (shoal_dataset_writer_put (w, value, sizeof value, &error));
-    }
-  g_assert_true (shoal_dataset_writer_finish (w, &error));
-  shoal_dataset_writer_free (w);
+  write_filled_dataset (path, 300);
 
   char *real = realpath (path, NULL);
   char *file = g_build_filename (real, "data.mdb", NULL);
@@ -623,7 +634,7 @@ test_dataset_map_size (void)
   for (guint64 i = 0; i < 300; i += 299)
     {
       g_assert_true (shoal_dataset_cursor_get (cur, i, &item, &error));
-      g_assert_cmpuint (item.size, ==, sizeof value);
+      g_assert_cmpuint (item.size, ==, RECORD_BYTES);
       g_assert_cmpuint (((const guint8 *) item.data)[999], ==, (guint8) i);
     }
   shoal_dataset_cursor_free (cur);
@@ -646,18 +657,8 @@ test_dataset_truncated (void)
   char *path = g_build_filename (dir, "ds", NULL);
   char *file = g_build_filename (path, "data.mdb", NULL);
   GError *error = NULL;
-  guint8 value[1000];
 
-  ShoalDatasetWriter *w = shoal_dataset_writer_new (path, &error);
-  g_assert_no_error (error);
-  for (guint64 i = 0; i < 500; i++)
-    {
-      memset (value, (int) (i & 0xff), sizeof value);
-      g_assert_true (shoal_dataset_writer_put (w, value, sizeof value, &error));
-    }
-  g_assert_true (shoal_dataset_writer_finish (w, &error));
-  g_assert_no_error (error);
-  shoal_dataset_writer_free (w);
+  write_filled_dataset (path, 500);
   GStatBuf st;
   g_assert_cmpint (g_stat (file, &st), ==, 0);
   guint64 full = (guint64) st.st_size;
