@@ -7,6 +7,11 @@
  *                   (the server applies SGD to every push)
  *   rpc put+pull    the same bytes without the update: transport only
  *   rpc push_pull   one round trip carrying the slice both ways
+ *   shm push_pull   the same call on a connection with the client's shared
+ *                   memory attached (rpc/shm_region.h), as ranks on one
+ *                   host use it ([cluster] shared_memory = auto): the
+ *                   gradients are read from, the new values written into,
+ *                   the client's region; the call itself stays Thrift
  *   raw push+pull   a plain socket: the client sends a 16-byte header and
  *                   the slice (one sendmsg), the server receives it into a
  *                   buffer and answers 8 bytes; then the client asks with
@@ -283,14 +288,16 @@ stock_close (Stock *s)
 /* ---- timing ---------------------------------------------------------------- */
 
 typedef enum {
-  K_PUSH_PULL, K_PUT_PULL, K_PUSH_PULL_ONE, K_RAW, K_STOCK_PULL, K_COUNT
+  K_PUSH_PULL, K_PUT_PULL, K_PUSH_PULL_ONE, K_SHM, K_RAW, K_STOCK_PULL, K_COUNT
 } Kind;
 
 static const char *const kind_key[K_COUNT] = { "rpc_push_pull", "rpc_put_pull", "rpc_pushpull_call",
-                                                "raw_push_pull", "stock_pull" };
+                                                "rpc_shm_call", "raw_push_pull", "stock_pull" };
 
 typedef struct {
   ShoalRpcClient *rpc;
+  ShoalRpcClient *shm_rpc;   /* a second connection, the region attached */
+  ShoalShmRegion *shm;       /* values at float 0, gradients at n */
   int raw_fd;
   Stock stock;
   float *grad, *dst;
@@ -320,6 +327,15 @@ one (Ctx *c, Kind k)
     case K_PUSH_PULL_ONE:
       if (!shoal_rpc_client_push_pull (c->rpc, 0, c->grad, c->dst, c->n, c->version++, NULL, &error))
         die ("push_pull", error);
+      break;
+    case K_SHM:
+      {
+        gint32 slice = 0;
+        gint64 base = c->version, got;
+        if (!shoal_rpc_client_push_pull_shm (c->shm_rpc, &slice, 1, c->version++, &base, 0, TRUE, &got,
+                                             &error))
+          die ("push_pull_shm", error);
+      }
       break;
     case K_RAW:
       raw_push (c->raw_fd, c->grad, bytes);
@@ -501,6 +517,18 @@ main (int argc, char **argv)
       memset (c.dst, 0, n * sizeof (float));
       if ((c.rpc = shoal_rpc_client_connect (&co, &error)) == NULL)
         die ("client", error);
+      if (want[K_SHM])
+        {
+          ShoalShmOffer offer;
+          if ((c.shm = shoal_shm_region_create ("bench", 2 * n * sizeof (float), &error)) == NULL)
+            die ("shared memory", error);
+          memcpy ((float *) shoal_shm_region_data (c.shm) + n, c.grad, n * sizeof (float));
+          shoal_shm_region_offer (c.shm, &offer);
+          if ((c.shm_rpc = shoal_rpc_client_connect (&co, &error)) == NULL)
+            die ("client", error);
+          if (!shoal_rpc_client_use_shm (c.shm_rpc, &offer, 0, (gint64) n))
+            die ("the server refused the shared region", NULL);
+        }
       c.raw_fd = raw_start (&raw, n * sizeof (float));
       stock_open (&c.stock, shoal_rpc_server_port (rpc));
 
@@ -539,7 +567,7 @@ main (int argc, char **argv)
       for (int k = 0; k < K_COUNT; k++)
         if (want[k])
           printf (" %s=%.0f", kind_key[k], med[k]);
-      for (int k = K_PUSH_PULL; k <= K_PUSH_PULL_ONE && want[K_RAW]; k++)
+      for (int k = K_PUSH_PULL; k <= K_SHM && want[K_RAW]; k++)
         if (want[k])
           printf (" ratio_%s=%.2f", kind_key[k] + 4, med[k] / med[K_RAW]);
       printf (" rounds=%d\n", rounds);
@@ -558,6 +586,9 @@ main (int argc, char **argv)
       g_thread_join (raw.thread);
       close (raw.listen_fd);
       shoal_rpc_client_free (c.rpc);
+      if (c.shm_rpc != NULL)
+        shoal_rpc_client_free (c.shm_rpc);
+      shoal_shm_region_free (c.shm);
       shoal_rpc_server_stop (rpc);
       shoal_server_free (server);
       shoal_param_store_free (layout);
