@@ -452,7 +452,21 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
   for (guint i = 0; ok && i < n; i++)
     {
       char *name = g_strdup_printf ("worker-%d-%d", slots[i].worker.group, slots[i].worker.worker);
-      slots[i].thread = g_thread_new (name, worker_thread, &slots[i]);
+      GError *e = NULL;
+      /* g_thread_new aborts where no stack can be mapped (ulimit -v, too
+       * many threads): an error names the worker instead, and the workers
+       * already started are asked to stop so that the joins below end */
+      slots[i].thread = g_thread_try_new (name, worker_thread, &slots[i], &e);
+      if (slots[i].thread == NULL)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
+                       "rank %d: cannot start worker thread %s: %s (no room for its stack under "
+                       "ulimit -v, or too many threads: ulimit -u)", p->proc->rank, name, e->message);
+          g_error_free (e);
+          if (i > 0)
+            shoal_worker_request_stop ();
+          ok = FALSE;
+        }
       g_free (name);
     }
   for (guint i = 0; i < n; i++)
