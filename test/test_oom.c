@@ -7,46 +7,18 @@
 #include <glib.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "comm/param_client.h"
 #include "core/error.h"
 #include "core/param.h"
 #include "net/net.h"
 #include "server/server.h"
+#include "support/address_limit.h"
 
 #define MiB ((guint64) 1 << 20)
 
 /* 2^46 floats, 256 TiB: more than a 47-bit user address space holds */
 static const ShoalShape huge_shape = { 3, { 65536, 65536, 16384 } };
-
-static struct rlimit saved_limit;
-
-/* Caps this process's address space (the soft limit) at what it maps now
- * plus `extra`; uncap_address_space undoes it. */
-static void
-cap_address_space (guint64 extra)
-{
-  char *status = NULL;
-  g_assert_true (g_file_get_contents ("/proc/self/status", &status, NULL, NULL));
-  const char *line = strstr (status, "VmSize:");
-  g_assert_nonnull (line);
-  guint64 kb = g_ascii_strtoull (line + strlen ("VmSize:"), NULL, 10);
-  g_free (status);
-  g_assert_cmpint (getrlimit (RLIMIT_AS, &saved_limit), ==, 0);
-  struct rlimit r = saved_limit;
-  r.rlim_cur = kb * 1024 + extra;
-  g_assert_cmpint (setrlimit (RLIMIT_AS, &r), ==, 0);
-}
-
-/* Before the subprocess ends: OpenBLAS's thread, if it started under the
- * cap, retries its buffer's allocation for ever, and its library
- * destructor waits for that thread. */
-static void
-uncap_address_space (void)
-{
-  g_assert_cmpint (setrlimit (RLIMIT_AS, &saved_limit), ==, 0);
-}
 
 static void
 test_try_alloc (void)
@@ -120,7 +92,7 @@ test_param_store_grads (void)
       GError *error = NULL;
       ShoalShape shape = shoal_shape_make (2, 32768, 1024);   /* 128 MiB */
       ShoalParamStore *store = store_of ("wide/weight", &shape);
-      cap_address_space (192 * MiB);
+      shoal_test_cap_address_space (192 * MiB);
       g_assert_false (shoal_param_store_allocate (store, &error));
       g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
       g_assert_cmpstr (error->message, ==,
@@ -129,7 +101,7 @@ test_param_store_grads (void)
       g_error_free (error);
       g_assert_false (store->allocated);
       shoal_param_store_free (store);
-      uncap_address_space ();
+      shoal_test_uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
@@ -150,7 +122,7 @@ test_server (void)
       ShoalUpdaterConf u;
       shoal_updater_conf_defaults (&u, SHOAL_UPDATER_ADAM);
       ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 2 };
-      cap_address_space (192 * MiB);
+      shoal_test_cap_address_space (192 * MiB);
       g_assert_null (shoal_server_new (layout, &u, &o, &error));
       g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
       g_assert_cmpstr (error->message, ==,
@@ -158,7 +130,7 @@ test_server (void)
                        "out of memory allocating 268435584 bytes (256.0 MiB)");
       g_error_free (error);
       shoal_param_store_free (layout);
-      uncap_address_space ();
+      shoal_test_uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
@@ -174,7 +146,7 @@ test_param_client (void)
       ShoalShape shape = shoal_shape_make (2, 32768, 1024);   /* 128 MiB */
       ShoalParamStore *store = store_of ("wide/weight", &shape);
       g_assert_true (shoal_param_store_allocate (store, &error));
-      cap_address_space (64 * MiB);
+      shoal_test_cap_address_space (64 * MiB);
       ShoalParamClient *client = shoal_param_client_new (store, 2, SHOAL_UPDATE_ASYNC);
       g_assert_false (shoal_param_client_set_codecs (client, SHOAL_CODEC_FP32, SHOAL_CODEC_1BIT, &error));
       g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
@@ -184,7 +156,7 @@ test_param_client (void)
       g_error_free (error);
       shoal_param_client_free (client);
       shoal_param_store_free (store);
-      uncap_address_space ();
+      shoal_test_uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
@@ -210,7 +182,7 @@ test_net (void)
 {
   if (g_test_subprocess ())
     {
-      cap_address_space (512 * MiB);
+      shoal_test_cap_address_space (512 * MiB);
       /* a 1.2 GiB weight */
       expect_net_nomem ("[layer in]\ntype = feed\nshape = 2,784\nnum_classes = 10\n"
                         "[layer fc]\ntype = dense\nsrc = in\nnum_output = 400000\n"
@@ -224,7 +196,7 @@ test_net (void)
                         "[layer loss]\ntype = softmax_loss\nsrc = fc, in\n",
                         "huge.conf:5: [layer fc] output 256x4000000: out of memory allocating "
                         "4096000000 bytes (3.8 GiB)");
-      uncap_address_space ();
+      shoal_test_uncap_address_space ();
       return;
     }
   g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
