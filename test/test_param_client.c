@@ -6,6 +6,7 @@
 
 #include "comm/param_client.h"
 #include "core/error.h"
+#include "support/address_limit.h"
 
 /* 64 floats of value 1, in 4 slices of 16 */
 static ShoalParamStore *
@@ -217,6 +218,39 @@ test_stop_refuses_step (void)
   shoal_param_store_free (layout);
 }
 
+/* A comm thread that cannot start (ulimit -v, ulimit -u) is an error
+ * naming the unit, not GLib's abort; the client is freed without a
+ * thread to stop. */
+static void
+test_comm_thread_refused (void)
+{
+  if (g_test_subprocess ())
+    {
+      ShoalParamStore *layout = make_store (), *store = make_store ();
+      ShoalServer *server = make_server (layout, SHOAL_UPDATE_ASYNC);
+      ShoalParamClient *c = shoal_param_client_new (store, 4, SHOAL_UPDATE_ASYNC);
+      shoal_param_client_set_unit (c, 3);
+      for (int s = 0; s < 4; s++)
+        shoal_param_client_route_local (c, s, server);
+      GError *error = NULL;
+      shoal_test_refuse_threads ();
+      g_assert_false (shoal_param_client_start (c, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
+      if (!g_str_has_prefix (error->message, "unit 3: cannot start thread comm: ")
+          || strstr (error->message, "ulimit -u") == NULL)
+        g_error ("unexpected error: %s", error->message);
+      g_error_free (error);
+      shoal_param_client_free (c);
+      shoal_test_uncap_address_space ();
+      shoal_server_free (server);
+      shoal_param_store_free (store);
+      shoal_param_store_free (layout);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, 0);
+  g_test_trap_assert_passed ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -225,5 +259,6 @@ main (int argc, char **argv)
   g_test_add_func ("/param-client/push-and-fetch-frequency", test_push_and_fetch_frequency);
   g_test_add_func ("/param-client/checkpoint-servers", test_checkpoint_servers);
   g_test_add_func ("/param-client/stop-refuses-step", test_stop_refuses_step);
+  g_test_add_func ("/param-client/comm-thread-refused", test_comm_thread_refused);
   return g_test_run ();
 }

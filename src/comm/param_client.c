@@ -20,6 +20,7 @@
 
 #include "core/codec.h"
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "rpc/shm_region.h"
 
 #define PULL_TIMEOUT_US (G_GINT64_CONSTANT (600) * G_USEC_PER_SEC)
@@ -515,7 +516,13 @@ shoal_param_client_start (ShoalParamClient *c, GError **error)
   if (c->shm_enabled && c->connections->len > 0 && c->store->dev_values == NULL)
     share_store (c);
   c->queue = g_async_queue_new ();
-  c->thread = g_thread_new ("comm", comm_thread, c);
+  c->thread = shoal_thread_start ("comm", comm_thread, c, error);
+  if (c->thread == NULL)
+    {
+      if (c->unit >= 0)
+        g_prefix_error (error, "unit %d: ", c->unit);
+      return FALSE;
+    }
   return TRUE;
 }
 

@@ -74,7 +74,10 @@ void shoal_param_client_set_shared_memory (ShoalParamClient *client, gboolean en
 /* After start: whether some server takes slices through shared memory. */
 gboolean shoal_param_client_shared_memory (ShoalParamClient *client);
 
-/* Connects to remote servers and starts the comm thread. */
+/* Connects to remote servers and starts the comm thread; FALSE with
+ * error when a server cannot be reached or the thread cannot start
+ * ("unit U: cannot start thread comm: ..."); the client is then only
+ * to be freed. */
 gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);
 
 /* The single-process, single-worker case: the store borrows the server's
