@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "layers/bridge.h"
 #include "layers/slice.h"
 #include "partition/group_priv.h"
@@ -346,8 +347,14 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
   for (int w = g->first + 1; w < g->first + g->nlocal; w++)
     {
       char *name = g_strdup_printf ("group-%d-worker-%d", opts ? opts->group : 0, w);
-      g->threads[w] = g_thread_new (name, group_helper_thread, &g->wctx[w]);
+      g->threads[w] = shoal_thread_start (name, group_helper_thread, &g->wctx[w], error);
       g_free (name);
+      /* the caller frees the group, which stops the helpers started */
+      if (g->threads[w] == NULL)
+        {
+          g_prefix_error (error, "group %d of %d workers: ", opts ? opts->group : 0, k);
+          return FALSE;
+        }
     }
   return TRUE;
 }
