@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "core/thread_start.h"
+
 struct _ShoalFaultTimer {
   double at_s;
   ShoalMetricsWriter *clock;
@@ -39,8 +41,17 @@ timer_main (gpointer data)
   return NULL;
 }
 
+static void
+timer_free (ShoalFaultTimer *t)
+{
+  g_mutex_clear (&t->lock);
+  g_cond_clear (&t->wake);
+  g_free (t->what);
+  g_free (t);
+}
+
 ShoalFaultTimer *
-shoal_fault_timer_start (double at_s, ShoalMetricsWriter *clock, const char *what)
+shoal_fault_timer_start (double at_s, ShoalMetricsWriter *clock, const char *what, GError **error)
 {
   ShoalFaultTimer *t = g_new0 (ShoalFaultTimer, 1);
   t->at_s = at_s;
@@ -48,7 +59,13 @@ shoal_fault_timer_start (double at_s, ShoalMetricsWriter *clock, const char *wha
   t->what = g_strdup (what);
   g_mutex_init (&t->lock);
   g_cond_init (&t->wake);
-  t->thread = g_thread_new ("fault-timer", timer_main, t);
+  t->thread = shoal_thread_start ("fault-timer", timer_main, t, error);
+  if (t->thread == NULL)
+    {
+      g_prefix_error (error, "%s: [emulate] fault timer: ", what);
+      timer_free (t);
+      return NULL;
+    }
   return t;
 }
 
@@ -62,8 +79,5 @@ shoal_fault_timer_stop (ShoalFaultTimer *t)
   g_cond_signal (&t->wake);
   g_mutex_unlock (&t->lock);
   g_thread_join (t->thread);
-  g_mutex_clear (&t->lock);
-  g_cond_clear (&t->wake);
-  g_free (t->what);
-  g_free (t);
+  timer_free (t);
 }

@@ -16,8 +16,11 @@ typedef struct _ShoalFaultTimer ShoalFaultTimer;
 
 /* Starts a thread that kills this process `at_s` seconds into the job
  * (the clock of `clock`, borrowed; it must outlive the timer).  `what`
- * names the process in the last log line. */
-ShoalFaultTimer *shoal_fault_timer_start (double at_s, ShoalMetricsWriter *clock, const char *what);
+ * names the process in the last log line and in the error.  NULL with
+ * error when the thread cannot start ("WHAT: [emulate] fault timer:
+ * cannot start thread fault-timer: ..."). */
+ShoalFaultTimer *shoal_fault_timer_start (double at_s, ShoalMetricsWriter *clock, const char *what,
+                                          GError **error);
 /* The job ended first: stops and frees the timer.  NULL is fine. */
 void shoal_fault_timer_stop (ShoalFaultTimer *timer);
 

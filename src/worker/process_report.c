@@ -4,6 +4,7 @@
  * socket of the process (shoal_thrift_socket_totals). */
 #include "worker/process_report.h"
 
+#include "core/thread_start.h"
 #include "rpc/thrift_socket.h"
 
 struct _ShoalProcessReport {
@@ -72,7 +73,7 @@ report_thread (gpointer data)
 
 ShoalProcessReport *
 shoal_process_report_start (ShoalMetricsWriter *metrics, int rank, ShoalServer *server,
-                            double interval_s)
+                            double interval_s, GError **error)
 {
   ShoalProcessReport *r = g_new0 (ShoalProcessReport, 1);
   r->metrics = metrics;
@@ -82,7 +83,17 @@ shoal_process_report_start (ShoalMetricsWriter *metrics, int rank, ShoalServer *
   g_mutex_init (&r->lock);
   g_cond_init (&r->stop_cond);
   if (r->interval_us > 0)
-    r->thread = g_thread_new ("process-report", report_thread, r);
+    {
+      r->thread = shoal_thread_start ("process-report", report_thread, r, error);
+      if (r->thread == NULL)
+        {
+          g_prefix_error (error, "rank %d: process report: ", rank);
+          g_mutex_clear (&r->lock);
+          g_cond_clear (&r->stop_cond);
+          g_free (r);
+          return NULL;
+        }
+    }
   return r;
 }
 

@@ -18,10 +18,12 @@ G_BEGIN_DECLS
 typedef struct _ShoalProcessReport ShoalProcessReport;
 
 /* Starts a thread writing to `metrics` (borrowed) every interval_s
- * seconds (0: only the final line); server (borrowed, may be NULL) is
- * this process's.  Both must outlive the report. */
+ * seconds (0: only the final line, no thread); server (borrowed, may be
+ * NULL) is this process's.  Both must outlive the report.  NULL with
+ * error when the thread cannot start ("rank R: process report: cannot
+ * start thread process-report: ..."). */
 ShoalProcessReport *shoal_process_report_start (ShoalMetricsWriter *metrics, int rank,
-                                                ShoalServer *server, double interval_s);
+                                                ShoalServer *server, double interval_s, GError **error);
 /* Writes the final line, stops the thread, frees; NULL is fine. */
 void shoal_process_report_stop (ShoalProcessReport *report);
 

@@ -656,14 +656,18 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     /* a resumed run's time goes on from its checkpoint's (the launcher
      * does this for its ranks with SHOAL_JOB_START_US) */
     shoal_metrics_continue_clock (p.metrics, resume_clock);
-  p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval);
+  p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval, error);
+  if (p.report == NULL)
+    goto out;
   if (job->emulate.fault_group >= 0 && p.proc->workers->len > 0
       && g_array_index (p.proc->workers, ShoalMember, 0).group == job->emulate.fault_group)
     {
       /* emulate.c made sure the group has processes of its own */
       char *what = g_strdup_printf ("rank %d (group %d)", rank, job->emulate.fault_group);
-      fault = shoal_fault_timer_start (job->emulate.fault_at, p.metrics, what);
+      fault = shoal_fault_timer_start (job->emulate.fault_at, p.metrics, what, error);
       g_free (what);
+      if (fault == NULL)
+        goto out;
     }
   if (p.proc->workers->len > 0)
     ok = run_workers (&p, result, error);
