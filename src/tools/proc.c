@@ -10,6 +10,7 @@
 #include "cluster/cluster_conf.h"
 #include "cluster/endpoints.h"
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "tools/commands.h"
 #include "worker/runner.h"
 
@@ -32,11 +33,25 @@ exit_later (gpointer data)
   return NULL;
 }
 
+/* The job is failing already (the others heard why through the
+ * launcher's pipe).  Where not even the thread bounding its end can
+ * start (ulimit -u, ulimit -v), the end itself may wait for ever: this
+ * process exits now, as it would after the grace. */
 static void
 on_fatal (gpointer data, const GError *why)
 {
   (void) data;
-  g_thread_unref (g_thread_new ("fatal-exit", exit_later, g_strdup (why->message)));
+  char *message = g_strdup (why->message);
+  GError *error = NULL;
+  GThread *timer = shoal_thread_start ("fatal-exit", exit_later, message, &error);
+  if (timer != NULL)
+    {
+      g_thread_unref (timer);
+      return;
+    }
+  fprintf (stderr, "shoal proc: %s; %s: exiting now\n", message, error->message);
+  fflush (NULL);
+  _exit (1);
 }
 
 
