@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "data/dataset.h"
 
 static const ShoalOption lmdb_input_options[] = {
@@ -265,11 +266,10 @@ start_prefetch (ShoalLayer *layer, GError **error)
   LmdbInputPriv *p = layer->priv;
   GError *local = NULL;
   p->want = TRUE;
-  p->thread = g_thread_try_new ("shoal-prefetch", prefetch_main, layer, &local);
+  p->thread = shoal_thread_start ("shoal-prefetch", prefetch_main, layer, &local);
   if (p->thread == NULL)
     {
-      shoal_layer_error (layer, error, "prefetch", "cannot start the prefetch thread: %s", local->message);
-      g_error_free (local);
+      shoal_layer_error_nomem (layer, error, local, "prefetch");
       return FALSE;
     }
   return TRUE;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "rpc/thread_pool.h"
 #include "rpc/thrift_protocol.h"
 #include "rpc/thrift_socket.h"
@@ -611,12 +612,10 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
       shoal_rpc_listener_stop (rpc);
       return NULL;
     }
-  GError *e = NULL;
-  rpc->poller = g_thread_try_new ("shoal-rpc-poll", poller_main, rpc, &e);
+  rpc->poller = shoal_thread_start ("shoal-rpc-poll", poller_main, rpc, error);
   if (rpc->poller == NULL)
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: no poller thread: %s", name, e->message);
-      g_error_free (e);
+      g_prefix_error (error, "%s: ", name);
       shoal_rpc_listener_stop (rpc);
       return NULL;
     }
