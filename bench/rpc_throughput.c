@@ -332,7 +332,7 @@ one (Ctx *c, Kind k)
       {
         gint32 slice = 0;
         gint64 base = c->version, got;
-        if (!shoal_rpc_client_push_pull_shm (c->shm_rpc, &slice, 1, c->version++, &base, 0, TRUE, &got,
+        if (!shoal_rpc_client_push_pull_shm (c->shm_rpc, &slice, 1, c->version++, &base, 0, TRUE, FALSE, &got,
                                              &error))
           die ("push_pull_shm", error);
       }

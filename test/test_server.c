@@ -636,6 +636,88 @@ test_pinned_values (void)
   shoal_param_store_free (layout);
 }
 
+static gboolean
+all_zero (const float *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i] != 0)
+      return FALSE;
+  return TRUE;
+}
+
+/* shoal_server_push_consume makes the updates push_from makes and leaves
+ * the gradient zero on every path: applied at once, summed into the step
+ * (several contributors), dropped (a backup worker's late step) and
+ * refused. */
+static void
+test_push_consume (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf upd = plain_sgd (0.1f);
+  upd.momentum = 0.9f;
+  GError *error = NULL;
+  ShoalServerOptions sync3 = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 3, .backup_workers = 1,
+                               .nslices = 2 };
+  ShoalServerOptions async = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 2 };
+  const ShoalServerOptions *modes[] = { &sync3, &async };
+  for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+    {
+      ShoalServer *plain = shoal_server_new (layout, &upd, modes[m], &error);
+      ShoalServer *consumed = shoal_server_new (layout, &upd, modes[m], &error);
+      g_assert_no_error (error);
+      shoal_server_host_all (plain);
+      shoal_server_host_all (consumed);
+      size_t begin, end;
+      shoal_server_slice_range (plain, 0, &begin, &end);
+      size_t n = end - begin;
+      float *grad = g_new (float, n), *kept = g_new (float, n);
+      for (gint64 step = 0; step < 3; step++)
+        for (int contributor = 0; contributor < 3; contributor++)
+          {
+            for (size_t i = 0; i < n; i++)
+              kept[i] = (float) ((int) ((i * 5 + (size_t) (step * 3 + contributor)) % 11) - 5) * 0.25f;
+            memcpy (grad, kept, n * sizeof (float));
+            ShoalPushOrigin origin = { step, contributor };
+            gint64 v1 = -1, v2 = -1;
+            g_assert_true (shoal_server_push_from (plain, 0, kept, n, step, &origin, &v1, &error));
+            g_assert_true (shoal_server_push_consume (consumed, 0, grad, n, step, &origin, NULL, &v2, NULL,
+                                                      &error));
+            g_assert_no_error (error);
+            g_assert_cmpint (v1, ==, v2);
+            g_assert_true (all_zero (grad, n));
+          }
+      g_assert_cmpmem (shoal_server_values (plain) + begin, n * sizeof (float),
+                       shoal_server_values (consumed) + begin, n * sizeof (float));
+      if (modes[m] == &sync3)
+        {
+          /* the third contributor of each step came late: dropped */
+          ShoalServerStats st;
+          shoal_server_stats (consumed, &st);
+          g_assert_cmpint (st.dropped, ==, 3);
+        }
+      /* refused (a step from the future, or a wrong length): cleared too */
+      memcpy (grad, kept, n * sizeof (float));
+      gboolean ok = shoal_server_push_consume (consumed, 0, grad, n, modes[m] == &sync3 ? 99 : 0, NULL, NULL,
+                                               NULL, NULL, &error);
+      if (modes[m] == &sync3)
+        {
+          g_assert_false (ok);
+          g_clear_error (&error);
+        }
+      g_assert_true (all_zero (grad, n));
+      memcpy (grad, kept, n * sizeof (float));
+      g_assert_false (shoal_server_push_consume (consumed, 0, grad, n - 1, 3, NULL, NULL, NULL, NULL, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
+      g_clear_error (&error);
+      g_assert_true (all_zero (grad, n - 1));
+      g_free (grad);
+      g_free (kept);
+      shoal_server_free (plain);
+      shoal_server_free (consumed);
+    }
+  shoal_param_store_free (layout);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -649,5 +731,6 @@ main (int argc, char **argv)
   g_test_add_func ("/server/stop-at-async", test_stop_at_async);
   g_test_add_func ("/server/pinned-values", test_pinned_values);
   g_test_add_func ("/server/elastic-center-checkpoint", test_elastic_center_checkpoint);
+  g_test_add_func ("/server/push-consume", test_push_consume);
   return g_test_run ();
 }

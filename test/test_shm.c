@@ -226,7 +226,7 @@ test_push_pull_shm (void)
       const gint32 calls[2][3] = { { 5, 1, 3 }, { 0, 2, 4 } };
       for (int call = 0; call < 2; call++)
         {
-          g_assert_true (shoal_rpc_client_push_pull_shm (a, calls[call], 3, step, bases, -1, TRUE,
+          g_assert_true (shoal_rpc_client_push_pull_shm (a, calls[call], 3, step, bases, -1, TRUE, FALSE,
                                                          versions, &error));
           g_assert_no_error (error);
           for (int i = 0; i < 3; i++)
@@ -249,7 +249,7 @@ test_push_pull_shm (void)
   memset (values, 0, total * sizeof (float));
   gint64 base = 4, version;
   gint32 zero = 0;
-  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 4, &base, -1, FALSE, &version, &error));
+  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 4, &base, -1, FALSE, FALSE, &version, &error));
   g_assert_no_error (error);
   g_assert_cmpint (version, ==, 5);
   g_assert_cmpfloat (values[0], ==, 0);
@@ -258,7 +258,7 @@ test_push_pull_shm (void)
   shoal_rpc_client_free (a);
   a = client_new (&shm_env, TOKEN);
   g_assert_true (shoal_rpc_client_use_shm (a, &offer, 0, (gint64) total));
-  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 5, &base, -1, TRUE, &version, &error));
+  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 5, &base, -1, TRUE, FALSE, &version, &error));
   g_assert_no_error (error);
   g_assert_cmpint (version, ==, 6);
 
@@ -287,7 +287,7 @@ ssp_push_step1 (gpointer data)
   gint32 zero = 0;
   gint64 base = 1, version = -1;
   GError *error = NULL;
-  call->ok = shoal_rpc_client_push_pull_shm (a, &zero, 1, 1, &base, 0, TRUE, &version, &error);
+  call->ok = shoal_rpc_client_push_pull_shm (a, &zero, 1, 1, &base, 0, TRUE, FALSE, &version, &error);
   g_assert_no_error (error);
   g_assert_cmpint (version, ==, 3);
   shoal_rpc_client_free (a);
@@ -318,7 +318,7 @@ test_ssp_reply_after_bound (void)
   value_pattern (grads, total, 1);
   gint32 zero = 0;
   gint64 base = 0, version = -1;
-  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 0, &base, 0, TRUE, &version, &error));
+  g_assert_true (shoal_rpc_client_push_pull_shm (a, &zero, 1, 0, &base, 0, TRUE, FALSE, &version, &error));
   g_assert_no_error (error);
   g_assert_cmpint (version, ==, 1);
   shoal_rpc_client_free (a);
@@ -359,7 +359,7 @@ test_shm_refusals (void)
 
   /* no region attached on this connection */
   ShoalRpcClient *c = client_new (&env, TOKEN);
-  g_assert_false (shoal_rpc_client_push_pull_shm (c, all, 1, 0, bases, -1, TRUE, versions, &error));
+  g_assert_false (shoal_rpc_client_push_pull_shm (c, all, 1, 0, bases, -1, TRUE, FALSE, versions, &error));
   assert_error_has (error, "no shared memory");
   g_clear_error (&error);
 
@@ -394,17 +394,192 @@ test_shm_refusals (void)
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       g_assert_false (shoal_rpc_client_push_pull_shm (c, bad[i].count > 0 ? bad[i].ids : all,
-                                                      bad[i].count, 0, bases, -1, TRUE, versions, &error));
+                                                      bad[i].count, 0, bases, -1, TRUE, FALSE, versions, &error));
       assert_error_has (error, bad[i].part);
       g_clear_error (&error);
     }
   /* the server still serves it */
-  g_assert_true (shoal_rpc_client_push_pull_shm (c, all, NSLICES, 0, bases, -1, TRUE, versions, &error));
+  g_assert_true (shoal_rpc_client_push_pull_shm (c, all, NSLICES, 0, bases, -1, TRUE, FALSE, versions, &error));
   g_assert_no_error (error);
   shoal_rpc_client_free (c);
   shoal_shm_region_free (small);
   shoal_shm_region_free (region);
   env_stop (&env);
+}
+
+/* Pushes step `step` of every slice from a socket client that makes the
+ * update (the other contributor pushed before) and receives the values. */
+static void
+socket_push_pull_all (ShoalRpcClient *c, ShoalServer *server, const float *grads, float *values, int step)
+{
+  GError *error = NULL;
+  for (int s = 0; s < NSLICES; s++)
+    {
+      size_t begin, end;
+      shoal_server_slice_range (server, s, &begin, &end);
+      g_assert_true (shoal_rpc_client_push_pull (c, s, grads + begin, values + begin, end - begin, step, NULL,
+                                                 &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* Whether the server's value storage is `values` (a mapping of it: the
+ * server maps the region at another address): a change made there shows
+ * in the server's values.  Lends the server's buffer, so last. */
+static gboolean
+stores_values_in (ShoalServer *server, float *values)
+{
+  volatile float *v = shoal_server_values (server);
+  float keep = values[0];
+  values[0] = keep + 1.0f;
+  gboolean same = v[0] == keep + 1.0f;
+  values[0] = keep;
+  return same;
+}
+
+typedef struct {
+  ShoalRpcClient *client;
+  gint64 step;
+  gboolean ok;
+} ShmCall;
+
+/* push_pull_shm of every slice with fetch, no clear_grads */
+static gpointer
+shm_call_main (gpointer data)
+{
+  ShmCall *call = data;
+  gint32 all[NSLICES] = { 0, 1, 2, 3, 4, 5 };
+  gint64 bases[NSLICES] = { -1, -1, -1, -1, -1, -1 }, versions[NSLICES];
+  GError *error = NULL;
+  call->ok = shoal_rpc_client_push_pull_shm (call->client, all, NSLICES, call->step, bases, -1, TRUE, FALSE,
+                                             versions, &error);
+  g_assert_no_error (error);
+  return NULL;
+}
+
+/* SYNC: the first region attached becomes the server's value storage, so
+ * its worker reads every update in place, even one that another
+ * contributor's push made; the gradients it sends with clear_grads come
+ * back zero.  The mapping outlives the worker's connection, a later
+ * region is written a copy, and an ASYNC server adopts nothing. */
+static void
+test_sync_adopts_region (void)
+{
+  Env env, ref;
+  env_start (&env, SHOAL_UPDATE_SYNC, 2);
+  env_start (&ref, SHOAL_UPDATE_SYNC, 2);
+  size_t total = shoal_server_total (env.server);
+  ShoalShmOffer offer;
+  ShoalShmRegion *region = worker_region (total, &offer);
+  float *values = shoal_shm_region_data (region), *grads = values + total;
+  ShoalRpcClient *a = client_new (&env, TOKEN), *b = client_new (&env, TOKEN);
+  ShoalRpcClient *ra = client_new (&ref, TOKEN), *rb = client_new (&ref, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (a, &offer, 0, (gint64) total));
+  /* the server's values were copied into the region when it attached */
+  g_assert_cmpmem (values, total * sizeof (float), ref.layout->values, total * sizeof (float));
+  float *ref_values = g_new0 (float, total), *b_values = g_new0 (float, total), *grad_a = g_new (float, total),
+        *grad_b = g_new (float, total);
+  gint32 all[NSLICES] = { 0, 1, 2, 3, 4, 5 };
+  gint64 bases[NSLICES] = { -1, -1, -1, -1, -1, -1 }, versions[NSLICES];
+  GError *error = NULL;
+
+  for (int step = 0; step < 3; step++)
+    {
+      value_pattern (grad_a, total, 2 * step + 1);
+      value_pattern (grad_b, total, 2 * step + 2);
+      memcpy (grads, grad_a, total * sizeof (float));
+      /* a pushes first (no fetch); b's push makes the update */
+      g_assert_true (shoal_rpc_client_push_pull_shm (a, all, NSLICES, step, bases, -1, FALSE, TRUE, versions,
+                                                     &error));
+      g_assert_no_error (error);
+      for (size_t i = 0; i < total; i++)
+        g_assert_true (grads[i] == 0);
+      for (int s = 0; s < NSLICES; s++)
+        {
+          size_t begin, end;
+          shoal_server_slice_range (ref.server, s, &begin, &end);
+          g_assert_true (shoal_rpc_client_push (ra, s, grad_a + begin, end - begin, step, &error));
+          g_assert_no_error (error);
+        }
+      socket_push_pull_all (b, env.server, grad_b, b_values, step);
+      socket_push_pull_all (rb, ref.server, grad_b, ref_values, step);
+      g_assert_cmpmem (b_values, total * sizeof (float), ref_values, total * sizeof (float));
+      /* a made no call since its push: the update wrote its region */
+      g_assert_cmpmem (values, total * sizeof (float), ref_values, total * sizeof (float));
+    }
+
+  /* the worker goes (its connection and its mapping): the server keeps
+   * the storage and goes on */
+  shoal_rpc_client_free (a);
+  shoal_shm_region_free (region);
+  for (int step = 3; step < 5; step++)
+    {
+      value_pattern (grad_a, total, 2 * step + 1);
+      value_pattern (grad_b, total, 2 * step + 2);
+      for (int s = 0; s < NSLICES; s++)
+        {
+          size_t begin, end;
+          shoal_server_slice_range (env.server, s, &begin, &end);
+          g_assert_true (shoal_rpc_client_push (b, s, grad_a + begin, end - begin, step, &error));
+          g_assert_true (shoal_rpc_client_push (ra, s, grad_a + begin, end - begin, step, &error));
+          g_assert_no_error (error);
+        }
+      socket_push_pull_all (b, env.server, grad_b, b_values, step);
+      socket_push_pull_all (rb, ref.server, grad_b, ref_values, step);
+      g_assert_cmpmem (b_values, total * sizeof (float), ref_values, total * sizeof (float));
+    }
+
+  /* a second region is not adopted: the values are written into it */
+  ShoalShmOffer offer2;
+  ShoalShmRegion *region2 = worker_region (total, &offer2);
+  float *values2 = shoal_shm_region_data (region2), *grads2 = values2 + total;
+  ShoalRpcClient *c = client_new (&env, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (c, &offer2, 0, (gint64) total));
+  value_pattern (grads2, total, 11);
+  value_pattern (grad_b, total, 12);
+  for (int s = 0; s < NSLICES; s++)
+    {
+      size_t begin, end;
+      shoal_server_slice_range (ref.server, s, &begin, &end);
+      g_assert_true (shoal_rpc_client_push (ra, s, grads2 + begin, end - begin, 5, &error));
+      g_assert_no_error (error);
+    }
+  socket_push_pull_all (rb, ref.server, grad_b, ref_values, 5);
+  ShmCall call = { c, 5, FALSE };
+  GThread *t = g_thread_new ("shm-call", shm_call_main, &call);
+  /* c's call waits for b's push of step 5 */
+  socket_push_pull_all (b, env.server, grad_b, b_values, 5);
+  g_thread_join (t);
+  g_assert_true (call.ok);
+  g_assert_cmpmem (values2, total * sizeof (float), ref_values, total * sizeof (float));
+  g_assert_true (grads2[1] != 0);   /* kept: clear_grads was not asked */
+  g_assert_false (stores_values_in (env.server, values2));
+
+  /* ASYNC: the values change while workers compute: nothing adopted */
+  Env async;
+  env_start (&async, SHOAL_UPDATE_ASYNC, 1);
+  ShoalRpcClient *d = client_new (&async, TOKEN);
+  g_assert_true (shoal_rpc_client_use_shm (d, &offer2, 0, (gint64) total));
+  g_assert_true (shoal_rpc_client_push_pull_shm (d, all, NSLICES, 0, bases, -1, TRUE, TRUE, versions, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (values2, total * sizeof (float), shoal_server_values (async.server), total * sizeof (float));
+  g_assert_false (stores_values_in (async.server, values2));
+  for (size_t i = 0; i < total; i++)
+    g_assert_true (grads2[i] == 0);
+  shoal_rpc_client_free (d);
+  env_stop (&async);
+
+  g_free (ref_values);
+  g_free (b_values);
+  g_free (grad_a);
+  g_free (grad_b);
+  shoal_rpc_client_free (b);
+  shoal_rpc_client_free (c);
+  shoal_rpc_client_free (ra);
+  shoal_rpc_client_free (rb);
+  shoal_shm_region_free (region2);
+  env_stop (&env);
+  env_stop (&ref);
 }
 
 /* ---- the param client ------------------------------------------------------- */
@@ -452,6 +627,8 @@ test_param_client_same_values (void)
         g_assert_true (a->grads[i] == 0 && b->grads[i] == 0);
       g_assert_cmpint (shoal_param_client_catch_up_step (ca, step + 1), ==, step + 1);
     }
+  /* SYNC with one worker: the server keeps its values in the worker's region */
+  g_assert_true (stores_values_in (shm_env.server, a->values));
   g_assert_cmpmem (shoal_server_values (shm_env.server), total * sizeof (float),
                    shoal_server_values (sock_env.server), total * sizeof (float));
   shoal_param_client_free (ca);
@@ -473,6 +650,7 @@ main (int argc, char **argv)
   g_test_add_func ("/shm/push-pull-shm", test_push_pull_shm);
   g_test_add_func ("/shm/ssp-reply-after-bound", test_ssp_reply_after_bound);
   g_test_add_func ("/shm/refusals", test_shm_refusals);
+  g_test_add_func ("/shm/sync-adopts-region", test_sync_adopts_region);
   g_test_add_func ("/shm/param-client-same-values", test_param_client_same_values);
   return g_test_run ();
 }

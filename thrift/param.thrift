@@ -153,9 +153,12 @@ service ParamService {
    * slices: count little-endian i32, each once; base_versions: count
    * little-endian i64, as push_pull's base_version.  Returns the versions
    * of the values written (count little-endian i64; with fetch false, the
-   * versions the pushes made ready). */
+   * versions the pushes made ready).  clear_grads: the server leaves the
+   * slices' gradients in the region zero (cleared in the pass that reads
+   * them), whatever became of them, once the call returns without an
+   * error; the caller need not clear them before its next backward. */
   binary push_pull_shm (1: string token, 2: binary slices, 3: i64 step, 4: i64 wait_ms,
-                        5: binary base_versions, 6: i32 unit, 7: bool fetch)
+                        5: binary base_versions, 6: i32 unit, 7: bool fetch, 8: bool clear_grads)
     throws (1: ParamError err),
 
   /* Liveness (src/server/liveness.h): process `rank` is alive.

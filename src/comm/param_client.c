@@ -2,7 +2,9 @@
  *
  * Gradients go out from where backward left them: a queued slice's
  * gradients stay in the store until the comm thread has sent them, and
- * the comm thread clears them after.  Nothing writes them in between -
+ * are cleared after - by the server's update as it reads them where it
+ * reads them from shared memory (or in this process), by the comm thread
+ * where they crossed a socket.  Nothing writes them in between -
  * a complete slice is not touched again in its step, and the next
  * backward starts only after shoal_param_client_wait - so the worker
  * neither copies nor clears 2 x the model per step on its own thread.
@@ -370,7 +372,8 @@ shm_route (ShoalParamClient *c, int s)
   return shoal_rpc_client_shm_usable (rpc) ? rpc : NULL;
 }
 
-/* One call carrying the slices `ids` (count) through shared memory. */
+/* One call carrying the slices `ids` (count) through shared memory; the
+ * server leaves their gradients zero when it succeeds. */
 static gboolean
 exchange_shm (ShoalParamClient *c, ShoalRpcClient *rpc, const gint32 *ids, int count, GError **error)
 {
@@ -378,7 +381,7 @@ exchange_shm (ShoalParamClient *c, ShoalRpcClient *rpc, const gint32 *ids, int c
   gboolean fetch = fetches_at (c, c->step);
   for (int i = 0; i < count; i++)
     bases[i] = c->have_version[ids[i]];
-  gboolean ok = shoal_rpc_client_push_pull_shm (rpc, ids, count, c->step, bases, c->unit, fetch,
+  gboolean ok = shoal_rpc_client_push_pull_shm (rpc, ids, count, c->step, bases, c->unit, fetch, TRUE,
                                                 versions, error);
   for (int i = 0; i < count && ok && fetch; i++)
     c->have_version[ids[i]] = versions[i];
@@ -397,7 +400,7 @@ exchange_shm (ShoalParamClient *c, ShoalRpcClient *rpc, const gint32 *ids, int c
  * first (the deadlock of two AllReduce workers each sending first what
  * the other's server holds). */
 static gboolean
-exchange_batch (ShoalParamClient *c, const Batch *batch, GError **error)
+exchange_batch (ShoalParamClient *c, const Batch *batch, gboolean *cleared, GError **error)
 {
   int n = batch->to - batch->from;
   gint32 *ids = g_new (gint32, n);
@@ -418,7 +421,11 @@ exchange_batch (ShoalParamClient *c, const Batch *batch, GError **error)
             ids[count++] = s;
           }
       if (rpc != NULL)
-        ok = exchange_shm (c, rpc, ids, count, error);
+        {
+          ok = exchange_shm (c, rpc, ids, count, error);
+          for (int i = 0; i < count && ok; i++)
+            cleared[ids[i] - batch->from] = TRUE;
+        }
       else
         for (int i = 0; i < count && ok; i++)
           ok = exchange (c, ids[i], error);
@@ -447,15 +454,19 @@ comm_thread (gpointer data)
       g_mutex_unlock (&c->lock);
       /* after a failure (a STOPPED refusal too) the step is given up:
        * the rest of its slices are not sent */
-      if (!failed_before && !exchange_batch (c, batch, &error))
+      gboolean *cleared = g_new0 (gboolean, batch->to - batch->from);
+      if (!failed_before && !exchange_batch (c, batch, cleared, &error))
         {
           g_mutex_lock (&c->lock);
           keep_failure (c, batch->from, error);
           g_mutex_unlock (&c->lock);
         }
-      /* sent (or given up): backward adds into zeroes next step */
-      size_t b = c->begin[batch->from], e = c->end[batch->to - 1];
-      memset (c->store->grads + b, 0, (e - b) * sizeof (float));
+      /* sent (or given up): backward adds into zeroes next step; a server
+       * that read them from shared memory cleared them already */
+      for (int s = batch->from; s < batch->to; s++)
+        if (!cleared[s - batch->from])
+          memset (c->store->grads + c->begin[s], 0, (c->end[s] - c->begin[s]) * sizeof (float));
+      g_free (cleared);
       g_free (batch);
       g_mutex_lock (&c->lock);
       if (--c->outstanding == 0)
@@ -566,10 +577,10 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
           size_t b = c->begin[s], n = c->end[s] - b;
           GError *error = NULL;
           ShoalPushOrigin origin = { c->have_version[s], c->unit };
-          if (!shoal_server_push_from (c->shared, s, grads + b, n, step, &origin, &c->have_version[s],
-                                       &error))
+          /* the update clears the gradients as it reads them */
+          if (!shoal_server_push_consume (c->shared, s, grads + b, n, step, &origin, NULL, &c->have_version[s],
+                                          NULL, &error))
             keep_failure (c, s, error);
-          memset (grads + b, 0, n * sizeof (float));
         }
     }
   else

@@ -697,7 +697,7 @@ shoal_rpc_client_shm_usable (ShoalRpcClient *c)
 gboolean
 shoal_rpc_client_push_pull_shm (ShoalRpcClient *c, const gint32 *slices, int count, gint64 step,
                                 const gint64 *base_versions, int unit, gboolean fetch,
-                                gint64 *versions, GError **error)
+                                gboolean clear_grads, gint64 *versions, GError **error)
 {
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
@@ -715,7 +715,7 @@ shoal_rpc_client_push_pull_shm (ShoalRpcClient *c, const gint32 *slices, int cou
   GByteArray ids = { (guint8 *) slices, (guint) ((size_t) count * sizeof (gint32)) };
   GByteArray bases = { (guint8 *) base_versions, (guint) ((size_t) count * sizeof (gint64)) };
   ok = shoal_param_service_if_push_pull_shm (c->client, &ret, c->token, &ids, step, wait_ms (c),
-                                             &bases, unit, fetch, &perr, &terr);
+                                             &bases, unit, fetch, clear_grads, &perr, &terr);
   if (ok && perr == NULL && terr == NULL)
     {
       if (ret == NULL || ret->len != (guint) count * sizeof (gint64))

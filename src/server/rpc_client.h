@@ -113,10 +113,13 @@ gboolean shoal_rpc_client_shm_usable (ShoalRpcClient *c);
  * once) in one round trip, their gradients read from the region and their
  * values written into it: the server pushes all before it waits for any.
  * versions (count) get the versions of the values written (fetch) or
- * made ready (push). */
+ * made ready (push).  clear_grads: on success the slices' gradients in
+ * the region are zero (the server clears them as it reads them); on an
+ * error the caller clears what it needs cleared. */
 gboolean shoal_rpc_client_push_pull_shm (ShoalRpcClient *c, const gint32 *slices, int count,
                                          gint64 step, const gint64 *base_versions, int unit,
-                                         gboolean fetch, gint64 *versions, GError **error);
+                                         gboolean fetch, gboolean clear_grads, gint64 *versions,
+                                         GError **error);
 
 G_END_DECLS
 

@@ -777,18 +777,24 @@ handler_send_bridge (ShoalParamServiceIf *iface, const gchar *token, const gint3
 /* ---- shared memory -------------------------------------------------------- */
 
 /* A connection's attached region: the worker's values and gradients in
- * the job's flat layout (the connection's data, see listener.h). */
+ * the job's flat layout (the connection's data, see listener.h).
+ * Reference-counted: a server that adopted the values as its storage
+ * keeps the mapping past the connection. */
 typedef struct {
   ShoalShmRegion *region;
   float *values, *grads;
 } ConnShm;
 
 static void
+conn_shm_clear (gpointer data)
+{
+  shoal_shm_region_free (((ConnShm *) data)->region);
+}
+
+static void
 conn_shm_free (gpointer data)
 {
-  ConnShm *shm = data;
-  shoal_shm_region_free (shm->region);
-  g_free (shm);
+  g_atomic_rc_box_release_full (data, conn_shm_clear);
 }
 
 static gboolean
@@ -826,13 +832,19 @@ handler_attach_shm (ShoalParamServiceIf *iface, const gchar *token, const gint32
       g_debug ("rpc: %s: %s", peer (), e->message);
       return server_fault (rpc, err, e);
     }
-  ConnShm *shm = g_new0 (ConnShm, 1);
+  ConnShm *shm = g_atomic_rc_box_new0 (ConnShm);
   shm->region = region;
   shm->values = (float *) shoal_shm_region_data (region) + values_at;
   shm->grads = (float *) shoal_shm_region_data (region) + grads_at;
   shoal_rpc_listener_set_conn_data (shm, conn_shm_free);
   g_debug ("rpc: %s attached %" G_GINT64_FORMAT " bytes of shared memory of process %d", peer (),
            bytes, pid);
+  /* SYNC: the first worker's region becomes the server's value storage,
+   * so that worker reads new values where the update writes them */
+  if (shoal_server_adopt_values (rpc->server, shm->values, g_atomic_rc_box_acquire (shm), conn_shm_free))
+    g_debug ("rpc: %s: its region holds this server's values from now on", peer ());
+  else
+    conn_shm_free (shm);
   return TRUE;
 }
 
@@ -844,7 +856,7 @@ static gboolean
 handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
                        const GByteArray *slices, const gint64 step, const gint64 wait_ms,
                        const GByteArray *base_versions, const gint32 unit, const gboolean fetch,
-                       ShoalParamError **err, GError **error)
+                       const gboolean clear_grads, ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = rpc_of (iface);
   ConnShm *shm = shoal_rpc_listener_conn_data ();
@@ -889,8 +901,11 @@ handler_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const g
       shoal_server_slice_range (rpc->server, ids[i], &begin, &end);
       /* the update that this push makes writes the worker's values too,
        * unless SSP holds the reply (then they are pulled after the wait) */
-      if (!shoal_server_push_mirrored (rpc->server, ids[i], shm->grads + begin, end - begin, step, &origin,
-                                       fetch ? shm->values + begin : NULL, &ready[i], &mirrored[i], &e))
+      float *grad = shm->grads + begin, *mirror = fetch ? shm->values + begin : NULL;
+      if (clear_grads ? !shoal_server_push_consume (rpc->server, ids[i], grad, end - begin, step, &origin,
+                                                    mirror, &ready[i], &mirrored[i], &e)
+                      : !shoal_server_push_mirrored (rpc->server, ids[i], grad, end - begin, step, &origin,
+                                                     mirror, &ready[i], &mirrored[i], &e))
         ok = server_fault (rpc, err, e);
     }
   for (int i = 0; i < count && ok; i++)

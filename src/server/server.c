@@ -46,7 +46,7 @@ shoal_server_new (const ShoalParamStore *layout, const ShoalUpdaterConf *updater
   if (opts->mode != SHOAL_UPDATE_ASYNC)
     server->opts.ssp_units = 0;
   server->total = layout->total;
-  server->values = values;
+  server->values = server->own_values = values;
   memcpy (server->values, layout->values, layout->total * sizeof (float));
   server->state_per_value = state_per_value;
   server->state = state;
@@ -102,7 +102,9 @@ shoal_server_free (ShoalServer *server)
   g_free (server->slices);
   g_free (server->segments);
   g_free (server->part_updates);
-  shoal_free_aligned (server->values);
+  shoal_free_aligned (server->own_values);
+  if (server->adopted_release != NULL)
+    server->adopted_release (server->adopted);
   shoal_free_aligned (server->state);
   g_free (server);
 }
@@ -144,7 +146,36 @@ shoal_server_hosts (ShoalServer *server, int slice)
 float *
 shoal_server_values (ShoalServer *server)
 {
+  /* a borrower keeps this pointer: the storage never moves from now on */
+  server->values_lent = TRUE;
   return server->values;
+}
+
+gboolean
+shoal_server_adopt_values (ShoalServer *server, float *values, gpointer owner, GDestroyNotify release)
+{
+  g_return_val_if_fail (values != NULL, FALSE);
+  if (!shoal_server_values_stable (server) || server->values_lent || server->adopted_release != NULL
+      || g_atomic_int_get (&server->stopping))
+    return FALSE;
+  /* every slice lock, in order: no update, pull or checkpoint meanwhile
+   * (nothing else takes two of them) */
+  for (int i = 0; i < server->opts.nslices; i++)
+    g_mutex_lock (&server->slices[i].lock);
+  for (int i = 0; i < server->opts.nslices; i++)
+    {
+      Slice *s = &server->slices[i];
+      if (s->hosted)
+        memcpy (values + s->begin, server->values + s->begin, (s->end - s->begin) * sizeof (float));
+    }
+  /* replies under way that lent the old buffer go on reading it: it
+   * stays allocated, and holds the same values */
+  g_atomic_pointer_set (&server->values, values);
+  server->adopted = owner;
+  server->adopted_release = release;
+  for (int i = server->opts.nslices - 1; i >= 0; i--)
+    g_mutex_unlock (&server->slices[i].lock);
+  return TRUE;
 }
 
 size_t
@@ -218,6 +249,7 @@ typedef struct {
   float *values, *state_a, *state_b;
   const float *grad;
   float *mirror;          /* or NULL */
+  float *clear;           /* the gradient to zero once read (push_consume), or NULL */
 } SegmentUpdate;
 
 static void
@@ -228,17 +260,20 @@ update_chunk (size_t begin, size_t end, gpointer data)
                        u->grad + begin, u->state_a != NULL ? u->state_a + begin : NULL,
                        u->state_b != NULL ? u->state_b + begin : NULL, end - begin);
   /* while the chunk is in cache */
-  if (u->mirror != NULL)
+  if (u->mirror != NULL && u->mirror != u->values)   /* adopted storage: no copy to make */
     memcpy (u->mirror + begin, u->values + begin, (end - begin) * sizeof (float));
+  if (u->clear != NULL)
+    memset (u->clear + begin, 0, (end - begin) * sizeof (float));
 }
 
 /* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
  * its learning rate multiplied by lr_mult; large segments on the cores
  * that idle meanwhile (core/parallel.h).  mirror (or NULL): [begin, end)
- * of a copy of the values that gets the new ones too. */
+ * of a copy of the values that gets the new ones too.  clear (grad
+ * itself, or NULL): zeroed chunk by chunk once the update read it. */
 static void
 apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const float *grad, gint64 step,
-             float lr_mult, float *mirror)
+             float lr_mult, float *mirror, float *clear)
 {
   for (int i = 0; i < server->nsegments; i++)
     {
@@ -255,7 +290,7 @@ apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const flo
         seg->lr_scale * server->opts.lr_scale * lr_mult, seg->wd_scale, server->values + a,
         server->state_per_value > 0 ? server->state + a : NULL,
         server->state_per_value > 1 ? server->state + server->total + a : NULL, grad + (a - begin),
-        mirror != NULL ? mirror + (a - begin) : NULL,
+        mirror != NULL ? mirror + (a - begin) : NULL, clear != NULL ? clear + (a - begin) : NULL,
       };
       shoal_parallel_for (b - a, SHOAL_PARALLEL_GRAIN, update_chunk, &u);
     }
@@ -316,17 +351,50 @@ shoal_server_push_from (ShoalServer *server, int slice, const float *grad, size_
                                      error);
 }
 
+static gboolean push_slice (ShoalServer *server, Slice *s, const float *grad, float *clear, size_t n,
+                            gint64 step, const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version,
+                            gboolean *mirrored_out, gboolean *cleared, GError **error);
+
 gboolean
 shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n, gint64 step,
                             const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version,
                             gboolean *mirrored_out, GError **error)
 {
-  gboolean mirrored = FALSE;
+  gboolean cleared = FALSE;
   if (mirrored_out != NULL)
     *mirrored_out = FALSE;
   Slice *s = shoal_server_checked_slice (server, "push", slice, n, error);
-  if (s == NULL)
-    return FALSE;
+  return s != NULL
+         && push_slice (server, s, grad, NULL, n, step, origin, mirror, ready_version, mirrored_out, &cleared,
+                        error);
+}
+
+gboolean
+shoal_server_push_consume (ShoalServer *server, int slice, float *grad, size_t n, gint64 step,
+                           const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version,
+                           gboolean *mirrored_out, GError **error)
+{
+  gboolean cleared = FALSE, ok = FALSE;
+  if (mirrored_out != NULL)
+    *mirrored_out = FALSE;
+  Slice *s = shoal_server_checked_slice (server, "push", slice, n, error);
+  if (s != NULL)
+    ok = push_slice (server, s, grad, grad, n, step, origin, mirror, ready_version, mirrored_out, &cleared,
+                     error);
+  if (!cleared)
+    memset (grad, 0, n * sizeof (float));
+  return ok;
+}
+
+/* One push of a checked slice; clear (grad itself, or NULL) is zeroed in
+ * the pass that reads it, and *cleared says whether that happened. */
+static gboolean
+push_slice (ShoalServer *server, Slice *s, const float *grad, float *clear, size_t n, gint64 step,
+            const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version, gboolean *mirrored_out,
+            gboolean *cleared, GError **error)
+{
+  int slice = (int) (s - server->slices);
+  gboolean mirrored = FALSE;
   gint64 base = origin != NULL ? origin->base_version : -1;
   int unit = origin != NULL ? origin->unit : -1;
   if (s->clocks != NULL && unit >= server->opts.ssp_units)
@@ -361,7 +429,8 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
       if (mirror != NULL && s->clocks != NULL && unit >= 0
           && !shoal_clocks_may_go_on (s->clocks, step, server->opts.ssp_bound))
         mirror = NULL;
-      apply_range (server, (int) (s - server->slices), s->begin, s->end, grad, step, mult, mirror);
+      apply_range (server, slice, s->begin, s->end, grad, step, mult, mirror, clear);
+      *cleared = clear != NULL;
       mirrored = mirror != NULL;
       if (base >= 0)
         record_staleness (server, staleness);
@@ -411,6 +480,9 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
           else
             for (size_t i = 0; i < n; i++)
               acc[i] += grad[i];
+          if (clear != NULL)
+            memset (clear, 0, n * sizeof (float));
+          *cleared = clear != NULL;
           sum = acc;
         }
       if (++s->contributions == need)
@@ -421,7 +493,9 @@ shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, s
               for (size_t i = 0; i < n; i++)
                 s->accumulator[i] *= inv;
             }
-          apply_range (server, (int) (s - server->slices), s->begin, s->end, sum, step, 1.0f, mirror);
+          apply_range (server, slice, s->begin, s->end, sum, step, 1.0f, mirror,
+                       *cleared ? NULL : clear);
+          *cleared = clear != NULL;
           mirrored = mirror != NULL;
           s->contributions = 0;
           s->version++;
@@ -516,7 +590,7 @@ shoal_server_lend_values (ShoalServer *server, int slice)
   g_return_val_if_fail (shoal_server_values_stable (server) && shoal_server_hosts (server, slice), NULL);
   Slice *s = &server->slices[slice];
   shoal_server_stat_add (&server->stats.bytes_out, (gint64) ((s->end - s->begin) * sizeof (float)));
-  return server->values + s->begin;
+  return (float *) g_atomic_pointer_get (&server->values) + s->begin;
 }
 
 static gboolean
@@ -557,7 +631,8 @@ pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, s
     {
       if (dst != NULL)
         {
-          memcpy (dst, server->values + s->begin, n * sizeof (float));
+          if (dst != server->values + s->begin)   /* the adopted storage is its own mirror */
+            memcpy (dst, server->values + s->begin, n * sizeof (float));
           shoal_server_stat_add (&server->stats.bytes_out, (gint64) (n * sizeof (float)));
         }
       else if (pinned != NULL && !g_atomic_int_get (&s->writers_waiting))

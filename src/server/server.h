@@ -97,6 +97,21 @@ gboolean shoal_server_hosts (ShoalServer *server, int slice);
  * in place, after shoal_server_pull with dst NULL told it the version is
  * there. */
 float *shoal_server_values (ShoalServer *server);
+/* Makes `values` (shoal_server_total floats in the job's flat layout: a
+ * worker's shared-memory region) the server's value storage.  The hosted
+ * slices' values are copied there, and from then on updates, pulls and
+ * checkpoints use it, and the worker whose region it is reads every new
+ * value in place: an update mirrored into it, or a pull into it, makes no
+ * copy (what a one-process worker gets by borrowing the server's buffer).
+ * release (owner) is called when the server is freed; the server's own
+ * buffer stays allocated till then (replies under way may be sending
+ * from it).  Only where the values are stable (shoal_server_values_stable:
+ * they change only while every contributor waits for them), the buffer
+ * was never lent (shoal_server_values) and nothing was adopted before;
+ * FALSE otherwise, and nothing changes.  The region's owner must not
+ * write its values: in SYNC a worker only reads them. */
+gboolean shoal_server_adopt_values (ShoalServer *server, float *values, gpointer owner,
+                                    GDestroyNotify release);
 size_t shoal_server_total (ShoalServer *server);
 int shoal_server_n_slices (ShoalServer *server);
 void shoal_server_slice_range (ShoalServer *server, int slice, size_t *begin, size_t *end);
@@ -132,6 +147,14 @@ gboolean shoal_server_push_from (ShoalServer *server, int slice, const float *gr
 gboolean shoal_server_push_mirrored (ShoalServer *server, int slice, const float *grad, size_t n,
                                      gint64 step, const ShoalPushOrigin *origin, float *mirror,
                                      gint64 *ready_version, gboolean *mirrored, GError **error);
+/* The same for a pusher done with its gradient: grad[0 .. n) is zero on
+ * return, whatever became of it (applied, summed into the step, dropped
+ * or refused).  The update clears each chunk right after reading it,
+ * while it is in cache, so the pusher makes no pass of its own over the
+ * gradients before its next backward adds into them. */
+gboolean shoal_server_push_consume (ShoalServer *server, int slice, float *grad, size_t n, gint64 step,
+                                    const ShoalPushOrigin *origin, float *mirror, gint64 *ready_version,
+                                    gboolean *mirrored, GError **error);
 /* SSP: waits until unit `unit`, having pushed `step` to the slice, may
  * begin step + 1 (every unit pushed step - ssp_bound), at most
  * timeout_us (< 0: forever; then SHOAL_ERROR_TIMEOUT naming the slowest

@@ -37,7 +37,11 @@ struct _ShoalServer {
   ShoalUpdaterConf updater;
   ShoalServerOptions opts;
   size_t total;
-  float *values;
+  float *values;            /* own_values, or the storage adopted (shoal_server_adopt_values) */
+  float *own_values;        /* what the server allocated; freed with it */
+  gboolean values_lent;     /* shoal_server_values gave the buffer out: never replaced */
+  gpointer adopted;         /* the adopted storage's owner, released with the server */
+  GDestroyNotify adopted_release;
   float *state;             /* state_per_value * total */
   int state_per_value;
   Slice *slices;
