@@ -2,6 +2,7 @@
 #include "server/group_sync.h"
 
 #include "core/error.h"
+#include "core/thread_start.h"
 #include "core/tensor.h"
 
 /* A master that did not answer is tried again this much later. */
@@ -235,12 +236,10 @@ shoal_group_sync_start (const ShoalGroupSyncOptions *opts, GError **error)
     }
   gs->o.endpoints = gs->endpoints;
   gs->clients = g_new0 (ShoalRpcClient *, MAX (opts->nendpoints, 1));
-  GError *e = NULL;
-  gs->thread = g_thread_try_new ("group-sync", sync_main, gs, &e);
+  gs->thread = shoal_thread_start ("group-sync", sync_main, gs, error);
   if (gs->thread == NULL)
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "group sync: no thread: %s", e->message);
-      g_error_free (e);
+      g_prefix_error (error, "group sync: ");
       group_sync_free (gs);
       return NULL;
     }

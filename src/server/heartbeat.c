@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/thread_start.h"
 
 struct _ShoalHeartbeat {
   ShoalHeartbeatOptions o;
@@ -186,12 +187,10 @@ shoal_heartbeat_start (const ShoalHeartbeatOptions *opts, GError **error)
   for (int r = 0; r < hb->o.nranks; r++)
     if (r != hb->o.rank && hb->peers[r].host != NULL)
       beat_peer (hb, r, progress);
-  GError *e = NULL;
-  hb->thread = g_thread_try_new ("heartbeat", beat_main, hb, &e);
+  hb->thread = shoal_thread_start ("heartbeat", beat_main, hb, error);
   if (hb->thread == NULL)
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "heartbeat: no thread: %s", e->message);
-      g_error_free (e);
+      g_prefix_error (error, "heartbeat: ");
       heartbeat_free (hb);
       return NULL;
     }
