@@ -24,10 +24,10 @@ debs_dir=${SHOAL_DEBS:-.debs}
 
 # Libraries shoal's binaries load (readelf -d build-cuda/test/test_gpu) and
 # what those need beyond a base system; the Fashion-MNIST IDX files.
-RUNTIME_PACKAGES="libglib2.0-0 libthrift-c-glib0 liblmdb0 libopenblas0-pthread libgfortran5 libquadmath0
+RUNTIME_PACKAGES="libglib2.0-0 libjson-glib-1.0-0 libthrift-c-glib0 liblmdb0 libopenblas0-pthread libgfortran5 libquadmath0
   dataset-fashion-mnist"
 # Building there (make CUDA=1): headers, .pc files, the Thrift compiler, pkg-config.
-DEV_PACKAGES="libglib2.0-dev libthrift-c-glib-dev thrift-compiler liblmdb-dev libopenblas-dev
+DEV_PACKAGES="libglib2.0-dev libjson-glib-dev libthrift-c-glib-dev thrift-compiler liblmdb-dev libopenblas-dev
   libopenblas-pthread-dev libopenblas0 libpcre2-dev libffi-dev zlib1g-dev pkgconf pkgconf-bin libpkgconf3"
 
 fetch () {
@@ -77,6 +77,9 @@ setup () {
       ln -sf ../openblas-pthread/pkgconfig/openblas.pc "$lib/pkgconfig/openblas.pc"
   fi
   export SHOAL_PREFIX=$prefix
+  # the machine's own path (its driver's libcuda may be found through it),
+  # for programs that need none of Debian's libraries (bench/gpu_torch.py)
+  export SHOAL_SYSTEM_LD_LIBRARY_PATH=${SHOAL_SYSTEM_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}
   export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PATH=$prefix/usr/bin:$PATH
   # the .pc files say prefix=/usr: the sysroot maps their -I and -L into the
@@ -108,6 +111,16 @@ setup () {
     d=$(wheel_dir nvidia.cuda_runtime lib)
     [ -n "$d" ] && extra_lib="$extra_lib:$d"
   fi
+  # wheels of another layout (CUDA 13's nvidia/cu13/lib): look for the files
+  for so in libcudnn.so.9 libcublas.so.13 libcudart.so.13; do
+    [ -e "$cuda/lib64/$so" ] && continue
+    local found=""
+    for d in ${extra_lib//:/ }; do [ -e "$d/$so" ] && found=$d; done
+    if [ -z "$found" ]; then
+      found=$(find /opt /usr/local /usr/lib -name "$so" -print -quit 2>/dev/null)
+      [ -n "$found" ] && extra_lib="$extra_lib:$(dirname "$found")"
+    fi
+  done
   export SHOAL_CUDA_CFLAGS="$extra_inc"
   export SHOAL_CUDA_LDFLAGS=""
   if [ -n "$extra_lib" ]; then

@@ -32,7 +32,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 B=build-cuda
-PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
+PKGS="glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 MODELS=${BENCH_GPU_MODELS:-mlp cnn}
 STEPS=${BENCH_GPU_STEPS:-300}
@@ -60,7 +60,7 @@ prepare () {
   cat <<EOF
 bench/gpu: ready.  On the device machine (the device tool's run), from the repository root:
   command: bash bench/gpu.sh
-  carry:   .debs  $B/shoal  $B/test/test_gpu  $B/bench/gpu_train
+  carry:   .debs  $B/shoal  $B/libshoal.so.0  $B/libshoal.so.0.2.0  $B/test/test_gpu  $B/bench/gpu_train
 EOF
 }
 
@@ -132,7 +132,7 @@ run () {
                          --steps "$STEPS" --warmup "$WARMUP" --no-update >"$log" 2>&1 ;;
           "shoal cpu") "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cpu --threads "$(nproc)" \
                          --steps "$((STEPS / 3))" --warmup "$((WARMUP / 3))" >"$log" 2>&1 ;;
-          "torch gpu") python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" --steps "$STEPS" \
+          "torch gpu") LD_LIBRARY_PATH=$SHOAL_SYSTEM_LD_LIBRARY_PATH python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" --steps "$STEPS" \
                          --warmup "$WARMUP" $torch_tf32 >"$log" 2>&1 ;;
         esac
         line=$(grep -E '^gpu_(train|torch) ' "$log" | tail -n 1)
