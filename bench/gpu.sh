@@ -27,7 +27,7 @@
 #   torch gpu         PyTorch, SGD+momentum on the GPU (bench/gpu_torch.py)
 # FP32 on both sides (TF32 off); BENCH_GPU_TF32=1 allows TF32 on both.
 #
-# Written on a machine without a GPU: not yet run on one.
+# First run on an NVIDIA H200 on 2026-11-26 (docs/GPU.md, bench/README.md).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -43,13 +43,15 @@ RES=$B/bench/gpu
 
 die () { echo "bench/gpu: $*" >&2; exit 1; }
 
-# Links bench/gpu_train.c against build-cuda/libshoal.a.
+# Links bench/gpu_train.c against build-cuda/libshoal.a; -u pulls in the
+# object whose constructor plugs the CUDA backend in (nothing calls it, so
+# a static link would leave it out and the device be "built without CUDA").
 build_gpu_train () {
   mkdir -p "$B/bench" || return 1
   # shellcheck disable=SC2046,SC2086
   ${CC:-cc} -std=c11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Isrc -I"$B/gen" $(pkg-config --cflags $PKGS) \
     bench/gpu_train.c -o "$B/bench/gpu_train" "$B/libshoal.a" $(pkg-config --libs $PKGS) \
-    ${SHOAL_CUDA_LDFLAGS:-} -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcudnn -lcublas -lcudart \
+    -Wl,-u,shoal_gpu_register ${SHOAL_CUDA_LDFLAGS:-} -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcudnn -lcublas -lcudart \
     -lstdc++ -lm -lpthread
 }
 

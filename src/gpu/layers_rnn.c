@@ -32,11 +32,15 @@
 
 #define MAX_BLOCKS (2 * 4 * SHOAL_RECURRENT_MAX_LEVELS)
 
+/* A gate's matrix or bias inside one of the level's params.  The param's
+ * views are looked up at each use: at set-up they still point into the
+ * host store, which the net moves to the device only afterwards
+ * (shoal_net_gpu_prepare). */
 typedef struct {
-  float *src;     /* param view (device) */
+  ShoalParam *param;
+  size_t at;      /* floats into the param */
   size_t offset;  /* bytes into the weight space */
   size_t count;   /* floats */
-  float *grad;    /* the param's gradient view (device) */
 } Block;
 
 typedef struct {
@@ -94,13 +98,11 @@ map_blocks (ShoalLayer *layer, RnnGpu *g, GError **error)
           gboolean rec = id >= G;
           int gate = id % G, in = rec ? H : lv->in;
           ShoalParam *w = rec ? lv->w_hh : lv->w_ih, *bias = rec ? lv->b_hh : lv->b_ih;
-          g->blocks[g->nblocks++] = (Block) { w->value.data + (size_t) gate * H * in,
-                                              (size_t) ((char *) m - (char *) g->weights), (size_t) H * in,
-                                              w->grad.data + (size_t) gate * H * in };
+          g->blocks[g->nblocks++] = (Block) { w, (size_t) gate * H * in,
+                                              (size_t) ((char *) m - (char *) g->weights), (size_t) H * in };
           if (bias != NULL && b != NULL)
-            g->blocks[g->nblocks++] = (Block) { bias->value.data + (size_t) gate * H,
-                                                (size_t) ((char *) b - (char *) g->weights), (size_t) H,
-                                                bias->grad.data + (size_t) gate * H };
+            g->blocks[g->nblocks++] = (Block) { bias, (size_t) gate * H,
+                                                (size_t) ((char *) b - (char *) g->weights), (size_t) H };
         }
     }
   if (md)
@@ -138,7 +140,7 @@ rnn_gpu_setup (ShoalLayer *layer, GError **error)
                                                           CUDNN_DATA_FLOAT,
                                                           ctx->tf32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
                                                                     : CUDNN_FMA_MATH,
-                                                          p->input, H, H, L, g->drop, CUDNN_RNN_PADDED_IO_DISABLED),
+                                                          p->input, H, H, L, g->drop, CUDNN_RNN_PADDED_IO_ENABLED),
                              error))
     return FALSE;
   g->host_lengths = g_new (int, cap);
@@ -216,7 +218,8 @@ rnn_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
       return;
     }
   for (int i = 0; i < g->nblocks; i++)
-    GPU_CUDA (layer, "forward", cudaMemcpyAsync ((char *) g->weights + g->blocks[i].offset, g->blocks[i].src,
+    GPU_CUDA (layer, "forward", cudaMemcpyAsync ((char *) g->weights + g->blocks[i].offset,
+                                                 g->blocks[i].param->value.data + g->blocks[i].at,
                                                  g->blocks[i].count * sizeof (float), cudaMemcpyDeviceToDevice, s));
   /* initial states: carried, or zero */
   if (p->stateful)
@@ -295,8 +298,12 @@ rnn_gpu_backward (ShoalLayer *layer)
                                          g->xd, dx, g->hd, g->hx, NULL, NULL, g->hd, g->cx, NULL, NULL, g->wbytes,
                                          g->weights, g->work_bytes, work, g->reserve_bytes, g->reserve)))
     return;
-  if (!GPU_DNN (layer, "backward",
-                cudnnRNNBackwardWeights_v8 (ctx->dnn, g->rnn, CUDNN_WGRAD_MODE_SET, g->seq_lengths, g->xd,
+  /* cuDNN only adds weight gradients (CUDNN_WGRAD_MODE_SET is refused as
+   * NOT_SUPPORTED), and the step's must stand alone before they are
+   * added into the params' own */
+  if (!GPU_CUDA (layer, "backward", cudaMemsetAsync (g->dweights, 0, g->wbytes, s))
+      || !GPU_DNN (layer, "backward",
+                cudnnRNNBackwardWeights_v8 (ctx->dnn, g->rnn, CUDNN_WGRAD_MODE_ADD, g->seq_lengths, g->xd,
                                             layer->srcs[0]->out.data, g->hd, g->hx, g->yd, layer->out.data, g->wbytes,
                                             g->dweights, g->work_bytes, work, g->reserve_bytes, g->reserve)))
     return;
@@ -304,7 +311,7 @@ rnn_gpu_backward (ShoalLayer *layer)
   for (int i = 0; i < g->nblocks; i++)
     GPU_BLAS (layer, "backward", cublasSaxpy (ctx->blas, (int) g->blocks[i].count, &one,
                                               (const float *) ((char *) g->dweights + g->blocks[i].offset), 1,
-                                              g->blocks[i].grad, 1));
+                                              g->blocks[i].param->grad.data + g->blocks[i].at, 1));
   (void) p;
 }
 
