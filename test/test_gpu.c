@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "data/data_layers.h"
 #include "data/dataset.h"
+#include "data/text.h"
 #include "net/net.h"
 #include "partition/partition.h"
 #include "layers/recurrent.h"
@@ -1061,6 +1062,71 @@ test_recurrent (void)
     }
 }
 
+static void
+remove_tree (const char *path)
+{
+  GDir *dir = g_file_test (path, G_FILE_TEST_IS_DIR) ? g_dir_open (path, 0, NULL) : NULL;
+  if (dir != NULL)
+    {
+      const char *name;
+      while ((name = g_dir_read_name (dir)) != NULL)
+        {
+          char *child = g_build_filename (path, name, NULL);
+          remove_tree (child);
+          g_free (child);
+        }
+      g_dir_close (dir);
+    }
+  g_remove (path);
+}
+
+/* text_input leaves its output to the net, which put it on the device:
+ * the CPU forward must still write into host memory (the first char-RNN
+ * on a GPU crashed there).  Both nets read the same sequences in order,
+ * through embedding and a GRU, train and test. */
+static void
+test_text_input (void)
+{
+  if (!have_gpu ())
+    return;
+  GError *error = NULL;
+  char *dir = g_dir_make_tmp ("shoal-gpu-text-XXXXXX", NULL);
+  g_assert_nonnull (dir);
+  char *file = g_build_filename (dir, "corpus.txt", NULL);
+  GString *corpus = g_string_new (NULL);
+  for (int i = 0; i < 60; i++)
+    g_string_append_printf (corpus, "line %d: the quick brown fox jumps over the lazy dog\n", i);
+  g_assert_true (g_file_set_contents (file, corpus->str, (gssize) corpus->len, &error));
+  g_string_free (corpus, TRUE);
+  char *data = g_build_filename (dir, "data", NULL);
+  const char *files[] = { file, NULL };
+  ShoalTextStats stats;
+  g_assert_true (shoal_import_text (files, data, 12, 0.2, FALSE, NULL, NULL, &stats, &error));
+  g_assert_no_error (error);
+  char *text = g_strdup_printf ("[layer data]\ntype = text_input\ndata = %s\nbatch_size = 4\n"
+                                "[layer embed]\ntype = embedding\nsrc = data\nvocab_size = %d\n"
+                                "embedding_dim = 6\n"
+                                "[layer r]\ntype = gru\nsrc = embed, data\nhidden_size = 8\n"
+                                "[layer fc]\ntype = dense\nsrc = r\nnum_output = %d\naxis = 2\n"
+                                "[layer loss]\ntype = softmax_loss\nsrc = fc, data\n", data,
+                                stats.vocab_size, stats.vocab_size);
+  Pair p = pair_new (text);
+  for (int step = 0; step < 4; step++)
+    compare_step (&p, 1e-3);
+  for (int b = 0; b < 2; b++)
+    {
+      double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TEST);
+      double lg = shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
+      g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
+    }
+  pair_free (&p);
+  g_free (text);
+  remove_tree (dir);
+  g_free (data);
+  g_free (file);
+  g_free (dir);
+}
+
 /* embedding: integer ids (restart marks included) written into both nets */
 static void
 test_embedding (void)
@@ -1174,6 +1240,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/second-gpu", test_second_gpu);
   g_test_add_func ("/gpu/lmdb-input", test_lmdb_input);
   g_test_add_func ("/gpu/recurrent", test_recurrent);
+  g_test_add_func ("/gpu/text-input", test_text_input);
   g_test_add_func ("/gpu/embedding", test_embedding);
   g_test_add_func ("/gpu/rbm", test_rbm);
   g_test_add_func ("/gpu/sigmoid-cross-entropy", test_sigmoid_cross_entropy);

@@ -265,21 +265,22 @@ typedef struct {
   gboolean pin_failed;
 } InputGpu;
 
+/* `twin` on `device`, as large as `t` (its capacity in rows) and of its shape. */
 static gboolean
-device_twin (const ShoalLayer *layer, const ShoalTensor *host, ShoalTensor *dev, GError **error)
+twin_on (const ShoalLayer *layer, const ShoalTensor *t, ShoalTensor *twin, ShoalDevice device, GError **error)
 {
-  ShoalShape full = host->shape;
+  ShoalShape full = t->shape;
   size_t row = shoal_shape_row_size (&full);
   if (full.ndim > 0 && row > 0)
-    full.dim[0] = (int) (host->capacity / row);
+    full.dim[0] = (int) (t->capacity / row);
   GError *local = NULL;
-  if (!shoal_tensor_alloc_on (dev, &full, layer->ctx->device, &local))
+  if (!shoal_tensor_alloc_on (twin, &full, device, &local))
     {
       g_set_error (error, local->domain, local->code, "layer '%s': %s", layer->name, local->message);
       g_error_free (local);
       return FALSE;
     }
-  dev->shape = host->shape;
+  twin->shape = t->shape;
   return TRUE;
 }
 
@@ -288,13 +289,24 @@ input_gpu_setup (ShoalLayer *layer, GError **error)
 {
   InputGpu *g = g_new0 (InputGpu, 1);
   layer->gpu_priv = g;
-  g->host_out = layer->out;
   g->host_label = layer->label;
-  memset (&layer->out, 0, sizeof layer->out);
   memset (&layer->label, 0, sizeof layer->label);
-  if (!device_twin (layer, &g->host_out, &layer->out, error))
-    return FALSE;
-  return g->host_label.data == NULL || device_twin (layer, &g->host_label, &layer->label, error);
+  if (layer->out.device.kind != SHOAL_DEVICE_CPU)
+    {
+      /* a layer that leaves its output to the net (text_input) got it on
+       * the device: its CPU forward writes into a host one beside it */
+      ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
+      if (!twin_on (layer, &layer->out, &g->host_out, cpu, error))
+        return FALSE;
+    }
+  else
+    {
+      g->host_out = layer->out;
+      memset (&layer->out, 0, sizeof layer->out);
+      if (!twin_on (layer, &g->host_out, &layer->out, layer->ctx->device, error))
+        return FALSE;
+    }
+  return g->host_label.data == NULL || twin_on (layer, &g->host_label, &layer->label, layer->ctx->device, error);
 }
 
 static void
