@@ -7,14 +7,16 @@
 # The GPU machine is bare (no GLib, Thrift, LMDB, OpenBLAS, no registry),
 # so the work is split:
 #   here:   bench/gpu.sh prepare
-#           fetches the Debian packages into .debs/ (bench/gpu-env.sh),
-#           builds build-cuda/ (make CUDA=1) and build-cuda/bench/gpu_train,
-#           and prints the command for the device machine;
+#           fetches the runtime Debian packages and Fashion-MNIST into
+#           .debs/ (bench/gpu-env.sh; BENCH_GPU_FETCH=--dev adds what building
+#           there needs, ~10 MB more), builds build-cuda/ (make CUDA=1) and
+#           build-cuda/bench/gpu_train, and prints the command for the
+#           device machine;
 #   there:  bash bench/gpu.sh        (the repository root is the cwd)
-#           with .debs, build-cuda/shoal, build-cuda/test/test_gpu and
-#           build-cuda/bench/gpu_train carried along (about 45 MB); where the
-#           binaries are missing it builds them there from .debs (--dev
-#           packages) with the machine's nvcc.
+#           with .debs, build-cuda/shoal and libshoal.so, test_gpu and
+#           gpu_train carried along (~50 MB with the tree, under the device
+#           tool's 64 MiB); where the binaries are missing it builds them
+#           there from .debs (fetched with --dev) with the machine's nvcc.
 # Results: build-cuda/bench/gpu/ (logs, summary.txt), copied to $OUT when set.
 #
 # What is compared (each a median of BENCH_GPU_REPEATS runs of
@@ -56,7 +58,7 @@ build_gpu_train () {
 }
 
 prepare () {
-  [ -n "$(ls .debs/*.deb 2>/dev/null)" ] || bash bench/gpu-env.sh fetch --dev || die "fetch failed"
+  [ -n "$(ls .debs/*.deb 2>/dev/null)" ] || bash bench/gpu-env.sh fetch ${BENCH_GPU_FETCH:-} || die "fetch failed"
   make --no-print-directory -j2 CUDA=1 BUILD=$B build-only || die "make CUDA=1 failed"
   build_gpu_train || die "building gpu_train failed"
   cat <<EOF
