@@ -7,6 +7,7 @@
 
 #include "data/checkpoint.h"
 #include "core/error.h"
+#include "support/temp_tree.h"
 
 static void
 save (ShoalCheckpoint *c, gint64 step, const char *name, const char *text)
@@ -31,14 +32,6 @@ load (ShoalCheckpoint *c, const char *name, gint64 step)
   char *s = g_strndup (d, n);
   g_bytes_unref (b);
   return s;
-}
-
-static void
-rm_rf (const char *dir)
-{
-  char *cmd = g_strdup_printf ("rm -rf '%s'", dir);
-  g_assert_cmpint (system (cmd), ==, 0);
-  g_free (cmd);
 }
 
 static void
@@ -101,7 +94,7 @@ test_keeps_two_steps (void)
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_IO);
   g_clear_error (&error);
 
-  rm_rf (dir);
+  g_assert_true (shoal_test_remove_tree (dir));
   g_free (none);
   g_free (third);
   g_free (other);
@@ -137,7 +130,7 @@ test_grows (void)
   g_bytes_unref (back);
   g_bytes_unref (b);
   shoal_checkpoint_close (c);
-  rm_rf (dir);
+  g_assert_true (shoal_test_remove_tree (dir));
   g_free (dir);
 }
 
@@ -179,7 +172,7 @@ test_truncated (void)
   g_assert_cmpstr (error->message, ==, want);
   g_free (want);
   g_clear_error (&error);
-  rm_rf (dir);
+  g_assert_true (shoal_test_remove_tree (dir));
   g_free (file);
   g_free (dir);
 }

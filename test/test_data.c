@@ -14,6 +14,7 @@
 #include "data/import.h"
 #include "data/record.h"
 #include "net/net.h"
+#include "support/temp_tree.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -24,28 +25,6 @@ tmp_dir (void)
   char *dir = g_dir_make_tmp ("shoal-test-data-XXXXXX", &error);
   g_assert_no_error (error);
   return dir;
-}
-
-/* Removes dir and what the tests put in it (two levels at most). */
-static void
-rm_tree (const char *path)
-{
-  GDir *dir = g_dir_open (path, 0, NULL);
-  if (dir != NULL)
-    {
-      const char *name;
-      while ((name = g_dir_read_name (dir)) != NULL)
-        {
-          char *child = g_build_filename (path, name, NULL);
-          if (g_file_test (child, G_FILE_TEST_IS_DIR))
-            rm_tree (child);
-          else
-            g_unlink (child);
-          g_free (child);
-        }
-      g_dir_close (dir);
-    }
-  g_rmdir (path);
 }
 
 static void
@@ -485,7 +464,7 @@ test_dataset_write_read (void)
   g_assert_nonnull (strstr (error->message, "already holds 3000 records"));
   g_clear_error (&error);
 
-  rm_tree (dir);
+  shoal_test_remove_tree (dir);
   g_free (path);
   g_free (dir);
 }
@@ -552,7 +531,7 @@ test_dataset_open_errors (void)
   mdb_env_close (env);
   assert_open_fails (badkeys, "not a shoal dataset: its first key is 'foo', expected '0000000000'");
 
-  rm_tree (dir);
+  shoal_test_remove_tree (dir);
   g_free (missing);
   g_free (file);
   g_free (nodata);
@@ -643,7 +622,7 @@ test_dataset_map_size (void)
 
   free (real);
   g_free (file);
-  rm_tree (dir);
+  shoal_test_remove_tree (dir);
   g_free (path);
   g_free (dir);
 }
@@ -696,7 +675,7 @@ test_dataset_truncated (void)
       g_clear_error (&error);
     }
 
-  rm_tree (dir);
+  shoal_test_remove_tree (dir);
   g_free (file);
   g_free (path);
   g_free (dir);
@@ -740,7 +719,7 @@ idx_files_make (IdxFiles *f, const char *suffix, guint32 n, guint32 keep_images,
 static void
 idx_files_free (IdxFiles *f)
 {
-  rm_tree (f->dir);
+  shoal_test_remove_tree (f->dir);
   g_free (f->dir);
   g_free (f->images);
   g_free (f->labels);
@@ -927,7 +906,7 @@ test_import_csv (void)
   shoal_record_codec_free (codec);
   shoal_dataset_cursor_free (cur);
   shoal_dataset_unref (ds);
-  rm_tree (out);
+  shoal_test_remove_tree (out);
 
   /* no label column, gzip input */
   char *gz = g_build_filename (dir, "d.csv.gz", NULL);
@@ -936,7 +915,7 @@ test_import_csv (void)
   g_assert_no_error (error);
   g_assert_cmpuint (stats.records, ==, 2);
   g_assert_cmpint (stats.shape.dim[0], ==, 2);
-  rm_tree (out);
+  shoal_test_remove_tree (out);
 
   struct { const char *text; int label_column; const char *part; } bad[] = {
     { "1,2,3\n4,x5,6\n", 0, ":2: column 1: 'x5' is not a number" },
@@ -970,7 +949,7 @@ test_import_csv (void)
       g_free (data);
     }
 
-  rm_tree (dir);
+  shoal_test_remove_tree (dir);
   g_free (gz);
   g_free (csv);
   g_free (out);
@@ -1021,7 +1000,7 @@ input_fixture_free (InputFixture *fx)
   shoal_net_free (fx->net);
   if (fx->confs != NULL)
     g_ptr_array_unref (fx->confs);
-  rm_tree (fx->dir);
+  shoal_test_remove_tree (fx->dir);
   g_free (fx->dir);
   g_free (fx->train);
   g_free (fx->test);
@@ -1273,7 +1252,7 @@ test_input_errors (void)
   g_clear_error (&error);
 
   /* more shards than training records: an empty shard is an error */
-  rm_tree (fx.train);
+  shoal_test_remove_tree (fx.train);
   make_pixel_dataset (fx.train, 2, H, W);
   net = input_net (&fx, "batch_size = 4", 2, 3, 0, &error);
   g_assert_null (net);

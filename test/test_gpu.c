@@ -24,6 +24,7 @@
 #include "net/net.h"
 #include "partition/partition.h"
 #include "layers/recurrent.h"
+#include "support/temp_tree.h"
 
 #define SEED 11
 
@@ -918,19 +919,7 @@ test_lmdb_input (void)
     }
   pair_free (&p);
   g_free (text);
-  for (int d = 0; d < 2; d++)
-    {
-      char *path = g_build_filename (dir, names[d], NULL);
-      char *files[] = { g_build_filename (path, "data.mdb", NULL), g_build_filename (path, "lock.mdb", NULL) };
-      for (int f = 0; f < 2; f++)
-        {
-          g_remove (files[f]);
-          g_free (files[f]);
-        }
-      g_rmdir (path);
-      g_free (path);
-    }
-  g_rmdir (dir);
+  g_assert_true (shoal_test_remove_tree (dir));
   g_free (dir);
 }
 
@@ -1062,24 +1051,6 @@ test_recurrent (void)
     }
 }
 
-static void
-remove_tree (const char *path)
-{
-  GDir *dir = g_file_test (path, G_FILE_TEST_IS_DIR) ? g_dir_open (path, 0, NULL) : NULL;
-  if (dir != NULL)
-    {
-      const char *name;
-      while ((name = g_dir_read_name (dir)) != NULL)
-        {
-          char *child = g_build_filename (path, name, NULL);
-          remove_tree (child);
-          g_free (child);
-        }
-      g_dir_close (dir);
-    }
-  g_remove (path);
-}
-
 /* text_input leaves its output to the net, which put it on the device:
  * the CPU forward must still write into host memory (the first char-RNN
  * on a GPU crashed there).  Both nets read the same sequences in order,
@@ -1121,7 +1092,7 @@ test_text_input (void)
     }
   pair_free (&p);
   g_free (text);
-  remove_tree (dir);
+  g_assert_true (shoal_test_remove_tree (dir));
   g_free (data);
   g_free (file);
   g_free (dir);
