@@ -48,8 +48,18 @@ start() {
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$steps" -o job.disp_freq=20 "${FAST[@]}" -q \
     --workspace "$ws" "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
+  # until both groups train, then 0.3 s: a rank faulted before its first
+  # heartbeat reached the servers (they retry first contact every 0.1 s)
+  # is "never heard from" to them, which only progress_timeout ends (a
+  # clean-clone make test once stopped group 1 while only group 0 had
+  # trained: group 0 ran all its 100000 steps and the server never named
+  # group 1 lost)
   for _ in $(seq 300); do
-    [ -s "$ws/metrics.jsonl" ] && return 0
+    if grep -q '"group":1,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null \
+       && grep -q '"group":0,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null; then
+      sleep 0.3
+      return 0
+    fi
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1
   done
