@@ -7,7 +7,11 @@
 # where a 16 MiB push+pull spends its time.  "shm call" is one push_pull
 # of the slice on a connection with the client's shared memory attached,
 # the wire ranks on one host use (the call stays Thrift; the slice's
-# bytes stay in the region), against the same raw TCP pair.
+# bytes stay in the region), against the same raw TCP pair.  A second
+# table sets one push_pull call against the raw pair's one round trip,
+# and the same bytes moved as a worker moves a param of that size (the
+# runner's ~512 KiB slices, one call each) against the raw pair
+# exchanging the same slices and against its one push+pull of it all.
 #
 # Usage: bench/rpc.sh [BUILD_DIR]          (default: build; needs BUILD_DIR/libshoal.a)
 # Both server modes: sync (Sandblaster's; replies sent straight from the
@@ -38,6 +42,19 @@ BIN=$OUT/rpc_throughput
   "$BUILD/libshoal.a" $(pkg-config --libs $PKGS) -lm -lpthread ||
   die "cannot build $BIN"
 
+# median and [min-max] of a space-separated list, for both tables
+AWK_STATS='
+  function med(list,   n, v, i, j, t) {
+    n = split(list, v, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
+  function range(list,   n, v, i, lo, hi) {
+    n = split(list, v, " "); lo = hi = v[1]
+    for (i = 2; i <= n; i++) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
+    return sprintf("[%.2f-%.2f]", lo, hi)
+  }
+'
 LOG=$LOGS/rpc_throughput.log
 : >"$LOG"
 for r in $(seq 1 "$RUNS"); do
@@ -53,12 +70,7 @@ echo "ratios: rpc / raw of each run (operations interleaved within it), median [
      "target >= 0.9 for push+pull at every size (on one host, the shm call is the service's wire)"
 printf '%6s %8s %14s %14s %14s %14s %14s %-17s %5s %-17s %-17s\n' "mode" "slice" "rpc push+pull" "rpc put+pull" \
   "rpc push_pull" "shm push_pull" "raw push+pull" "ratio" "put" "1 call" "shm call"
-awk '
-  function med(list,   n, v, i, j, t) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
+awk "$AWK_STATS"'
   /^rpc_throughput / {
     size = ""; mode = ""
     for (i = 2; i <= NF; i++) {
@@ -71,11 +83,6 @@ awk '
       else vals[size, kv[1]] = vals[size, kv[1]] " " kv[2]
     }
   }
-  function range(list,   n, v, i, lo, hi) {
-    n = split(list, v, " "); lo = hi = v[1]
-    for (i = 2; i <= n; i++) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
-    return sprintf("[%.2f-%.2f]", lo, hi)
-  }
   END {
     for (s = 1; s <= ns; s++) {
       z = order[s]
@@ -86,6 +93,31 @@ awk '
         med(vals[z, "ratio_push_pull"]), range(vals[z, "ratio_push_pull"]),
         med(vals[z, "ratio_put_pull"]), med(vals[z, "ratio_pushpull_call"]),
         range(vals[z, "ratio_pushpull_call"]), med(vals[z, "ratio_shm_call"]), range(vals[z, "ratio_shm_call"])
+    }
+  }' "$LOG"
+echo "One round trip per slice against the raw pair's one round trip (raw exchange), and the same bytes as" \
+     "a worker moves a param of that size: cut into the runner's ~512 KiB slices, one push_pull each" \
+     "(rpc sliced), against the raw pair exchanging the same slices (raw sliced); median [min-max]:"
+printf '%6s %8s %14s %14s %-17s %14s %14s %-17s %s\n' "mode" "size" "rpc push_pull" "raw exchange" "ratio" \
+  "rpc sliced" "raw sliced" "ratio" "sliced / raw push+pull"
+awk "$AWK_STATS"'
+  /^rpc_throughput / {
+    for (i = 2; i <= NF; i++) {
+      split($i, kv, "=")
+      if (kv[1] == "mode") mode = kv[2]
+      else if (kv[1] == "size_mib") { z = mode " " kv[2]; if (!(z in seen)) { seen[z] = 1; order[++ns] = z } }
+      else vals[z, kv[1]] = vals[z, kv[1]] " " kv[2]
+    }
+  }
+  END {
+    for (s = 1; s <= ns; s++) {
+      z = order[s]; split(z, mz, " ")
+      printf "%6s %4s MiB %14.0f %14.0f %5.2f %-11s %14.0f %14.0f %5.2f %-11s %5.2f %s\n", mz[1], mz[2],
+        med(vals[z, "rpc_pushpull_call"]), med(vals[z, "raw_exchange"]),
+        med(vals[z, "ratio_pushpull_call_raw_exchange"]), range(vals[z, "ratio_pushpull_call_raw_exchange"]),
+        med(vals[z, "rpc_sliced"]), med(vals[z, "raw_sliced"]),
+        med(vals[z, "ratio_sliced_raw_sliced"]), range(vals[z, "ratio_sliced_raw_sliced"]),
+        med(vals[z, "ratio_sliced"]), range(vals[z, "ratio_sliced"])
     }
   }' "$LOG"
 echo "stock c_glib client (ThriftSocket + ThriftBufferedTransport) pulling the same slices, MiB/s:" \

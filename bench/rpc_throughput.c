@@ -17,6 +17,14 @@
  *                   buffer and answers 8 bytes; then the client asks with
  *                   a header and receives a length and the slice back
  *                   (TCP_NODELAY both ends, MSG_WAITALL receives)
+ *   rpc sliced      the same bytes as a worker moves a param of that size:
+ *                   cut into the runner's slices (~512 KiB each,
+ *                   shoal_runner_slice_count), one push_pull per slice in
+ *                   order on one connection, as the comm thread does
+ *   raw exchange    the raw pair's one round trip: the client sends a
+ *                   header and the slice, the server receives it and sends
+ *                   it back (the raw form of push_pull)
+ *   raw sliced      the raw pair moving the runner's slices, one exchange each
  *   stock pull      the stock c_glib client (ThriftSocket +
  *                   ThriftBufferedTransport, 64 KiB buffers) pulling the
  *                   same slice from the same server
@@ -60,6 +68,7 @@
 #include "server/rpc_server.h"
 #include "server/rpc_types.h"
 #include "server/server.h"
+#include "worker/runner.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -147,10 +156,12 @@ recv_all (int fd, void *buf, size_t len)
   return TRUE;
 }
 
-/* header: op (1 push, 2 pull), length */
+/* header: op (1 push, 2 pull, 3 both in one round trip), length, and
+ * where in the server's buffer the bytes go (a slice's offset, so that
+ * sliced exchanges touch the whole buffer as the service's values do) */
 typedef struct {
   guint32 op, pad;
-  guint64 len;
+  guint64 len, offset;
 } RawHeader;
 
 static gpointer
@@ -168,13 +179,19 @@ raw_server_main (gpointer data)
   memset (buf, 0, s->max);
   while (recv_all (fd, &h, sizeof h))
     {
-      if (h.len > s->max)
+      if (h.len > s->max || h.offset > s->max - h.len)
         die ("raw header", NULL);
       if (h.op == 1)
         {
           if (!recv_all (fd, buf, h.len))
             break;
           send_all (fd, &ack, sizeof ack);
+        }
+      else if (h.op == 3)
+        {
+          if (!recv_all (fd, buf + h.offset, h.len))
+            break;
+          send_two (fd, &h.len, sizeof h.len, buf + h.offset, h.len);
         }
       else
         send_two (fd, &h.len, sizeof h.len, buf, h.len);
@@ -210,7 +227,7 @@ raw_start (RawServer *s, size_t max)
 static void
 raw_push (int fd, const void *buf, size_t len)
 {
-  RawHeader h = { 1, 0, len };
+  RawHeader h = { 1, 0, len, 0 };
   guint64 ack;
   send_two (fd, &h, sizeof h, buf, len);
   if (!recv_all (fd, &ack, sizeof ack))
@@ -220,11 +237,22 @@ raw_push (int fd, const void *buf, size_t len)
 static void
 raw_pull (int fd, void *buf, size_t len)
 {
-  RawHeader h = { 2, 0, len };
+  RawHeader h = { 2, 0, len, 0 };
   guint64 n;
   send_all (fd, &h, sizeof h);
   if (!recv_all (fd, &n, sizeof n) || n != len || !recv_all (fd, buf, len))
     die ("raw pull", NULL);
+}
+
+/* The slice out and back in one round trip: the raw form of push_pull. */
+static void
+raw_exchange (int fd, const void *out, void *in, size_t len, size_t offset)
+{
+  RawHeader h = { 3, 0, len, offset };
+  guint64 n;
+  send_two (fd, &h, sizeof h, out, len);
+  if (!recv_all (fd, &n, sizeof n) || n != len || !recv_all (fd, in, len))
+    die ("raw exchange", NULL);
 }
 
 /* ---- the stock c_glib client ----------------------------------------------- */
@@ -288,16 +316,20 @@ stock_close (Stock *s)
 /* ---- timing ---------------------------------------------------------------- */
 
 typedef enum {
-  K_PUSH_PULL, K_PUT_PULL, K_PUSH_PULL_ONE, K_SHM, K_RAW, K_STOCK_PULL, K_COUNT
+  K_PUSH_PULL, K_PUT_PULL, K_PUSH_PULL_ONE, K_SHM, K_SLICED, K_RAW, K_RAW_EXCHANGE, K_RAW_SLICED, K_STOCK_PULL, K_COUNT
 } Kind;
 
 static const char *const kind_key[K_COUNT] = { "rpc_push_pull", "rpc_put_pull", "rpc_pushpull_call",
-                                                "rpc_shm_call", "raw_push_pull", "stock_pull" };
+                                                "rpc_shm_call", "rpc_sliced", "raw_push_pull",
+                                                "raw_exchange", "raw_sliced", "stock_pull" };
 
 typedef struct {
   ShoalRpcClient *rpc;
   ShoalRpcClient *shm_rpc;   /* a second connection, the region attached */
   ShoalShmRegion *shm;       /* values at float 0, gradients at n */
+  ShoalRpcClient *sliced_rpc;  /* to a server whose slices are the runner's */
+  ShoalServer *sliced;
+  gint64 sliced_version;
   int raw_fd;
   Stock stock;
   float *grad, *dst;
@@ -337,9 +369,32 @@ one (Ctx *c, Kind k)
           die ("push_pull_shm", error);
       }
       break;
+    case K_SLICED:
+      for (int s = 0; s < shoal_server_n_slices (c->sliced); s++)
+        {
+          size_t begin, end;
+          shoal_server_slice_range (c->sliced, s, &begin, &end);
+          if (!shoal_rpc_client_push_pull (c->sliced_rpc, s, c->grad + begin, c->dst + begin, end - begin,
+                                           c->sliced_version, NULL, &error))
+            die ("sliced push_pull", error);
+        }
+      c->sliced_version++;
+      break;
     case K_RAW:
       raw_push (c->raw_fd, c->grad, bytes);
       raw_pull (c->raw_fd, c->dst, bytes);
+      break;
+    case K_RAW_EXCHANGE:
+      raw_exchange (c->raw_fd, c->grad, c->dst, bytes, 0);
+      break;
+    case K_RAW_SLICED:
+      for (int s = 0; s < shoal_server_n_slices (c->sliced); s++)
+        {
+          size_t begin, end;
+          shoal_server_slice_range (c->sliced, s, &begin, &end);
+          raw_exchange (c->raw_fd, c->grad + begin, c->dst + begin, (end - begin) * sizeof (float),
+                        begin * sizeof (float));
+        }
       break;
     case K_STOCK_PULL:
       stock_pull (&c->stock, "bench", c->dst, c->n);
@@ -347,6 +402,44 @@ one (Ctx *c, Kind k)
     default:
       break;
     }
+}
+
+/* A server of one param of n floats cut into nslices, SGD on every
+ * push, and its Thrift service on loopback. */
+typedef struct {
+  ShoalParamStore *layout;
+  ShoalServer *server;
+  ShoalRpcServer *rpc;
+} Bench;
+
+static void
+bench_server_start (Bench *b, size_t n, gboolean sync, int nslices)
+{
+  ShoalShape shape = shoal_shape_make (1, (int) n);
+  ShoalInitSpec init = { 0 };
+  ShoalUpdaterConf upd;
+  ShoalServerOptions so = { .mode = sync ? SHOAL_UPDATE_SYNC : SHOAL_UPDATE_ASYNC,
+                            .sync_contributors = 1, .nslices = nslices };
+  ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "bench" };
+  GError *error = NULL;
+
+  b->layout = shoal_param_store_new ();
+  shoal_param_store_declare (b->layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
+  g_assert_true (shoal_param_store_allocate (b->layout, NULL));
+  shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
+  upd.schedule.lr = 1e-6f;
+  b->server = shoal_server_new (b->layout, &upd, &so, NULL);
+  shoal_server_host_all (b->server);
+  if ((b->rpc = shoal_rpc_server_start (b->server, &ro, &error)) == NULL)
+    die ("server", error);
+}
+
+static void
+bench_server_stop (Bench *b)
+{
+  shoal_rpc_server_stop (b->rpc);
+  shoal_server_free (b->server);
+  shoal_param_store_free (b->layout);
 }
 
 static int
@@ -489,25 +582,23 @@ main (int argc, char **argv)
         continue;
 
       /* one param, one slice of n floats, SGD applied on every push */
-      ShoalParamStore *layout = shoal_param_store_new ();
-      ShoalShape shape = shoal_shape_make (1, (int) n);
-      ShoalInitSpec init = { 0 };
-      ShoalUpdaterConf upd;
-      ShoalServerOptions so = { .mode = sync ? SHOAL_UPDATE_SYNC : SHOAL_UPDATE_ASYNC,
-                                .sync_contributors = 1, .nslices = 1 };
-      shoal_param_store_declare (layout, "w", &shape, &init, 1, 1, 1.0f, 1.0f);
-      g_assert_true (shoal_param_store_allocate (layout, NULL));
-      shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
-      upd.schedule.lr = 1e-6f;
-      ShoalServer *server = shoal_server_new (layout, &upd, &so, NULL);
-      shoal_server_host_all (server);
-      ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "bench" };
-      ShoalRpcServer *rpc = shoal_rpc_server_start (server, &ro, &error);
-      if (rpc == NULL)
-        die ("server", error);
+      Bench one_slice, runner_slices;
+      ShoalLayout one_server = { .nslices = 1 };
+      bench_server_start (&one_slice, n, sync, 1);
+      ShoalServer *server = one_slice.server;
+      ShoalRpcServer *rpc = one_slice.rpc;
       ShoalRpcClientOptions co = { "127.0.0.1", shoal_rpc_server_port (rpc), "bench", 0, 0, 0 };
 
       Ctx c = { 0 };
+      if (want[K_SLICED] || want[K_RAW_SLICED])
+        {
+          ShoalRpcClientOptions sco = co;
+          bench_server_start (&runner_slices, n, sync, shoal_runner_slice_count (&one_server, n));
+          sco.port = shoal_rpc_server_port (runner_slices.rpc);
+          if ((c.sliced_rpc = shoal_rpc_client_connect (&sco, &error)) == NULL)
+            die ("client", error);
+          c.sliced = runner_slices.server;
+        }
       RawServer raw;
       c.n = n;
       c.grad = g_new (float, n);
@@ -567,9 +658,13 @@ main (int argc, char **argv)
       for (int k = 0; k < K_COUNT; k++)
         if (want[k])
           printf (" %s=%.0f", kind_key[k], med[k]);
-      for (int k = K_PUSH_PULL; k <= K_SHM && want[K_RAW]; k++)
+      for (int k = K_PUSH_PULL; k <= K_SLICED && want[K_RAW]; k++)
         if (want[k])
           printf (" ratio_%s=%.2f", kind_key[k] + 4, med[k] / med[K_RAW]);
+      if (want[K_PUSH_PULL_ONE] && want[K_RAW_EXCHANGE])
+        printf (" ratio_pushpull_call_raw_exchange=%.2f", med[K_PUSH_PULL_ONE] / med[K_RAW_EXCHANGE]);
+      if (want[K_SLICED] && want[K_RAW_SLICED])
+        printf (" ratio_sliced_raw_sliced=%.2f", med[K_SLICED] / med[K_RAW_SLICED]);
       printf (" rounds=%d\n", rounds);
 
       if (s[1] == NULL && breakdown)
@@ -589,9 +684,12 @@ main (int argc, char **argv)
       if (c.shm_rpc != NULL)
         shoal_rpc_client_free (c.shm_rpc);
       shoal_shm_region_free (c.shm);
-      shoal_rpc_server_stop (rpc);
-      shoal_server_free (server);
-      shoal_param_store_free (layout);
+      if (c.sliced_rpc != NULL)
+        {
+          shoal_rpc_client_free (c.sliced_rpc);
+          bench_server_stop (&runner_slices);
+        }
+      bench_server_stop (&one_slice);
       g_free (c.grad);
       g_free (c.dst);
       fflush (stdout);
