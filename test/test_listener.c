@@ -1,7 +1,8 @@
 /* The RPC listener's threads (rpc/listener.h) and the pool under it
  * (rpc/thread_pool.h): idle connections cost no thread, calls that block
  * on each other (a Sandblaster step) get threads beyond the pool's size
- * instead of deadlocking, a next call already read ahead is served,
+ * instead of deadlocking, a next call already read ahead is served, a
+ * thread waiting for its connection's next call yields to other calls,
  * idle connections are closed, stop ends with calls blocked and hundreds
  * of connections open.  Thread counts come from /proc/self/status.
  * Every wait is bounded; no assertion is on a time. */
@@ -47,7 +48,7 @@ typedef struct {
 
 static void
 env_start_opts (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
-                int threads, gboolean threads_end_when_idle)
+                int threads, gboolean threads_end_when_idle, gint64 next_call_wait_ms)
 {
   ShoalInitSpec init = { 0 };
   ShoalUpdaterConf upd;
@@ -71,6 +72,7 @@ env_start_opts (Env *env, ShoalUpdateMode mode, int contributors, int max_connec
   ropts.idle_timeout_ms = idle_timeout_ms;
   ropts.threads = threads;
   ropts.threads_end_when_idle = threads_end_when_idle;
+  ropts.next_call_wait_ms = next_call_wait_ms;
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);
   env->port = shoal_rpc_server_port (env->rpc);
@@ -80,7 +82,7 @@ static void
 env_start (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
            int threads)
 {
-  env_start_opts (env, mode, contributors, max_connections, idle_timeout_ms, threads, FALSE);
+  env_start_opts (env, mode, contributors, max_connections, idle_timeout_ms, threads, FALSE, 0);
 }
 
 static void
@@ -251,7 +253,7 @@ static void
 test_threads_end_when_idle (void)
 {
   Env env;
-  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, 16, 0, KEEP, TRUE);
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, 16, 0, KEEP, TRUE, 0);
   int before = process_threads ();   /* the poller */
   for (int round = 0; round < 3; round++)
     {
@@ -265,6 +267,42 @@ test_threads_end_when_idle (void)
       g_assert_cmpint (process_threads (), ==, before);
     }
   env_stop (&env);
+}
+
+/* After a reply its thread waits for the connection's next call (here
+ * for a minute), but not while a call on another connection waits for a
+ * thread: one kept thread serves calls going round 16 connections, and
+ * stop ends the waits.  Were the waiting threads to keep their
+ * connections, every call on the next one would wait for the pool to
+ * grow (5 ms) and each connection would end up with a thread of its own. */
+static void
+test_waiting_threads_yield (void)
+{
+  enum { CONNS = 16, ROUNDS = 3 };
+  Env env;
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, CONNS + 4, 0, 1, FALSE, 60 * 1000);
+  int before = process_threads ();   /* the poller */
+  int fds[CONNS], most = before;
+  for (int i = 0; i < CONNS; i++)
+    fds[i] = raw_connect (env.port);
+  wait_open (&env, CONNS);
+  GByteArray *one = stats_calls (1);
+  for (int round = 0; round < ROUNDS; round++)
+    for (int i = 0; i < CONNS; i++)
+      {
+        send_all (fds[i], one);
+        expect_stats_replies (fds[i], 1);
+        most = MAX (most, process_threads ());
+      }
+  g_byte_array_unref (one);
+  g_test_message ("call threads: at most %d for %d calls round %d connections", most - before, CONNS * ROUNDS,
+                  CONNS);
+  /* one, plus slack for a thread that took longer than the pool's 5 ms
+   * to come free on a loaded machine */
+  g_assert_cmpint (most - before, <=, CONNS / 4);
+  env_stop (&env);
+  for (int i = 0; i < CONNS; i++)
+    close (fds[i]);
 }
 
 /* Idle connections are closed after the idle timeout, by the poller. */
@@ -513,6 +551,7 @@ main (int argc, char **argv)
   g_test_add_func ("/listener/idle-connections", test_idle_connections);
   g_test_add_func ("/listener/idle-timeout", test_idle_timeout);
   g_test_add_func ("/listener/threads-end-when-idle", test_threads_end_when_idle);
+  g_test_add_func ("/listener/waiting-threads-yield", test_waiting_threads_yield);
   g_test_add_func ("/listener/blocked-calls-outgrow-pool", test_blocked_calls_outgrow_pool);
   g_test_add_func ("/thread-pool/grows-for-blocked-items", test_pool_grows_for_blocked_items);
   g_test_add_func ("/thread-pool/keeps-its-size", test_pool_keeps_its_size);

@@ -7,7 +7,15 @@
  * queue), so the fields the serving thread wrote are seen by the poller
  * and the next thread.  A connection whose next message is already in
  * its socket's read-ahead buffer (the client sent it with the last one)
- * would never wake the poller: the thread serves it at once instead. */
+ * would never wake the poller: the thread serves it at once instead.
+ *
+ * After a reply the thread stays with its connection a while for the
+ * next call (next_call_soon): a worker's calls come in runs, one per
+ * slice and step, and a call that finds its thread waiting saves two
+ * thread hand-overs (the poller's wake-up, then a pool thread's).  It
+ * stays only while no call waits for a thread: the poller keeps
+ * backlog_fd readable whenever its last hand-out left calls queued, and
+ * every waiting thread then gives its connection back at once. */
 #include "rpc/listener.h"
 
 #include <errno.h>
@@ -16,6 +24,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,7 +38,6 @@
 #define GROW_AFTER_US (5 * 1000)           /* beyond `threads`: a call waiting this long for a thread gets one */
 #define ACCEPT_PAUSE_US (100 * 1000)      /* after accept failed for want of descriptors */
 #define EVENTS 64                          /* epoll events taken per wake-up */
-#define NEXT_CALL_NS (500 * 1000)          /* a thread waits this long for the connection's next call */
 
 typedef struct {
   ShoalRpcListener *rpc;
@@ -51,6 +59,7 @@ struct _ShoalRpcListener {
   ThriftProcessor *processor;   /* a reference */
   size_t max_message;
   gint64 io_timeout_ms;
+  int next_call_wait_ms;        /* see next_call_soon */
   gboolean threads_end_when_idle;  /* shoal_rpc_listener_reap counts the pool's threads */
   int max_connections;      /* 0: no cap */
   gint64 idle_timeout_ms;   /* 0: none */
@@ -61,6 +70,8 @@ struct _ShoalRpcListener {
   int listen_fd;            /* non-blocking */
   int port;
   int wake[2];              /* a pipe written once at stop; the poller watches wake[0] */
+  int backlog_fd;           /* an eventfd, readable while calls wait for a thread (poller writes) */
+  gboolean backlog;         /* backlog_fd is readable (poller only) */
   int epoll_fd;
   GThread *poller;
   ShoalThreadPool *pool;
@@ -199,19 +210,21 @@ conn_watch (ShoalRpcListener *rpc, Conn *c, int op)
 }
 
 /* After a reply: TRUE when the connection's next call begins within
- * NEXT_CALL_NS, while no other call waits for a thread.  A client's
- * calls often come back to back (a push, then the pull of the same
- * slice): the thread that is still here serves the next one without the
- * two hand-overs through the poller (about 20% of a 64 KiB push+pull on
- * loopback, bench/rpc.sh). */
+ * next_call_wait_ms, while no other call waits for a thread (FALSE at once
+ * when one starts to wait, or the listener stops).  A client's calls
+ * come back to back (a push, then the pull of the same slice; the
+ * slices of a step, then the next step's): the thread that is still here
+ * serves the next one without the two hand-overs through the poller
+ * (about 20% of a 64 KiB push+pull on loopback, and 5% of a 1 MiB one
+ * whose first call comes after a pause; bench/rpc.sh). */
 static gboolean
 next_call_soon (ShoalRpcListener *rpc, Conn *c)
 {
-  if (shoal_thread_pool_queued (rpc->pool) > 0)
+  if (shoal_thread_pool_unclaimed (rpc->pool) > 0)
     return FALSE;
-  struct pollfd p[2] = { { c->fd, POLLIN, 0 }, { rpc->wake[0], POLLIN, 0 } };
-  struct timespec wait = { 0, NEXT_CALL_NS };
-  if (ppoll (p, 2, &wait, NULL) <= 0 || p[1].revents != 0 || !(p[0].revents & POLLIN))
+  struct pollfd p[3] = { { c->fd, POLLIN, 0 }, { rpc->wake[0], POLLIN, 0 }, { rpc->backlog_fd, POLLIN, 0 } };
+  if (poll (p, 3, rpc->next_call_wait_ms) <= 0 || p[1].revents != 0 || p[2].revents != 0
+      || !(p[0].revents & POLLIN))
     return FALSE;
   guint8 byte;
   return recv (c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
@@ -261,6 +274,22 @@ drop (gpointer item)
   conn_end (c->rpc, c);
 }
 
+/* The poller: makes backlog_fd readable while calls wait for a busy
+ * thread (the threads waiting for their connections' next calls then
+ * give them back and take the queued ones), and not otherwise. */
+static void
+backlog_update (ShoalRpcListener *rpc)
+{
+  gboolean waiting = shoal_thread_pool_unclaimed (rpc->pool) > 0;
+  guint64 v = 1;
+  if (waiting == rpc->backlog)
+    return;
+  if ((waiting ? write (rpc->backlog_fd, &v, sizeof v) : read (rpc->backlog_fd, &v, sizeof v)) < 0
+      && errno != EAGAIN)
+    g_warning ("%s: the backlog signal: %s", rpc->name, g_strerror (errno));
+  rpc->backlog = waiting;
+}
+
 static void
 dispatch (ShoalRpcListener *rpc, Conn *c)
 {
@@ -273,6 +302,7 @@ dispatch (ShoalRpcListener *rpc, Conn *c)
       g_error_free (e);
       conn_end (rpc, c);
     }
+  backlog_update (rpc);
 }
 
 /* The poller: the epoll set said something about an idle connection. */
@@ -481,6 +511,7 @@ poller_main (gpointer data)
       if (g_atomic_int_get (&rpc->stopping))
         break;
       rpc->grow_at = shoal_thread_pool_grow (rpc->pool);
+      backlog_update (rpc);
       expire_idle (rpc);
       if (rpc->accept_paused_until > 0 && g_get_monotonic_time () >= rpc->accept_paused_until)
         accept_pause (rpc, FALSE);
@@ -569,12 +600,14 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   rpc->processor = g_object_ref (processor);
   rpc->max_message = opts->max_message_bytes;
   rpc->io_timeout_ms = opts->io_timeout_ms;
+  rpc->next_call_wait_ms = (int) CLAMP (opts->next_call_wait_ms > 0 ? opts->next_call_wait_ms
+                                                                   : SHOAL_RPC_LISTENER_NEXT_CALL_MS, 1, G_MAXINT);
   rpc->max_connections = MAX (opts->max_connections, 0);
   rpc->threads_end_when_idle = opts->threads_end_when_idle;
   rpc->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
   rpc->listen_fd = fd;
   rpc->port = port;
-  rpc->wake[0] = rpc->wake[1] = rpc->epoll_fd = -1;
+  rpc->wake[0] = rpc->wake[1] = rpc->epoll_fd = rpc->backlog_fd = -1;
   rpc->grow_at = G_MAXINT64;
   g_mutex_init (&rpc->lock);
   g_queue_init (&rpc->open);
@@ -595,6 +628,8 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
     what = "O_NONBLOCK";
   else if (pipe2 (rpc->wake, O_CLOEXEC) < 0)
     what = "pipe";
+  else if ((rpc->backlog_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+    what = "eventfd";
   else if ((rpc->epoll_fd = epoll_create1 (EPOLL_CLOEXEC)) < 0)
     what = "epoll_create1";
   else
@@ -679,6 +714,8 @@ shoal_rpc_listener_stop (ShoalRpcListener *rpc)
   close (rpc->listen_fd);
   if (rpc->epoll_fd >= 0)
     close (rpc->epoll_fd);
+  if (rpc->backlog_fd >= 0)
+    close (rpc->backlog_fd);
   if (rpc->wake[0] >= 0)
     {
       close (rpc->wake[0]);

@@ -76,10 +76,17 @@ typedef struct {
                                * no thread outlive its input (fuzz/fuzz_param_handler.c: GLib
                                * frees a thread's slice cache only when the thread ends, and
                                * LeakSanitizer reports a live pool thread's cache as lost) */
+  gint64 next_call_wait_ms;   /* after a reply, how long its thread waits for the connection's next
+                               * call while no other call waits for a thread (0:
+                               * SHOAL_RPC_LISTENER_NEXT_CALL_MS) */
 } ShoalRpcListenerOptions;
 
 /* The pool threads a listener keeps when the options name none. */
 #define SHOAL_RPC_LISTENER_THREADS 8
+/* A worker's calls come in runs (the slices of a step, then the next
+ * step's, tens of ms later): a thread that waits this long for its
+ * connection's next call serves most of them without hand-overs. */
+#define SHOAL_RPC_LISTENER_NEXT_CALL_MS 50
 
 /* Binds and starts accepting; every call runs `processor` (referenced;
  * its handler is called from the pool's threads, so it must be

@@ -242,12 +242,12 @@ shoal_thread_pool_threads (ShoalThreadPool *pool)
 }
 
 guint
-shoal_thread_pool_queued (ShoalThreadPool *pool)
+shoal_thread_pool_unclaimed (ShoalThreadPool *pool)
 {
   g_mutex_lock (&pool->lock);
-  guint n = g_queue_get_length (&pool->queue);
+  int n = (int) g_queue_get_length (&pool->queue) - pool->waiting - pool->starting;
   g_mutex_unlock (&pool->lock);
-  return n;
+  return (guint) MAX (n, 0);
 }
 
 void

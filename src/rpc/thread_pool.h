@@ -57,8 +57,9 @@ gint64 shoal_thread_pool_grow (ShoalThreadPool *pool);
 
 /* Threads running now (working or waiting for work). */
 guint shoal_thread_pool_threads (ShoalThreadPool *pool);
-/* Items queued that no thread took yet. */
-guint shoal_thread_pool_queued (ShoalThreadPool *pool);
+/* Items queued that no free or starting thread is about to take: they
+ * wait for a busy thread to finish its item (or for grow). */
+guint shoal_thread_pool_unclaimed (ShoalThreadPool *pool);
 
 /* Joins threads that ended for lack of work (push does so too). */
 void shoal_thread_pool_reap (ShoalThreadPool *pool);

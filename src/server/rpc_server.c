@@ -1029,6 +1029,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
     .idle_timeout_ms = opts->idle_timeout_ms,
     .threads = opts->threads,
     .threads_end_when_idle = opts->threads_end_when_idle,
+    .next_call_wait_ms = opts->next_call_wait_ms,
   };
   rpc->listener = shoal_rpc_listener_start (rpc->processor, &lo, error);
   if (rpc->listener == NULL)

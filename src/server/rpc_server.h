@@ -47,6 +47,8 @@ typedef struct {
   int threads;                  /* call threads kept (rpc/listener.h: more start while all are busy,
                                  * up to max_connections); <= 0: SHOAL_RPC_LISTENER_THREADS */
   gboolean threads_end_when_idle; /* keep no call thread (rpc/listener.h; fuzz harnesses) */
+  gint64 next_call_wait_ms;     /* a call thread's wait for its connection's next call (rpc/listener.h;
+                                 * 0: SHOAL_RPC_LISTENER_NEXT_CALL_MS) */
   ShoalLiveness *liveness;      /* heartbeats and shutdowns go here; borrowed, must outlive the RPC
                                  * server; NULL: heartbeats are answered, nothing is recorded */
 } ShoalRpcServerOptions;
