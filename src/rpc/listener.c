@@ -14,7 +14,7 @@
  * slice and step, and a call that finds its thread waiting saves two
  * thread hand-overs (the poller's wake-up, then a pool thread's).  It
  * stays only while no call waits for a thread: the poller keeps
- * backlog_fd readable whenever its last hand-out left calls queued, and
+ * backlog_fd readable whenever its last hand-outs left calls queued, and
  * every waiting thread then gives its connection back at once. */
 #include "rpc/listener.h"
 
@@ -274,9 +274,10 @@ drop (gpointer item)
   conn_end (c->rpc, c);
 }
 
-/* The poller: makes backlog_fd readable while calls wait for a busy
- * thread (the threads waiting for their connections' next calls then
- * give them back and take the queued ones), and not otherwise. */
+/* The poller, after each batch of events: makes backlog_fd readable
+ * while calls wait for a busy thread (the threads waiting for their
+ * connections' next calls then give them back and take the queued
+ * ones), and not otherwise. */
 static void
 backlog_update (ShoalRpcListener *rpc)
 {
@@ -302,7 +303,6 @@ dispatch (ShoalRpcListener *rpc, Conn *c)
       g_error_free (e);
       conn_end (rpc, c);
     }
-  backlog_update (rpc);
 }
 
 /* The poller: the epoll set said something about an idle connection. */
