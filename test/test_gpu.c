@@ -253,6 +253,15 @@ compare_step (Pair *p, double rtol)
   return lc;
 }
 
+/* A test-phase forward on both nets, the losses compared. */
+static void
+compare_test_forward (Pair *p)
+{
+  double lc = shoal_net_forward (p->cpu, SHOAL_PHASE_TEST);
+  double lg = shoal_net_forward (p->gpu, SHOAL_PHASE_TEST);
+  g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
+}
+
 static void
 compare_conf (const char *text, double rtol)
 {
@@ -486,9 +495,7 @@ check_batchnorm (const char *shape, const char *target, int channels, size_t inn
   /* the running statistics (params mean, var) move on both, compared with the values */
   compare_step (&p, 1e-3);
   compare_step (&p, 1e-3);
-  double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TEST);
-  double lg = shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
-  g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
+  compare_test_forward (&p);
   compare_layers (&p, FALSE, 1e-3);
   pair_free (&p);
   gpu_gradcheck (text, 8);
@@ -911,10 +918,8 @@ test_lmdb_input (void)
   /* 20 test records in batches of 8: 8, 8, 4 */
   for (int b = 0; b < 3; b++)
     {
-      double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TEST);
-      double lg = shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
+      compare_test_forward (&p);
       g_assert_cmpint (shoal_net_batch_rows (p.gpu), ==, b < 2 ? 8 : 4);
-      g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
       compare_layers (&p, FALSE, 1e-3);
     }
   pair_free (&p);
@@ -1085,11 +1090,7 @@ test_text_input (void)
   for (int step = 0; step < 4; step++)
     compare_step (&p, 1e-3);
   for (int b = 0; b < 2; b++)
-    {
-      double lc = shoal_net_forward (p.cpu, SHOAL_PHASE_TEST);
-      double lg = shoal_net_forward (p.gpu, SHOAL_PHASE_TEST);
-      g_assert_cmpfloat_with_epsilon (lg, lc, 1e-4 * MAX (1.0, fabs (lc)));
-    }
+    compare_test_forward (&p);
   pair_free (&p);
   g_free (text);
   g_assert_true (shoal_test_remove_tree (dir));
