@@ -36,12 +36,17 @@ cd "$(dirname "$0")/.." || exit 1
 B=build-cuda
 PKGS="glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-MODELS=${BENCH_GPU_MODELS:-mlp cnn}
+MODELS=${BENCH_GPU_MODELS:-mlp cnn gru lstm}
 STEPS=${BENCH_GPU_STEPS:-300}
 WARMUP=${BENCH_GPU_WARMUP:-30}
 REPEATS=${BENCH_GPU_REPEATS:-3}
 TF32=${BENCH_GPU_TF32:-0}
 RES=$B/bench/gpu
+# the char-RNN's text: one file of Python sources cut by prepare, and its
+# LMDB import (the device machine has neither Debian's sources nor room
+# for all of them beside the packages)
+TEXT_FILE=.gpudata/pytext.txt
+TEXT_DATA=.gpudata/pytext
 
 die () { echo "bench/gpu: $*" >&2; exit 1; }
 
@@ -61,10 +66,23 @@ prepare () {
   [ -n "$(ls .debs/*.deb 2>/dev/null)" ] || bash bench/gpu-env.sh fetch ${BENCH_GPU_FETCH:-} || die "fetch failed"
   make --no-print-directory -j2 CUDA=1 BUILD=$B build-only || die "make CUDA=1 failed"
   build_gpu_train || die "building gpu_train failed"
+  if [ ! -e "$TEXT_DATA/.done" ]; then
+    # about 1.5 MB of Debian's Python sources, whole files in byte order
+    mkdir -p .gpudata && : >"$TEXT_FILE" || die "cannot write $TEXT_FILE"
+    local f
+    for f in $(ls /usr/lib/python3.11/*.py | LC_ALL=C sort); do
+      [ "$(stat -c %s "$TEXT_FILE")" -lt 1500000 ] || break
+      cat "$f" >>"$TEXT_FILE"
+    done
+    rm -rf "$TEXT_DATA"
+    # it says the vocabulary's size, which the net's embedding and logits take
+    "$B/shoal" import text --out "$TEXT_DATA" --seq-len 100 "$TEXT_FILE" | sed -n 's/.*vocabulary of \([0-9]*\).*/\1/p' \
+      >"$TEXT_DATA.vocab" && [ -s "$TEXT_DATA.vocab" ] && touch "$TEXT_DATA/.done" || die "shoal import text failed"
+  fi
   cat <<EOF
 bench/gpu: ready.  On the device machine (the device tool's run), from the repository root:
   command: bash bench/gpu.sh
-  carry:   .debs  $B/shoal  $B/libshoal.so.0  $B/libshoal.so.0.2.0  $B/test/test_gpu  $B/bench/gpu_train
+  carry:   .debs  .gpudata  $B/shoal  $B/libshoal.so.0  $B/libshoal.so.0.2.0  $B/test/test_gpu  $B/bench/gpu_train
 EOF
 }
 
@@ -117,27 +135,48 @@ run () {
   local env_tf32="" torch_tf32=""
   [ "$TF32" = 1 ] && env_tf32="SHOAL_CUDA_TF32=1" && torch_tf32=--tf32
   local summary=$RES/summary.txt
+  local -A torch_med=() shoal_med=()
   {
-    echo "Fashion-MNIST training throughput, batch 64, FP32$([ "$TF32" = 1 ] && echo " (TF32 allowed)"),"
+    echo "Training throughput, FP32$([ "$TF32" = 1 ] && echo " (TF32 allowed)"): mlp, cnn: Fashion-MNIST, batch 64;"
+    echo "gru, lstm: the char-RNN (2 levels of 256, Adam, clip_norm 5), batch 32 x 100 bytes;"
     echo "median of $REPEATS runs of $STEPS steps after $WARMUP (samples/s)"
     printf '%-5s %-18s %12s %10s   %s\n' model side samples/s step_ms device
   } >"$summary"
   for m in $MODELS; do
-    local conf=examples/fashion-mnist/$m.conf
-    local sides=("shoal gpu" "shoal gpu fwd+bwd" "shoal cpu" "torch gpu")
+    local conf=examples/fashion-mnist/$m.conf shoal_data=(--data "$data") torch_cmd=()
+    local sides=("shoal gpu" "shoal gpu host-upd" "shoal gpu fwd+bwd" "shoal cpu" "torch gpu")
+    case $m in
+      mlp|cnn)
+        torch_cmd=(python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" $torch_tf32) ;;
+      gru|lstm)
+        # the char-RNN (examples/char-rnn) on the text prepare cut
+        # (.gpudata): shoal's LMDB import of it against the same bytes
+        # read by PyTorch's cuDNN GRU/LSTM (bench/rnn_torch.py)
+        conf=examples/char-rnn/char_rnn.conf
+        local vocab
+        vocab=$(cat "$TEXT_DATA.vocab" 2>/dev/null) || die "no $TEXT_DATA.vocab: run bench/gpu.sh prepare"
+        shoal_data=(-o "layer data.data=$TEXT_DATA" -o "layer gru.type=$m" -o "layer embed.vocab_size=$vocab"
+                    -o "layer logits.num_output=$vocab")
+        sides=("shoal gpu" "shoal gpu host-upd" "shoal gpu fwd+bwd" "torch gpu")
+        torch_cmd=(python3 bench/rnn_torch.py --conf "$conf" --files "$TEXT_FILE" --cell "$m" --device cuda:0
+                   --no-eval --window 25 $torch_tf32) ;;
+      *) die "unknown model $m (mlp, cnn, gru, lstm)" ;;
+    esac
     for side in "${sides[@]}"; do
       local rates="" ms="" dev="" line="" i
       for ((i = 0; i < REPEATS; i++)); do
         local log=$RES/${m}-${side// /_}-$i.log
         case $side in
-          "shoal gpu") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cuda:0 \
-                         --steps "$STEPS" --warmup "$WARMUP" >"$log" 2>&1 ;;
-          "shoal gpu fwd+bwd") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cuda:0 \
-                         --steps "$STEPS" --warmup "$WARMUP" --no-update >"$log" 2>&1 ;;
-          "shoal cpu") "$B/bench/gpu_train" --conf "$conf" --data "$data" --device cpu --threads "$(nproc)" \
+          "shoal gpu") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" --update device >"$log" 2>&1 ;;
+          "shoal gpu host-upd") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" --update host >"$log" 2>&1 ;;
+          "shoal gpu fwd+bwd") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" --update none >"$log" 2>&1 ;;
+          "shoal cpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cpu --threads "$(nproc)" \
                          --steps "$((STEPS / 3))" --warmup "$((WARMUP / 3))" >"$log" 2>&1 ;;
-          "torch gpu") LD_LIBRARY_PATH=$SHOAL_SYSTEM_LD_LIBRARY_PATH python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" --steps "$STEPS" \
-                         --warmup "$WARMUP" $torch_tf32 >"$log" 2>&1 ;;
+          "torch gpu") LD_LIBRARY_PATH=$SHOAL_SYSTEM_LD_LIBRARY_PATH "${torch_cmd[@]}" --steps "$STEPS" \
+                         --warmup "$WARMUP" >"$log" 2>&1 ;;
         esac
         line=$(grep -E '^gpu_(train|torch) ' "$log" | tail -n 1)
         if [ -z "$line" ]; then
@@ -149,9 +188,15 @@ run () {
         dev=$(sed -n 's/.*device="\([^"]*\)".*/\1/p' <<<"$line")
       done
       [ "$side" = "shoal cpu" ] && dev="$(nproc) CPU cores ($dev)" || dev="$gpu [$dev]"
-      printf '%-5s %-18s %12s %10s   %s\n' "$m" "$side" "$(tr ' ' '\n' <<<"$rates" | grep . | median)" \
+      local med
+      med=$(tr ' ' '\n' <<<"$rates" | grep . | median)
+      [ "$side" = "torch gpu" ] && torch_med[$m]=$med
+      [ "$side" = "shoal gpu" ] && shoal_med[$m]=$med
+      printf '%-5s %-18s %12s %10s   %s\n' "$m" "$side" "$med" \
         "$(tr ' ' '\n' <<<"$ms" | grep . | median)" "$dev" >>"$summary"
     done
+    printf '%-5s %-18s %12s\n' "$m" "shoal gpu / torch" \
+      "$(awk -v a="${shoal_med[$m]:--}" -v b="${torch_med[$m]:--}" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }')" >>"$summary"
   done
   echo "==== throughput on $gpu"
   cat "$summary"

@@ -45,6 +45,8 @@ def parse_args():
     p.add_argument("--window", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (data and model on the device)")
+    p.add_argument("--tf32", action="store_true", help="on a GPU: allow TF32 (default FP32, as shoal)")
     p.add_argument("--init-from", metavar="FILE",
                    help="start from these weights: a shoal params blob (see bench/rnn.sh), so that "
                         "both sides train from the same initial values")
@@ -117,6 +119,12 @@ def main():
     tr, tr_len = streams(sequences(train), v["batch"])
     vs = sequences(val)
     va, va_len = streams(vs, min(v["batch"], len(vs)))
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        tr, va = tr.to(dev), va.to(dev)
 
     V = len(vocab)
     rnn_cls = torch.nn.GRU if v["cell"] == "gru" else torch.nn.LSTM
@@ -133,7 +141,7 @@ def main():
             y, h = self.rnn(self.embed(x), h)
             return self.out(y), h
 
-    model = Model()
+    model = Model().to(dev)
     if a.init_from:
         blob = read_shoal_params(a.init_from)
         names = {"embed.weight": "embed/weight", "out.weight": "logits/weight", "out.bias": "logits/bias"}
@@ -154,6 +162,8 @@ def main():
     total = a.warmup + a.steps
     for step in range(total):
         if step == a.warmup:
+            if cuda:
+                torch.cuda.synchronize(dev)
             t_window = time.perf_counter()
         if pos == 0:
             h = None  # every stream restarts: fresh state
@@ -169,6 +179,8 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), v["clip"])
         opt.step()
         if step >= a.warmup and (step - a.warmup + 1) % a.window == 0:
+            if cuda:
+                torch.cuda.synchronize(dev)
             now = time.perf_counter()
             rates.append(a.window * v["batch"] / (now - t_window))
             t_window = now
@@ -184,6 +196,11 @@ def main():
                 tot += float(loss_fn(logits.reshape(-1, V), batch[:, 1:].reshape(-1))) * batch.shape[0]
                 cnt += batch.shape[0]
         val_loss = tot / cnt
+    if cuda:
+        # bench/gpu.sh's line
+        print(f"gpu_torch samples_per_sec={statistics.median(rates):.1f} "
+              f"step_ms={1000 * v['batch'] / statistics.median(rates):.3f} final_loss={float(loss):.4f} "
+              f"cell={v['cell']} tf32={int(a.tf32)} device=\"{torch.cuda.get_device_name(dev)}\"")
     print(f"samples_per_sec={statistics.median(rates):.2f} val_loss={val_loss:.4f} steps={a.steps} "
           f"cell={v['cell']} hidden={v['hidden']} layers={v['layers']} batch={v['batch']} threads={a.threads} "
           f"torch={torch.__version__}")

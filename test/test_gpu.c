@@ -16,13 +16,16 @@
 #include <math.h>
 #include <string.h>
 
+#include "comm/param_client.h"
 #include "core/device.h"
+#include "core/updater.h"
 #include "core/error.h"
 #include "data/data_layers.h"
 #include "data/dataset.h"
 #include "data/text.h"
 #include "net/net.h"
 #include "partition/partition.h"
+#include "server/server.h"
 #include "layers/recurrent.h"
 #include "support/temp_tree.h"
 
@@ -1175,6 +1178,356 @@ test_sigmoid_cross_entropy (void)
   gpu_gradcheck (text, 30);
 }
 
+/* ---- updates on the device ------------------------------------------------ */
+
+/* How many of n floats are bitwise equal, and the largest difference
+ * relative to the largest host value; fails past rtol. */
+static void
+assert_update_close (const char *what, const float *host, const float *dev, size_t n, double rtol)
+{
+  size_t same = 0;
+  for (size_t i = 0; i < n; i++)
+    same += memcmp (&host[i], &dev[i], sizeof (float)) == 0;
+  g_test_message ("%s: %zu of %zu values bitwise equal", what, same, n);
+  assert_close (what, host, dev, n, rtol, 1e-30);
+}
+
+static float *
+device_floats (const float *host, size_t n)
+{
+  GError *error = NULL;
+  float *d = shoal_device_alloc (GPU0, n * sizeof (float), &error);
+  g_assert_no_error (error);
+  g_assert_true (shoal_device_copy (d, host, n * sizeof (float), &error));
+  g_assert_no_error (error);
+  return d;
+}
+
+static float *
+host_floats (const float *dev, size_t n)
+{
+  GError *error = NULL;
+  float *h = g_new (float, n);
+  g_assert_true (shoal_device_copy (h, dev, n * sizeof (float), &error));
+  g_assert_no_error (error);
+  return h;
+}
+
+/* Every rule (sgd without and with momentum, nesterov, adagrad, rmsprop,
+ * adadelta, adam) with weight decay and scales, three updates in a row
+ * on host and device from the same values, gradients and state: the
+ * kernels make the host's operations in its order, so the values and
+ * the state agree to the bit (the check allows 1e-6 relative and counts
+ * the bitwise-equal ones); the device gradient is zero afterwards. */
+static void
+test_device_updaters (void)
+{
+  if (!have_real_gpu ())
+    return;
+  const size_t n = 70001;   /* not a multiple of any vector or block width */
+  struct { ShoalUpdaterKind kind; float momentum; } rules[] = {
+    { SHOAL_UPDATER_SGD, 0 }, { SHOAL_UPDATER_SGD, 0.9f }, { SHOAL_UPDATER_NESTEROV, 0.9f },
+    { SHOAL_UPDATER_ADAGRAD, 0 }, { SHOAL_UPDATER_RMSPROP, 0 }, { SHOAL_UPDATER_ADADELTA, 0 },
+    { SHOAL_UPDATER_ADAM, 0 },
+  };
+  GError *error = NULL;
+  ShoalStream *stream = shoal_stream_new (GPU0, &error);
+  g_assert_no_error (error);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  for (guint r = 0; r < G_N_ELEMENTS (rules); r++)
+    {
+      ShoalUpdaterConf conf;
+      shoal_updater_conf_defaults (&conf, rules[r].kind);
+      conf.momentum = rules[r].momentum;
+      conf.weight_decay = 1e-3f;
+      conf.schedule.lr = 0.05f;
+      conf.schedule.policy = SHOAL_LR_STEP;
+      conf.schedule.gamma = 0.5f;
+      conf.schedule.step_size = 2;
+      int per = shoal_updater_state_per_value (rules[r].kind);
+      float *w = g_new (float, n), *g = g_new (float, n), *st = g_new0 (float, 2 * n);
+      for (size_t i = 0; i < n; i++)
+        w[i] = (float) g_rand_double_range (rand, -1, 1);
+      /* squared-gradient sums are never negative */
+      for (size_t i = 0; i < 2 * n; i++)
+        st[i] = (float) g_rand_double_range (rand, 0, 0.01);
+      float *dw = device_floats (w, n), *dst = device_floats (st, 2 * n);
+      for (int step = 0; step < 3; step++)
+        {
+          for (size_t i = 0; i < n; i++)
+            g[i] = (float) g_rand_double_range (rand, -2, 2);
+          float *dg = device_floats (g, n);
+          shoal_updater_apply (&conf, step, step + 1, 0.5f, 2.0f, w, g, per > 0 ? st : NULL, per > 1 ? st + n : NULL, n);
+          shoal_updater_apply_on (stream, &conf, step, step + 1, 0.5f, 2.0f, dw, dg, per > 0 ? dst : NULL,
+                                  per > 1 ? dst + n : NULL, n, TRUE);
+          g_assert_true (shoal_stream_sync (stream, &error));
+          g_assert_no_error (error);
+          float *cleared = host_floats (dg, n);
+          for (size_t i = 0; i < n; i++)
+            g_assert_cmpfloat (cleared[i], ==, 0.0f);
+          g_free (cleared);
+          shoal_device_free (GPU0, dg);
+        }
+      char *what = g_strdup_printf ("%s%s values", shoal_updater_kind_name (rules[r].kind),
+                                    rules[r].momentum != 0 && rules[r].kind == SHOAL_UPDATER_SGD ? "+momentum" : "");
+      float *hw = host_floats (dw, n), *hst = host_floats (dst, 2 * n);
+      assert_update_close (what, w, hw, n, 1e-6);
+      if (per > 0)
+        assert_update_close ("  state", st, hst, (size_t) per * n, 1e-6);
+      g_free (what);
+      g_free (hw);
+      g_free (hst);
+      shoal_device_free (GPU0, dw);
+      shoal_device_free (GPU0, dst);
+      g_free (w);
+      g_free (g);
+      g_free (st);
+    }
+  g_rand_free (rand);
+  shoal_stream_free (stream);
+}
+
+/* Clipping on the device against the host: by value, by norm, both; and
+ * a gradient under the norm stays as it is. */
+static void
+test_device_clip (void)
+{
+  if (!have_real_gpu ())
+    return;
+  const size_t n = 100003;
+  struct { float value, norm, scale; } cases[] = { { 0.5f, 0, 1 }, { 0, 3, 1 }, { 0.5f, 3, 1 }, { 0, 1e6f, 1 } };
+  GError *error = NULL;
+  ShoalStream *stream = shoal_stream_new (GPU0, &error);
+  g_assert_no_error (error);
+  double *scratch = shoal_device_alloc (GPU0, 2 * sizeof (double), &error);
+  g_assert_no_error (error);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      float *g = g_new (float, n);
+      for (size_t i = 0; i < n; i++)
+        g[i] = (float) g_rand_double_range (rand, -1, 1);
+      float *dg = device_floats (g, n);
+      shoal_clip_gradients (g, n, cases[c].value, cases[c].norm);
+      shoal_clip_gradients_on (stream, dg, n, cases[c].value, cases[c].norm, scratch);
+      g_assert_true (shoal_stream_sync (stream, &error));
+      g_assert_no_error (error);
+      float *hg = host_floats (dg, n);
+      char *what = g_strdup_printf ("clip value %g norm %g", cases[c].value, cases[c].norm);
+      assert_update_close (what, g, hg, n, 1e-6);
+      g_free (what);
+      g_free (hg);
+      g_free (g);
+      shoal_device_free (GPU0, dg);
+    }
+  g_rand_free (rand);
+  shoal_device_free (GPU0, scratch);
+  shoal_stream_free (stream);
+}
+
+/* One worker with its server in-process, as the runner wires them
+ * (shared param client, server of 4 slices, SYNC), on a net `device`. */
+typedef struct {
+  ShoalNet *net;
+  ShoalServer *server;
+  ShoalParamClient *client;
+  gint64 step;
+} InProcess;
+
+static void
+in_process_ready (ShoalLayer *layer, gpointer data)
+{
+  InProcess *w = data;
+  shoal_param_client_layer_done (w->client, layer, w->step);
+}
+
+static InProcess
+in_process_new (ShoalConf *conf, ShoalDevice device, const ShoalUpdaterConf *u, gboolean on_device)
+{
+  GError *error = NULL;
+  InProcess w = { 0 };
+  ShoalNetOptions opts = { .seed = SEED, .shard_count = 1, .device = device };
+  w.net = shoal_net_new (conf, &opts, &error);
+  g_assert_no_error (error);
+  ShoalParamStore *store = shoal_net_params (w.net);
+  shoal_param_store_init_values (store, SEED);
+  ShoalServerOptions so = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 1, .nslices = 4 };
+  w.server = shoal_server_new (store, u, &so, &error);
+  g_assert_no_error (error);
+  shoal_server_host_all (w.server);
+  w.client = shoal_param_client_new_shared (store, w.server);
+  if (on_device)
+    {
+      g_assert_true (shoal_net_keep_params_on_device (w.net, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_server_move_to_device (w.server, store->dev_values, device,
+                                                  shoal_net_compute_stream (w.net), &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (shoal_param_client_fetch (w.client, &error));
+  g_assert_no_error (error);
+  return w;
+}
+
+/* One step as worker.c makes it: forward, backward handing each layer
+ * to the client (or, clipping, the whole gradient after), wait. */
+static double
+in_process_step (InProcess *w, const float *x, const float *labels, int rows, const ShoalUpdaterConf *u)
+{
+  GError *error = NULL;
+  g_assert_true (shoal_net_feed (w->net, "x", x, rows, NULL, &error));
+  g_assert_true (shoal_net_feed (w->net, "labels", labels, rows, labels, &error));
+  g_assert_no_error (error);
+  double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
+  gboolean clip = u->clip_norm > 0 || u->clip_value > 0;
+  shoal_net_backward_notify (w->net, clip ? NULL : in_process_ready, w);
+  if (clip)
+    shoal_net_clip_gradients (w->net, u->clip_value, u->clip_norm);
+  shoal_param_client_step_done (w->client, w->step);
+  g_assert_true (shoal_param_client_wait (w->client, &error));
+  g_assert_no_error (error);
+  w->step++;
+  return loss;
+}
+
+static void
+in_process_free (InProcess *w)
+{
+  shoal_param_client_free (w->client);
+  GError *error = NULL;
+  g_assert_true (shoal_server_move_to_host (w->server, &error));
+  g_assert_no_error (error);
+  shoal_server_free (w->server);
+  shoal_net_free (w->net);
+}
+
+/* The same training three ways: the CPU, the GPU with the host update
+ * (gradients down, values up), and the GPU with params, state and update
+ * on the device (server.h, shoal_server_move_to_device).  The two GPU
+ * runs differ only in where the update runs: the same losses step by
+ * step and the same final values; the CPU agrees within float rounding.
+ * Then the device server's host copy: a pull and a checkpoint see the
+ * device's values, and a put reaches the device. */
+static void
+check_server_on_device (ShoalUpdaterKind kind, float clip_norm)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, kind);
+  u.schedule.lr = kind == SHOAL_UPDATER_ADAM ? 0.01f : 0.1f;
+  u.momentum = kind == SHOAL_UPDATER_SGD ? 0.9f : 0;
+  u.weight_decay = 1e-4f;
+  u.clip_norm = clip_norm;
+  /* the same GPU compute and the same update arithmetic: only clipping's
+   * norm sums in another order on the device */
+  double gpu_rtol = clip_norm > 0 ? 1e-5 : 1e-6;
+  ShoalDevice cpu = { SHOAL_DEVICE_CPU, 0 };
+  InProcess c = in_process_new (conf, cpu, &u, FALSE);
+  InProcess h = in_process_new (conf, GPU0, &u, FALSE);
+  InProcess d = in_process_new (conf, GPU0, &u, TRUE);
+  g_assert_true (shoal_server_on_device (d.server));
+  g_assert_true (shoal_net_params_on_device (d.net));
+  GRand *rand = g_rand_new_with_seed (SEED);
+  float x[32 * 20], labels[32];
+  double first = 0, last = 0;
+  for (int step = 0; step < 25; step++)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (x); i++)
+        x[i] = (float) g_rand_double_range (rand, -1, 1);
+      for (guint i = 0; i < G_N_ELEMENTS (labels); i++)
+        labels[i] = (float) (x[i * 20] > 0) + 2 * (float) (x[i * 20 + 1] > 0);
+      double lc = in_process_step (&c, x, labels, 32, &u);
+      double lh = in_process_step (&h, x, labels, 32, &u);
+      double ld = in_process_step (&d, x, labels, 32, &u);
+      if (!(fabs (ld - lh) <= gpu_rtol * MAX (1.0, fabs (lh))) || !(fabs (ld - lc) <= 1e-3 * MAX (1.0, fabs (lc))))
+        {
+          g_test_message ("step %d: loss cpu %.9g, gpu host update %.9g, gpu device update %.9g", step, lc, lh, ld);
+          g_test_fail ();
+        }
+      first = step == 0 ? ld : first;
+      last = ld;
+    }
+  g_test_message ("%s%s on the device: loss %.4f -> %.4f", shoal_updater_kind_name (kind),
+                  clip_norm > 0 ? " (clipped)" : "", first, last);
+  g_assert_cmpfloat (last, <, 0.8 * first);
+  size_t served = shoal_net_params (d.net)->served;
+  /* a pull reads the host copy: brought up to date first */
+  float *pulled = g_new (float, served);
+  for (int s = 0; s < 4; s++)
+    {
+      size_t b, e;
+      shoal_server_slice_range (d.server, s, &b, &e);
+      g_assert_true (shoal_server_pull (d.server, s, pulled + b, e - b, 0, 0, NULL, &error));
+      g_assert_no_error (error);
+    }
+  float *dev_values = host_floats (shoal_net_params (d.net)->dev_values, served);
+  assert_update_close ("pulled against the device's values", dev_values, pulled, served, 0);
+  assert_update_close ("device update against host update", shoal_server_values (h.server),
+                       shoal_server_values (d.server), served, gpu_rtol);
+  assert_update_close ("device update against the CPU", shoal_server_values (c.server),
+                       shoal_server_values (d.server), served, 1e-3);
+  /* a put lands on the device: the next forward sees it */
+  size_t b0, e0;
+  shoal_server_slice_range (d.server, 0, &b0, &e0);
+  for (size_t i = b0; i < e0; i++)
+    pulled[i] = 0.25f;
+  g_assert_true (shoal_server_put (d.server, 0, pulled + b0, e0 - b0, d.step, &error));
+  g_assert_no_error (error);
+  float *after = host_floats (shoal_net_params (d.net)->dev_values + b0, e0 - b0);
+  for (size_t i = 0; i < e0 - b0; i++)
+    g_assert_cmpfloat (after[i], ==, 0.25f);
+  g_free (after);
+  g_free (dev_values);
+  g_free (pulled);
+  g_rand_free (rand);
+  in_process_free (&c);
+  in_process_free (&h);
+  in_process_free (&d);
+  shoal_conf_free (conf);
+}
+
+static void
+test_server_on_device (void)
+{
+  if (!have_real_gpu ())
+    return;
+  check_server_on_device (SHOAL_UPDATER_SGD, 0);
+  check_server_on_device (SHOAL_UPDATER_ADAM, 0);
+  check_server_on_device (SHOAL_UPDATER_SGD, 0.5f);
+}
+
+/* Device mode is for one worker: a server that sums the gradients of
+ * several, or one on the CPU, says why it cannot. */
+static void
+test_server_on_device_refused (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions opts = { .seed = SEED, .shard_count = 1, .device = GPU0 };
+  ShoalNet *net = shoal_net_new (conf, &opts, &error);
+  g_assert_no_error (error);
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
+  ShoalServerOptions so = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 2, .nslices = 2 };
+  ShoalServer *server = shoal_server_new (shoal_net_params (net), &u, &so, &error);
+  g_assert_no_error (error);
+  shoal_server_host_all (server);
+  g_assert_false (shoal_server_move_to_device (server, shoal_net_params (net)->dev_values, GPU0,
+                                               shoal_net_compute_stream (net), &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+  g_assert_nonnull (strstr (error->message, "several workers"));
+  g_clear_error (&error);
+  g_assert_false (shoal_server_on_device (server));
+  shoal_server_free (server);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1216,5 +1569,9 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/embedding", test_embedding);
   g_test_add_func ("/gpu/rbm", test_rbm);
   g_test_add_func ("/gpu/sigmoid-cross-entropy", test_sigmoid_cross_entropy);
+  g_test_add_func ("/gpu/device-updaters", test_device_updaters);
+  g_test_add_func ("/gpu/device-clip", test_device_clip);
+  g_test_add_func ("/gpu/server-on-device", test_server_on_device);
+  g_test_add_func ("/gpu/server-on-device-refused", test_server_on_device_refused);
   return g_test_run ();
 }

@@ -572,6 +572,9 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
     return;
   if (c->shared != NULL)
     {
+      /* a server on the device takes the net's device gradients */
+      if (shoal_server_on_device (c->shared))
+        grads = c->store->dev_grads;
       for (int s = c->unqueued - 1; s >= from; s--)
         {
           size_t b = c->begin[s], n = c->end[s] - b;

@@ -84,6 +84,10 @@ gboolean shoal_param_client_start (ShoalParamClient *client, GError **error);
  * values; pushes update them directly in the worker's thread. */
 ShoalParamClient *shoal_param_client_new_shared (ShoalParamStore *store, ShoalServer *server);
 
+/* A shared client's server may run its updates on the worker net's GPU
+ * (server.h, shoal_server_move_to_device): the client then pushes the
+ * store's device gradients (store->dev_grads) instead of store->grads. */
+
 /* Copies every slice's current values from the servers into the store
  * (start of training); blocks. */
 gboolean shoal_param_client_fetch (ShoalParamClient *client, GError **error);

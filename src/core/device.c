@@ -19,6 +19,12 @@ shoal_device_register_backend (const ShoalDeviceBackend *backend)
   gpu_backend = backend;
 }
 
+const ShoalDeviceBackend *
+shoal_device_gpu_backend (void)
+{
+  return gpu_backend;
+}
+
 gboolean
 shoal_device_cuda_built (void)
 {

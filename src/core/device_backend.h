@@ -8,6 +8,7 @@
 #define SHOAL_DEVICE_BACKEND_H
 
 #include "core/device.h"
+#include "core/updater.h"
 
 G_BEGIN_DECLS
 
@@ -46,11 +47,19 @@ typedef struct {
   ShoalStream *(*context_copy) (ShoalDeviceContext *ctx);
   gboolean (*context_ready) (ShoalDeviceContext *ctx, GError **error);
   gboolean (*context_sync) (ShoalDeviceContext *ctx, GError **error);
+
+  /* core/updater.h on the device: one update of n values, and clipping */
+  void (*update) (ShoalStream *stream, const ShoalUpdateScalars *k, float *value, float *grad,
+                  float *state_a, float *state_b, size_t n, gboolean clear_grad);
+  void (*clip) (ShoalStream *stream, float *grad, size_t n, float clip_value, float clip_norm,
+                double *scratch);
 } ShoalDeviceBackend;
 
 /* Makes `backend` (static, never freed) the GPU backend; called once by
  * the backend when it is loaded (src/gpu/register.c). */
 void shoal_device_register_backend (const ShoalDeviceBackend *backend);
+/* The registered GPU backend; NULL in a build without one. */
+const ShoalDeviceBackend *shoal_device_gpu_backend (void);
 
 G_END_DECLS
 

@@ -338,6 +338,31 @@ rule_adam (float lr_c, float rs, float wd, float b1, float b2, float eps,
 }
 
 void
+shoal_updater_scalars (const ShoalUpdaterConf *conf, int step, gint64 t, float lr_scale, float wd_scale,
+                       ShoalUpdateScalars *out)
+{
+  g_return_if_fail (conf != NULL && out != NULL);
+  *out = (ShoalUpdateScalars) {
+    .kind = conf->kind,
+    .momentum = conf->momentum != 0.0f,
+    .lr = shoal_lr_at (&conf->schedule, step) * lr_scale,
+    .wd = conf->weight_decay * wd_scale,
+    .mom = conf->momentum,
+    .rho = conf->rho,
+    .eps = conf->epsilon,
+    .b1 = conf->beta1,
+    .b2 = conf->beta2,
+  };
+  if (conf->kind == SHOAL_UPDATER_ADAM)
+    {
+      double bc1 = 1.0 - pow (conf->beta1, (double) MAX (t, 1));
+      double bc2 = 1.0 - pow (conf->beta2, (double) MAX (t, 1));
+      out->lr_c = (float) (out->lr / bc1);
+      out->rs = (float) (1.0 / sqrt (bc2));
+    }
+}
+
+void
 shoal_updater_apply (const ShoalUpdaterConf *conf, int step, gint64 t,
                      float lr_scale, float wd_scale,
                      float *value, const float *grad,
@@ -347,47 +372,40 @@ shoal_updater_apply (const ShoalUpdaterConf *conf, int step, gint64 t,
   if (n == 0)
     return;
   g_return_if_fail (value != NULL && grad != NULL);
+  g_return_if_fail (conf->kind != SHOAL_UPDATER_ADAM || t >= 1);
 
-  float lr = shoal_lr_at (&conf->schedule, step) * lr_scale;
-  float wd = conf->weight_decay * wd_scale;
-
+  ShoalUpdateScalars k;
+  shoal_updater_scalars (conf, step, t, lr_scale, wd_scale, &k);
   switch (conf->kind)
     {
     case SHOAL_UPDATER_SGD:
-      if (conf->momentum == 0.0f)
-        rule_sgd (lr, wd, value, grad, n);
+      if (!k.momentum)
+        rule_sgd (k.lr, k.wd, value, grad, n);
       else
         {
           g_return_if_fail (state_a != NULL);
-          rule_momentum (lr, wd, conf->momentum, value, grad, state_a, n);
+          rule_momentum (k.lr, k.wd, k.mom, value, grad, state_a, n);
         }
       break;
     case SHOAL_UPDATER_NESTEROV:
       g_return_if_fail (state_a != NULL);
-      rule_nesterov (lr, wd, conf->momentum, value, grad, state_a, n);
+      rule_nesterov (k.lr, k.wd, k.mom, value, grad, state_a, n);
       break;
     case SHOAL_UPDATER_ADAGRAD:
       g_return_if_fail (state_a != NULL);
-      rule_adagrad (lr, wd, conf->epsilon, value, grad, state_a, n);
+      rule_adagrad (k.lr, k.wd, k.eps, value, grad, state_a, n);
       break;
     case SHOAL_UPDATER_RMSPROP:
       g_return_if_fail (state_a != NULL);
-      rule_rmsprop (lr, wd, conf->rho, conf->epsilon, value, grad, state_a, n);
+      rule_rmsprop (k.lr, k.wd, k.rho, k.eps, value, grad, state_a, n);
       break;
     case SHOAL_UPDATER_ADADELTA:
       g_return_if_fail (state_a != NULL && state_b != NULL);
-      rule_adadelta (lr, wd, conf->rho, conf->epsilon, value, grad, state_a, state_b, n);
+      rule_adadelta (k.lr, k.wd, k.rho, k.eps, value, grad, state_a, state_b, n);
       break;
     case SHOAL_UPDATER_ADAM:
-      {
-        g_return_if_fail (state_a != NULL && state_b != NULL);
-        g_return_if_fail (t >= 1);
-        double bc1 = 1.0 - pow (conf->beta1, (double) t);
-        double bc2 = 1.0 - pow (conf->beta2, (double) t);
-        rule_adam ((float) (lr / bc1), (float) (1.0 / sqrt (bc2)), wd,
-                   conf->beta1, conf->beta2, conf->epsilon,
-                   value, grad, state_a, state_b, n);
-      }
+      g_return_if_fail (state_a != NULL && state_b != NULL);
+      rule_adam (k.lr_c, k.rs, k.wd, k.b1, k.b2, k.eps, value, grad, state_a, state_b, n);
       break;
     case SHOAL_UPDATER_COUNT:
       g_return_if_reached ();

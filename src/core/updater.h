@@ -23,9 +23,28 @@
 
 #include <shoal/updater.h>
 
+#include "core/device.h"
 #include "core/param.h"
 
 G_BEGIN_DECLS
+
+/* The numbers one update of one param segment uses, resolved once from
+ * the conf, the step's learning rate, the update count and the param's
+ * scales: the host loops below and the device kernels (src/gpu) read the
+ * same ones, so the two compute the same update. */
+typedef struct {
+  ShoalUpdaterKind kind;
+  gboolean momentum;    /* sgd: keeps a velocity (momentum != 0) */
+  float lr, wd;         /* scheduled lr times lr_scale; weight_decay times wd_scale */
+  float mom, rho, eps;
+  float b1, b2;
+  float lr_c, rs;       /* adam: lr / (1 - b1^t), 1 / sqrt (1 - b2^t) */
+} ShoalUpdateScalars;
+
+/* Fills `out` for one update at 0-based `step`, the segment's t-th
+ * (1-based; Adam's bias correction). */
+void shoal_updater_scalars (const ShoalUpdaterConf *conf, int step, gint64 t, float lr_scale,
+                            float wd_scale, ShoalUpdateScalars *out);
 
 /* Floats of optimiser state per param value: 0, 1 or 2. */
 int shoal_updater_state_per_value (ShoalUpdaterKind kind);
@@ -42,9 +61,27 @@ void shoal_updater_apply (const ShoalUpdaterConf *conf, int step, gint64 t,
                           float *value, const float *grad,
                           float *state_a, float *state_b, size_t n);
 
+/* shoal_updater_apply on a device: value, grad and state are device
+ * memory of `stream`'s GPU, and the update is enqueued on `stream`
+ * (asynchronous: it runs after the work enqueued before it, such as the
+ * backward that made the gradient).  With clear_grad the gradient is
+ * zeroed as it is read.  Bitwise the host rule's result: the kernels make
+ * the same IEEE operations in the same order (no fused multiply-add).
+ * A launch failure surfaces at the stream's next synchronisation. */
+void shoal_updater_apply_on (ShoalStream *stream, const ShoalUpdaterConf *conf, int step, gint64 t,
+                             float lr_scale, float wd_scale, float *value, float *grad,
+                             float *state_a, float *state_b, size_t n, gboolean clear_grad);
+
 /* Clips in place: each element to +-clip_value, then the whole vector to
  * L2 norm clip_norm (either 0 = off).  Returns the norm before clipping. */
 double shoal_clip_gradients (float *grad, size_t n, float clip_value, float clip_norm);
+/* The same on a device, enqueued on `stream`, without the host waiting
+ * for the norm: the scale factor goes from one kernel to the next in
+ * device memory.  `scratch` is device memory of 2 doubles.  The norm
+ * sums in double in another order than the host's, so a clipped
+ * gradient may differ from the host's in the last bit of its scale. */
+void shoal_clip_gradients_on (ShoalStream *stream, float *grad, size_t n, float clip_value,
+                              float clip_norm, double *scratch);
 
 G_END_DECLS
 

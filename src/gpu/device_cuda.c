@@ -691,4 +691,6 @@ const ShoalDeviceBackend shoal_cuda_backend = {
   .context_copy = cuda_context_copy,
   .context_ready = cuda_context_ready,
   .context_sync = cuda_context_sync,
+  .update = shoal_cuda_update,
+  .clip = shoal_cuda_clip,
 };

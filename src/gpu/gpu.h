@@ -87,6 +87,12 @@ void shoal_gpu_tag (const ShoalLayer *layer, ShoalTensor *t);
  * freed when it was owned.  FALSE with error when out of memory. */
 gboolean shoal_gpu_move_to_device (const ShoalLayer *layer, ShoalTensor *t, GError **error);
 
+/* The backend's updater entries (update.c). */
+void shoal_cuda_update (ShoalStream *stream, const ShoalUpdateScalars *k, float *value, float *grad,
+                        float *state_a, float *state_b, size_t n, gboolean clear_grad);
+void shoal_cuda_clip (ShoalStream *stream, float *grad, size_t n, float clip_value, float clip_norm,
+                      double *scratch);
+
 G_END_DECLS
 
 #endif

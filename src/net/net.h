@@ -15,6 +15,7 @@
 #include <shoal/net.h>
 
 #include "core/conf.h"
+#include "core/device.h"
 #include "core/param.h"
 #include "layers/layer.h"
 
@@ -50,6 +51,26 @@ void shoal_net_set_param_upload (ShoalNet *net, gboolean every_forward);
  * stream; the next forward waits for it on the device, not on the host.
  * The host range must not change until that forward returned. */
 void shoal_net_upload_params (ShoalNet *net, size_t begin, size_t end);
+/* Params that stay on the device: the values on the device become the
+ * truth, and the caller updates them there (an in-process server in
+ * device mode, server.h: shoal_server_move_to_device, which takes the
+ * net's device values and compute stream).  Uploads store->values once
+ * (waiting); from then on forward uploads nothing, and backward neither
+ * copies gradients down nor waits: it calls `ready` for a layer as soon
+ * as the layer's backward is enqueued, and the device gradients
+ * (store->dev_grads, not store->grads) are the caller's to consume on the
+ * compute stream, which orders them after that backward.  Errors of that
+ * work surface at the next forward.  FALSE with error on a CPU net or a
+ * device error. */
+gboolean shoal_net_keep_params_on_device (ShoalNet *net, GError **error);
+gboolean shoal_net_params_on_device (ShoalNet *net);
+/* The stream a GPU net's layers run on (NULL on the CPU), for work the
+ * caller enqueues between a backward and the next forward. */
+ShoalStream *shoal_net_compute_stream (ShoalNet *net);
+/* Clips the gradients of the last backward (shoal_clip_gradients' rule)
+ * where they are: the device gradients of a net whose params stay on the
+ * device (enqueued, no wait), else store->grads. */
+void shoal_net_clip_gradients (ShoalNet *net, float clip_value, float clip_norm);
 /* FALSE with the first device error the net met (TRUE on CPU nets). */
 gboolean shoal_net_device_error (ShoalNet *net, GError **error);
 

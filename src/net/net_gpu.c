@@ -9,6 +9,8 @@
 
 #include <math.h>
 
+#include "core/error.h"
+#include "core/updater.h"
 #include "layers/split.h"
 
 /* A loss's or metric's 1-element out stays on the host on a GPU net:
@@ -220,6 +222,21 @@ shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user
   GQueue pending = G_QUEUE_INIT;
 
   shoal_device_activate (net->ctx.device);
+  if (net->params_resident)
+    {
+      /* the caller consumes each layer's gradient on the compute stream,
+       * after its backward: hand it over at once, wait for nothing */
+      for (guint i = net->layers->len; i-- > 0;)
+        {
+          ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+          if (!layer->needs_grad || layer->ops->backward == NULL)
+            continue;
+          layer->gpu->backward (layer);
+          if (ready != NULL && layer->nparams > 0)
+            ready (layer, user_data);
+        }
+      return;
+    }
   for (guint i = net->layers->len; i-- > 0;)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
@@ -243,6 +260,54 @@ shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user
   GError *error = NULL;
   if (!shoal_device_context_sync (net->ctx.gpu, &error))
     device_failed (net, error);
+}
+
+gboolean
+shoal_net_keep_params_on_device (ShoalNet *net, GError **error)
+{
+  g_return_val_if_fail (net != NULL, FALSE);
+  if (net->ctx.gpu == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "params can stay on a device only in a net on a GPU");
+      return FALSE;
+    }
+  if (net->params_resident)
+    return TRUE;
+  shoal_device_activate (net->ctx.device);
+  if (net->clip_scratch == NULL
+      && (net->clip_scratch = shoal_device_alloc (net->ctx.device, 2 * sizeof (double), error)) == NULL)
+    return FALSE;
+  if (!shoal_device_context_sync (net->ctx.gpu, error)
+      || !shoal_device_copy (net->store->dev_values, net->store->values, net->store->total * sizeof (float), error))
+    return FALSE;
+  net->params_resident = TRUE;
+  net->upload_every_forward = FALSE;
+  return TRUE;
+}
+
+gboolean
+shoal_net_params_on_device (ShoalNet *net)
+{
+  return net->params_resident;
+}
+
+ShoalStream *
+shoal_net_compute_stream (ShoalNet *net)
+{
+  return net->ctx.gpu != NULL ? shoal_device_context_compute (net->ctx.gpu) : NULL;
+}
+
+void
+shoal_net_clip_gradients (ShoalNet *net, float clip_value, float clip_norm)
+{
+  if (net->params_resident)
+    {
+      shoal_device_activate (net->ctx.device);
+      shoal_clip_gradients_on (shoal_device_context_compute (net->ctx.gpu), net->store->dev_grads, net->store->total,
+                               clip_value, clip_norm, net->clip_scratch);
+    }
+  else
+    shoal_clip_gradients (net->store->grads, net->store->total, clip_value, clip_norm);
 }
 
 ShoalDevice

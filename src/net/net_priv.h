@@ -26,6 +26,8 @@ struct _ShoalNet {
   ShoalEvent *manual_upload;      /* the last shoal_net_upload_params */
   gboolean manual_pending;
   float *staging;                 /* pinned host, store->total floats: device gradients land here */
+  gboolean params_resident;       /* shoal_net_keep_params_on_device: no param traffic in a step */
+  double *clip_scratch;           /* device, 2 doubles: shoal_net_clip_gradients' sums */
   GError *device_error;           /* the first device error */
 };
 

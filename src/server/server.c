@@ -106,6 +106,8 @@ shoal_server_free (ShoalServer *server)
   if (server->adopted_release != NULL)
     server->adopted_release (server->adopted);
   shoal_free_aligned (server->state);
+  if (server->dev_state != NULL)
+    shoal_device_free (server->device, server->dev_state);
   g_free (server);
 }
 
@@ -285,9 +287,17 @@ apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const flo
         g_atomic_int_add (&seg->updates, 1);
       /* Adam's count: this slice's part of the param on its own */
       gint t = ++server->part_updates[(size_t) slice * server->nsegments + i];
+      float lr_scale = seg->lr_scale * server->opts.lr_scale * lr_mult;
+      if (server->dev_values != NULL)
+        {
+          /* device mode: grad is device memory; no mirror there */
+          shoal_server_device_apply (server, (int) MIN (step, G_MAXINT), MAX (t, 1), lr_scale, seg->wd_scale, a,
+                                     grad + (a - begin), b - a, clear != NULL);
+          continue;
+        }
       SegmentUpdate u = {
         &server->updater, (int) MIN (step, G_MAXINT), MAX (t, 1),
-        seg->lr_scale * server->opts.lr_scale * lr_mult, seg->wd_scale, server->values + a,
+        lr_scale, seg->wd_scale, server->values + a,
         server->state_per_value > 0 ? server->state + a : NULL,
         server->state_per_value > 1 ? server->state + server->total + a : NULL, grad + (a - begin),
         mirror != NULL ? mirror + (a - begin) : NULL, clear != NULL ? clear + (a - begin) : NULL,
@@ -382,7 +392,7 @@ shoal_server_push_consume (ShoalServer *server, int slice, float *grad, size_t n
     ok = push_slice (server, s, grad, grad, n, step, origin, mirror, ready_version, mirrored_out, &cleared,
                      error);
   if (!cleared)
-    memset (grad, 0, n * sizeof (float));
+    shoal_server_clear_grad (server, grad, n);
   return ok;
 }
 
@@ -609,6 +619,9 @@ pull_values (ShoalServer *server, int slice, float *dst, const float **pinned, s
       return FALSE;
     }
   shoal_server_stat_add (&server->stats.pulls, 1);  /* calls received, waiting ones included */
+  /* device mode: the host copy is what a pull sends */
+  if ((dst != NULL || pinned != NULL) && !shoal_server_sync_host (server, error))
+    return FALSE;
   gint64 deadline = timeout_us >= 0 ? g_get_monotonic_time () + timeout_us : G_MAXINT64;
 
   g_mutex_lock (&s->lock);
@@ -703,6 +716,7 @@ shoal_server_put (ShoalServer *server, int slice, const float *values, size_t n,
   g_mutex_lock (&s->lock);
   shoal_server_wait_readers (s);
   memcpy (server->values + s->begin, values, n * sizeof (float));
+  shoal_server_device_upload (server, s->begin, s->end);
   s->version = version;
   s->contributions = 0;
   if (s->baseline != NULL)

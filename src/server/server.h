@@ -194,6 +194,38 @@ void shoal_server_unpin (ShoalServer *server, int slice);
 /* Whether a writer waits for a slice's pins; any thread, no lock. */
 gboolean shoal_server_pin_wanted (ShoalServer *server, int slice);
 
+/* Device mode, for a worker on a GPU whose server is in its own process
+ * (one process, one worker unit, SYNC with one contributor): from now on
+ * the server's values are `dev_values` (the worker net's device copy of
+ * the full layout, borrowed) and its optimiser state lives on `device`
+ * too; every update runs there as a kernel enqueued on `stream` (the
+ * worker net's compute stream, borrowed), with the gradient the pusher
+ * gives as a device pointer, so nothing crosses PCIe in a step.  The
+ * hosted slices' values and state are uploaded now.  The host buffers
+ * (shoal_server_values, the state) become copies, brought up to date by
+ * shoal_server_sync_host, which checkpoints and pulls call themselves;
+ * puts and restores upload what they write.  Pushes must then come from
+ * the thread driving the worker net.  FALSE (nothing changed) with
+ * SHOAL_ERROR_CONF for a server that is not of that kind (several
+ * contributors, backup workers, ASYNC, Hogwild or elastic state, adopted
+ * shared-memory storage) and SHOAL_ERROR_MEMORY when the device state
+ * does not fit. */
+gboolean shoal_server_move_to_device (ShoalServer *server, float *dev_values, ShoalDevice device,
+                                      ShoalStream *stream, GError **error);
+/* Leaves device mode: the host buffers are brought up to date and are
+ * the server's values again; the device state is freed (the device
+ * values are the net's).  Call before the worker net goes.  TRUE at
+ * once for a server on the host; FALSE with the device's error (the
+ * host buffers then hold the last values that came down). */
+gboolean shoal_server_move_to_host (ShoalServer *server, GError **error);
+/* Whether the server runs its updates on a device. */
+gboolean shoal_server_on_device (ShoalServer *server);
+/* Device mode: copies the hosted slices' values and state down into the
+ * host buffers when the device changed them (waits for the updates
+ * enqueued so far).  TRUE at once otherwise.  FALSE with the device's
+ * error. */
+gboolean shoal_server_sync_host (ShoalServer *server, GError **error);
+
 /* Whether a slice's values stay as they are while a worker that asked
  * for them reads them: SYNC without backup workers (not Hogwild), where
  * the values of step t + 1 change only once every contributor pushed

@@ -29,6 +29,12 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
       g_mutex_unlock (&server->checkpoint_lock);
       return TRUE;
     }
+  /* device mode: what the device computed since the last sync */
+  if (!shoal_server_sync_host (server, error))
+    {
+      g_mutex_unlock (&server->checkpoint_lock);
+      return FALSE;
+    }
   gboolean centers = server->opts.elastic_center;
   StateHeader h = { STATE_MAGIC, centers ? STATE_FORMAT_CENTERS : STATE_FORMAT, server->total,
                     server->opts.nslices, server->state_per_value, server->nsegments, 0 };
@@ -141,6 +147,7 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
           memcpy (server->values + sl->begin, p, bytes);
           for (int k = 0; k < server->state_per_value; k++)
             memcpy (server->state + (size_t) k * server->total + sl->begin, p + bytes * (size_t) (k + 1), bytes);
+          shoal_server_device_upload (server, sl->begin, sl->end);
           sl->version = version;
           sl->contributions = 0;
           if (sl->baseline != NULL)

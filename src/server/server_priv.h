@@ -64,7 +64,25 @@ struct _ShoalServer {
   ShoalServerStats stats;   /* atomics */
   GMutex staleness_lock;    /* taken inside slice locks */
   ShoalStaleness staleness; /* since the last shoal_server_take_staleness */
+  /* On a device (server_device.c, shoal_server_move_to_device): updates
+   * run there; values and state above are its host copies, brought up to
+   * date by shoal_server_sync_host when something reads them. */
+  ShoalDevice device;
+  ShoalStream *stream;      /* borrowed: where updates are enqueued */
+  float *dev_values;        /* borrowed: the full layout's values on the device */
+  float *dev_state;         /* owned: state_per_value * total floats on the device */
+  gint host_stale;          /* atomic: the device changed values since the last sync */
 };
+
+/* Device mode (server_device.c).  The update of [begin, end) of a slice's
+ * segment on the device: value and state at offset a, grad a device
+ * pointer (zeroed as read when clear). */
+void shoal_server_device_apply (ShoalServer *server, int step, gint64 t, float lr_scale, float wd_scale,
+                                size_t a, const float *grad, size_t n, gboolean clear);
+/* Zeroes a pusher's gradient wherever it lives (device mode: on the device). */
+void shoal_server_clear_grad (ShoalServer *server, float *grad, size_t n);
+/* After host values[begin, end) changed (a put, a restore): the same on the device. */
+void shoal_server_device_upload (ShoalServer *server, size_t begin, size_t end);
 
 /* The slice a call of `what` names, checked: known, hosted here, n
  * values long, the server not stopping; NULL and an error otherwise. */

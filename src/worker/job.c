@@ -45,6 +45,11 @@ const ShoalOption shoal_job_options[] = {
     "params and layer workspaces), checked as each layer is set up: a net past it is refused naming "
     "the layer; bytes with an optional K, M, G or T (binary), N% of the machine's memory (or of "
     "ulimit -v where smaller), or 0 = no limit" },
+  { "device_update", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
+    "a GPU worker whose server is in its own process (one process, one worker unit) keeps the params "
+    "and the updater's state on the GPU and updates them there, so that only data and metrics cross "
+    "PCIe in a step (docs/GPU.md); false: gradients go down and values up at every step, and the "
+    "host updates them, as for a server in another process" },
   { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
     "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
@@ -327,6 +332,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   g_free (alg);
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
+  job->device_update = shoal_conf_get_bool (conf, "job", t, "device_update");
 
   gboolean ok = read_memory_limit (job, error) && load_plugins (job, NULL, error);
   if (!ok)

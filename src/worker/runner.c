@@ -327,6 +327,26 @@ unit_id (const RunnerProcess *p, int group, int worker)
   return p->whole_groups || p->spread_net ? group : group * p->layout->conf.nworkers_per_group + worker;
 }
 
+/* A worker on a GPU whose server is this process's: the params and the
+ * updater's state stay on the GPU and the server updates them there
+ * ([job] device_update; docs/GPU.md). */
+static gboolean
+keep_params_on_device (RunnerProcess *p, WorkerSlot *slot, GError **error)
+{
+  ShoalNet *net = shoal_group_net_worker (slot->net, 0);
+  if (!p->job->device_update || net == NULL || shoal_device_is_cpu (shoal_net_device (net)))
+    return TRUE;
+  ShoalDevice device = shoal_net_device (net);
+  if (!shoal_net_keep_params_on_device (net, error)
+      || !shoal_server_move_to_device (p->server, shoal_net_params (net)->dev_values, device,
+                                       shoal_net_compute_stream (net), error))
+    return FALSE;
+  char *where = shoal_device_to_string (device);
+  g_debug ("rank %d: params, optimiser state and updates on %s", p->proc->rank, where);
+  g_free (where);
+  return TRUE;
+}
+
 static gboolean
 connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
 {
@@ -334,7 +354,7 @@ connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
   if (p->layout->nprocs == 1 && p->units->len == 1)
     {
       slot->client = shoal_param_client_new_shared (store, p->server);
-      return TRUE;
+      return keep_params_on_device (p, slot, error);
     }
   slot->client = shoal_param_client_new (store, p->nslices, p->layout->mode);
   shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
@@ -481,6 +501,18 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
           }
         g_clear_error (&slots[i].worker.error);
       }
+  /* a server that updated on a worker's GPU: its host buffers are its
+   * values again before that net goes (final params, server checkpoints) */
+  if (p->server != NULL && shoal_server_on_device (p->server))
+    {
+      GError *e = NULL;
+      if (!shoal_server_move_to_host (p->server, &e) && ok)
+        {
+          ok = FALSE;
+          g_propagate_error (error, e);
+        }
+      g_clear_error (&e);
+    }
   if (ok && n > 0 && result != NULL)
     *result = (ShoalRunResult) { .group = slots[0].worker.group, .worker = slots[0].worker.worker,
                                  .steps = slots[0].worker.steps_done,

@@ -301,6 +301,18 @@ shoal_worker_train (ShoalWorker *w)
   return ok;
 }
 
+/* Clips the step's whole gradient where it is: on the GPU for a net
+ * whose params stay there, else in the host store. */
+static void
+clip_gradients (ShoalWorker *w, ShoalParamStore *store, const ShoalUpdaterConf *u)
+{
+  ShoalNet *first = shoal_group_net_worker (w->net, 0);
+  if (first != NULL && shoal_net_params_on_device (first))
+    shoal_net_clip_gradients (first, u->clip_value, u->clip_norm);
+  else
+    shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
+}
+
 static gboolean
 train_loop (ShoalWorker *w)
 {
@@ -413,7 +425,7 @@ train_loop (ShoalWorker *w)
       gint64 t_compute = g_get_monotonic_time ();
       double loss = shoal_group_net_train_step (w->net, clip || w->slowdown ? NULL : push_layer, &push);
       if (clip)
-        shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
+        clip_gradients (w, store, u);
       if (w->slowdown != NULL)
         {
           /* [emulate]: as if computing took (factor x) longer, plus delays */
