@@ -61,19 +61,6 @@ parse_device (const char *s, ShoalDevice *out)
   return FALSE;
 }
 
-typedef struct {
-  ShoalParamClient *client;
-  gint64 step;
-} Ready;
-
-/* As worker.c's push_layer: a layer's gradients go to the server now. */
-static void
-layer_ready (ShoalLayer *layer, gpointer data)
-{
-  Ready *r = data;
-  shoal_param_client_layer_done (r->client, layer, r->step);
-}
-
 static void
 die (const char *what, GError *error)
 {
@@ -174,7 +161,7 @@ main (int argc, char **argv)
   double *rates = g_new0 (double, nwin);
   int nrates = 0;
   double loss = 0, t0 = 0, mark = 0;
-  Ready ready = { client, 0 };
+  ShoalPushStep ready = { client, 0 };
   shoal_param_store_zero_grads (store);
   for (int step = 0; step < warmup + steps; step++)
     {
@@ -190,7 +177,7 @@ main (int argc, char **argv)
         die ("update", error);
       ready.step = step;
       loss = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
-      shoal_net_backward_notify (net, updates && !clip ? layer_ready : NULL, &ready);
+      shoal_net_backward_notify (net, updates && !clip ? shoal_param_client_push_ready : NULL, &ready);
       if (!updates)
         shoal_param_store_zero_grads (store);
       else

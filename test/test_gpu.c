@@ -1331,15 +1331,8 @@ typedef struct {
   ShoalNet *net;
   ShoalServer *server;
   ShoalParamClient *client;
-  gint64 step;
+  ShoalPushStep push;
 } InProcess;
-
-static void
-in_process_ready (ShoalLayer *layer, gpointer data)
-{
-  InProcess *w = data;
-  shoal_param_client_layer_done (w->client, layer, w->step);
-}
 
 static InProcess
 in_process_new (ShoalConf *conf, ShoalDevice device, const ShoalUpdaterConf *u, gboolean on_device)
@@ -1356,6 +1349,7 @@ in_process_new (ShoalConf *conf, ShoalDevice device, const ShoalUpdaterConf *u, 
   g_assert_no_error (error);
   shoal_server_host_all (w.server);
   w.client = shoal_param_client_new_shared (store, w.server);
+  w.push.client = w.client;
   if (on_device)
     {
       g_assert_true (shoal_net_keep_params_on_device (w.net, &error));
@@ -1380,13 +1374,13 @@ in_process_step (InProcess *w, const float *x, const float *labels, int rows, co
   g_assert_no_error (error);
   double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
   gboolean clip = u->clip_norm > 0 || u->clip_value > 0;
-  shoal_net_backward_notify (w->net, clip ? NULL : in_process_ready, w);
+  shoal_net_backward_notify (w->net, clip ? NULL : shoal_param_client_push_ready, &w->push);
   if (clip)
     shoal_net_clip_gradients (w->net, u->clip_value, u->clip_norm);
-  shoal_param_client_step_done (w->client, w->step);
+  shoal_param_client_step_done (w->client, w->push.step);
   g_assert_true (shoal_param_client_wait (w->client, &error));
   g_assert_no_error (error);
-  w->step++;
+  w->push.step++;
   return loss;
 }
 
@@ -1473,7 +1467,7 @@ check_server_on_device (ShoalUpdaterKind kind, float clip_norm)
   shoal_server_slice_range (d.server, 0, &b0, &e0);
   for (size_t i = b0; i < e0; i++)
     pulled[i] = 0.25f;
-  g_assert_true (shoal_server_put (d.server, 0, pulled + b0, e0 - b0, d.step, &error));
+  g_assert_true (shoal_server_put (d.server, 0, pulled + b0, e0 - b0, d.push.step, &error));
   g_assert_no_error (error);
   float *after = host_floats (shoal_net_params (d.net)->dev_values + b0, e0 - b0);
   for (size_t i = 0; i < e0 - b0; i++)

@@ -636,6 +636,13 @@ shoal_param_client_layer_done (ShoalParamClient *c, ShoalLayer *layer, gint64 st
 }
 
 void
+shoal_param_client_push_ready (ShoalLayer *layer, gpointer push_step)
+{
+  ShoalPushStep *p = push_step;
+  shoal_param_client_layer_done (p->client, layer, p->step);
+}
+
+void
 shoal_param_client_step_done (ShoalParamClient *c, gint64 step)
 {
   set_step (c, step);

@@ -95,6 +95,14 @@ gboolean shoal_param_client_fetch (ShoalParamClient *client, GError **error);
 /* Backward hook: `layer` finished backward in step `step`.  Queues every
  * slice that became complete and clears its gradients in the store. */
 void shoal_param_client_layer_done (ShoalParamClient *client, ShoalLayer *layer, gint64 step);
+/* A net's backward hook (ShoalParamsReadyFunc, net.h) that calls
+ * shoal_param_client_layer_done with this client and step: pass a
+ * ShoalPushStep as the hook's data. */
+typedef struct {
+  ShoalParamClient *client;
+  gint64 step;
+} ShoalPushStep;
+void shoal_param_client_push_ready (ShoalLayer *layer, gpointer push_step);
 /* After backward (or after clipping): queues whatever is not queued yet. */
 void shoal_param_client_step_done (ShoalParamClient *client, gint64 step);
 /* Waits until every slice queued for the last step came back updated;

@@ -154,26 +154,15 @@ scale_to_norm (float *__restrict__ x, size_t n, float clip_norm, const double *s
 extern "C" cudaError_t
 shoal_k_update (const ShoalKUpdate *k, float *w, float *g, float *a, float *b, size_t n, int clear, cudaStream_t s)
 {
-  if (n == 0)
-    return cudaSuccess;
-  switch (k->rule)
-    {
-    case SHOAL_K_SGD:
-      return launch<SHOAL_K_SGD> (k, w, g, a, b, n, clear, s);
-    case SHOAL_K_MOMENTUM:
-      return launch<SHOAL_K_MOMENTUM> (k, w, g, a, b, n, clear, s);
-    case SHOAL_K_NESTEROV:
-      return launch<SHOAL_K_NESTEROV> (k, w, g, a, b, n, clear, s);
-    case SHOAL_K_ADAGRAD:
-      return launch<SHOAL_K_ADAGRAD> (k, w, g, a, b, n, clear, s);
-    case SHOAL_K_RMSPROP:
-      return launch<SHOAL_K_RMSPROP> (k, w, g, a, b, n, clear, s);
-    case SHOAL_K_ADADELTA:
-      return launch<SHOAL_K_ADADELTA> (k, w, g, a, b, n, clear, s);
-    case SHOAL_K_ADAM:
-      return launch<SHOAL_K_ADAM> (k, w, g, a, b, n, clear, s);
-    }
-  return cudaErrorInvalidValue;
+  typedef cudaError_t (*Launch) (const ShoalKUpdate *, float *, float *, float *, float *, size_t, int, cudaStream_t);
+  // indexed by ShoalKRule
+  static const Launch rules[] = {
+    launch<SHOAL_K_SGD>, launch<SHOAL_K_MOMENTUM>, launch<SHOAL_K_NESTEROV>, launch<SHOAL_K_ADAGRAD>,
+    launch<SHOAL_K_RMSPROP>, launch<SHOAL_K_ADADELTA>, launch<SHOAL_K_ADAM>,
+  };
+  if ((unsigned) k->rule >= sizeof rules / sizeof rules[0])
+    return cudaErrorInvalidValue;
+  return n == 0 ? cudaSuccess : rules[k->rule] (k, w, g, a, b, n, clear, s);
 }
 
 extern "C" cudaError_t

@@ -668,17 +668,24 @@ shoal_net_forward (ShoalNet *net, ShoalPhase phase)
 void
 shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
-  if (net->ctx.gpu != NULL)
+  if (net->ctx.gpu != NULL && !net->params_resident)
     {
       shoal_net_gpu_backward (net, ready, user_data);
       return;
     }
+  /* the CPU, or a GPU net whose params stay on the device: there the
+   * caller consumes each layer's gradients on the compute stream, after
+   * its backward, so the layer is handed over at once (net_gpu.c) */
+  shoal_device_activate (net->ctx.device);
   for (guint i = net->layers->len; i-- > 0;)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
       if (!layer->needs_grad || layer->ops->backward == NULL)
         continue;
-      layer->ops->backward (layer);
+      if (layer->gpu != NULL)
+        layer->gpu->backward (layer);
+      else
+        layer->ops->backward (layer);
       if (ready != NULL && layer->nparams > 0)
         ready (layer, user_data);
     }

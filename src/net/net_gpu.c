@@ -222,21 +222,6 @@ shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user
   GQueue pending = G_QUEUE_INIT;
 
   shoal_device_activate (net->ctx.device);
-  if (net->params_resident)
-    {
-      /* the caller consumes each layer's gradient on the compute stream,
-       * after its backward: hand it over at once, wait for nothing */
-      for (guint i = net->layers->len; i-- > 0;)
-        {
-          ShoalLayer *layer = g_ptr_array_index (net->layers, i);
-          if (!layer->needs_grad || layer->ops->backward == NULL)
-            continue;
-          layer->gpu->backward (layer);
-          if (ready != NULL && layer->nparams > 0)
-            ready (layer, user_data);
-        }
-      return;
-    }
   for (guint i = net->layers->len; i-- > 0;)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);

@@ -9,20 +9,6 @@
 #include "core/error.h"
 #include "server/liveness.h"
 
-typedef struct {
-  ShoalParamClient *client;
-  gint64 step;
-} PushContext;
-
-/* Backward hook: a layer's gradients are final; the client sends every
- * slice they complete while the layers below still compute. */
-static void
-push_layer (ShoalLayer *layer, gpointer user_data)
-{
-  PushContext *ctx = user_data;
-  shoal_param_client_layer_done (ctx->client, layer, ctx->step);
-}
-
 /* The metric reported as accuracy: the first accuracy layer's. */
 static double
 accuracy_of (const ShoalMetric *m, guint n)
@@ -325,7 +311,7 @@ train_loop (ShoalWorker *w)
   const ShoalUpdaterConf *u = &job->updater;
   ShoalParamStore *store = shoal_group_net_params (w->net);
   gboolean clip = u->clip_value > 0 || u->clip_norm > 0;
-  PushContext push = { .client = w->client };
+  ShoalPushStep push = { .client = w->client };
   gboolean ok = TRUE;
 
   double window_loss = 0, window_acc = 0, train_seconds = 0;
@@ -423,7 +409,7 @@ train_loop (ShoalWorker *w)
        * clipping the whole gradient must exist before anything is sent,
        * and an emulated straggler sends nothing before its step's end */
       gint64 t_compute = g_get_monotonic_time ();
-      double loss = shoal_group_net_train_step (w->net, clip || w->slowdown ? NULL : push_layer, &push);
+      double loss = shoal_group_net_train_step (w->net, clip || w->slowdown ? NULL : shoal_param_client_push_ready, &push);
       if (clip)
         clip_gradients (w, store, u);
       if (w->slowdown != NULL)
