@@ -20,13 +20,19 @@
 # Results: build-cuda/bench/gpu/ (logs, summary.txt), copied to $OUT when set.
 #
 # What is compared (each a median of BENCH_GPU_REPEATS runs of
-# BENCH_GPU_STEPS steps after a warm-up):
-#   shoal gpu         forward and backward on the GPU, gradients down, the
-#                     job's SGD+momentum on the host store, values up: one
-#                     worker with its server in-process (bench/gpu_train.c)
-#   shoal gpu fwd+bwd the same without the host update: the device's share
-#   shoal cpu         the same net on the machine's CPU cores
-#   torch gpu         PyTorch, SGD+momentum on the GPU (bench/gpu_torch.py)
+# BENCH_GPU_STEPS steps after a warm-up), for the MLP and CNN of
+# examples/fashion-mnist and the char-RNN as GRU and LSTM (BENCH_GPU_MODELS):
+#   shoal gpu          one worker with its server in-process as `shoal run`
+#                      makes it (bench/gpu_train.c): params, optimiser state
+#                      and update on the GPU ([job] device_update)
+#   shoal gpu host-upd the same with the update on the host: gradients
+#                      down, values up at every step
+#   shoal gpu fwd+bwd  forward and backward only (gradients still go down)
+#   shoal cpu          the same net on the machine's CPU cores (MLP, CNN)
+#   torch gpu          PyTorch on the GPU: bench/gpu_torch.py (SGD+momentum),
+#                      bench/rnn_torch.py --device (cuDNN GRU/LSTM, Adam)
+# then whole `shoal run`s: the MLP with the update on the GPU and on the
+# host, and Downpour with two one-worker groups sharing the GPU.
 # FP32 on both sides (TF32 off); BENCH_GPU_TF32=1 allows TF32 on both.
 #
 # First run on an NVIDIA H200 on 2026-11-26 (docs/GPU.md, bench/README.md).
@@ -197,6 +203,33 @@ run () {
     done
     printf '%-5s %-18s %12s\n' "$m" "shoal gpu / torch" \
       "$(awk -v a="${shoal_med[$m]:--}" -v b="${torch_med[$m]:--}" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }')" >>"$summary"
+  done
+  # whole runs through `shoal run` (test passes excluded from the rate):
+  # the MLP as one worker with its server in-process (the update on the
+  # GPU, then on the host), and Downpour with two one-worker groups
+  # sharing the GPU, servers in a third process (no PyTorch peer: it has
+  # no parameter-server scheme).  The rate: the sum of the groups' own.
+  {
+    echo
+    echo "whole runs (shoal run, $((STEPS * 4)) steps, samples/s of training summed over the groups):"
+  } >>"$summary"
+  local run_name conf_args
+  for run_name in "mlp device update" "mlp host update" "downpour 2 groups"; do
+    case $run_name in
+      "mlp device update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true) ;;
+      "mlp host update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=false) ;;
+      *) conf_args=(examples/fashion-mnist/mlp.conf --topology conf/downpour.conf -o cluster.nworkers_per_group=1
+                    -o cluster.nworkers_per_procs=1) ;;
+    esac
+    local log=$RES/run-${run_name// /_}.log ws=$RES/ws-${run_name// /_}
+    rm -rf "$ws"
+    timeout 300 "$B/shoal" run "${conf_args[@]}" -o cluster.gpus=0 -o job.epochs=0 -o "job.train_steps=$((STEPS * 4))" \
+      -o "layer data.train=$data/train" -o "layer data.test=$data/test" --workspace "$ws" >"$log" 2>&1
+    local runs_rc=$?
+    printf '%-22s %12s   %s\n' "$run_name" \
+      "$(sed -n 's/.*worker [0-9]*: [0-9]* steps at \([0-9.]*\) samples\/s.*/\1/p; s/^trained [0-9]* steps at \([0-9.]*\) samples\/s.*/\1/p' "$log" |
+         awk '{ s += $1 } END { if (NR) printf "%.0f\n", s; else print "-" }')" \
+      "exit $runs_rc, $(grep -m1 -o 'final test accuracy: [0-9.]*' "$log")" >>"$summary"
   done
   echo "==== throughput on $gpu"
   cat "$summary"
