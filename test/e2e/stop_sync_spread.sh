@@ -129,8 +129,13 @@ signal_rank1 () {
     grep -qE "rank [01] \(1 worker of group 0\) stopped with a checkpoint \(a stop request\); stopping [12] process(es)?$" \
       "$ws.out" || { cat "$ws.out"; echo "$name: the launcher did not stop the job with the rank"; exit 1; }
   fi
-  grep -qE "\[group 0 worker 1\] stopped at step [0-9]+ on request; checkpoint saved" "$ws.out" \
-    || { cat "$ws.out"; echo "$name: rank 1 did not stop on its own request with a checkpoint"; exit 1; }
+  # With the launcher's SIGINT too, rank 0 has a stop request of its own
+  # and may reach the servers first: rank 1 then stops with its group -
+  # what matters is that it stopped with its checkpoint, not killed.
+  local how="on request"
+  [ -n "$also" ] && how="(on request|with its group \(a worker in another process stopped there\))"
+  grep -qE "\[group 0 worker 1\] stopped at step [0-9]+ $how; checkpoint saved" "$ws.out" \
+    || { cat "$ws.out"; echo "$name: rank 1 did not stop with a checkpoint"; exit 1; }
   step=$(grep -o 'group 0 worker 1: stopped at step [0-9]*' "$ws.out" | grep -o '[0-9]*$' || true)
   [ -n "$step" ] && [ "$(grep -c "group 0 worker [01]: stopped at step $step with" "$ws.out")" -eq 2 ] \
     || { cat "$ws.out"; echo "$name: the two workers did not both stop at one step with a checkpoint"; exit 1; }
