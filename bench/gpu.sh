@@ -47,6 +47,9 @@ STEPS=${BENCH_GPU_STEPS:-300}
 WARMUP=${BENCH_GPU_WARMUP:-30}
 REPEATS=${BENCH_GPU_REPEATS:-3}
 TF32=${BENCH_GPU_TF32:-0}
+# 0: skip test_gpu, or the whole shoal runs (a second pass at TF32, say)
+WITH_TESTS=${BENCH_GPU_TEST:-1}
+WITH_RUNS=${BENCH_GPU_RUNS:-1}
 RES=$B/bench/gpu
 # the char-RNN's text: one file of Python sources cut by prepare, and its
 # LMDB import (the device machine has neither Debian's sources nor room
@@ -122,9 +125,11 @@ run () {
 
   # 1. the GPU layers against the CPU ones
   local rc=0
-  timeout 300 "$B/test/test_gpu" >"$RES/test_gpu.log" 2>&1 || rc=$?
-  echo "==== test_gpu on $gpu (exit $rc): $(grep -c '^ok' "$RES/test_gpu.log") ok, $(grep -c '^not ok' "$RES/test_gpu.log") failed"
-  grep -E '^not ok|^# (GPU loss|cuda:)|^Bail|ERROR|CRITICAL' "$RES/test_gpu.log" | head -30
+  if [ "$WITH_TESTS" = 1 ]; then
+    timeout 300 "$B/test/test_gpu" >"$RES/test_gpu.log" 2>&1 || rc=$?
+    echo "==== test_gpu on $gpu (exit $rc): $(grep -c '^ok' "$RES/test_gpu.log") ok, $(grep -c '^not ok' "$RES/test_gpu.log") failed"
+    grep -E '^not ok|^# (GPU loss|cuda:)|^Bail|ERROR|CRITICAL' "$RES/test_gpu.log" | head -30
+  fi
 
   # 2. data: the IDX files of the carried dataset-fashion-mnist package
   local data=$B/data/fashion-mnist
@@ -138,8 +143,8 @@ run () {
   fi
 
   # 3. throughput
-  local env_tf32="" torch_tf32=""
-  [ "$TF32" = 1 ] && env_tf32="SHOAL_CUDA_TF32=1" && torch_tf32=--tf32
+  local shoal_tf32=() torch_tf32=""
+  [ "$TF32" = 1 ] && shoal_tf32=(-o job.precision=tf32) && torch_tf32=--tf32
   local summary=$RES/summary.txt
   local -A torch_med=() shoal_med=()
   {
@@ -173,11 +178,11 @@ run () {
       for ((i = 0; i < REPEATS; i++)); do
         local log=$RES/${m}-${side// /_}-$i.log
         case $side in
-          "shoal gpu") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cuda:0 \
+          "shoal gpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_tf32[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update device >"$log" 2>&1 ;;
-          "shoal gpu host-upd") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cuda:0 \
+          "shoal gpu host-upd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_tf32[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update host >"$log" 2>&1 ;;
-          "shoal gpu fwd+bwd") env $env_tf32 "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cuda:0 \
+          "shoal gpu fwd+bwd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_tf32[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update none >"$log" 2>&1 ;;
           "shoal cpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cpu --threads "$(nproc)" \
                          --steps "$((STEPS / 3))" --warmup "$((WARMUP / 3))" >"$log" 2>&1 ;;
@@ -213,8 +218,9 @@ run () {
     echo
     echo "whole runs (shoal run, $((STEPS * 4)) steps, samples/s of training summed over the groups):"
   } >>"$summary"
-  local run_name conf_args
-  for run_name in "mlp device update" "mlp host update" "downpour 2 groups"; do
+  local run_name conf_args runs=("mlp device update" "mlp host update" "downpour 2 groups")
+  [ "$WITH_RUNS" = 1 ] || runs=()
+  for run_name in "${runs[@]}"; do
     case $run_name in
       "mlp device update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true) ;;
       "mlp host update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=false) ;;
@@ -223,7 +229,7 @@ run () {
     esac
     local log=$RES/run-${run_name// /_}.log ws=$RES/ws-${run_name// /_}
     rm -rf "$ws"
-    timeout 300 "$B/shoal" run "${conf_args[@]}" -o cluster.gpus=0 -o job.epochs=0 -o "job.train_steps=$((STEPS * 4))" \
+    timeout 300 "$B/shoal" run "${conf_args[@]}" "${shoal_tf32[@]}" -o cluster.gpus=0 -o job.epochs=0 -o "job.train_steps=$((STEPS * 4))" \
       -o "layer data.train=$data/train" -o "layer data.test=$data/test" --workspace "$ws" >"$log" 2>&1
     local runs_rc=$?
     printf '%-22s %12s   %s\n' "$run_name" \
@@ -234,7 +240,8 @@ run () {
   echo "==== throughput on $gpu"
   cat "$summary"
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-    cp "$summary" "$RES/test_gpu.log" "$OUT/" 2>/dev/null
+    cp "$summary" "$OUT/summary$([ "$TF32" = 1 ] && echo -tf32).txt" 2>/dev/null
+    cp "$RES/test_gpu.log" "$OUT/" 2>/dev/null
   fi
   [ "$rc" -eq 0 ]
 }

@@ -11,7 +11,7 @@ per step.  Prints one line that bench/gpu.sh parses:
     final_loss=... device="NVIDIA H100 80GB HBM3" tf32=0 ...
 
 FP32 throughout by default (TF32 off for cuDNN and matmul), as shoal's
-default; --tf32 allows it on both (shoal: SHOAL_CUDA_TF32=1).
+default; --tf32 allows it on both (shoal: [job] precision = tf32).
 """
 
 import argparse

@@ -129,6 +129,7 @@ main (int argc, char **argv)
     die (conf_path, error);
   if (threads > 0 || job->threads > 0)
     openblas_set_num_threads (threads > 0 ? threads : job->threads);
+  shoal_device_set_precision (job->precision);
   ShoalNetOptions opts = { .seed = job->seed, .shard_count = 1, .device = device };
   ShoalNet *net = shoal_net_new (job->conf, &opts, &error);
   if (net == NULL)
@@ -204,9 +205,10 @@ main (int argc, char **argv)
                   : nrates % 2 ? rates[nrates / 2] : (rates[nrates / 2 - 1] + rates[nrates / 2]) / 2;
   char *dev = shoal_device_describe (device);
   printf ("gpu_train samples_per_sec=%.1f mean_samples_per_sec=%.1f step_ms=%.3f final_loss=%.4f "
-          "batch=%d steps=%d warmup=%d window=%d update=%s rule=%s conf=%s device=\"%s\"\n",
+          "batch=%d steps=%d warmup=%d window=%d update=%s rule=%s precision=%s conf=%s device=\"%s\"\n",
           median, mean, 1000 * (end - t0) / steps, loss, batch, steps, warmup, window, update,
-          shoal_updater_kind_name (job->updater.kind), conf_path, dev);
+          shoal_updater_kind_name (job->updater.kind), job->precision == SHOAL_PRECISION_TF32 ? "tf32" : "fp32",
+          conf_path, dev);
   g_free (dev);
   g_free (rates);
   shoal_param_client_free (client);

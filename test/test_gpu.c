@@ -26,6 +26,7 @@
 #include "net/net.h"
 #include "partition/partition.h"
 #include "server/server.h"
+#include "worker/job.h"
 #include "layers/recurrent.h"
 #include "support/temp_tree.h"
 
@@ -1522,6 +1523,71 @@ test_server_on_device_refused (void)
   shoal_conf_free (conf);
 }
 
+/* [job] precision: fp32 by default, tf32 taken, anything else refused
+ * naming the key; a TF32 net's dense products differ from the CPU's by
+ * TF32's rounding (10-bit mantissas), an FP32 net's by float sums only. */
+static void
+test_precision (void)
+{
+  const char *base = "[job]\ntrain_steps = 1\n%s[layer x]\ntype = feed\nshape = 4,8\n";
+  struct { const char *line; gboolean ok; ShoalPrecision want; } cases[] = {
+    { "", TRUE, SHOAL_PRECISION_FP32 }, { "precision = tf32\n", TRUE, SHOAL_PRECISION_TF32 },
+    { "precision = fp32\n", TRUE, SHOAL_PRECISION_FP32 }, { "precision = bf16\n", FALSE, 0 },
+  };
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      char *text = g_strdup_printf (base, cases[c].line);
+      char *path = g_build_filename (g_get_tmp_dir (), "shoal-test-precision.conf", NULL);
+      GError *error = NULL;
+      g_assert_true (g_file_set_contents (path, text, -1, &error));
+      ShoalJob *job = shoal_job_load (path, NULL, &error);
+      if (cases[c].ok)
+        {
+          g_assert_no_error (error);
+          g_assert_cmpint (job->precision, ==, cases[c].want);
+        }
+      else
+        {
+          g_assert_null (job);
+          g_assert_nonnull (error);
+          g_assert_nonnull (strstr (error->message, "precision"));
+          g_clear_error (&error);
+        }
+      shoal_job_free (job);
+      g_unlink (path);
+      g_free (path);
+      g_free (text);
+    }
+  if (!have_real_gpu ())
+    return;
+  const char *net = "[layer x]\ntype = feed\nshape = 64,1024\n"
+                    "[layer fc]\ntype = dense\nsrc = x\nnum_output = 256\n" TARGET ("64,256", "fc");
+  double worst[2] = { 0, 0 };
+  for (int tf32 = 0; tf32 < 2; tf32++)
+    {
+      shoal_device_set_precision (tf32 ? SHOAL_PRECISION_TF32 : SHOAL_PRECISION_FP32);
+      Pair p = pair_new (net);
+      shoal_net_forward (p.cpu, SHOAL_PHASE_TRAIN);
+      shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN);
+      ShoalLayer *c = shoal_net_find (p.cpu, "fc"), *g = shoal_net_find (p.gpu, "fc");
+      float *hg = download (&g->out);
+      double scale = 0;
+      for (size_t i = 0; i < shoal_tensor_count (&c->out); i++)
+        scale = MAX (scale, fabs (c->out.data[i]));
+      for (size_t i = 0; i < shoal_tensor_count (&c->out); i++)
+        worst[tf32] = MAX (worst[tf32], fabs ((double) hg[i] - c->out.data[i]) / scale);
+      g_free (hg);
+      pair_free (&p);
+    }
+  shoal_device_set_precision (SHOAL_PRECISION_FP32);
+  g_test_message ("dense 64x1024 . 1024x256 against the CPU: fp32 %.2g, tf32 %.2g (relative to the largest output)",
+                  worst[0], worst[1]);
+  g_assert_cmpfloat (worst[0], <, 1e-5);
+  g_assert_cmpfloat (worst[1], <, 1e-2);
+  /* TF32 rounds the operands: it shows, where FP32 does not */
+  g_assert_cmpfloat (worst[1], >, worst[0]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1567,5 +1633,6 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/device-clip", test_device_clip);
   g_test_add_func ("/gpu/server-on-device", test_server_on_device);
   g_test_add_func ("/gpu/server-on-device-refused", test_server_on_device_refused);
+  g_test_add_func ("/gpu/precision", test_precision);
   return g_test_run ();
 }

@@ -19,6 +19,33 @@ shoal_device_register_backend (const ShoalDeviceBackend *backend)
   gpu_backend = backend;
 }
 
+static gint precision = SHOAL_PRECISION_FP32;   /* atomic */
+
+void
+shoal_device_set_precision (ShoalPrecision p)
+{
+  g_atomic_int_set (&precision, p);
+}
+
+ShoalPrecision
+shoal_device_precision (void)
+{
+  return (ShoalPrecision) g_atomic_int_get (&precision);
+}
+
+gboolean
+shoal_precision_parse (const char *name, ShoalPrecision *p)
+{
+  g_return_val_if_fail (name != NULL && p != NULL, FALSE);
+  if (strcmp (name, "fp32") == 0)
+    *p = SHOAL_PRECISION_FP32;
+  else if (strcmp (name, "tf32") == 0)
+    *p = SHOAL_PRECISION_TF32;
+  else
+    return FALSE;
+  return TRUE;
+}
+
 const ShoalDeviceBackend *
 shoal_device_gpu_backend (void)
 {

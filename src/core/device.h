@@ -47,6 +47,20 @@ shoal_device_cuda (int index)
   return (ShoalDevice) { SHOAL_DEVICE_CUDA, index };
 }
 
+/* The arithmetic of a GPU net's matrix products and convolutions:
+ * IEEE FP32 as on the CPU, or TF32 tensor cores (products of operands
+ * rounded to 10-bit mantissas, FP32 accumulation).  One setting per
+ * process ([job] precision), read when a net's device context is made:
+ * set it before making nets.  Default FP32. */
+typedef enum {
+  SHOAL_PRECISION_FP32,
+  SHOAL_PRECISION_TF32
+} ShoalPrecision;
+void shoal_device_set_precision (ShoalPrecision precision);
+ShoalPrecision shoal_device_precision (void);
+/* "fp32", "tf32"; FALSE for any other name. */
+gboolean shoal_precision_parse (const char *name, ShoalPrecision *precision);
+
 /* Makes `device` the calling thread's current GPU (CUDA keeps one per
  * thread); nothing on the CPU.  Every entry point that launches work on
  * a net's device calls it first, so nets may move between threads. */

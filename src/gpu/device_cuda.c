@@ -423,8 +423,7 @@ cuda_context_new (int index, GError **error)
 {
   ShoalDeviceContext *ctx = g_new0 (ShoalDeviceContext, 1);
   ctx->device = (ShoalDevice) { SHOAL_DEVICE_CUDA, index };
-  const char *tf32 = g_getenv ("SHOAL_CUDA_TF32");
-  ctx->tf32 = tf32 != NULL && strcmp (tf32, "1") == 0;
+  ctx->tf32 = shoal_device_precision () == SHOAL_PRECISION_TF32;
 
   cudaError_t status = cudaSetDevice (index);
   if (status == cudaSuccess)

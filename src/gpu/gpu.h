@@ -26,7 +26,7 @@ struct _ShoalDeviceContext {
   cudaStream_t copy;            /* param uploads and gradient downloads */
   cublasHandle_t blas;          /* bound to compute */
   cudnnHandle_t dnn;            /* bound to compute */
-  gboolean tf32;                /* SHOAL_CUDA_TF32=1: FP32 GEMMs and convolutions on TF32 tensor cores */
+  gboolean tf32;                /* [job] precision = tf32: GEMMs and convolutions on TF32 tensor cores */
   size_t workspace_want;        /* the most any layer asked for at set-up */
   size_t workspace_bytes;       /* allocated */
   void *workspace;

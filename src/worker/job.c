@@ -50,6 +50,9 @@ const ShoalOption shoal_job_options[] = {
     "and the updater's state on the GPU and updates them there, so that only data and metrics cross "
     "PCIe in a step (docs/GPU.md); false: gradients go down and values up at every step, and the "
     "host updates them, as for a server in another process" },
+  { "precision", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|tf32",
+    "GPU workers' matrix products and convolutions: fp32 (IEEE, as on the CPU) or tf32 (TF32 tensor "
+    "cores: operands rounded to 10-bit mantissas, FP32 sums; docs/GPU.md); the CPU computes in fp32 either way" },
   { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
     "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
@@ -333,6 +336,11 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
   job->device_update = shoal_conf_get_bool (conf, "job", t, "device_update");
+  char *precision = shoal_conf_get_string (conf, "job", t, "precision");
+  /* the table's choices were checked: only fp32 and tf32 get here */
+  if (!shoal_precision_parse (precision, &job->precision))
+    job->precision = SHOAL_PRECISION_FP32;
+  g_free (precision);
 
   gboolean ok = read_memory_limit (job, error) && load_plugins (job, NULL, error);
   if (!ok)

@@ -538,6 +538,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 {
   RunnerProcess p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
                 .stop_step = G_MAXINT64 };
+  /* before any net of this process is made */
+  shoal_device_set_precision (job->precision);
   double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
   ShoalFaultTimer *fault = NULL;
   gboolean ok = FALSE;
