@@ -177,8 +177,7 @@ main (int argc, char **argv)
       if (step > 0 && updates && !shoal_param_client_wait (client, &error))
         die ("update", error);
       ready.step = step;
-      loss = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
-      shoal_net_backward_notify (net, updates && !clip ? shoal_param_client_push_ready : NULL, &ready);
+      loss = shoal_net_train_step (net, updates && !clip ? shoal_param_client_push_ready : NULL, &ready);
       if (!updates)
         shoal_param_store_zero_grads (store);
       else

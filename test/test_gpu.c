@@ -1364,7 +1364,7 @@ in_process_new (ShoalConf *conf, ShoalDevice device, const ShoalUpdaterConf *u, 
   return w;
 }
 
-/* One step as worker.c makes it: forward, backward handing each layer
+/* One step as worker.c makes it: forward and backward, each layer handed
  * to the client (or, clipping, the whole gradient after), wait. */
 static double
 in_process_step (InProcess *w, const float *x, const float *labels, int rows, const ShoalUpdaterConf *u)
@@ -1373,9 +1373,8 @@ in_process_step (InProcess *w, const float *x, const float *labels, int rows, co
   g_assert_true (shoal_net_feed (w->net, "x", x, rows, NULL, &error));
   g_assert_true (shoal_net_feed (w->net, "labels", labels, rows, labels, &error));
   g_assert_no_error (error);
-  double loss = shoal_net_forward (w->net, SHOAL_PHASE_TRAIN);
   gboolean clip = u->clip_norm > 0 || u->clip_value > 0;
-  shoal_net_backward_notify (w->net, clip ? NULL : shoal_param_client_push_ready, &w->push);
+  double loss = shoal_net_train_step (w->net, clip ? NULL : shoal_param_client_push_ready, &w->push);
   if (clip)
     shoal_net_clip_gradients (w->net, u->clip_value, u->clip_norm);
   shoal_param_client_step_done (w->client, w->push.step);

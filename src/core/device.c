@@ -347,3 +347,10 @@ shoal_device_context_sync (ShoalDeviceContext *ctx, GError **error)
   g_return_val_if_fail (ctx != NULL && gpu_backend != NULL, FALSE);
   return gpu_backend->context_sync (ctx, error);
 }
+
+gboolean
+shoal_device_context_check (ShoalDeviceContext *ctx, GError **error)
+{
+  g_return_val_if_fail (ctx != NULL && gpu_backend != NULL, FALSE);
+  return gpu_backend->context_check (ctx, error);
+}

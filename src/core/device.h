@@ -132,6 +132,11 @@ gboolean shoal_device_context_ready (ShoalDeviceContext *ctx, GError **error);
 /* Waits for the compute stream and reports the first error any layer's
  * GPU work met (which layer, which call) since the last check. */
 gboolean shoal_device_context_sync (ShoalDeviceContext *ctx, GError **error);
+/* The same report without waiting: the first failure the layers met
+ * when they enqueued their work since the last check (a failure in the
+ * work itself shows at the next synchronisation: an event's or this
+ * context's). */
+gboolean shoal_device_context_check (ShoalDeviceContext *ctx, GError **error);
 
 G_END_DECLS
 

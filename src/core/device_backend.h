@@ -47,6 +47,7 @@ typedef struct {
   ShoalStream *(*context_copy) (ShoalDeviceContext *ctx);
   gboolean (*context_ready) (ShoalDeviceContext *ctx, GError **error);
   gboolean (*context_sync) (ShoalDeviceContext *ctx, GError **error);
+  gboolean (*context_check) (ShoalDeviceContext *ctx, GError **error);
 
   /* core/updater.h on the device: one update of n values, and clipping */
   void (*update) (ShoalStream *stream, const ShoalUpdateScalars *k, float *value, float *grad,

@@ -575,6 +575,16 @@ cuda_context_sync (ShoalDeviceContext *ctx, GError **error)
   return TRUE;
 }
 
+static gboolean
+cuda_context_check (ShoalDeviceContext *ctx, GError **error)
+{
+  if (ctx->error == NULL)
+    return TRUE;
+  g_propagate_error (error, ctx->error);
+  ctx->error = NULL;
+  return FALSE;
+}
+
 void *
 shoal_gpu_workspace (const ShoalLayer *layer, size_t bytes)
 {
@@ -690,6 +700,7 @@ const ShoalDeviceBackend shoal_cuda_backend = {
   .context_copy = cuda_context_copy,
   .context_ready = cuda_context_ready,
   .context_sync = cuda_context_sync,
+  .context_check = cuda_context_check,
   .update = shoal_cuda_update,
   .clip = shoal_cuda_clip,
 };

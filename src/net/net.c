@@ -67,6 +67,7 @@ shoal_net_free (ShoalNet *net)
       GError *ignored = NULL;
       shoal_device_context_sync (net->ctx.gpu, &ignored);
       g_clear_error (&ignored);
+      shoal_net_gpu_release (net);
     }
   for (guint i = 0; i < net->layers->len; i++)
     layer_free (g_ptr_array_index (net->layers, i));
@@ -662,6 +663,16 @@ shoal_net_forward (ShoalNet *net, ShoalPhase phase)
       if (layer->ops->flags & SHOAL_LAYER_LOSS)
         loss += layer->loss_weight * layer->out.data[0];
     }
+  return loss;
+}
+
+double
+shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  if (net->ctx.gpu != NULL)
+    return shoal_net_gpu_train_step (net, ready, user_data);
+  double loss = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  shoal_net_backward_notify (net, ready, user_data);
   return loss;
 }
 

@@ -71,6 +71,12 @@ ShoalStream *shoal_net_compute_stream (ShoalNet *net);
  * where they are: the device gradients of a net whose params stay on the
  * device (enqueued, no wait), else store->grads. */
 void shoal_net_clip_gradients (ShoalNet *net, float clip_value, float clip_norm);
+/* A training forward, then backward with `ready` as in
+ * shoal_net_backward_notify; returns the loss.  On a GPU net whose params
+ * stay on the device the host enqueues both before it waits for the
+ * forward's end (not the backward's): the backward and what `ready`
+ * enqueued run on while the caller prepares the next step. */
+double shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
 /* FALSE with the first device error the net met (TRUE on CPU nets). */
 gboolean shoal_net_device_error (ShoalNet *net, GError **error);
 

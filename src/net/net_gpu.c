@@ -47,8 +47,19 @@ shoal_net_gpu_setup_layer (ShoalNet *net, ShoalLayer *layer, GError **error)
     {
       GError *local = NULL;
       if (layer->out.data == NULL)
-        ok = shoal_tensor_alloc_on (&layer->out, &layer->out.shape,
-                                    keeps_host_out (layer) ? cpu : dev, &local);
+        {
+          ok = shoal_tensor_alloc_on (&layer->out, &layer->out.shape,
+                                      keeps_host_out (layer) ? cpu : dev, &local);
+          /* pinned, the copy of a loss or metric into it does not make
+           * the host wait in the middle of a forward */
+          if (ok && keeps_host_out (layer)
+              && shoal_device_host_register (dev, layer->out.data, layer->out.capacity * sizeof (float)))
+            {
+              if (net->pinned_outs == NULL)
+                net->pinned_outs = g_ptr_array_new ();
+              g_ptr_array_add (net->pinned_outs, layer->out.data);
+            }
+        }
       if (ok && layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
         ok = shoal_tensor_alloc_on (&layer->grad, &layer->out.shape, dev, &local);
       if (!ok)
@@ -145,12 +156,11 @@ upload_all (ShoalNet *net)
     }
 }
 
-double
-shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase)
+/* Enqueues every layer's forward (and the param uploads it waits for). */
+static void
+enqueue_forward (ShoalNet *net, ShoalPhase phase)
 {
   ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
-  double loss = 0;
-
   shoal_device_activate (net->ctx.device);
   if (net->upload_every_forward)
     upload_all (net);
@@ -167,12 +177,13 @@ shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase)
         shoal_stream_wait (compute, net->uploaded[i]);
       layer->gpu->forward (layer, phase);
     }
-  GError *error = NULL;
-  if (!shoal_device_context_sync (net->ctx.gpu, &error))
-    {
-      device_failed (net, error);
-      return NAN;
-    }
+}
+
+/* The weighted losses, once the forward's copies are in. */
+static double
+losses (ShoalNet *net)
+{
+  double loss = 0;
   for (guint i = 0; i < net->layers->len; i++)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
@@ -180,6 +191,67 @@ shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase)
         loss += layer->loss_weight * layer->out.data[0];
     }
   return loss;
+}
+
+double
+shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase)
+{
+  enqueue_forward (net, phase);
+  GError *error = NULL;
+  if (!shoal_device_context_sync (net->ctx.gpu, &error))
+    {
+      device_failed (net, error);
+      return NAN;
+    }
+  return losses (net);
+}
+
+/* A training step.  With the params on the device the host enqueues the
+ * forward and the backward (whose layers hand their gradients to the
+ * updates) before it waits, and then only for the forward's end: the
+ * device goes from forward to backward without an idle gap, and the host
+ * prepares the next step while the backward and the updates run. */
+double
+shoal_net_gpu_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  if (!net->params_resident)
+    {
+      double loss = shoal_net_gpu_forward (net, SHOAL_PHASE_TRAIN);
+      shoal_net_backward_notify (net, ready, user_data);
+      return loss;
+    }
+  GError *error = NULL;
+  if (net->forward_done == NULL && (net->forward_done = shoal_event_new (net->ctx.device, &error)) == NULL)
+    {
+      device_failed (net, error);
+      return NAN;
+    }
+  enqueue_forward (net, SHOAL_PHASE_TRAIN);
+  shoal_event_record (net->forward_done, shoal_device_context_compute (net->ctx.gpu));
+  shoal_net_backward_notify (net, ready, user_data);
+  if (!shoal_event_sync (net->forward_done, &error) || !shoal_device_context_check (net->ctx.gpu, &error))
+    {
+      device_failed (net, error);
+      return NAN;
+    }
+  return losses (net);
+}
+
+void
+shoal_net_gpu_release (ShoalNet *net)
+{
+  if (net->pinned_outs != NULL)
+    {
+      for (guint i = 0; i < net->pinned_outs->len; i++)
+        shoal_device_host_unregister (net->ctx.device, g_ptr_array_index (net->pinned_outs, i));
+      g_ptr_array_free (net->pinned_outs, TRUE);
+      net->pinned_outs = NULL;
+    }
+  shoal_event_free (net->forward_done);
+  net->forward_done = NULL;
+  if (net->clip_scratch != NULL)
+    shoal_device_free (net->ctx.device, net->clip_scratch);
+  net->clip_scratch = NULL;
 }
 
 /* Adds the downloaded gradients of the pending layers into the host

@@ -27,6 +27,8 @@ struct _ShoalNet {
   gboolean manual_pending;
   float *staging;                 /* pinned host, store->total floats: device gradients land here */
   gboolean params_resident;       /* shoal_net_keep_params_on_device: no param traffic in a step */
+  ShoalEvent *forward_done;       /* shoal_net_train_step on such a net: the forward's outputs are in */
+  GPtrArray *pinned_outs;         /* losses' and metrics' host outs this net pinned (copies stay async) */
   double *clip_scratch;           /* device, 2 doubles: shoal_net_clip_gradients' sums */
   GError *device_error;           /* the first device error */
 };
@@ -41,6 +43,9 @@ gboolean shoal_net_gpu_setup_layer (ShoalNet *net, ShoalLayer *layer, GError **e
 gboolean shoal_net_gpu_prepare (ShoalNet *net, GError **error);
 double shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase);
 void shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
+double shoal_net_gpu_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
+/* Unpins what set-up pinned (before the layers' memory goes). */
+void shoal_net_gpu_release (ShoalNet *net);
 
 G_END_DECLS
 

@@ -346,6 +346,8 @@ shoal_group_net_backward_notify (ShoalGroupNet *g, ShoalParamsReadyFunc ready, g
 double
 shoal_group_net_train_step (ShoalGroupNet *g, ShoalParamsReadyFunc ready, gpointer user_data)
 {
+  if (g->k == 1 && !g->timing)
+    return shoal_net_train_step (g->nets[0], ready, user_data);
   if (g->k == 1)
     {
       double loss = shoal_group_net_forward (g, SHOAL_PHASE_TRAIN);
