@@ -148,6 +148,35 @@ test_gradcheck_initial_state (void)
     }
 }
 
+/* shoal_layer_gradcheck with the default keys: a stateful layer (each
+ * finite-difference forward would move the carried state on; the check
+ * restores it) and an embedding over a feed (which holds valid ids then:
+ * gaussian values would all be outside the vocabulary, a warning that
+ * GTest makes fatal, and zero vectors compared with zero). */
+static void
+test_gradcheck_default_keys (void)
+{
+  ShoalGradcheckOptions o;
+  shoal_gradcheck_options_init (&o);
+  o.eps = 3e-3f;
+  const char *types[] = { "gru", "lstm" };
+  for (int k = 0; k < 2; k++)
+    {
+      char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = 3,4,3\nneed_grad = true\n"
+                                    "[layer r]\ntype = %s\nsrc = x\nhidden_size = 5\nnum_layers = 2\n",
+                                    types[k]);
+      g_assert_cmpint (shoal_gradcheck_conf (text, "r", &o, 11 + k), >, 100);
+      g_free (text);
+    }
+  int checked = 0;
+  GError *error = NULL;
+  const char *embed = "[layer ids]\ntype = feed\nshape = 3,4\n"
+                      "[layer e]\ntype = embedding\nsrc = ids\nvocab_size = 6\nembedding_dim = 5\n";
+  g_assert_true (shoal_layer_gradcheck (embed, "e", NULL, 3, &checked, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (checked, ==, 30);   /* every element of the 6 x 5 weight */
+}
+
 /* Two batches of T steps from the carried state equal one batch of 2T;
  * a restart mark in the stream source makes that row start from zeros. */
 static void
@@ -508,6 +537,7 @@ main (int argc, char **argv)
   g_test_add_func ("/recurrent/gru-gradcheck", test_gru_gradcheck);
   g_test_add_func ("/recurrent/lstm-gradcheck", test_lstm_gradcheck);
   g_test_add_func ("/recurrent/gradcheck-initial-state", test_gradcheck_initial_state);
+  g_test_add_func ("/recurrent/gradcheck-default-keys", test_gradcheck_default_keys);
   g_test_add_func ("/recurrent/state-carries", test_state_carries);
   g_test_add_func ("/recurrent/embedding", test_embedding);
   g_test_add_func ("/recurrent/per-step-layers", test_per_step_layers);

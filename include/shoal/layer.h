@@ -278,7 +278,12 @@ void shoal_gradcheck_options_init (ShoalGradcheckOptions *opts);
  * |analytic - numeric| > atol + rtol * max(|analytic|, |numeric|).  It
  * also checks the contract's accumulation: with every param gradient
  * pre-filled, backward must leave pre-fill + gradient, and two backwards
- * twice the gradient.  *checked (may be NULL) gets the number of elements
+ * twice the gradient.  Every forward of the check starts the layer from
+ * the same state: its random stream, and for a layer with ops->save_state
+ * (a stateful GRU or LSTM) the state the net's first forward left, so
+ * the carried state is checked from a non-zero one.  A feed that an
+ * embedding reads holds ids drawn from [0, vocab_size), not gaussian
+ * values.  *checked (may be NULL) gets the number of elements
  * compared.  FALSE with SHOAL_ERROR_GRADIENT listing the first mismatches
  * ("layer act: d/d src0 element 17: analytic 0.31, numeric 0.12"), or the
  * net's own error when conf_text does not build (opts may be NULL). */

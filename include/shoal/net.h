@@ -68,7 +68,9 @@ void shoal_net_free (ShoalNet *net);
  * for the next forward: data holds rows * row_size floats in the layer's
  * raw form (a `feed` layer: its output values; lmdb_input: what its
  * records hold, to which it applies its scale, mean and std), labels (may
- * be NULL) one float per row.  rows may be fewer than the batch the
+ * be NULL) the layer's labels of those rows: one float per row, or
+ * label_steps floats per row (a sequence's targets, row after row) where
+ * a feed has label_steps > 1.  rows may be fewer than the batch the
  * layer was set up with, not more.  FALSE with SHOAL_ERROR_CONF (no such
  * layer), SHOAL_ERROR_UNSUPPORTED (its type takes no caller rows:
  * ops->feed is NULL) or SHOAL_ERROR_SHAPE (rows out of 1 .. batch). */

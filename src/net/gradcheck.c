@@ -30,6 +30,8 @@ typedef struct {
   ShoalLayer *layer;
   const float *r;     /* objective weights, out count */
   ShoalRng *saved;    /* every layer's rng as before the first forward */
+  GBytes *state;      /* the layer's own state (ops->save_state) after the whole net's forward */
+  gboolean state_refused;  /* its load_state refused those bytes */
   ShoalPhase phase;
   GString *report;    /* the first mismatches */
   int failures;
@@ -42,12 +44,19 @@ restore_rngs (Check *c)
     shoal_net_layer (c->net, i)->rng = c->saved[i];
 }
 
-/* J for the current source values: the layer's own forward only. */
+/* J for the current source values: the layer's own forward only, from
+ * the same state each time.  A stateful layer (a GRU or LSTM carrying
+ * its rows' states from batch to batch) moves its state on in every
+ * forward: without the restore each finite difference would start from
+ * another initial state.  The state restored is the one the whole net's
+ * forward left, so a recurrent layer is checked from a non-zero one. */
 static double
 objective (Check *c)
 {
   ShoalLayer *layer = c->layer;
   restore_rngs (c);
+  if (c->state != NULL && !layer->ops->load_state (layer, c->state, NULL))
+    c->state_refused = TRUE;  /* the type breaks the contract: reported as a mismatch */
   layer->ops->forward (layer, c->phase);
   if (layer->ops->flags & SHOAL_LAYER_LOSS)
     return (double) layer->loss_weight * layer->out.data[0];
@@ -172,6 +181,8 @@ shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheck
   /* the whole net once, so that every source holds its output */
   restore_rngs (&c);
   shoal_net_forward (net, opts.phase);
+  if (layer->ops->save_state != NULL && layer->ops->load_state != NULL)
+    c.state = layer->ops->save_state (layer);
 
   size_t nout = layer->out.capacity;
   float *r = g_new (float, MAX (nout, 1));
@@ -208,12 +219,16 @@ shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheck
     checked += compare (&c, layer->params[p]->name, layer->params[p]->value.data, param_analytic[p],
                         layer->params[p]->count, &opts);
   check_accumulation (&c, param_analytic);
+  if (c.state_refused)
+    mismatch (&c, "its load_state refused the bytes its save_state made");
 
   for (int p = 0; p < layer->nparams; p++)
     g_free (param_analytic[p]);
   g_free (param_analytic);
   g_free (r);
   g_free (c.saved);
+  if (c.state != NULL)
+    g_bytes_unref (c.state);
   if (checked_out != NULL)
     *checked_out = checked;
   gboolean ok = c.failures == 0;
@@ -222,6 +237,29 @@ shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheck
                  layer_name, c.failures, checked, c.report->str);
   g_string_free (c.report, TRUE);
   return ok;
+}
+
+/* A feed layer's gaussian values are no ids: where an embedding reads a
+ * feed, the feed holds ids drawn uniformly from [0, vocab_size) instead,
+ * so that every lookup reads a row (gaussian values are all outside the
+ * vocabulary: zero vectors, nothing checked). */
+static void
+fill_embedding_ids (ShoalNet *net, guint64 seed)
+{
+  ShoalRng rng;
+  shoal_rng_seed (&rng, seed, 98);
+  for (guint i = 0; i < shoal_net_n_layers (net); i++)
+    {
+      ShoalLayer *l = shoal_net_layer (net, i);
+      if (strcmp (l->ops->type, "embedding") != 0 || l->nsrcs < 1)
+        continue;
+      ShoalLayer *src = l->srcs[0];
+      if (strcmp (src->ops->type, "feed") != 0)
+        continue;
+      guint32 vocab = (guint32) shoal_layer_opt_int (l, "vocab_size");
+      for (size_t k = 0; k < shoal_tensor_count (&src->out); k++)
+        src->out.data[k] = (float) shoal_rng_below (&rng, vocab);
+    }
 }
 
 gboolean
@@ -250,6 +288,7 @@ shoal_layer_gradcheck (const char *conf_text, const char *layer, const ShoalGrad
         for (size_t k = 0; k < p->count; k++)
           p->value.data[k] += 0.1f * shoal_rng_gaussian (&rng);
     }
+  fill_embedding_ids (net, seed);
   gboolean ok = shoal_net_gradcheck (net, layer, opts, checked, error);
   shoal_net_free (net);
   shoal_conf_free (conf);
