@@ -82,7 +82,9 @@ gboolean shoal_net_feed (ShoalNet *net, const char *layer, const float *data, in
 double shoal_net_forward (ShoalNet *net, ShoalPhase phase);
 /* Runs every layer backward after a train forward.  Params' gradients
  * are ADDED to: zero them first (shoal_param_store_zero_grads) unless
- * accumulating.  The loss layers seed the gradient. */
+ * accumulating.  The loss layers seed the gradient.  With no forward
+ * since the net was built, or after a test forward, it runs nothing and
+ * logs a critical (a programmer's error, as a NULL net). */
 void shoal_net_backward (ShoalNet *net);
 /* For applications that compute the loss themselves: after a train
  * forward, sets d loss / d out of `layer` (an output: no layer of the net
@@ -90,7 +92,8 @@ void shoal_net_backward (ShoalNet *net);
  * backward from it alone - the net's loss layers seed nothing - adding
  * into the params' gradients as shoal_net_backward does.  FALSE with
  * SHOAL_ERROR_CONF (no such layer, other layers read it, or nothing at
- * or below it learns) or SHOAL_ERROR_UNSUPPORTED (a GPU net); nothing is
+ * or below it learns, or no train forward came before: see
+ * shoal_net_backward) or SHOAL_ERROR_UNSUPPORTED (a GPU net); nothing is
  * run then. */
 gboolean shoal_net_backward_from (ShoalNet *net, const char *layer, const float *grad,
                                   GError **error);

@@ -23,6 +23,19 @@
  * object it came from and valid while that object lives.  Every failure
  * is a GError in SHOAL_ERROR (shoal/error.h); the library never exits.
  *
+ * Arguments, as GLib's own calls treat them: a NULL where a call needs an
+ * object (or a value outside its contract, such as a phase that is
+ * neither train nor test, or shoal_net_backward before a train forward)
+ * is a programmer's error: the call logs a critical, as
+ * g_return_val_if_fail does, leaves *error unset and returns its failure
+ * value (NULL, FALSE, 0, NaN for a loss).  Bad data - a file, a conf, a
+ * row count, a name the net lacks - is a GError with the code the call's
+ * header lists.  Free functions ignore NULL.  Not checked, so that they
+ * cost nothing: the per-number draws of shoal/rng.h (shoal_rng_u32,
+ * _below, _uniform, _gaussian) and shoal/updater.h's calls on a conf or
+ * schedule the caller holds.  test/test_preconditions.c calls every
+ * other entry point with NULL and with bad values.
+ *
  * Linking: a program that uses tensors, layers, nets and updaters only
  * (shoal/tensor.h .. shoal/net.h) needs neither Thrift nor LMDB: with
  * the shared library they are libshoal's own dependencies, and a static

@@ -116,6 +116,7 @@ conf_new (const char *origin)
 ShoalConf *
 shoal_conf_load_data (const char *text, const char *origin, GError **error)
 {
+  g_return_val_if_fail (text != NULL, NULL);
   ShoalConf *conf = conf_new (origin);
   GError *local = NULL;
 
@@ -137,6 +138,7 @@ shoal_conf_load_data (const char *text, const char *origin, GError **error)
 ShoalConf *
 shoal_conf_load_file (const char *path, GError **error)
 {
+  g_return_val_if_fail (path != NULL, NULL);
   char *text = NULL;
   GError *local = NULL;
 
@@ -172,12 +174,14 @@ shoal_conf_keyfile (ShoalConf *conf)
 const char *
 shoal_conf_origin (ShoalConf *conf)
 {
+  g_return_val_if_fail (conf != NULL, NULL);
   return conf->origin;
 }
 
 gboolean
 shoal_conf_override (ShoalConf *conf, const char *assignment, GError **error)
 {
+  g_return_val_if_fail (conf != NULL && assignment != NULL, FALSE);
   const char *eq = strchr (assignment, '=');
   if (eq == NULL)
     {

@@ -55,12 +55,14 @@ shoal_memory_budget_free (ShoalMemoryBudget *budget)
 guint64
 shoal_memory_budget_limit (const ShoalMemoryBudget *budget)
 {
+  g_return_val_if_fail (budget != NULL, 0);
   return budget->limit;
 }
 
 guint64
 shoal_memory_budget_used (ShoalMemoryBudget *budget)
 {
+  g_return_val_if_fail (budget != NULL, 0);
   g_mutex_lock (&budget->lock);
   guint64 used = budget->used;
   g_mutex_unlock (&budget->lock);

@@ -80,6 +80,7 @@ shoal_param_store_declare (ShoalParamStore *store, const char *name, const Shoal
 ShoalParam *
 shoal_param_store_find (ShoalParamStore *store, const char *name)
 {
+  g_return_val_if_fail (store != NULL && name != NULL, NULL);
   for (guint i = 0; i < store->params->len; i++)
     {
       ShoalParam *p = g_ptr_array_index (store->params, i);
@@ -264,6 +265,7 @@ name_hash (const char *name)
 void
 shoal_param_store_init_values (ShoalParamStore *store, guint64 seed)
 {
+  g_return_if_fail (store != NULL);
   for (guint i = 0; i < store->params->len; i++)
     {
       ShoalParam *p = g_ptr_array_index (store->params, i);
@@ -276,6 +278,7 @@ shoal_param_store_init_values (ShoalParamStore *store, guint64 seed)
 void
 shoal_param_store_zero_grads (ShoalParamStore *store)
 {
+  g_return_if_fail (store != NULL);
   memset (store->grads, 0, store->total * sizeof (float));
   if (store->dev_grads != NULL)
     {
@@ -293,65 +296,76 @@ shoal_param_store_zero_grads (ShoalParamStore *store)
 const char *
 shoal_param_name (const ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, NULL);
   return param->name;
 }
 
 const ShoalShape *
 shoal_param_shape (const ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, NULL);
   return &param->shape;
 }
 
 ShoalTensor *
 shoal_param_value (ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, NULL);
   return &param->value;
 }
 
 ShoalTensor *
 shoal_param_grad (ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, NULL);
   return &param->grad;
 }
 
 float
 shoal_param_lr_scale (const ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, 0);
   return param->lr_scale;
 }
 
 float
 shoal_param_wd_scale (const ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, 0);
   return param->wd_scale;
 }
 
 guint
 shoal_param_store_n_params (const ShoalParamStore *store)
 {
+  g_return_val_if_fail (store != NULL, 0);
   return store->params->len;
 }
 
 ShoalParam *
 shoal_param_store_get (ShoalParamStore *store, guint i)
 {
+  g_return_val_if_fail (store != NULL, NULL);
   return i < store->params->len ? g_ptr_array_index (store->params, i) : NULL;
 }
 
 float *
 shoal_param_store_values (ShoalParamStore *store)
 {
+  g_return_val_if_fail (store != NULL, NULL);
   return store->values;
 }
 
 float *
 shoal_param_store_grads (ShoalParamStore *store)
 {
+  g_return_val_if_fail (store != NULL, NULL);
   return store->grads;
 }
 
 size_t
 shoal_param_store_size (const ShoalParamStore *store)
 {
+  g_return_val_if_fail (store != NULL, 0);
   return store->total;
 }

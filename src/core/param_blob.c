@@ -49,6 +49,7 @@ to_bytes (const ShoalParamStore *store, gboolean statistics_only)
 GBytes *
 shoal_param_store_to_bytes (const ShoalParamStore *store)
 {
+  g_return_val_if_fail (store != NULL, NULL);
   return to_bytes (store, FALSE);
 }
 
@@ -85,6 +86,7 @@ gboolean
 shoal_param_store_load_bytes (ShoalParamStore *store, GBytes *blob, const char *origin,
                               ShoalParamsMatch match, int *copied_out, GError **error)
 {
+  g_return_val_if_fail (store != NULL && blob != NULL, FALSE);
   gsize len = 0;
   const guint8 *data = g_bytes_get_data (blob, &len);
   Reader r = { data, data + len };

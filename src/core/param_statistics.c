@@ -45,6 +45,7 @@ shoal_param_store_place_statistics (ShoalParamStore *store)
 gboolean
 shoal_param_is_statistic (const ShoalParam *param)
 {
+  g_return_val_if_fail (param != NULL, FALSE);
   return param->statistic;
 }
 

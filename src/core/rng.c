@@ -6,6 +6,7 @@
 void
 shoal_rng_seed (ShoalRng *rng, uint64_t seed, uint64_t stream)
 {
+  g_return_if_fail (rng != NULL);
   rng->state = 0;
   rng->inc = (stream << 1) | 1u;
   shoal_rng_u32 (rng);
@@ -54,6 +55,7 @@ shoal_rng_gaussian (ShoalRng *rng)
 void
 shoal_rng_shuffle_u32 (ShoalRng *rng, uint32_t *items, size_t n)
 {
+  g_return_if_fail (rng != NULL && (items != NULL || n == 0));
   for (size_t i = n; i > 1; i--)
     {
       uint32_t j = shoal_rng_below (rng, (uint32_t) i);

@@ -15,6 +15,7 @@ struct _ShoalUpdater {
 ShoalUpdater *
 shoal_updater_new (const ShoalUpdaterConf *conf, ShoalParamStore *store)
 {
+  g_return_val_if_fail (conf != NULL && store != NULL, NULL);
   ShoalUpdater *u = g_new0 (ShoalUpdater, 1);
   u->conf = *conf;
   u->store = store;
@@ -32,6 +33,7 @@ shoal_updater_new (const ShoalUpdaterConf *conf, ShoalParamStore *store)
 double
 shoal_updater_step (ShoalUpdater *u, gint64 step)
 {
+  g_return_val_if_fail (u != NULL && step >= 0, 0);
   ShoalParamStore *s = u->store;
   double norm = shoal_clip_gradients (s->grads, s->total, u->conf.clip_value, u->conf.clip_norm);
   int per = shoal_updater_state_per_value (u->conf.kind);

@@ -28,6 +28,7 @@ shoal_shape_make (int ndim, ...)
 size_t
 shoal_shape_count (const ShoalShape *shape)
 {
+  g_return_val_if_fail (shape != NULL, 0);
   size_t n = 1;
   for (int i = 0; i < shape->ndim; i++)
     n *= (size_t) shape->dim[i];
@@ -37,6 +38,7 @@ shoal_shape_count (const ShoalShape *shape)
 size_t
 shoal_shape_row_size (const ShoalShape *shape)
 {
+  g_return_val_if_fail (shape != NULL, 0);
   size_t n = 1;
   for (int i = 1; i < shape->ndim; i++)
     n *= (size_t) shape->dim[i];
@@ -46,6 +48,7 @@ shoal_shape_row_size (const ShoalShape *shape)
 gboolean
 shoal_shape_equal (const ShoalShape *a, const ShoalShape *b)
 {
+  g_return_val_if_fail (a != NULL && b != NULL, FALSE);
   if (a->ndim != b->ndim)
     return FALSE;
   for (int i = 0; i < a->ndim; i++)
@@ -57,6 +60,7 @@ shoal_shape_equal (const ShoalShape *a, const ShoalShape *b)
 char *
 shoal_shape_to_string (const ShoalShape *shape)
 {
+  g_return_val_if_fail (shape != NULL, NULL);
   GString *s = g_string_new (NULL);
   if (shape->ndim == 0)
     g_string_append (s, "scalar");
@@ -158,36 +162,42 @@ shoal_free_aligned (void *p)
 float *
 shoal_tensor_data (const ShoalTensor *t)
 {
+  g_return_val_if_fail (t != NULL, NULL);
   return t->data;
 }
 
 const ShoalShape *
 shoal_tensor_shape (const ShoalTensor *t)
 {
+  g_return_val_if_fail (t != NULL, NULL);
   return &t->shape;
 }
 
 int
 shoal_tensor_rows (const ShoalTensor *t)
 {
+  g_return_val_if_fail (t != NULL, 0);
   return t->shape.ndim > 0 ? t->shape.dim[0] : 1;
 }
 
 size_t
 shoal_tensor_count (const ShoalTensor *t)
 {
+  g_return_val_if_fail (t != NULL, 0);
   return shoal_shape_count (&t->shape);
 }
 
 size_t
 shoal_tensor_row_size (const ShoalTensor *t)
 {
+  g_return_val_if_fail (t != NULL, 0);
   return shoal_shape_row_size (&t->shape);
 }
 
 ShoalDevice
 shoal_tensor_device (const ShoalTensor *t)
 {
+  g_return_val_if_fail (t != NULL, (ShoalDevice) { 0 });
   return t->device;
 }
 

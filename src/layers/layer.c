@@ -37,42 +37,49 @@ const ShoalOption shoal_param_options[] = {
 gint64
 shoal_layer_opt_int (const ShoalLayer *layer, const char *key)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL, 0);
   return shoal_conf_get_int (layer->conf, layer->group, layer->ops->options, key);
 }
 
 double
 shoal_layer_opt_float (const ShoalLayer *layer, const char *key)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL, 0);
   return shoal_conf_get_float (layer->conf, layer->group, layer->ops->options, key);
 }
 
 gboolean
 shoal_layer_opt_bool (const ShoalLayer *layer, const char *key)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL, FALSE);
   return shoal_conf_get_bool (layer->conf, layer->group, layer->ops->options, key);
 }
 
 char *
 shoal_layer_opt_string (const ShoalLayer *layer, const char *key)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL, NULL);
   return shoal_conf_get_string (layer->conf, layer->group, layer->ops->options, key);
 }
 
 gint *
 shoal_layer_opt_int_list (const ShoalLayer *layer, const char *key, gsize *n)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL && n != NULL, NULL);
   return shoal_conf_get_int_list (layer->conf, layer->group, layer->ops->options, key, n);
 }
 
 gboolean
 shoal_layer_opt_is_set (const ShoalLayer *layer, const char *key)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL, FALSE);
   return g_key_file_has_key (shoal_conf_keyfile (layer->conf), layer->group, key, NULL);
 }
 
 void
 shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key, const char *format, ...)
 {
+  g_return_if_fail (layer != NULL && format != NULL);
   va_list ap;
   va_start (ap, format);
   char *msg = g_strdup_vprintf (format, ap);
@@ -137,6 +144,7 @@ shoal_layer_declare_param (ShoalLayer *layer, const char *pname, const ShoalShap
                            int fan_in, int fan_out, const ShoalInitSpec *default_init,
                            GError **error)
 {
+  g_return_val_if_fail (layer != NULL && pname != NULL && shape != NULL, NULL);
   g_return_val_if_fail (layer->nparams < SHOAL_LAYER_MAX_PARAMS, NULL);
   ShoalInitSpec init = *default_init;
   float lr_scale = 1.0f, wd_scale = 1.0f;
@@ -199,6 +207,7 @@ ShoalParam *
 shoal_layer_declare_statistic (ShoalLayer *layer, const char *pname, const ShoalShape *shape,
                                const ShoalInitSpec *default_init, GError **error)
 {
+  g_return_val_if_fail (layer != NULL && pname != NULL && shape != NULL, NULL);
   int c = (int) MIN (shoal_shape_count (shape), (size_t) G_MAXINT);
   ShoalParam *p = shoal_layer_declare_param (layer, pname, shape, c, c, default_init, error);
   if (p != NULL)
@@ -230,6 +239,7 @@ shoal_layer_param_range (const ShoalLayer *layer, size_t *begin, size_t *end)
 gboolean
 shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
 {
+  g_return_val_if_fail (layer != NULL, FALSE);
   const ShoalLayer *logits = layer->srcs[0], *labels = layer->srcs[1];
   if (labels->label.data == NULL)
     {
@@ -250,6 +260,7 @@ gboolean
 shoal_layer_check_window (const ShoalLayer *layer, const char *key, const char *window, int h, int w,
                           int kh, int kw, int ph, int pw, GError **error)
 {
+  g_return_val_if_fail (layer != NULL && key != NULL && window != NULL, FALSE);
   gint64 ph_in = (gint64) h + 2 * (gint64) ph, pw_in = (gint64) w + 2 * (gint64) pw;
   if (ph_in < kh || pw_in < kw)
     {
@@ -270,6 +281,7 @@ shoal_layer_check_window (const ShoalLayer *layer, const char *key, const char *
 gboolean
 shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error)
 {
+  g_return_val_if_fail (layer != NULL, FALSE);
   if (!shoal_layer_check_labels (layer, error))
     return FALSE;
   const ShoalLayer *logits = layer->srcs[0];
@@ -293,90 +305,105 @@ shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes
 const char *
 shoal_layer_name (const ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return layer->name;
 }
 
 const ShoalLayerOps *
 shoal_layer_ops (const ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return layer->ops;
 }
 
 int
 shoal_layer_n_srcs (const ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, 0);
   return layer->nsrcs;
 }
 
 ShoalLayer *
 shoal_layer_src (const ShoalLayer *layer, int i)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return i >= 0 && i < layer->nsrcs ? layer->srcs[i] : NULL;
 }
 
 ShoalTensor *
 shoal_layer_src_out (const ShoalLayer *layer, int i)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return i >= 0 && i < layer->nsrcs ? &layer->srcs[i]->out : NULL;
 }
 
 ShoalTensor *
 shoal_layer_src_grad (const ShoalLayer *layer, int i)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return i >= 0 && i < layer->nsrcs ? layer->src_grad[i] : NULL;
 }
 
 ShoalTensor *
 shoal_layer_out (ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return &layer->out;
 }
 
 ShoalTensor *
 shoal_layer_grad (ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return layer->grad.data != NULL ? &layer->grad : NULL;
 }
 
 ShoalTensor *
 shoal_layer_label (ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return layer->label.data != NULL ? &layer->label : NULL;
 }
 
 void
 shoal_layer_set_out_shape (ShoalLayer *layer, const ShoalShape *shape)
 {
+  g_return_if_fail (layer != NULL && shape != NULL);
   layer->out.shape = *shape;
 }
 
 int
 shoal_layer_n_params (const ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, 0);
   return layer->nparams;
 }
 
 ShoalParam *
 shoal_layer_param (const ShoalLayer *layer, int i)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return i >= 0 && i < layer->nparams ? layer->params[i] : NULL;
 }
 
 void *
 shoal_layer_priv (ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return layer->priv;
 }
 
 ShoalRng *
 shoal_layer_rng (ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, NULL);
   return &layer->rng;
 }
 
 float
 shoal_layer_loss_scale (const ShoalLayer *layer, int rows)
 {
+  g_return_val_if_fail (layer != NULL, 0);
   int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
   return layer->loss_weight / (float) MAX (norm, 1);
 }
@@ -384,6 +411,7 @@ shoal_layer_loss_scale (const ShoalLayer *layer, int rows)
 ShoalDevice
 shoal_layer_device (const ShoalLayer *layer)
 {
+  g_return_val_if_fail (layer != NULL, (ShoalDevice) { 0 });
   return layer->ctx->device;
 }
 
@@ -408,6 +436,7 @@ static GPtrArray *custom_layers;  /* const ShoalLayerOps * */
 const ShoalLayerOps *
 shoal_layer_lookup (const char *type)
 {
+  g_return_val_if_fail (type != NULL, NULL);
   for (gsize i = 0; i < G_N_ELEMENTS (builtin_layers); i++)
     if (strcmp (builtin_layers[i]->type, type) == 0)
       return builtin_layers[i];
@@ -446,6 +475,7 @@ split_keys_ok (const ShoalLayerOps *ops, const char **bad_key)
 gboolean
 shoal_layer_register (const ShoalLayerOps *ops, GError **error)
 {
+  g_return_val_if_fail (ops != NULL, FALSE);
   if (ops == NULL || ops->type == NULL || ops->setup == NULL || ops->forward == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
@@ -508,6 +538,7 @@ static GHashTable *gpu_paths;   /* type name -> const ShoalLayerGpuOps *, under 
 void
 shoal_layer_register_gpu (const char *type, const ShoalLayerGpuOps *gpu)
 {
+  g_return_if_fail (type != NULL);
   g_mutex_lock (&registry_lock);
   if (gpu_paths == NULL)
     gpu_paths = g_hash_table_new (g_str_hash, g_str_equal);
@@ -518,6 +549,7 @@ shoal_layer_register_gpu (const char *type, const ShoalLayerGpuOps *gpu)
 const ShoalLayerGpuOps *
 shoal_layer_gpu_ops (const ShoalLayerOps *ops)
 {
+  g_return_val_if_fail (ops != NULL, NULL);
   if (ops->gpu != NULL)
     return ops->gpu;
   g_mutex_lock (&registry_lock);

@@ -70,6 +70,7 @@ same_library (GModule *module, char **other)
 gboolean
 shoal_plugin_load (const char *name, GError **error)
 {
+  g_return_val_if_fail (name != NULL, FALSE);
   char *path = find_plugin (name);
   if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
     {

@@ -17,6 +17,7 @@
 void
 shoal_gradcheck_options_init (ShoalGradcheckOptions *opts)
 {
+  g_return_if_fail (opts != NULL);
   opts->eps = 1e-2f;
   opts->rtol = 2e-2f;
   opts->atol = 1e-3f;
@@ -158,6 +159,7 @@ gboolean
 shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheckOptions *opts_in,
                      int *checked_out, GError **error)
 {
+  g_return_val_if_fail (net != NULL && layer_name != NULL, FALSE);
   ShoalGradcheckOptions opts;
   if (opts_in != NULL)
     opts = *opts_in;
@@ -266,6 +268,7 @@ gboolean
 shoal_layer_gradcheck (const char *conf_text, const char *layer, const ShoalGradcheckOptions *opts,
                        guint64 seed, int *checked, GError **error)
 {
+  g_return_val_if_fail (conf_text != NULL && layer != NULL, FALSE);
   ShoalConf *conf = shoal_conf_load_data (conf_text, "gradcheck", error);
   if (conf == NULL)
     return FALSE;

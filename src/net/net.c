@@ -624,6 +624,7 @@ net_new (ShoalConf *conf, const ShoalNetOptions *opts, ShoalMemoryCharge *charge
 ShoalNet *
 shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
 {
+  g_return_val_if_fail (conf != NULL, NULL);
   ShoalMemoryCharge charge;
   shoal_memory_charge_begin (&charge, opts != NULL ? opts->budget : NULL);
   ShoalNet *net = net_new (conf, opts, &charge, error);
@@ -652,6 +653,8 @@ shoal_net_follow_rows (ShoalLayer *layer)
 double
 shoal_net_forward (ShoalNet *net, ShoalPhase phase)
 {
+  g_return_val_if_fail (net != NULL && (phase == SHOAL_PHASE_TRAIN || phase == SHOAL_PHASE_TEST), NAN);
+  net->train_outputs = phase == SHOAL_PHASE_TRAIN;
   if (net->ctx.gpu != NULL)
     return shoal_net_gpu_forward (net, phase);
   double loss = 0;
@@ -669,6 +672,10 @@ shoal_net_forward (ShoalNet *net, ShoalPhase phase)
 double
 shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
+  g_return_val_if_fail (net != NULL, NAN);
+  /* its backward follows its own train forward (the GPU path runs both
+   * itself, past shoal_net_forward) */
+  net->train_outputs = TRUE;
   if (net->ctx.gpu != NULL)
     return shoal_net_gpu_train_step (net, ready, user_data);
   double loss = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
@@ -676,9 +683,24 @@ shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_d
   return loss;
 }
 
+/* Backward reads what the last forward left (a loss layer's
+ * probabilities, dropout's mask, a recurrent layer's steps): with no
+ * forward, or after a test forward, its gradients would be made of
+ * another batch's or another phase's values.  A programmer's error for
+ * shoal_net_backward (a critical, as g_return_if_fail), a GError for
+ * shoal_net_backward_from. */
+#define NO_TRAIN_FORWARD "no train forward ran since the net was built, or the last forward was a " \
+                         "test forward (backward needs a train forward's outputs)"
+
 void
 shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
+  g_return_if_fail (net != NULL);
+  if (!net->train_outputs)
+    {
+      g_critical ("shoal_net_backward: " NO_TRAIN_FORWARD);
+      return;
+    }
   if (net->ctx.gpu != NULL && !net->params_resident)
     {
       shoal_net_gpu_backward (net, ready, user_data);
@@ -705,24 +727,28 @@ shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer u
 void
 shoal_net_backward (ShoalNet *net)
 {
+  g_return_if_fail (net != NULL);
   shoal_net_backward_notify (net, NULL, NULL);
 }
 
 ShoalParamStore *
 shoal_net_params (ShoalNet *net)
 {
+  g_return_val_if_fail (net != NULL, NULL);
   return net->store;
 }
 
 guint
 shoal_net_n_layers (ShoalNet *net)
 {
+  g_return_val_if_fail (net != NULL, 0);
   return net->layers->len;
 }
 
 ShoalLayer *
 shoal_net_layer (ShoalNet *net, guint i)
 {
+  g_return_val_if_fail (net != NULL, NULL);
   g_return_val_if_fail (i < net->layers->len, NULL);
   return g_ptr_array_index (net->layers, i);
 }
@@ -730,18 +756,21 @@ shoal_net_layer (ShoalNet *net, guint i)
 ShoalLayer *
 shoal_net_find (ShoalNet *net, const char *name)
 {
+  g_return_val_if_fail (net != NULL && name != NULL, NULL);
   return find_layer (net->layers, name);
 }
 
 ShoalLayer *
 shoal_net_input (ShoalNet *net)
 {
+  g_return_val_if_fail (net != NULL, NULL);
   return net->input;
 }
 
 guint
 shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
 {
+  g_return_val_if_fail (net != NULL && (out != NULL || n == 0), 0);
   guint k = 0;
   for (guint i = 0; i < net->layers->len && k < n; i++)
     {
@@ -760,6 +789,7 @@ shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
 int
 shoal_net_batch_rows (ShoalNet *net)
 {
+  g_return_val_if_fail (net != NULL, 0);
   return net->input ? shoal_tensor_rows (&net->input->out) : 0;
 }
 
@@ -768,6 +798,7 @@ shoal_net_batch_rows (ShoalNet *net)
 GBytes *
 shoal_net_save_state (ShoalNet *net)
 {
+  g_return_val_if_fail (net != NULL, NULL);
   GByteArray *b = g_byte_array_new ();
   for (guint i = 0; i < net->layers->len; i++)
     {
@@ -789,6 +820,7 @@ shoal_net_save_state (ShoalNet *net)
 gboolean
 shoal_net_load_state (ShoalNet *net, GBytes *state, GError **error)
 {
+  g_return_val_if_fail (net != NULL && state != NULL, FALSE);
   gsize len = 0;
   const guint8 *p = g_bytes_get_data (state, &len), *end = p + len;
   guint found = 0;
@@ -844,6 +876,7 @@ shoal_net_load_state (ShoalNet *net, GBytes *state, GError **error)
 void
 shoal_net_log_summary (ShoalNet *net)
 {
+  g_return_if_fail (net != NULL);
   size_t total = 0;
   for (guint i = 0; i < net->layers->len; i++)
     {
@@ -865,6 +898,7 @@ gboolean
 shoal_net_feed (ShoalNet *net, const char *name, const float *data, int rows, const float *labels,
                 GError **error)
 {
+  g_return_val_if_fail (net != NULL && name != NULL && data != NULL, FALSE);
   ShoalLayer *layer = shoal_net_find (net, name);
   if (layer == NULL || !(layer->ops->flags & SHOAL_LAYER_INPUT))
     {
@@ -891,6 +925,7 @@ shoal_net_feed (ShoalNet *net, const char *name, const float *data, int rows, co
 gboolean
 shoal_net_backward_from (ShoalNet *net, const char *name, const float *grad, GError **error)
 {
+  g_return_val_if_fail (net != NULL && name != NULL && grad != NULL, FALSE);
   ShoalLayer *layer = shoal_net_find (net, name);
   const char *why = layer == NULL ? "the net has no layer" : NULL;
   for (guint i = 0; why == NULL && i < net->layers->len; i++)
@@ -905,6 +940,11 @@ shoal_net_backward_from (ShoalNet *net, const char *name, const float *grad, GEr
   if (why != NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "backward from '%s': %s '%s'", name, why, name);
+      return FALSE;
+    }
+  if (!net->train_outputs)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "backward from '%s': " NO_TRAIN_FORWARD, name);
       return FALSE;
     }
   if (net->ctx.gpu != NULL)
@@ -934,6 +974,7 @@ shoal_net_backward_from (ShoalNet *net, const char *name, const float *grad, GEr
 gboolean
 shoal_net_save_params (ShoalNet *net, const char *path, GError **error)
 {
+  g_return_val_if_fail (net != NULL && path != NULL, FALSE);
   GBytes *bytes = shoal_param_store_to_bytes (net->store);
   gsize len = 0;
   const char *data = g_bytes_get_data (bytes, &len);
@@ -951,6 +992,7 @@ shoal_net_save_params (ShoalNet *net, const char *path, GError **error)
 gboolean
 shoal_net_load_params (ShoalNet *net, const char *path, ShoalParamsMatch match, GError **error)
 {
+  g_return_val_if_fail (net != NULL && path != NULL, FALSE);
   char *data = NULL;
   gsize len = 0;
   GError *local = NULL;

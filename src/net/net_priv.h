@@ -17,6 +17,7 @@ struct _ShoalNet {
   ShoalMemoryCharge *charge;      /* during shoal_net_new: what the set-up was charged */
   guint64 charged;                /* bytes charged to budget, given back by shoal_net_free */
   guint64 params_charged;         /* during set-up: declared params charged ahead of the store */
+  gboolean train_outputs;         /* the last forward was a train forward: backward may run */
 
   /* GPU nets (ctx.gpu != NULL), per layer index; NULL for layers without params */
   gboolean upload_every_forward;  /* forward uploads every param's values first */

@@ -371,12 +371,14 @@ ShoalJob *
 shoal_job_load_data (const char *text, const char *origin, const char *const *overrides,
                      GError **error)
 {
+  g_return_val_if_fail (text != NULL, NULL);
   return job_from_conf (shoal_conf_load_data (text, origin, error), overrides, error);
 }
 
 ShoalJob *
 shoal_job_load (const char *path, const char *const *overrides, GError **error)
 {
+  g_return_val_if_fail (path != NULL, NULL);
   return job_from_conf (shoal_conf_load_file (path, error), overrides, error);
 }
 

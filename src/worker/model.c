@@ -84,6 +84,7 @@ ShoalModel *
 shoal_model_load (const char *conf_path, const char *params_from, const ShoalModelOptions *opts,
                   GError **error)
 {
+  g_return_val_if_fail (conf_path != NULL && params_from != NULL, NULL);
   ShoalModelOptions none = { 0 };
   if (opts == NULL)
     opts = &none;
@@ -140,6 +141,7 @@ shoal_model_free (ShoalModel *m)
 ShoalNet *
 shoal_model_net (ShoalModel *m)
 {
+  g_return_val_if_fail (m != NULL, NULL);
   return m->net;
 }
 
@@ -158,12 +160,14 @@ shoal_model_output (ShoalModel *m)
 size_t
 shoal_model_input_size (ShoalModel *m)
 {
+  g_return_val_if_fail (m != NULL, 0);
   return m->in_size;
 }
 
 size_t
 shoal_model_output_size (ShoalModel *m)
 {
+  g_return_val_if_fail (m != NULL, 0);
   return m->out_size;
 }
 
@@ -186,6 +190,7 @@ shoal_model_softmax_rows (float *rows, int n, size_t width)
 gboolean
 shoal_model_predict (ShoalModel *m, const float *data, int rows, float *out, GError **error)
 {
+  g_return_val_if_fail (m != NULL && data != NULL && out != NULL, FALSE);
   if (rows < 1)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_SHAPE, "predict: %d rows (at least 1)", rows);

@@ -10,6 +10,7 @@ gboolean
 shoal_job_train (ShoalJob *job, const char *workspace, gboolean resume, ShoalTrainResult *result,
                  GError **error)
 {
+  g_return_val_if_fail (job != NULL && workspace != NULL, FALSE);
   ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (layout == NULL)
     return FALSE;

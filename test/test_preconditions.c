@@ -1,0 +1,416 @@
+/* Every public entry point with a NULL argument and with bad values, each
+ * in a child process (g_test_trap_subprocess), as an application sees
+ * the library: only <shoal/shoal.h>.  The child must end normally: a NULL
+ * where an object is required logs a critical (GLib's g_return_if_fail)
+ * and returns the call's failure value; a bad value returns FALSE or NULL
+ * with the GError code the header documents.  A crash is a signal in the
+ * child, and the parent fails.
+ *
+ * Not called with NULL, by design (shoal.h says so): the per-value draws
+ * shoal_rng_u32, _below, _uniform and _gaussian (they run once per number
+ * drawn), and the update-rule helpers of shoal/updater.h taking a
+ * ShoalUpdaterConf or ShoalLrSchedule by pointer (shoal_lr_at,
+ * shoal_updater_conf_defaults, shoal_updater_kind_parse,
+ * shoal_lr_policy_parse). */
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include <shoal/shoal.h>
+
+static const char net_text[] =
+  "[layer x]\ntype = feed\nshape = 4, 3\nlabels = true\n"
+  "[layer fc]\ntype = dense\nsrc = x\nnum_output = 2\n"
+  "[layer loss]\ntype = softmax_loss\nsrc = fc, x\n";
+
+/* A NULL (or out-of-contract) argument: one critical, and `ok` holds. */
+#define EXPECT_CRITICAL(ok)                                                   \
+  G_STMT_START                                                                \
+  {                                                                           \
+    g_test_expect_message (NULL, G_LOG_LEVEL_CRITICAL, "*");                  \
+    g_assert_true (ok);                                                       \
+    g_test_assert_expected_messages ();                                       \
+  }                                                                           \
+  G_STMT_END
+#define EXPECT_CRITICAL_VOID(call)                                            \
+  G_STMT_START                                                                \
+  {                                                                           \
+    g_test_expect_message (NULL, G_LOG_LEVEL_CRITICAL, "*");                  \
+    call;                                                                     \
+    g_test_assert_expected_messages ();                                       \
+  }                                                                           \
+  G_STMT_END
+/* A bad value: the call fails with SHOAL_ERROR `code`, nothing logged. */
+#define EXPECT_CODE(ok, code)                                                 \
+  G_STMT_START                                                                \
+  {                                                                           \
+    GError *error_ = NULL;                                                    \
+    GError **error = &error_;                                                 \
+    g_assert_true (ok);                                                       \
+    g_assert_error (error_, SHOAL_ERROR, (code));                             \
+    g_error_free (error_);                                                    \
+  }                                                                           \
+  G_STMT_END
+
+static ShoalConf *
+make_conf (void)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (net_text, "pre.conf", &error);
+  g_assert_no_error (error);
+  return conf;
+}
+
+static ShoalNet *
+make_net (ShoalConf *conf)
+{
+  GError *error = NULL;
+  ShoalNet *net = shoal_net_new (conf, NULL, &error);
+  g_assert_no_error (error);
+  shoal_param_store_init_values (shoal_net_params (net), 1);
+  return net;
+}
+
+/* ---- conf ------------------------------------------------------------------ */
+
+static void
+conf_calls (void)
+{
+  EXPECT_CRITICAL (shoal_conf_load_file (NULL, NULL) == NULL);
+  EXPECT_CRITICAL (shoal_conf_load_data (NULL, "x", NULL) == NULL);
+  EXPECT_CRITICAL (shoal_conf_origin (NULL) == NULL);
+  ShoalConf *conf = make_conf ();
+  EXPECT_CRITICAL (!shoal_conf_override (NULL, "job.name=x", NULL));
+  EXPECT_CRITICAL (!shoal_conf_override (conf, NULL, NULL));
+  EXPECT_CODE (!shoal_conf_override (conf, "no assignment", error), SHOAL_ERROR_CONF);
+  EXPECT_CODE (shoal_conf_load_file ("/nonexistent/pre.conf", error) == NULL, SHOAL_ERROR_IO);
+  EXPECT_CODE (shoal_conf_load_data ("[layer\nx", "bad", error) == NULL, SHOAL_ERROR_CONF);
+  shoal_conf_free (NULL);
+  shoal_conf_free (conf);
+}
+
+/* ---- nets ------------------------------------------------------------------ */
+
+static void
+net_calls (void)
+{
+  ShoalConf *conf = make_conf ();
+  ShoalNet *net = make_net (conf);
+  float x[12] = { 0 }, y[4] = { 0 }, grad[8] = { 0 };
+  ShoalMetric m[2];
+
+  EXPECT_CRITICAL (shoal_net_new (NULL, NULL, NULL) == NULL);
+  EXPECT_CRITICAL (!shoal_net_feed (NULL, "x", x, 4, y, NULL));
+  EXPECT_CRITICAL (!shoal_net_feed (net, NULL, x, 4, y, NULL));
+  EXPECT_CRITICAL (!shoal_net_feed (net, "x", NULL, 4, y, NULL));
+  EXPECT_CODE (!shoal_net_feed (net, "x", x, 0, y, error), SHOAL_ERROR_SHAPE);
+  EXPECT_CODE (!shoal_net_feed (net, "x", x, 5, y, error), SHOAL_ERROR_SHAPE);
+  EXPECT_CODE (!shoal_net_feed (net, "nope", x, 4, y, error), SHOAL_ERROR_CONF);
+  EXPECT_CODE (!shoal_net_feed (net, "fc", x, 4, y, error), SHOAL_ERROR_CONF);
+  EXPECT_CRITICAL (isnan (shoal_net_forward (NULL, SHOAL_PHASE_TRAIN)));
+  EXPECT_CRITICAL (isnan (shoal_net_forward (net, (ShoalPhase) 7)));
+  EXPECT_CRITICAL_VOID (shoal_net_backward (NULL));
+  EXPECT_CRITICAL_VOID (shoal_net_backward_notify (NULL, NULL, NULL));
+  /* backward with no forward, and after a test forward */
+  EXPECT_CRITICAL_VOID (shoal_net_backward (net));
+  EXPECT_CODE (!shoal_net_backward_from (net, "loss", grad, error), SHOAL_ERROR_CONF);
+  shoal_net_forward (net, SHOAL_PHASE_TEST);
+  EXPECT_CRITICAL_VOID (shoal_net_backward (net));
+  EXPECT_CRITICAL (!shoal_net_backward_from (NULL, "loss", grad, NULL));
+  EXPECT_CRITICAL (!shoal_net_backward_from (net, NULL, grad, NULL));
+  EXPECT_CRITICAL (!shoal_net_backward_from (net, "loss", NULL, NULL));
+  EXPECT_CODE (!shoal_net_backward_from (net, "nope", grad, error), SHOAL_ERROR_CONF);
+
+  EXPECT_CRITICAL (shoal_net_params (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_net_n_layers (NULL) == 0);
+  EXPECT_CRITICAL (shoal_net_layer (NULL, 0) == NULL);
+  EXPECT_CRITICAL (shoal_net_layer (net, 99) == NULL);
+  EXPECT_CRITICAL (shoal_net_find (NULL, "x") == NULL);
+  EXPECT_CRITICAL (shoal_net_find (net, NULL) == NULL);
+  g_assert_null (shoal_net_find (net, "nope"));
+  EXPECT_CRITICAL (shoal_net_input (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_net_metrics (NULL, m, 2) == 0);
+  EXPECT_CRITICAL (shoal_net_metrics (net, NULL, 2) == 0);
+  g_assert_cmpuint (shoal_net_metrics (net, NULL, 0), ==, 0);
+  EXPECT_CRITICAL (shoal_net_batch_rows (NULL) == 0);
+  EXPECT_CRITICAL (shoal_net_save_state (NULL) == NULL);
+  EXPECT_CRITICAL (!shoal_net_load_state (NULL, NULL, NULL));
+  EXPECT_CRITICAL (!shoal_net_load_state (net, NULL, NULL));
+  GBytes *junk = g_bytes_new_static ("junk", 4);
+  EXPECT_CODE (!shoal_net_load_state (net, junk, error), SHOAL_ERROR_DATA);
+  EXPECT_CRITICAL_VOID (shoal_net_log_summary (NULL));
+  EXPECT_CRITICAL (!shoal_net_save_params (NULL, "p", NULL));
+  EXPECT_CRITICAL (!shoal_net_save_params (net, NULL, NULL));
+  EXPECT_CODE (!shoal_net_save_params (net, "/nonexistent/dir/p", error), SHOAL_ERROR_IO);
+  EXPECT_CRITICAL (!shoal_net_load_params (NULL, "p", SHOAL_PARAMS_BY_NAME_ALL, NULL));
+  EXPECT_CRITICAL (!shoal_net_load_params (net, NULL, SHOAL_PARAMS_BY_NAME_ALL, NULL));
+  EXPECT_CODE (!shoal_net_load_params (net, "/nonexistent/p", SHOAL_PARAMS_BY_NAME_ALL, error),
+               SHOAL_ERROR_IO);
+  shoal_net_free (NULL);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
+/* ---- gradient checks -------------------------------------------------------------- */
+
+static void
+gradcheck_calls (void)
+{
+  ShoalConf *conf = make_conf ();
+  ShoalNet *net = make_net (conf);
+  EXPECT_CRITICAL_VOID (shoal_gradcheck_options_init (NULL));
+  EXPECT_CRITICAL (!shoal_net_gradcheck (NULL, "fc", NULL, NULL, NULL));
+  EXPECT_CRITICAL (!shoal_net_gradcheck (net, NULL, NULL, NULL, NULL));
+  EXPECT_CODE (!shoal_net_gradcheck (net, "nope", NULL, NULL, error), SHOAL_ERROR_CONF);
+  EXPECT_CRITICAL (!shoal_layer_gradcheck (NULL, "fc", NULL, 1, NULL, NULL));
+  EXPECT_CRITICAL (!shoal_layer_gradcheck (net_text, NULL, NULL, 1, NULL, NULL));
+  EXPECT_CODE (!shoal_layer_gradcheck ("[layer x]\ntype = conv3d\n", "x", NULL, 1, NULL, error),
+               SHOAL_ERROR_CONF);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
+/* ---- models and jobs -------------------------------------------------------------- */
+
+static void
+model_calls (void)
+{
+  char *dir = g_dir_make_tmp ("shoal-pre-XXXXXX", NULL);
+  char *conf_path = g_build_filename (dir, "m.conf", NULL);
+  char *params = g_build_filename (dir, "m.params", NULL);
+  char *job_text = g_strconcat ("[job]\ntrain_steps = 1\n", net_text, NULL);
+  g_assert_true (g_file_set_contents (conf_path, job_text, -1, NULL));
+  g_free (job_text);
+  ShoalConf *conf = make_conf ();
+  ShoalNet *net = make_net (conf);
+  g_assert_true (shoal_net_save_params (net, params, NULL));
+  GError *local = NULL;
+  ShoalModel *model = shoal_model_load (conf_path, params, NULL, &local);
+  g_assert_no_error (local);
+  float x[6] = { 0 }, out[4];
+
+  EXPECT_CRITICAL (shoal_model_load (NULL, params, NULL, NULL) == NULL);
+  EXPECT_CRITICAL (shoal_model_load (conf_path, NULL, NULL, NULL) == NULL);
+  EXPECT_CODE (shoal_model_load ("/nonexistent/m.conf", params, NULL, error) == NULL, SHOAL_ERROR_IO);
+  EXPECT_CODE (shoal_model_load (conf_path, "/nonexistent/p", NULL, error) == NULL, SHOAL_ERROR_IO);
+  EXPECT_CRITICAL (shoal_model_net (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_model_input_size (NULL) == 0);
+  EXPECT_CRITICAL (shoal_model_output_size (NULL) == 0);
+  EXPECT_CRITICAL (!shoal_model_predict (NULL, x, 2, out, NULL));
+  EXPECT_CRITICAL (!shoal_model_predict (model, NULL, 2, out, NULL));
+  EXPECT_CRITICAL (!shoal_model_predict (model, x, 2, NULL, NULL));
+  EXPECT_CODE (!shoal_model_predict (model, x, 0, out, error), SHOAL_ERROR_SHAPE);
+  EXPECT_CODE (!shoal_model_predict (model, x, -3, out, error), SHOAL_ERROR_SHAPE);
+  shoal_model_free (NULL);
+  shoal_model_free (model);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+  g_unlink (params);
+  g_unlink (conf_path);
+  g_rmdir (dir);
+  g_free (params);
+  g_free (conf_path);
+  g_free (dir);
+}
+
+static void
+job_calls (void)
+{
+  EXPECT_CRITICAL (shoal_job_load (NULL, NULL, NULL) == NULL);
+  EXPECT_CRITICAL (shoal_job_load_data (NULL, "x", NULL, NULL) == NULL);
+  EXPECT_CODE (shoal_job_load ("/nonexistent/job.conf", NULL, error) == NULL, SHOAL_ERROR_IO);
+  const char *const bad[] = { "job.train_steps", NULL };
+  EXPECT_CODE (shoal_job_load_data ("[job]\ntrain_steps = 2\n", "j.conf", bad, error) == NULL,
+               SHOAL_ERROR_CONF);
+  GError *local = NULL;
+  ShoalJob *job = shoal_job_load_data ("[job]\ntrain_steps = 2\n", "j.conf", NULL, &local);
+  g_assert_no_error (local);
+  EXPECT_CRITICAL (!shoal_job_train (NULL, "ws", FALSE, NULL, NULL));
+  EXPECT_CRITICAL (!shoal_job_train (job, NULL, FALSE, NULL, NULL));
+  shoal_job_free (NULL);
+  shoal_job_free (job);
+}
+
+static void
+plugin_calls (void)
+{
+  EXPECT_CRITICAL (!shoal_plugin_load (NULL, NULL));
+  EXPECT_CODE (!shoal_plugin_load ("/nonexistent/libnone.so", error), SHOAL_ERROR_IO);
+  EXPECT_CODE (!shoal_plugin_load ("libshoal-no-such-plugin.so", error), SHOAL_ERROR_IO);
+}
+
+/* ---- params, updaters, budgets, tensors, random streams ---------------------------- */
+
+static void
+param_calls (void)
+{
+  ShoalConf *conf = make_conf ();
+  ShoalNet *net = make_net (conf);
+  ShoalParamStore *store = shoal_net_params (net);
+  EXPECT_CRITICAL (shoal_param_name (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_shape (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_value (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_grad (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_lr_scale (NULL) == 0);
+  EXPECT_CRITICAL (shoal_param_wd_scale (NULL) == 0);
+  EXPECT_CRITICAL (!shoal_param_is_statistic (NULL));
+  EXPECT_CRITICAL (shoal_param_store_n_params (NULL) == 0);
+  EXPECT_CRITICAL (shoal_param_store_get (NULL, 0) == NULL);
+  g_assert_null (shoal_param_store_get (store, 99));
+  EXPECT_CRITICAL (shoal_param_store_find (NULL, "fc/weight") == NULL);
+  EXPECT_CRITICAL (shoal_param_store_find (store, NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_store_values (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_store_grads (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_param_store_size (NULL) == 0);
+  EXPECT_CRITICAL_VOID (shoal_param_store_init_values (NULL, 1));
+  EXPECT_CRITICAL_VOID (shoal_param_store_zero_grads (NULL));
+  EXPECT_CRITICAL (shoal_param_store_to_bytes (NULL) == NULL);
+  GBytes *junk = g_bytes_new_static ("junk", 4);
+  EXPECT_CRITICAL (!shoal_param_store_load_bytes (NULL, junk, "j", SHOAL_PARAMS_BY_NAME_ANY, NULL, NULL));
+  EXPECT_CRITICAL (!shoal_param_store_load_bytes (store, NULL, "j", SHOAL_PARAMS_BY_NAME_ANY, NULL, NULL));
+  EXPECT_CODE (!shoal_param_store_load_bytes (store, junk, "j", SHOAL_PARAMS_BY_NAME_ANY, NULL, error),
+               SHOAL_ERROR_DATA);
+
+  ShoalUpdaterConf uc;
+  shoal_updater_conf_defaults (&uc, SHOAL_UPDATER_SGD);
+  EXPECT_CRITICAL (shoal_updater_new (NULL, store) == NULL);
+  EXPECT_CRITICAL (shoal_updater_new (&uc, NULL) == NULL);
+  ShoalUpdater *u = shoal_updater_new (&uc, store);
+  EXPECT_CRITICAL (shoal_updater_step (NULL, 0) == 0);
+  EXPECT_CRITICAL (shoal_updater_step (u, -1) == 0);
+  shoal_updater_free (NULL);
+  shoal_updater_free (u);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
+static void
+tensor_calls (void)
+{
+  EXPECT_CRITICAL (shoal_shape_make (SHOAL_MAX_DIMS + 1).ndim == 0);
+  EXPECT_CRITICAL (shoal_shape_make (-1).ndim == 0);
+  EXPECT_CRITICAL (shoal_shape_count (NULL) == 0);
+  EXPECT_CRITICAL (shoal_shape_row_size (NULL) == 0);
+  ShoalShape s = shoal_shape_make (2, 3, 4);
+  EXPECT_CRITICAL (!shoal_shape_equal (NULL, &s));
+  EXPECT_CRITICAL (!shoal_shape_equal (&s, NULL));
+  EXPECT_CRITICAL (shoal_shape_to_string (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_tensor_data (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_tensor_shape (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_tensor_rows (NULL) == 0);
+  EXPECT_CRITICAL (shoal_tensor_count (NULL) == 0);
+  EXPECT_CRITICAL (shoal_tensor_row_size (NULL) == 0);
+  EXPECT_CRITICAL (shoal_tensor_device (NULL).kind == SHOAL_DEVICE_CPU);
+  EXPECT_CODE (shoal_try_alloc_floats ((size_t) 1 << 61, error) == NULL, SHOAL_ERROR_MEMORY);
+  EXPECT_CODE (shoal_try_alloc_bytes ((size_t) 1 << 62, error) == NULL, SHOAL_ERROR_MEMORY);
+  shoal_free_aligned (NULL);
+
+  EXPECT_CRITICAL (shoal_memory_budget_limit (NULL) == 0);
+  EXPECT_CRITICAL (shoal_memory_budget_used (NULL) == 0);
+  shoal_memory_budget_free (NULL);
+
+  EXPECT_CRITICAL_VOID (shoal_rng_seed (NULL, 1, 1));
+  EXPECT_CRITICAL_VOID (shoal_rng_shuffle_u32 (NULL, NULL, 0));
+  ShoalRng rng;
+  shoal_rng_seed (&rng, 1, 1);
+  EXPECT_CRITICAL_VOID (shoal_rng_shuffle_u32 (&rng, NULL, 3));
+}
+
+/* ---- layers: the accessors, the option getters, the registry ----------------------- */
+
+static void
+layer_calls (void)
+{
+  ShoalConf *conf = make_conf ();
+  ShoalNet *net = make_net (conf);
+  ShoalLayer *fc = shoal_net_find (net, "fc");
+  ShoalShape s = shoal_shape_make (1, 2);
+  gsize n = 0;
+  EXPECT_CRITICAL (shoal_layer_name (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_ops (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_n_srcs (NULL) == 0);
+  EXPECT_CRITICAL (shoal_layer_src (NULL, 0) == NULL);
+  g_assert_null (shoal_layer_src (fc, 5));
+  EXPECT_CRITICAL (shoal_layer_src_out (NULL, 0) == NULL);
+  EXPECT_CRITICAL (shoal_layer_src_grad (NULL, 0) == NULL);
+  EXPECT_CRITICAL (shoal_layer_out (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_grad (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_label (NULL) == NULL);
+  EXPECT_CRITICAL_VOID (shoal_layer_set_out_shape (NULL, &s));
+  EXPECT_CRITICAL_VOID (shoal_layer_set_out_shape (fc, NULL));
+  EXPECT_CRITICAL (shoal_layer_n_params (NULL) == 0);
+  EXPECT_CRITICAL (shoal_layer_param (NULL, 0) == NULL);
+  g_assert_null (shoal_layer_param (fc, 9));
+  EXPECT_CRITICAL (shoal_layer_priv (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_rng (NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_loss_scale (NULL, 4) == 0);
+  EXPECT_CRITICAL (shoal_layer_device (NULL).kind == SHOAL_DEVICE_CPU);
+  EXPECT_CRITICAL (shoal_layer_opt_int (NULL, "num_output") == 0);
+  EXPECT_CRITICAL (shoal_layer_opt_int (fc, NULL) == 0);
+  EXPECT_CRITICAL (shoal_layer_opt_float (NULL, "k") == 0);
+  EXPECT_CRITICAL (!shoal_layer_opt_bool (NULL, "bias"));
+  EXPECT_CRITICAL (shoal_layer_opt_string (NULL, "k") == NULL);
+  EXPECT_CRITICAL (shoal_layer_opt_int_list (NULL, "k", &n) == NULL);
+  EXPECT_CRITICAL (shoal_layer_opt_int_list (fc, "k", NULL) == NULL);
+  EXPECT_CRITICAL (!shoal_layer_opt_is_set (NULL, "bias"));
+  EXPECT_CRITICAL_VOID (shoal_layer_error (NULL, NULL, "k", "%s", "x"));
+  EXPECT_CRITICAL (shoal_layer_declare_param (NULL, "weight", &s, 1, 1, NULL, NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_declare_param (fc, NULL, &s, 1, 1, NULL, NULL) == NULL);
+  EXPECT_CRITICAL (shoal_layer_declare_statistic (NULL, "mean", &s, NULL, NULL) == NULL);
+  EXPECT_CRITICAL (!shoal_layer_check_labels (NULL, NULL));
+  EXPECT_CRITICAL (!shoal_layer_check_step_labels (NULL, NULL, NULL, NULL));
+  EXPECT_CRITICAL (!shoal_layer_check_window (NULL, "kernel", "kernel", 4, 4, 2, 2, 0, 0, NULL));
+
+  EXPECT_CRITICAL (shoal_layer_lookup (NULL) == NULL);
+  g_assert_null (shoal_layer_lookup ("no-such-type"));
+  EXPECT_CRITICAL (!shoal_layer_register (NULL, NULL));
+  static const ShoalLayerOps nameless = { .summary = "no type" };
+  EXPECT_CODE (!shoal_layer_register (&nameless, error), SHOAL_ERROR_INTERNAL);
+  EXPECT_CODE (!shoal_layer_register (shoal_layer_lookup ("dense"), error), SHOAL_ERROR_CONF);
+  EXPECT_CRITICAL_VOID (shoal_layer_register_gpu (NULL, NULL));
+  EXPECT_CRITICAL (shoal_layer_gpu_ops (NULL) == NULL);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
+typedef struct {
+  const char *path;
+  void (*calls) (void);
+} Group;
+
+static const Group groups[] = {
+  { "/preconditions/conf", conf_calls },
+  { "/preconditions/net", net_calls },
+  { "/preconditions/gradcheck", gradcheck_calls },
+  { "/preconditions/model", model_calls },
+  { "/preconditions/job", job_calls },
+  { "/preconditions/plugin", plugin_calls },
+  { "/preconditions/param-updater", param_calls },
+  { "/preconditions/tensor-budget-rng", tensor_calls },
+  { "/preconditions/layer", layer_calls },
+};
+
+/* The parent runs each group in a child: it passes when the child ran every
+ * call to the end (no signal, no failed assertion). */
+static void
+run_group (gconstpointer data)
+{
+  const Group *g = data;
+  if (g_test_subprocess ())
+    {
+      g->calls ();
+      return;
+    }
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (groups); i++)
+    g_test_add_data_func (groups[i].path, &groups[i], run_group);
+  return g_test_run ();
+}
