@@ -43,13 +43,6 @@ euclidean_loss_finalize (ShoalLayer *layer)
   p->diff = NULL;
 }
 
-static int
-norm_rows (const ShoalLayer *layer, int rows)
-{
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return norm > 0 ? norm : 1;
-}
-
 static void
 diff_kernel (const float *restrict a, const float *restrict b, float *restrict d, size_t n)
 {
@@ -90,7 +83,7 @@ euclidean_loss_forward (ShoalLayer *layer, ShoalPhase phase)
       for (int l = 0; l < 8; l++)
         total += part[l];
     }
-  layer->out.data[0] = (float) (0.5 * total / norm_rows (layer, rows));
+  layer->out.data[0] = (float) (0.5 * total / shoal_layer_loss_rows (layer, rows));
 }
 
 static void
@@ -99,7 +92,7 @@ euclidean_loss_backward (ShoalLayer *layer)
   EuclideanLossPriv *p = layer->priv;
   const int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   const size_t n = shoal_tensor_count (&layer->srcs[0]->out);
-  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+  const float w = shoal_layer_loss_scale (layer, rows);
 
   for (int s = 0; s < 2; s++)
     {

@@ -400,12 +400,18 @@ shoal_layer_rng (ShoalLayer *layer)
   return &layer->rng;
 }
 
+int
+shoal_layer_loss_rows (const ShoalLayer *layer, int rows)
+{
+  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
+  return MAX (norm, 1);
+}
+
 float
 shoal_layer_loss_scale (const ShoalLayer *layer, int rows)
 {
   g_return_val_if_fail (layer != NULL, 0);
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return layer->loss_weight / (float) MAX (norm, 1);
+  return layer->loss_weight / (float) shoal_layer_loss_rows (layer, rows);
 }
 
 ShoalDevice

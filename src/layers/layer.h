@@ -120,6 +120,13 @@ float *shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const ch
 gboolean shoal_layer_alloc_tensor (const ShoalLayer *layer, ShoalTensor *t, const ShoalShape *shape,
                                    const char *what, GError **error);
 
+/* The rows a loss (or a CD layer's error) of `rows` rows is averaged
+ * over: loss_norm when set (a partitioned batch's part divides by the
+ * whole batch), else the rows, at least 1.  The one place of the rule:
+ * forwards divide their sum by it, backwards scale by
+ * shoal_layer_loss_scale (loss_weight / this). */
+int shoal_layer_loss_rows (const ShoalLayer *layer, int rows);
+
 /* [begin, end) of the layer's params in the store, statistics left out
  * (a layer declares its params together, so they are contiguous; its
  * statistics lie in the store's tail); FALSE when it has none but

@@ -174,13 +174,6 @@ mean_free_energy (const ShoalLayer *layer, const float *v, const float *pre, int
   return n > 0 ? total / n : 0;
 }
 
-static int
-norm_rows (const ShoalLayer *layer, int rows)
-{
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return norm > 0 ? norm : 1;
-}
-
 static void
 rbm_hidden_forward (ShoalLayer *layer, ShoalPhase phase)
 {
@@ -203,7 +196,7 @@ rbm_hidden_forward (ShoalLayer *layer, ShoalPhase phase)
       double d = (double) v0[i] - p->recon[i];
       err += d * d;
     }
-  layer->out.data[0] = (float) (err / norm_rows (layer, n));
+  layer->out.data[0] = (float) (err / shoal_layer_loss_rows (layer, n));
 
   p->chained = phase == SHOAL_PHASE_TRAIN && layer->ctx->cd_k > 0;
   if (!p->chained)
@@ -227,7 +220,7 @@ rbm_hidden_backward (ShoalLayer *layer)
   RbmHiddenPriv *p = layer->priv;
   const float *v0 = layer->srcs[0]->out.data;
   const int n = shoal_tensor_rows (&layer->srcs[0]->out), H = p->hidden, V = p->visible;
-  const float w = layer->loss_weight / (float) norm_rows (layer, n);
+  const float w = shoal_layer_loss_scale (layer, n);
   ShoalTensor *dv = layer->src_grad[0];
 
   if (dv != NULL)

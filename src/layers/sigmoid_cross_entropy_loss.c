@@ -31,13 +31,6 @@ sigmoid_cross_entropy_loss_setup (ShoalLayer *layer, GError **error)
   return TRUE;
 }
 
-static int
-norm_rows (const ShoalLayer *layer, int rows)
-{
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return norm > 0 ? norm : 1;
-}
-
 static void
 sigmoid_cross_entropy_loss_forward (ShoalLayer *layer, ShoalPhase phase)
 {
@@ -57,7 +50,7 @@ sigmoid_cross_entropy_loss_forward (ShoalLayer *layer, ShoalPhase phase)
         }
       total += part;
     }
-  layer->out.data[0] = (float) (total / norm_rows (layer, shoal_tensor_rows (x)));
+  layer->out.data[0] = (float) (total / shoal_layer_loss_rows (layer, shoal_tensor_rows (x)));
 }
 
 static void
@@ -67,7 +60,7 @@ sigmoid_cross_entropy_loss_backward (ShoalLayer *layer)
   const float *restrict t = layer->srcs[1]->out.data;
   const int rows = shoal_tensor_rows (x);
   const size_t n = shoal_tensor_count (x);
-  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+  const float w = shoal_layer_loss_scale (layer, rows);
   if (layer->src_grad[0] != NULL)
     {
       shoal_tensor_set_rows (layer->src_grad[0], rows);

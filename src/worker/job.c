@@ -221,7 +221,14 @@ load_plugins (ShoalJob *job, const char *const *extra, GError **error)
       if (!shoal_plugin_load (name, &local))
         {
           if (i < n)
-            shoal_conf_error (job->conf, error, "job", "plugins", "%s", local->message);
+            {
+              /* where in the conf, with the plugin's own code (IO for a
+               * missing file, as shoal_plugin_load says), not CONF */
+              GError *located = NULL;
+              shoal_conf_error (job->conf, &located, "job", "plugins", "%s", local->message);
+              g_set_error_literal (error, local->domain, local->code, located->message);
+              g_error_free (located);
+            }
           else
             g_set_error (error, local->domain, local->code, "--plugin: %s", local->message);
           g_error_free (local);
