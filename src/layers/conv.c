@@ -69,14 +69,6 @@ static const ShoalOption conv_options[] = {
 
 static const char *const conv_param_names[] = { "weight", "bias", NULL };
 
-/* The value of `key`, or of `fallback` when key holds `unset`. */
-static int
-opt_or (const ShoalLayer *layer, const char *key, int unset, const char *fallback)
-{
-  int v = (int) shoal_layer_opt_int (layer, key);
-  return v == unset ? (int) shoal_layer_opt_int (layer, fallback) : v;
-}
-
 /* [lo, hi): the outputs o in [0, out) with o * stride - pad + k in [0, in). */
 static void
 valid_range (int out, int stride, int pad, int k, int in, int *lo, int *hi)
@@ -109,12 +101,12 @@ conv_setup (ShoalLayer *layer, GError **error)
   cv->h = in->shape.dim[2];
   cv->w = in->shape.dim[3];
   cv->f = (int) shoal_layer_opt_int (layer, "num_filters");
-  cv->kh = opt_or (layer, "kernel_h", 0, "kernel");
-  cv->kw = opt_or (layer, "kernel_w", 0, "kernel");
-  cv->sh = opt_or (layer, "stride_h", 0, "stride");
-  cv->sw = opt_or (layer, "stride_w", 0, "stride");
-  cv->ph = opt_or (layer, "pad_h", -1, "pad");
-  cv->pw = opt_or (layer, "pad_w", -1, "pad");
+  cv->kh = shoal_layer_opt_int_or (layer, "kernel_h", 0, "kernel");
+  cv->kw = shoal_layer_opt_int_or (layer, "kernel_w", 0, "kernel");
+  cv->sh = shoal_layer_opt_int_or (layer, "stride_h", 0, "stride");
+  cv->sw = shoal_layer_opt_int_or (layer, "stride_w", 0, "stride");
+  cv->ph = shoal_layer_opt_int_or (layer, "pad_h", -1, "pad");
+  cv->pw = shoal_layer_opt_int_or (layer, "pad_w", -1, "pad");
   if (cv->kh == 0 || cv->kw == 0)
     {
       shoal_layer_error (layer, error, "kernel",

@@ -10,12 +10,6 @@
 #include "layers/recurrent.h"
 #include "layers/vmath.h"
 
-static inline float
-sigmoid (float x)
-{
-  return 1.0f / (1.0f + shoal_vexpf (-x));
-}
-
 /* One row: separate restrict pointers per gate block let GCC vectorise
  * (one pointer with offsets H and 2H looked like a dependence). */
 static void
@@ -25,8 +19,8 @@ gru_row_forward (int H, float *restrict gr, float *restrict gz, float *restrict 
 {
   for (int j = 0; j < H; j++)
     {
-      float r = sigmoid (gr[j] + hr[j]);
-      float z = sigmoid (gz[j] + hz[j]);
+      float r = shoal_vsigmoidf (gr[j] + hr[j]);
+      float z = shoal_vsigmoidf (gz[j] + hz[j]);
       float n = shoal_vtanhf (gn[j] + r * hnp[j]);
       hn[j] = hnp[j];
       h[j] = (1.0f - z) * n + z * h_prev[j];

@@ -69,6 +69,13 @@ shoal_layer_opt_int_list (const ShoalLayer *layer, const char *key, gsize *n)
   return shoal_conf_get_int_list (layer->conf, layer->group, layer->ops->options, key, n);
 }
 
+int
+shoal_layer_opt_int_or (const ShoalLayer *layer, const char *key, int unset, const char *fallback)
+{
+  int v = (int) shoal_layer_opt_int (layer, key);
+  return v == unset ? (int) shoal_layer_opt_int (layer, fallback) : v;
+}
+
 gboolean
 shoal_layer_opt_is_set (const ShoalLayer *layer, const char *key)
 {

@@ -120,6 +120,10 @@ float *shoal_layer_alloc_floats (const ShoalLayer *layer, size_t count, const ch
 gboolean shoal_layer_alloc_tensor (const ShoalLayer *layer, ShoalTensor *t, const ShoalShape *shape,
                                    const char *what, GError **error);
 
+/* An int option that falls back to another when it holds `unset`
+ * (kernel_h = 0: kernel; pad_h = -1: pad). */
+int shoal_layer_opt_int_or (const ShoalLayer *layer, const char *key, int unset, const char *fallback);
+
 /* The rows a loss (or a CD layer's error) of `rows` rows is averaged
  * over: loss_norm when set (a partitioned batch's part divides by the
  * whole batch), else the rows, at least 1.  The one place of the rule:

@@ -11,12 +11,6 @@
 #include "layers/recurrent.h"
 #include "layers/vmath.h"
 
-static inline float
-sigmoid (float x)
-{
-  return 1.0f / (1.0f + shoal_vexpf (-x));
-}
-
 /* One row; separate restrict pointers per gate block let GCC vectorise. */
 static void
 lstm_row_forward (int H, float *restrict gi, float *restrict gf, float *restrict gg, float *restrict go,
@@ -25,10 +19,10 @@ lstm_row_forward (int H, float *restrict gi, float *restrict gf, float *restrict
 {
   for (int j = 0; j < H; j++)
     {
-      float i = sigmoid (gi[j] + hi[j]);
-      float f = sigmoid (gf[j] + hf[j]);
+      float i = shoal_vsigmoidf (gi[j] + hi[j]);
+      float f = shoal_vsigmoidf (gf[j] + hf[j]);
       float g = shoal_vtanhf (gg[j] + hg[j]);
-      float o = sigmoid (go[j] + ho[j]);
+      float o = shoal_vsigmoidf (go[j] + ho[j]);
       float cn = f * c_prev[j] + i * g;
       c[j] = cn;
       h[j] = o * shoal_vtanhf (cn);

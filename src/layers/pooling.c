@@ -57,14 +57,6 @@ static const ShoalOption pool_options[] = {
   SHOAL_OPTION_END
 };
 
-/* The value of `key`, or of `fallback` when key holds `unset`. */
-static int
-opt_or (const ShoalLayer *layer, const char *key, int unset, const char *fallback)
-{
-  int v = (int) shoal_layer_opt_int (layer, key);
-  return v == unset ? (int) shoal_layer_opt_int (layer, fallback) : v;
-}
-
 /* In 64-bit: a stride near G_MAXINT would overflow span + s - 1 (the
  * padded input is known to fit an int, shoal_layer_check_window). */
 static int
@@ -100,8 +92,8 @@ pool_setup (ShoalLayer *layer, GError **error)
   pl->c = in->shape.dim[1];
   pl->h = in->shape.dim[2];
   pl->w = in->shape.dim[3];
-  pl->kh = opt_or (layer, "kernel_h", 0, "kernel");
-  pl->kw = opt_or (layer, "kernel_w", 0, "kernel");
+  pl->kh = shoal_layer_opt_int_or (layer, "kernel_h", 0, "kernel");
+  pl->kw = shoal_layer_opt_int_or (layer, "kernel_w", 0, "kernel");
   if (pl->kh == 0 || pl->kw == 0)
     {
       shoal_layer_error (layer, error, "kernel",
@@ -115,8 +107,8 @@ pool_setup (ShoalLayer *layer, GError **error)
     pl->sh = stride > 0 ? stride : pl->kh;
   if (pl->sw == 0)
     pl->sw = stride > 0 ? stride : pl->kw;
-  pl->ph = opt_or (layer, "pad_h", -1, "pad");
-  pl->pw = opt_or (layer, "pad_w", -1, "pad");
+  pl->ph = shoal_layer_opt_int_or (layer, "pad_h", -1, "pad");
+  pl->pw = shoal_layer_opt_int_or (layer, "pad_w", -1, "pad");
   if (pl->ph >= pl->kh || pl->pw >= pl->kw)
     {
       shoal_layer_error (layer, error, "pad", "padding %dx%d must be smaller than the window %dx%d",

@@ -88,17 +88,11 @@ rbm_hidden_finalize (ShoalLayer *layer)
   shoal_free_aligned (p->vk);
 }
 
-static inline float
-sigmoid (float x)
-{
-  return 1.0f / (1.0f + shoal_vexpf (-x));
-}
-
 static void
 sigmoid_in_place (float *restrict x, size_t n)
 {
   for (size_t i = 0; i < n; i++)
-    x[i] = sigmoid (x[i]);
+    x[i] = shoal_vsigmoidf (x[i]);
 }
 
 /* y (n, m) = rows of bias, then y += a (n, k) . B, B (k, m) or B^T. */
