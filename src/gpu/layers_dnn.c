@@ -23,20 +23,6 @@
 
 static const float one = 1.0f, zero = 0.0f;
 
-/* The value of `key`, or of `fallback` when key holds `unset` (conv.c, pooling.c). */
-static int
-opt_or (const ShoalLayer *layer, const char *key, int unset, const char *fallback)
-{
-  int v = (int) shoal_layer_opt_int (layer, key);
-  return v == unset ? (int) shoal_layer_opt_int (layer, fallback) : v;
-}
-
-static int
-rows_of (const ShoalTensor *t)
-{
-  return shoal_tensor_rows (t);
-}
-
 /* Largest workspace an algorithm may ask for: a quarter of what is free
  * at set-up, at most 1 GiB. */
 static size_t
@@ -186,10 +172,10 @@ conv_gpu_setup (ShoalLayer *layer, GError **error)
   g->f = out->dim[1];
   g->oh = out->dim[2];
   g->ow = out->dim[3];
-  g->kh = opt_or (layer, "kernel_h", 0, "kernel");
-  g->kw = opt_or (layer, "kernel_w", 0, "kernel");
-  int sh = opt_or (layer, "stride_h", 0, "stride"), sw = opt_or (layer, "stride_w", 0, "stride");
-  int ph = opt_or (layer, "pad_h", -1, "pad"), pw = opt_or (layer, "pad_w", -1, "pad");
+  g->kh = shoal_layer_opt_int_or (layer, "kernel_h", 0, "kernel");
+  g->kw = shoal_layer_opt_int_or (layer, "kernel_w", 0, "kernel");
+  int sh = shoal_layer_opt_int_or (layer, "stride_h", 0, "stride"), sw = shoal_layer_opt_int_or (layer, "stride_w", 0, "stride");
+  int ph = shoal_layer_opt_int_or (layer, "pad_h", -1, "pad"), pw = shoal_layer_opt_int_or (layer, "pad_w", -1, "pad");
   g->rows = in->dim[0];
 
   if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->x), error)
@@ -235,7 +221,7 @@ conv_gpu_setup (ShoalLayer *layer, GError **error)
 static gboolean
 conv_rows (ShoalLayer *layer, ConvGpu *g, const char *phase)
 {
-  int rows = rows_of (&layer->srcs[0]->out);
+  int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   if (rows == g->rows)
     return TRUE;
   g->rows = rows;
@@ -256,7 +242,7 @@ conv_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   ConvGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   (void) phase;
-  if (rows_of (&layer->srcs[0]->out) == 0 || !conv_rows (layer, g, "forward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !conv_rows (layer, g, "forward"))
     return;
   void *ws = shoal_gpu_workspace (layer, g->ws);
   if (ws == NULL && g->ws > 0)
@@ -276,7 +262,7 @@ conv_gpu_backward (ShoalLayer *layer)
   ConvGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   ShoalTensor *dx = layer->src_grad[0];
-  if (rows_of (&layer->srcs[0]->out) == 0 || !conv_rows (layer, g, "backward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !conv_rows (layer, g, "backward"))
     return;
   void *ws = shoal_gpu_workspace (layer, g->ws);
   if (ws == NULL && g->ws > 0)
@@ -351,14 +337,14 @@ pooling_gpu_setup (ShoalLayer *layer, GError **error)
   char *kind = shoal_layer_opt_string (layer, "pool");
   gboolean avg = strcmp (kind, "avg") == 0;
   g_free (kind);
-  int kh = opt_or (layer, "kernel_h", 0, "kernel"), kw = opt_or (layer, "kernel_w", 0, "kernel");
+  int kh = shoal_layer_opt_int_or (layer, "kernel_h", 0, "kernel"), kw = shoal_layer_opt_int_or (layer, "kernel_w", 0, "kernel");
   int stride = (int) shoal_layer_opt_int (layer, "stride");
   int sh = (int) shoal_layer_opt_int (layer, "stride_h"), sw = (int) shoal_layer_opt_int (layer, "stride_w");
   if (sh == 0)
     sh = stride > 0 ? stride : kh;
   if (sw == 0)
     sw = stride > 0 ? stride : kw;
-  int ph = opt_or (layer, "pad_h", -1, "pad"), pw = opt_or (layer, "pad_w", -1, "pad");
+  int ph = shoal_layer_opt_int_or (layer, "pad_h", -1, "pad"), pw = shoal_layer_opt_int_or (layer, "pad_w", -1, "pad");
   cudnnPoolingMode_t mode = !avg ? CUDNN_POOLING_MAX_DETERMINISTIC
                             : shoal_layer_opt_bool (layer, "exclude_pad") ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
                                                                           : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
@@ -391,7 +377,7 @@ pooling_gpu_setup (ShoalLayer *layer, GError **error)
 static gboolean
 pool_rows (ShoalLayer *layer, PoolGpu *g, const char *phase)
 {
-  int rows = rows_of (&layer->srcs[0]->out);
+  int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   if (rows == g->rows)
     return TRUE;
   g->rows = rows;
@@ -405,7 +391,7 @@ pooling_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
 {
   PoolGpu *g = layer->gpu_priv;
   (void) phase;
-  if (rows_of (&layer->srcs[0]->out) == 0 || !pool_rows (layer, g, "forward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !pool_rows (layer, g, "forward"))
     return;
   GPU_DNN (layer, "forward",
            cudnnPoolingForward (shoal_gpu_ctx (layer)->dnn, g->pool, &one, g->x, layer->srcs[0]->out.data, &zero,
@@ -417,7 +403,7 @@ pooling_gpu_backward (ShoalLayer *layer)
 {
   PoolGpu *g = layer->gpu_priv;
   ShoalTensor *dx = layer->src_grad[0];
-  if (dx == NULL || rows_of (&layer->srcs[0]->out) == 0 || !pool_rows (layer, g, "backward"))
+  if (dx == NULL || shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !pool_rows (layer, g, "backward"))
     return;
   GPU_DNN (layer, "backward",
            cudnnPoolingBackward (shoal_gpu_ctx (layer)->dnn, g->pool, &one, g->y, layer->out.data, g->y,
@@ -483,7 +469,7 @@ lrn_gpu_setup (ShoalLayer *layer, GError **error)
       return FALSE;
     }
   channels_of (&layer->srcs[0]->out, &g->c, &g->s);
-  g->rows = rows_of (&layer->srcs[0]->out);
+  g->rows = shoal_tensor_rows (&layer->srcs[0]->out);
   /* cuDNN divides alpha by the window, as lrn.c does */
   if (!GPU_DNN_SETUP (layer, cudnnCreateLRNDescriptor (&g->lrn), error)
       || !GPU_DNN_SETUP (layer, cudnnSetLRNDescriptor (g->lrn, (unsigned) size, alpha, beta, k), error)
@@ -500,7 +486,7 @@ lrn_gpu_setup (ShoalLayer *layer, GError **error)
 static gboolean
 lrn_rows (ShoalLayer *layer, LrnGpu *g, const char *phase)
 {
-  int rows = rows_of (&layer->srcs[0]->out);
+  int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   if (rows == g->rows)
     return TRUE;
   g->rows = rows;
@@ -512,7 +498,7 @@ lrn_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
 {
   LrnGpu *g = layer->gpu_priv;
   (void) phase;
-  if (rows_of (&layer->srcs[0]->out) == 0 || !lrn_rows (layer, g, "forward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !lrn_rows (layer, g, "forward"))
     return;
   GPU_DNN (layer, "forward",
            cudnnLRNCrossChannelForward (shoal_gpu_ctx (layer)->dnn, g->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, g->x,
@@ -524,7 +510,7 @@ lrn_gpu_backward (ShoalLayer *layer)
 {
   LrnGpu *g = layer->gpu_priv;
   ShoalTensor *dx = layer->src_grad[0];
-  if (dx == NULL || rows_of (&layer->srcs[0]->out) == 0 || !lrn_rows (layer, g, "backward"))
+  if (dx == NULL || shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !lrn_rows (layer, g, "backward"))
     return;
   GPU_DNN (layer, "backward",
            cudnnLRNCrossChannelBackward (shoal_gpu_ctx (layer)->dnn, g->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one,
@@ -568,7 +554,7 @@ act_setup (ShoalLayer *layer, cudnnActivationMode_t mode, float slope, GError **
   ActGpu *g = g_new0 (ActGpu, 1);
   layer->gpu_priv = g;
   g->slope = slope;
-  g->rows = rows_of (&layer->srcs[0]->out);
+  g->rows = shoal_tensor_rows (&layer->srcs[0]->out);
   g->row = (int) shoal_tensor_row_size (&layer->srcs[0]->out);
   if (slope != 0.0f)
     return TRUE;
@@ -606,7 +592,7 @@ tanh_gpu_setup (ShoalLayer *layer, GError **error)
 static gboolean
 act_rows (ShoalLayer *layer, ActGpu *g, const char *phase)
 {
-  int rows = rows_of (&layer->out);
+  int rows = shoal_tensor_rows (&layer->out);
   if (rows == g->rows || g->act == NULL)
     return TRUE;
   g->rows = rows;
@@ -642,7 +628,7 @@ act_gpu_backward (ShoalLayer *layer)
   size_t n = shoal_tensor_count (&layer->out);
   if (dx == NULL)
     return;
-  shoal_tensor_set_rows (dx, rows_of (&layer->out));
+  shoal_tensor_set_rows (dx, shoal_tensor_rows (&layer->out));
   if (n == 0 || !act_rows (layer, g, "backward"))
     return;
   if (g->act == NULL)
@@ -715,7 +701,7 @@ batchnorm_gpu_setup (ShoalLayer *layer, GError **error)
   BnGpu *g = g_new0 (BnGpu, 1);
   layer->gpu_priv = g;
   channels_of (&layer->srcs[0]->out, &g->c, &g->s);
-  g->rows = rows_of (&layer->srcs[0]->out);
+  g->rows = shoal_tensor_rows (&layer->srcs[0]->out);
   g->epsilon = shoal_layer_opt_float (layer, "epsilon");
   g->momentum = shoal_layer_opt_float (layer, "momentum");
   if (g->epsilon < CUDNN_BN_MIN_EPSILON)
@@ -747,7 +733,7 @@ batchnorm_gpu_setup (ShoalLayer *layer, GError **error)
 static gboolean
 bn_rows (ShoalLayer *layer, BnGpu *g, const char *phase)
 {
-  int rows = rows_of (&layer->srcs[0]->out);
+  int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   if (rows == g->rows)
     return TRUE;
   g->rows = rows;
@@ -761,7 +747,7 @@ batchnorm_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   BnGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   ShoalParam *scale = layer->params[0], *bias = layer->params[1], *mean = layer->params[2], *var = layer->params[3];
-  if (rows_of (&layer->srcs[0]->out) == 0 || !bn_rows (layer, g, "forward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !bn_rows (layer, g, "forward"))
     return;
   if (phase != SHOAL_PHASE_TRAIN)
     {
@@ -794,10 +780,10 @@ batchnorm_gpu_backward (ShoalLayer *layer)
   BnGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   ShoalTensor *dx = layer->src_grad[0];
-  if (rows_of (&layer->srcs[0]->out) == 0 || !bn_rows (layer, g, "backward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !bn_rows (layer, g, "backward"))
     return;
   if (dx != NULL)
-    shoal_tensor_set_rows (dx, rows_of (&layer->out));
+    shoal_tensor_set_rows (dx, shoal_tensor_rows (&layer->out));
   float *dxp = dx != NULL ? dx->data : g->dx_scratch;
   if (dxp == NULL)
     {
@@ -862,7 +848,7 @@ softmax_loss_gpu_setup (ShoalLayer *layer, GError **error)
   const ShoalTensor *logits = &layer->srcs[0]->out;
   g->steps = (int) shoal_tensor_row_size (&layer->srcs[1]->label);
   g->k = (int) (shoal_tensor_row_size (logits) / (size_t) g->steps);
-  g->rows = rows_of (logits) * g->steps;
+  g->rows = shoal_tensor_rows (logits) * g->steps;
   if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->x), error))
     return FALSE;
   if (!shoal_gpu_set_4d (g->x, g->rows, g->k, 1, 1))
@@ -886,13 +872,6 @@ softmax_loss_gpu_setup (ShoalLayer *layer, GError **error)
   return TRUE;
 }
 
-static int
-norm_rows (const ShoalLayer *layer, int rows)
-{
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return norm > 0 ? norm : 1;
-}
-
 /* The previous forward's unlabelled row, now that it was synchronised. */
 static void
 softmax_warn (ShoalLayer *layer, SoftmaxGpu *g)
@@ -914,7 +893,7 @@ softmax_loss_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   SoftmaxGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   const ShoalTensor *logits = &layer->srcs[0]->out;
-  int batch = rows_of (logits), rows = batch * g->steps;
+  int batch = shoal_tensor_rows (logits), rows = batch * g->steps;
   (void) phase;
   softmax_warn (layer, g);
   if (rows != g->rows)
@@ -933,7 +912,7 @@ softmax_loss_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
     return;
   if (!GPU_CUDA (layer, "forward",
                  shoal_k_softmax_loss (g->logp, layer->srcs[1]->label.data, rows, g->k,
-                                       norm_rows (layer, batch) * g->steps, g->dev_result, ctx->compute)))
+                                       shoal_layer_loss_rows (layer, batch) * g->steps, g->dev_result, ctx->compute)))
     return;
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (g->host_result, g->dev_result, sizeof (ShoalLossResult),
                                                cudaMemcpyDeviceToHost, ctx->compute));
@@ -947,14 +926,14 @@ softmax_loss_gpu_backward (ShoalLayer *layer)
 {
   SoftmaxGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
-  int batch = rows_of (&layer->srcs[0]->out), rows = batch * g->steps;
-  const float w = layer->loss_weight / ((float) norm_rows (layer, batch) * (float) g->steps);
+  int batch = shoal_tensor_rows (&layer->srcs[0]->out), rows = batch * g->steps;
+  const float w = layer->loss_weight / ((float) shoal_layer_loss_rows (layer, batch) * (float) g->steps);
   softmax_warn (layer, g);
   if (layer->src_grad[1] != NULL)
     {
       /* the labels' layer gets no gradient through its out */
       ShoalTensor *d1 = layer->src_grad[1];
-      shoal_tensor_set_rows (d1, rows_of (&layer->srcs[1]->out));
+      shoal_tensor_set_rows (d1, shoal_tensor_rows (&layer->srcs[1]->out));
       GPU_CUDA (layer, "backward",
                 cudaMemsetAsync (d1->data, 0, shoal_tensor_count (d1) * sizeof (float), ctx->compute));
     }

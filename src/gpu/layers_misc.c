@@ -10,19 +10,6 @@
 #include "gpu/kernels.h"
 #include "layers/split.h"
 
-static int
-rows_of (const ShoalTensor *t)
-{
-  return shoal_tensor_rows (t);
-}
-
-static int
-norm_rows (const ShoalLayer *layer, int rows)
-{
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return norm > 0 ? norm : 1;
-}
-
 static void
 free_priv (ShoalLayer *layer)
 {
@@ -116,18 +103,18 @@ concat_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
 {
   ConcatGpu *g = layer->gpu_priv;
   cudaStream_t s = shoal_gpu_ctx (layer)->compute;
-  int rows = rows_of (&layer->srcs[0]->out);
+  int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   (void) phase;
 
   if (g->axis == 0)
     for (int i = 1; i < layer->nsrcs; i++)
-      rows += rows_of (&layer->srcs[i]->out);
+      rows += shoal_tensor_rows (&layer->srcs[i]->out);
   else
     for (int i = 1; i < layer->nsrcs; i++)
-      if (rows_of (&layer->srcs[i]->out) != rows && !g->warned)
+      if (shoal_tensor_rows (&layer->srcs[i]->out) != rows && !g->warned)
         {
           g_critical ("layer '%s': source '%s' has %d rows, '%s' has %d; joining features needs equal rows",
-                      layer->name, layer->srcs[i]->name, rows_of (&layer->srcs[i]->out), layer->srcs[0]->name,
+                      layer->name, layer->srcs[i]->name, shoal_tensor_rows (&layer->srcs[i]->out), layer->srcs[0]->name,
                       rows);
           g->warned = TRUE;
         }
@@ -149,7 +136,7 @@ concat_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
           if (lab != NULL)
             {
               /* labels may come several per row (sequences) */
-              size_t r = (size_t) rows_of (&src->out) * shoal_tensor_row_size (&src->label);
+              size_t r = (size_t) shoal_tensor_rows (&src->out) * shoal_tensor_row_size (&src->label);
               GPU_CUDA (layer, "forward", cudaMemcpyAsync (lab, src->label.data, r * sizeof (float),
                                                            cudaMemcpyDeviceToDevice, s));
               lab += r;
@@ -194,7 +181,7 @@ concat_gpu_backward (ShoalLayer *layer)
           ShoalTensor *dst = layer->src_grad[i];
           if (dst != NULL)
             {
-              shoal_tensor_set_rows (dst, rows_of (x));
+              shoal_tensor_set_rows (dst, shoal_tensor_rows (x));
               GPU_CUDA (layer, "backward",
                         cudaMemcpyAsync (dst->data, dy, n * sizeof (float), cudaMemcpyDeviceToDevice, s));
             }
@@ -202,7 +189,7 @@ concat_gpu_backward (ShoalLayer *layer)
         }
       return;
     }
-  int rows = rows_of (&layer->out);
+  int rows = shoal_tensor_rows (&layer->out);
   size_t width = shoal_tensor_row_size (&layer->out), offset = 0;
   for (int i = 0; i < layer->nsrcs; i++)
     {
@@ -326,7 +313,7 @@ pin (ShoalLayer *layer, InputGpu *g, void *p, size_t bytes)
 static void
 upload (ShoalLayer *layer, InputGpu *g, ShoalTensor *dev, const ShoalTensor *host)
 {
-  int rows = rows_of (host);
+  int rows = shoal_tensor_rows (host);
   shoal_tensor_set_rows (dev, rows);
   pin (layer, g, host->data, host->capacity * sizeof (float));
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (dev->data, host->data, shoal_tensor_count (host) * sizeof (float),
@@ -431,7 +418,7 @@ dropout_gpu_backward (ShoalLayer *layer)
   size_t n = shoal_tensor_count (&layer->out);
   if (dst == NULL)
     return;
-  shoal_tensor_set_rows (dst, rows_of (&layer->out));
+  shoal_tensor_set_rows (dst, shoal_tensor_rows (&layer->out));
   if (g->threshold == 0)
     GPU_CUDA (layer, "backward", cudaMemcpyAsync (dst->data, layer->grad.data, n * sizeof (float),
                                                   cudaMemcpyDeviceToDevice, s));
@@ -482,7 +469,7 @@ accuracy_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   cudaStream_t s = shoal_gpu_ctx (layer)->compute;
   (void) phase;
   if (!GPU_CUDA (layer, "forward", shoal_k_accuracy (layer->srcs[0]->out.data, layer->srcs[1]->label.data,
-                                                     rows_of (&layer->srcs[0]->out) * g->steps, g->k, g->top_k,
+                                                     shoal_tensor_rows (&layer->srcs[0]->out) * g->steps, g->k, g->top_k,
                                                      g->value, s)))
     return;
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (layer->out.data, g->value, sizeof (float), cudaMemcpyDeviceToHost, s));
@@ -531,7 +518,7 @@ euclidean_loss_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   const ShoalTensor *a = &layer->srcs[0]->out;
   (void) phase;
   if (!GPU_CUDA (layer, "forward", shoal_k_euclidean_loss (a->data, layer->srcs[1]->out.data, g->diff,
-                                                           shoal_tensor_count (a), norm_rows (layer, rows_of (a)),
+                                                           shoal_tensor_count (a), shoal_layer_loss_rows (layer, shoal_tensor_rows (a)),
                                                            g->result, s)))
     return;
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (layer->out.data, &g->result->value, sizeof (float),
@@ -543,9 +530,9 @@ euclidean_loss_gpu_backward (ShoalLayer *layer)
 {
   EuclideanGpu *g = layer->gpu_priv;
   cudaStream_t s = shoal_gpu_ctx (layer)->compute;
-  const int rows = rows_of (&layer->srcs[0]->out);
+  const int rows = shoal_tensor_rows (&layer->srcs[0]->out);
   const size_t n = shoal_tensor_count (&layer->srcs[0]->out);
-  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+  const float w = shoal_layer_loss_scale (layer, rows);
   for (int i = 0; i < 2; i++)
     {
       ShoalTensor *dst = layer->src_grad[i];
@@ -590,7 +577,7 @@ stanh_gpu_backward (ShoalLayer *layer)
   ShoalTensor *dst = layer->src_grad[0];
   if (dst == NULL)
     return;
-  shoal_tensor_set_rows (dst, rows_of (&layer->out));
+  shoal_tensor_set_rows (dst, shoal_tensor_rows (&layer->out));
   GPU_CUDA (layer, "backward", shoal_k_stanh_backward (layer->out.data, layer->grad.data, dst->data,
                                                        shoal_tensor_count (&layer->out),
                                                        shoal_gpu_ctx (layer)->compute));

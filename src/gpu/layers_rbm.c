@@ -13,13 +13,6 @@
 
 static const float one = 1.0f, zero = 0.0f;
 
-static int
-norm_rows (const ShoalLayer *layer, int rows)
-{
-  int norm = layer->loss_norm > 0 ? layer->loss_norm : rows;
-  return norm > 0 ? norm : 1;
-}
-
 /* ---- rbm_visible: a copy up, the bias gradient down --------------------- */
 
 static gboolean
@@ -149,7 +142,7 @@ rbm_hidden_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   if (!g->gh)
     GPU_CUDA (layer, "forward", shoal_k_sigmoid_in_place (g->ph0, nh, s));
   visible_mean (layer, g, g->ph0, g->recon, n, "forward");
-  GPU_CUDA (layer, "forward", shoal_k_sum_squared_diff (v0, g->recon, nv, norm_rows (layer, n), g->results, s));
+  GPU_CUDA (layer, "forward", shoal_k_sum_squared_diff (v0, g->recon, nv, shoal_layer_loss_rows (layer, n), g->results, s));
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (layer->out.data, g->results, sizeof (float), cudaMemcpyDeviceToHost, s));
 
   g->chained = phase == SHOAL_PHASE_TRAIN && layer->ctx->cd_k > 0;
@@ -175,7 +168,7 @@ rbm_hidden_gpu_backward (ShoalLayer *layer)
   cudaStream_t s = ctx->compute;
   const float *v0 = layer->srcs[0]->out.data;
   const int n = shoal_tensor_rows (&layer->srcs[0]->out);
-  const float w = layer->loss_weight / (float) norm_rows (layer, n), mw = -w;
+  const float w = shoal_layer_loss_scale (layer, n), mw = -w;
   ShoalTensor *dv = layer->src_grad[0];
 
   if (dv != NULL)
@@ -257,7 +250,7 @@ xent_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   float *value = layer->gpu_priv;
   (void) phase;
   if (!GPU_CUDA (layer, "forward", shoal_k_sigmoid_xent (x->data, layer->srcs[1]->out.data, shoal_tensor_count (x),
-                                                         norm_rows (layer, shoal_tensor_rows (x)), value, s)))
+                                                         shoal_layer_loss_rows (layer, shoal_tensor_rows (x)), value, s)))
     return;
   GPU_CUDA (layer, "forward", cudaMemcpyAsync (layer->out.data, value, sizeof (float), cudaMemcpyDeviceToHost, s));
 }
@@ -267,7 +260,7 @@ xent_gpu_backward (ShoalLayer *layer)
 {
   const ShoalTensor *x = &layer->srcs[0]->out;
   const int rows = shoal_tensor_rows (x);
-  const float w = layer->loss_weight / (float) norm_rows (layer, rows);
+  const float w = shoal_layer_loss_scale (layer, rows);
   float *dx = NULL, *dt = NULL;
   for (int i = 0; i < 2; i++)
     if (layer->src_grad[i] != NULL)
