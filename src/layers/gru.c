@@ -98,21 +98,9 @@ gru_setup (ShoalLayer *layer, GError **error)
   return shoal_recurrent_setup (layer, &gru_cell, error);
 }
 
-const ShoalLayerOps shoal_layer_gru_ops = {
-  .type = "gru",
-  .summary = "GRU over (batch, steps, features) -> (batch, steps, hidden_size), stacked, stateful "
-             "(truncated BPTT; src 2, optional: where streams restart); weights laid out as "
-             "torch.nn.GRU's (weight_ih_l0 = [W_ir; W_iz; W_in], gates r, z, n)",
-  .split = { .dims = SHOAL_SPLIT_BATCH },
-  .min_srcs = 1,
-  .max_srcs = 2,
-  .options = shoal_recurrent_options,
-  .param_names = shoal_recurrent_param_names,
-  .priv_size = sizeof (ShoalRecurrentPriv),
-  .setup = gru_setup,
-  .forward = shoal_recurrent_forward,
-  .backward = shoal_recurrent_backward,
-  .finalize = shoal_recurrent_finalize,
-  .save_state = shoal_recurrent_save_state,
-  .load_state = shoal_recurrent_load_state,
-};
+const ShoalLayerOps shoal_layer_gru_ops = SHOAL_RECURRENT_OPS (
+  "gru",
+  "GRU over (batch, steps, features) -> (batch, steps, hidden_size), stacked, stateful "
+  "(truncated BPTT; src 2, optional: where streams restart); weights laid out as "
+  "torch.nn.GRU's (weight_ih_l0 = [W_ir; W_iz; W_in], gates r, z, n)",
+  gru_setup);

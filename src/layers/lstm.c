@@ -96,21 +96,9 @@ lstm_setup (ShoalLayer *layer, GError **error)
   return shoal_recurrent_setup (layer, &lstm_cell, error);
 }
 
-const ShoalLayerOps shoal_layer_lstm_ops = {
-  .type = "lstm",
-  .summary = "LSTM over (batch, steps, features) -> (batch, steps, hidden_size), stacked, stateful "
-             "(truncated BPTT; src 2, optional: where streams restart); weights laid out as "
-             "torch.nn.LSTM's (weight_ih_l0 = [W_ii; W_if; W_ig; W_io], gates i, f, g, o)",
-  .split = { .dims = SHOAL_SPLIT_BATCH },
-  .min_srcs = 1,
-  .max_srcs = 2,
-  .options = shoal_recurrent_options,
-  .param_names = shoal_recurrent_param_names,
-  .priv_size = sizeof (ShoalRecurrentPriv),
-  .setup = lstm_setup,
-  .forward = shoal_recurrent_forward,
-  .backward = shoal_recurrent_backward,
-  .finalize = shoal_recurrent_finalize,
-  .save_state = shoal_recurrent_save_state,
-  .load_state = shoal_recurrent_load_state,
-};
+const ShoalLayerOps shoal_layer_lstm_ops = SHOAL_RECURRENT_OPS (
+  "lstm",
+  "LSTM over (batch, steps, features) -> (batch, steps, hidden_size), stacked, stateful "
+  "(truncated BPTT; src 2, optional: where streams restart); weights laid out as "
+  "torch.nn.LSTM's (weight_ih_l0 = [W_ii; W_if; W_ig; W_io], gates i, f, g, o)",
+  lstm_setup);

@@ -105,6 +105,26 @@ void shoal_recurrent_finalize (ShoalLayer *layer);
 GBytes *shoal_recurrent_save_state (ShoalLayer *layer);
 gboolean shoal_recurrent_load_state (ShoalLayer *layer, GBytes *state, GError **error);
 
+/* Everything of a recurrent type's ops table but its name, summary and
+ * setup (which picks the cell): gru.c and lstm.c differ only there. */
+#define SHOAL_RECURRENT_OPS(type_name, summary_text, setup_func)          \
+  {                                                                        \
+    .type = (type_name),                                                   \
+    .summary = (summary_text),                                             \
+    .split = { .dims = SHOAL_SPLIT_BATCH },                                \
+    .min_srcs = 1,                                                         \
+    .max_srcs = 2,                                                         \
+    .options = shoal_recurrent_options,                                    \
+    .param_names = shoal_recurrent_param_names,                            \
+    .priv_size = sizeof (ShoalRecurrentPriv),                              \
+    .setup = (setup_func),                                                 \
+    .forward = shoal_recurrent_forward,                                    \
+    .backward = shoal_recurrent_backward,                                  \
+    .finalize = shoal_recurrent_finalize,                                  \
+    .save_state = shoal_recurrent_save_state,                              \
+    .load_state = shoal_recurrent_load_state,                              \
+  }
+
 /* The carried state of level `level` in `phase`: (capacity rows, H)
  * floats, h or (cell = TRUE) c; NULL when out of range.  Tests and the
  * GPU path read and write it. */
