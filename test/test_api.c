@@ -302,6 +302,104 @@ test_own_layer (void)
   g_clear_error (&error);
 }
 
+/* A recurrent layer's carried state through the public getter and
+ * setter: after a forward it is each row's last step (the top level's
+ * output at step T-1); set to zeros the next forward repeats the first
+ * one (which started from zeros) to the bit; set to the same states
+ * twice, two forwards agree with each other and not with the first. */
+static void
+test_carried_state (void)
+{
+  const char *types[] = { "gru", "lstm" };
+  for (int k = 0; k < 2; k++)
+    {
+      char *text = g_strdup_printf ("[layer x]\ntype = feed\nshape = 2, 3, 4\n"
+                                    "[layer r]\ntype = %s\nsrc = x\nhidden_size = 5\nnum_layers = 2\n"
+                                    "[layer fc]\ntype = dense\nsrc = x\nnum_output = 2\n", types[k]);
+      ShoalConf *conf;
+      ShoalNet *net = net_of (text, &conf);
+      ShoalLayer *r = shoal_net_find (net, "r");
+      GError *error = NULL;
+      float x[24];
+      ShoalRng rng;
+      shoal_rng_seed (&rng, 4, 4);
+      for (int i = 0; i < 24; i++)
+        x[i] = shoal_rng_gaussian (&rng);
+      g_assert_true (shoal_net_feed (net, "x", x, 2, NULL, &error));
+      shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      const size_t nout = shoal_tensor_count (shoal_layer_out (r)), n = 2 * 5;
+      float *out0 = g_memdup2 (shoal_tensor_data (shoal_layer_out (r)), nout * sizeof (float));
+      float h[10], zeros[10] = { 0 }, s[10];
+      g_assert_true (shoal_layer_get_carried_state (r, SHOAL_PHASE_TRAIN, 1, FALSE, h, n, &error));
+      g_assert_no_error (error);
+      for (int b = 0; b < 2; b++)
+        for (int j = 0; j < 5; j++)
+          g_assert_cmpfloat (h[b * 5 + j], ==, out0[(b * 3 + 2) * 5 + j]);
+      if (k == 1)
+        g_assert_true (shoal_layer_get_carried_state (r, SHOAL_PHASE_TRAIN, 0, TRUE, h, n, &error));
+
+      for (int l = 0; l < 2; l++)
+        g_assert_true (shoal_layer_set_carried_state (r, SHOAL_PHASE_TRAIN, l, FALSE, zeros, n, &error));
+      if (k == 1)
+        for (int l = 0; l < 2; l++)
+          g_assert_true (shoal_layer_set_carried_state (r, SHOAL_PHASE_TRAIN, l, TRUE, zeros, n, &error));
+      shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      g_assert_cmpmem (shoal_tensor_data (shoal_layer_out (r)), nout * sizeof (float), out0, nout * sizeof (float));
+
+      for (int i = 0; i < 10; i++)
+        s[i] = 0.5f * shoal_rng_gaussian (&rng);
+      g_assert_true (shoal_layer_set_carried_state (r, SHOAL_PHASE_TRAIN, 0, FALSE, s, n, &error));
+      float saved[2][2][10];   /* [level][cell]: every state the next forward starts from */
+      for (int l = 0; l < 2; l++)
+        for (int c = 0; c <= k; c++)
+          g_assert_true (shoal_layer_get_carried_state (r, SHOAL_PHASE_TRAIN, l, c, saved[l][c], n, &error));
+      shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      float *out_s = g_memdup2 (shoal_tensor_data (shoal_layer_out (r)), nout * sizeof (float));
+      g_assert_true (memcmp (out_s, out0, nout * sizeof (float)) != 0);
+      for (int l = 0; l < 2; l++)
+        for (int c = 0; c <= k; c++)
+          g_assert_true (shoal_layer_set_carried_state (r, SHOAL_PHASE_TRAIN, l, c, saved[l][c], n, &error));
+      shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      g_assert_cmpmem (shoal_tensor_data (shoal_layer_out (r)), nout * sizeof (float), out_s, nout * sizeof (float));
+      g_assert_no_error (error);
+
+      /* what is refused */
+      g_assert_false (shoal_layer_get_carried_state (r, SHOAL_PHASE_TRAIN, 2, FALSE, h, n, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+      g_clear_error (&error);
+      g_assert_false (shoal_layer_get_carried_state (r, SHOAL_PHASE_TEST, 0, FALSE, h, n - 1, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_SHAPE);
+      g_clear_error (&error);
+      g_assert_false (shoal_layer_get_carried_state (shoal_net_find (net, "fc"), SHOAL_PHASE_TRAIN, 0, FALSE,
+                                                     h, n, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+      g_clear_error (&error);
+      if (k == 0)
+        {
+          g_assert_false (shoal_layer_get_carried_state (r, SHOAL_PHASE_TRAIN, 0, TRUE, h, n, &error));
+          g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+          g_clear_error (&error);
+        }
+      g_free (out_s);
+      g_free (out0);
+      shoal_net_free (net);
+      shoal_conf_free (conf);
+      g_free (text);
+    }
+  /* a stateless layer takes no state */
+  ShoalConf *conf;
+  ShoalNet *net = net_of ("[layer x]\ntype = feed\nshape = 2, 3, 4\n"
+                          "[layer r]\ntype = gru\nsrc = x\nhidden_size = 5\nstateful = false\n", &conf);
+  float zeros[10] = { 0 };
+  GError *error = NULL;
+  g_assert_false (shoal_layer_set_carried_state (shoal_net_find (net, "r"), SHOAL_PHASE_TRAIN, 0, FALSE, zeros,
+                                                 10, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+  g_clear_error (&error);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
 static void
 test_version (void)
 {
@@ -317,6 +415,7 @@ main (int argc, char **argv)
   g_test_add_func ("/api/train-save-load", test_train_save_load);
   g_test_add_func ("/api/backward-from", test_backward_from);
   g_test_add_func ("/api/own-layer", test_own_layer);
+  g_test_add_func ("/api/carried-state", test_carried_state);
   g_test_add_func ("/api/version", test_version);
   return g_test_run ();
 }

@@ -220,6 +220,9 @@ job_calls (void)
   EXPECT_CRITICAL (shoal_job_load (NULL, NULL, NULL) == NULL);
   EXPECT_CRITICAL (shoal_job_load_data (NULL, "x", NULL, NULL) == NULL);
   EXPECT_CODE (shoal_job_load ("/nonexistent/job.conf", NULL, error) == NULL, SHOAL_ERROR_IO);
+  /* a [job] plugin that is not there: IO, as shoal_plugin_load says, with the conf's line */
+  EXPECT_CODE (shoal_job_load_data ("[job]\ntrain_steps = 2\nplugins = /nonexistent/libnone.so\n", "j.conf",
+                                    NULL, error) == NULL, SHOAL_ERROR_IO);
   const char *const bad[] = { "job.train_steps", NULL };
   EXPECT_CODE (shoal_job_load_data ("[job]\ntrain_steps = 2\n", "j.conf", bad, error) == NULL,
                SHOAL_ERROR_CONF);
@@ -361,6 +364,14 @@ layer_calls (void)
   EXPECT_CRITICAL (!shoal_layer_check_labels (NULL, NULL));
   EXPECT_CRITICAL (!shoal_layer_check_step_labels (NULL, NULL, NULL, NULL));
   EXPECT_CRITICAL (!shoal_layer_check_window (NULL, "kernel", "kernel", 4, 4, 2, 2, 0, 0, NULL));
+
+  float state[4];
+  EXPECT_CRITICAL (!shoal_layer_get_carried_state (NULL, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, NULL));
+  EXPECT_CRITICAL (!shoal_layer_get_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, NULL, 4, NULL));
+  EXPECT_CODE (!shoal_layer_get_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, error), SHOAL_ERROR_CONF);
+  EXPECT_CRITICAL (!shoal_layer_set_carried_state (NULL, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, NULL));
+  EXPECT_CRITICAL (!shoal_layer_set_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, NULL, 4, NULL));
+  EXPECT_CODE (!shoal_layer_set_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, error), SHOAL_ERROR_CONF);
 
   EXPECT_CRITICAL (shoal_layer_lookup (NULL) == NULL);
   g_assert_null (shoal_layer_lookup ("no-such-type"));

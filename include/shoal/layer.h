@@ -229,6 +229,25 @@ gboolean shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int
 gboolean shoal_layer_check_window (const ShoalLayer *layer, const char *key, const char *window, int h, int w,
                                    int kh, int kw, int ph, int pw, GError **error);
 
+/* ---- recurrent layers' carried state ------------------------------------------- */
+
+/* A gru or lstm layer with stateful = true starts each batch of a phase
+ * from the final states of its last batch of that phase, row by row
+ * (each row one stream).  Level `level` (0 = the lowest of num_layers)
+ * carries batch x hidden_size floats, row r the state of row r's stream:
+ * torch.nn.GRU's h_n[level], and with cell = TRUE torch.nn.LSTM's
+ * c_n[level]; `batch` is the batch the layer was set up with, n must be
+ * batch * hidden_size.  get copies the state into out (after a forward:
+ * the state the next forward starts from); set copies `values` in, so
+ * that the next forward of `phase` starts from them (zeros: afresh).
+ * FALSE with SHOAL_ERROR_CONF (not a recurrent layer, no such level, a
+ * cell state of a GRU, or - set only - stateful = false, whose batches
+ * all start from zeros) or SHOAL_ERROR_SHAPE (n). */
+gboolean shoal_layer_get_carried_state (ShoalLayer *layer, ShoalPhase phase, int level, gboolean cell,
+                                        float *out, size_t n, GError **error);
+gboolean shoal_layer_set_carried_state (ShoalLayer *layer, ShoalPhase phase, int level, gboolean cell,
+                                        const float *values, size_t n, GError **error);
+
 /* ---- the registry ----------------------------------------------------------- */
 
 /* The ops of a type known by name (built in, from the data module, or

@@ -554,3 +554,71 @@ shoal_recurrent_load_state (ShoalLayer *layer, GBytes *state, GError **error)
     }
   return TRUE;
 }
+
+/* ---- the public getter and setter (shoal/layer.h) ---------------------------- */
+
+/* The carried state a caller names, or NULL with the error. */
+static float *
+carried_state (ShoalLayer *layer, ShoalPhase phase, int level, gboolean cell, size_t n,
+               const char *what, GError **error)
+{
+  if (layer->ops->save_state != shoal_recurrent_save_state)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: layer '%s' (type %s) is not recurrent",
+                   what, layer->name, layer->ops->type);
+      return NULL;
+    }
+  ShoalRecurrentPriv *p = layer->priv;
+  float *state = shoal_recurrent_state (layer, phase, level, cell);
+  if (state == NULL)
+    {
+      if (cell && !p->cell->has_cell)
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: layer '%s' (type %s) has no cell state",
+                     what, layer->name, layer->ops->type);
+      else
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: layer '%s' has levels 0 to %d, not %d",
+                     what, layer->name, p->levels - 1, level);
+      return NULL;
+    }
+  size_t want = (size_t) p->cap * p->hidden;
+  if (n != want)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_SHAPE,
+                   "%s: layer '%s' carries %d rows x %d units = %zu floats per level, not %zu", what,
+                   layer->name, p->cap, p->hidden, want, n);
+      return NULL;
+    }
+  return state;
+}
+
+gboolean
+shoal_layer_get_carried_state (ShoalLayer *layer, ShoalPhase phase, int level, gboolean cell, float *out,
+                               size_t n, GError **error)
+{
+  g_return_val_if_fail (layer != NULL && out != NULL, FALSE);
+  const float *state = carried_state (layer, phase, level, cell, n, "carried state", error);
+  if (state == NULL)
+    return FALSE;
+  memcpy (out, state, n * sizeof (float));
+  return TRUE;
+}
+
+gboolean
+shoal_layer_set_carried_state (ShoalLayer *layer, ShoalPhase phase, int level, gboolean cell,
+                               const float *values, size_t n, GError **error)
+{
+  g_return_val_if_fail (layer != NULL && values != NULL, FALSE);
+  float *state = carried_state (layer, phase, level, cell, n, "set carried state", error);
+  if (state == NULL)
+    return FALSE;
+  ShoalRecurrentPriv *p = layer->priv;
+  if (!p->stateful)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "set carried state: layer '%s' has stateful = false: every batch starts from zeros",
+                   layer->name);
+      return FALSE;
+    }
+  memcpy (state, values, n * sizeof (float));
+  return TRUE;
+}
