@@ -46,9 +46,12 @@ shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
   return TRUE;
 }
 
+/* *created: the folder was not there before (a refused run removes it
+ * again while it is empty, see shoal_run_job's end). */
 static gboolean
-prepare_workspace (const ShoalRunOptions *opts, GError **error)
+prepare_workspace (const ShoalRunOptions *opts, gboolean *created, GError **error)
 {
+  *created = !g_file_test (opts->workspace, G_FILE_TEST_EXISTS);
   if (g_mkdir_with_parents (opts->workspace, 0755) != 0)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s",
@@ -542,7 +545,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   shoal_device_set_precision (job->precision);
   double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
   ShoalFaultTimer *fault = NULL;
-  gboolean ok = FALSE;
+  gboolean ok = FALSE, created_workspace = FALSE;
   if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
     {
       /* the whole layout in this process, on a virtual clock */
@@ -578,7 +581,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       goto out;
     }
   p.proc = &p.layout->procs[rank];
-  if (!prepare_workspace (opts, error))
+  if (!prepare_workspace (opts, &created_workspace, error))
     goto out;
   /* [emulate] links: before this process opens or accepts any connection */
   ShoalLinkLimit link = { shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
@@ -775,5 +778,9 @@ out:
   shoal_checkpoint_close (p.ckpt);
   shoal_membership_free (p.membership);
   shoal_layout_free (p.layout);
+  /* a run refused before it wrote anything leaves no empty folder behind
+   * (g_rmdir removes only an empty one) */
+  if (!ok && created_workspace)
+    g_rmdir (opts->workspace);
   return ok;
 }

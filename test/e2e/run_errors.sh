@@ -77,4 +77,17 @@ if ! grep -q kept "$dir/ws/metrics.jsonl"; then
   failures=$((failures + 1))
 fi
 
+# a refused run into a new folder leaves no empty workspace behind: one
+# refused by the conf (before the net is built) and one whose net builds
+# but has no data input (refused after the workspace folder was made)
+"$shoal" run "$dir/badtype.conf" --workspace "$dir/new-ws1" >/dev/null 2>&1
+printf '[job]\ntrain_steps = 2\n[layer x]\ntype = feed\nshape = 4, 3\n' >"$dir/noinput.conf"
+expect 1 "the net has no data input layer" run "$dir/noinput.conf" --workspace "$dir/new-ws2"
+for ws in new-ws1 new-ws2; do
+  if [ -e "$dir/$ws" ]; then
+    echo "FAIL: a refused run left the workspace folder $ws"
+    failures=$((failures + 1))
+  fi
+done
+
 [ "$failures" -eq 0 ]
