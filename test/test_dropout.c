@@ -150,6 +150,33 @@ test_bad_ratio (void)
     }
 }
 
+/* The documented rounding (dropout.c, `shoal layers`): the drop
+ * probability is a multiple of 1/65536 and kept units are scaled by
+ * 1 / (1 - that): ratio 0.99 rounds to 64881/65536 and scales by
+ * 65536/655 = 100.055 (torch: 100), so the output's mean is the input's. */
+static void
+test_ratio_rounding (void)
+{
+  ShoalConf *conf;
+  ShoalNet *net = build ("[layer in]\ntype = feed\nshape = 200,100\n"
+                         "[layer drop]\ntype = dropout\nsrc = in\nratio = 0.99\n", &conf);
+  ShoalLayer *in = shoal_net_find (net, "in"), *drop = shoal_net_find (net, "drop");
+  shoal_tensor_fill (&in->out, 1.0f);
+  shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  const float scale = (float) (65536.0 / (65536.0 - 64881.0));
+  int kept = 0;
+  for (int i = 0; i < 20000; i++)
+    if (drop->out.data[i] != 0.0f)
+      {
+        g_assert_cmpfloat (drop->out.data[i], ==, scale);
+        kept++;
+      }
+  g_assert_cmpfloat_with_epsilon (scale, 100.055, 1e-3);
+  g_assert_cmpint (kept, >, 0);
+  shoal_net_free (net);
+  shoal_conf_free (conf);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -160,5 +187,6 @@ main (int argc, char **argv)
   g_test_add_func ("/dropout/fresh-mask-each-step", test_fresh_mask_each_step);
   g_test_add_func ("/dropout/ratio-zero-is-identity", test_ratio_zero_is_identity);
   g_test_add_func ("/dropout/bad-ratio", test_bad_ratio);
+  g_test_add_func ("/dropout/ratio-rounding", test_ratio_rounding);
   return g_test_run ();
 }

@@ -167,6 +167,26 @@ test_softmax_unlabelled_rows (void)
   shoal_conf_free (conf);
 }
 
+/* A label that is neither a class nor -1 (an off-by-one K, say) is bad
+ * input, not a missing label: the loss is NaN and the row is named. */
+static void
+test_softmax_bad_label (void)
+{
+  const float logits[6] = { 1, 2, 3, 1, 1, 1 };
+  const float bad[][2] = { { 0, 3 }, { -2, 0 }, { 0.5f, 1 } };
+  for (gsize k = 0; k < G_N_ELEMENTS (bad); k++)
+    {
+      ShoalConf *conf;
+      ShoalNet *net = softmax_net (2, 3, logits, bad[k], &conf, "");
+      g_test_expect_message (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*not a class of [0, 3)*the loss is NaN*");
+      double loss = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      g_test_assert_expected_messages ();
+      g_assert_true (isnan (loss));
+      shoal_net_free (net);
+      shoal_conf_free (conf);
+    }
+}
+
 static void
 test_softmax_bad_sources (void)
 {
@@ -316,6 +336,7 @@ main (int argc, char **argv)
   g_test_add_func ("/losses/softmax/values", test_softmax_values);
   g_test_add_func ("/losses/softmax/large-logits", test_softmax_large_logits);
   g_test_add_func ("/losses/softmax/unlabelled-rows", test_softmax_unlabelled_rows);
+  g_test_add_func ("/losses/softmax/bad-label", test_softmax_bad_label);
   g_test_add_func ("/losses/softmax/bad-sources", test_softmax_bad_sources);
   g_test_add_func ("/losses/euclidean/gradcheck", test_euclidean_gradcheck);
   g_test_add_func ("/losses/euclidean/values", test_euclidean_values);

@@ -273,6 +273,47 @@ test_max_ties (void)
     }
 }
 
+/* The documented NaN rule (pooling.c, `shoal layers`): a NaN wins a max
+ * window only as its first pixel (Caffe's rule; torch propagates a NaN
+ * from anywhere in the window).  Both 2x2 paths (the vectorised stride-2
+ * one and the general one, stride 1) and a 3x3 window. */
+static void
+test_max_nan (void)
+{
+  const char *keys[] = { "kernel = 2", "kernel = 2\nstride = 1", "kernel = 3\nstride = 3" };
+  const int strides[] = { 2, 1, 3 };
+  for (gsize k = 0; k < G_N_ELEMENTS (keys); k++)
+    {
+      char *text = g_strdup_printf ("[layer in]\ntype = feed\nshape = 1,1,6,6\n"
+                                    "[layer pool]\ntype = pooling\nsrc = in\n%s\n", keys[k]);
+      GError *error = NULL;
+      ShoalConf *conf = shoal_conf_load_data (text, "test", &error);
+      g_assert_no_error (error);
+      ShoalNet *net = shoal_net_new (conf, NULL, &error);
+      g_assert_no_error (error);
+      ShoalLayer *in = shoal_net_find (net, "in"), *pool = shoal_net_find (net, "pool");
+      for (int i = 0; i < 36; i++)
+        in->out.data[i] = (float) i;
+      in->out.data[0] = NAN;        /* the first pixel of the first window */
+      in->out.data[6 * 3 + 4] = NAN;  /* inside a window, not first in any */
+      shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+      /* NaN exactly where the window's first pixel is NaN: (0,0) always,
+       * and (3,4) only with stride 1, where a window starts there */
+      const int ow = pool->out.shape.dim[3], s = strides[k];
+      int nans = 0;
+      for (size_t o = 0; o < shoal_tensor_count (&pool->out); o++)
+        {
+          int first = (int) (o / ow) * s * 6 + (int) (o % ow) * s;
+          g_assert_cmpint (!!isnan (pool->out.data[o]), ==, !!isnan (in->out.data[first]));
+          nans += isnan (pool->out.data[o]) != 0;
+        }
+      g_assert_cmpint (nans, ==, s == 1 ? 2 : 1);
+      shoal_net_free (net);
+      shoal_conf_free (conf);
+      g_free (text);
+    }
+}
+
 /* A one-layer net on a feed of feed_shape must fail set-up saying `fragment`. */
 static void
 expect_setup_error (const char *feed_shape, const char *keys, const char *fragment)
@@ -322,6 +363,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pooling/fewer-rows", test_fewer_rows);
   g_test_add_func ("/pooling/output-size", test_output_size);
   g_test_add_func ("/pooling/max-ties", test_max_ties);
+  g_test_add_func ("/pooling/max-nan", test_max_nan);
   g_test_add_func ("/pooling/setup-errors", test_setup_errors);
   g_test_add_func ("/pooling/huge-stride", test_huge_stride);
   return g_test_run ();

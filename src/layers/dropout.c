@@ -138,7 +138,8 @@ dropout_backward (ShoalLayer *layer)
 
 const ShoalLayerOps shoal_layer_dropout_ops = {
   .type = "dropout",
-  .summary = "inverted dropout: drops units with probability ratio in training",
+  .summary = "inverted dropout: drops units with probability ratio in training, rounded to a multiple "
+             "of 1/65536 and scaled by 1 / (1 - that) (ratio 0.99 scales by 100.055; torch by 100)",
   .flags = 0,
   .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,

@@ -338,7 +338,8 @@ pool_finalize (ShoalLayer *layer)
 
 const ShoalLayerOps shoal_layer_pooling_ops = {
   .type = "pooling",
-  .summary = "max or average pooling over the H, W planes of (N, C, H, W) data",
+  .summary = "max or average pooling over the H, W planes of (N, C, H, W) data; max: ties go to the "
+             "first pixel, a NaN wins only as a window's first pixel (Caffe; torch: any NaN wins)",
   .flags = 0,
   .split = { .dims = SHOAL_SPLIT_BATCH | SHOAL_SPLIT_FEATURE },
   .min_srcs = 1,

@@ -9,9 +9,16 @@
  * Softmax and loss go through log-sum-exp with the row's maximum taken
  * out first, so logits of any size give finite results.  The forward
  * keeps the probabilities; backward is then (p - onehot) * w / norm.
- * A label outside [0, K) (a record without one has -1) marks the row as
+ * A label of -1 (what a record without one holds) marks the row as
  * unlabelled: it adds no loss and no gradient, and the first one is
- * reported with a warning. */
+ * reported with a warning.  The mean still counts it: the loss is the sum
+ * over the labelled rows divided by all N rows (loss_norm), where
+ * torch.nn.CrossEntropyLoss(ignore_index=-1) divides by the labelled rows
+ * only; a partitioned batch's parts each divide by the whole batch, which
+ * a per-part labelled count would break (docs/LAYERS.md, `shoal layers`).
+ * Any other label outside [0, K) (K or more, another negative, a
+ * fraction) is bad input, not a missing label: the loss is NaN, so a run
+ * stops at that step, and the row and label are logged. */
 #pragma GCC optimize ("tree-vectorize", "no-trapping-math")
 
 #include "layers/layer.h"
@@ -129,11 +136,18 @@ softmax_loss_forward (ShoalLayer *layer, ShoalPhase phase)
       scale_row (e, 1.0f / sum, k);
 
       int y = label_class (label[i], k);
+      if (y < 0 && label[i] != -1.0f)
+        {
+          g_warning ("layer '%s': row %d has label %g, not a class of [0, %d) (-1 marks a row without "
+                     "one): the loss is NaN", layer->name, i, label[i], k);
+          total = NAN;
+          break;
+        }
       if (y < 0)
         {
           if (!p->warned)
-            g_warning ("layer '%s': row %d has label %g, not a class of [0, %d); "
-                       "such rows add no loss", layer->name, i, label[i], k);
+            g_warning ("layer '%s': row %d has label -1 (none); rows without a label add no loss",
+                       layer->name, i);
           p->warned = TRUE;
           continue;
         }
@@ -180,7 +194,9 @@ softmax_loss_backward (ShoalLayer *layer)
 const ShoalLayerOps shoal_layer_softmax_loss_ops = {
   .type = "softmax_loss",
   .summary = "softmax cross-entropy of logits (src 1) against labels (src 2); labels with S per row: "
-             "one softmax per step over (N, S, K) logits",
+             "one softmax per step over (N, S, K) logits.  Rows labelled -1 add no loss but count in the "
+             "mean (over all N rows; torch: over the labelled rows); any other label outside [0, K) "
+             "makes the loss NaN",
   .flags = SHOAL_LAYER_LOSS | SHOAL_LAYER_OWN_ROWS,
   .split = { .dims = SHOAL_SPLIT_BATCH },
   .min_srcs = 2,
