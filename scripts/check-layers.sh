@@ -1,19 +1,54 @@
 #!/usr/bin/env bash
-# make check-layers: the folders of src/ form layers, and every include and
-# every call points down them (or stays in its folder).  An include or a
-# call that runs upward fails, naming the file, the line or symbol, and
-# the two folders.  A cycle between folders needs an upward edge, so this
-# also rules out cycles.
+# make check-layers: each folder of src/ may include and call only its own
+# files and the folders ALLOWED lists for it below (the whiteboard's
+# edges, not merely "anything lower"), and the folders form layers: every
+# allowed folder is lower in LAYERS, so there is no cycle.  An include or
+# a call outside the list fails, naming the file, the line or symbol,
+# and the two folders.  docs/ARCHITECTURE.md's diagram is made from the
+# same lists (`scripts/check-layers.sh --diagram`; e2e/check_layers
+# checks that the document holds what it prints).
 #
 # Usage: scripts/check-layers.sh BUILD   (BUILD holds the objects of `make`)
+#        scripts/check-layers.sh --diagram
 set -u
-build=${1:-build}
 
-# Lowest first.  docs/ARCHITECTURE.md draws the same order.
+# Lowest first.
 LAYERS=(core rpc layers gpu data net partition server comm cluster worker tools)
+# What each folder may use besides itself (and core, which every folder may use).
+declare -A ALLOWED=(
+  [core]=""
+  [rpc]=""
+  [layers]=""
+  [gpu]="layers"
+  [data]="rpc layers"
+  [net]="layers"
+  [partition]="layers net"
+  [server]="rpc data"
+  [comm]="rpc server partition layers"   # layers: shoal_param_client_push_ready's param range alone
+  [cluster]="partition server"
+  [worker]="rpc layers data net partition server comm cluster"
+  [tools]="layers data net partition server cluster worker"
+)
 declare -A level
 for i in "${!LAYERS[@]}"; do level[${LAYERS[$i]}]=$i; done
-level[gen]=${level[rpc]}   # generated Thrift code: the rpc layer and above use it
+
+# may FROM TO: whether folder FROM may include or call folder TO
+may() {
+  [ "$1" = "$2" ] || [ "$2" = core ] && return 0
+  [ "$2" = gen ] && { may "$1" rpc; return; }   # generated Thrift code: whoever may use rpc
+  [[ " ${ALLOWED[$1]} " == *" $2 "* ]]
+}
+
+if [ "${1:-}" = "--diagram" ]; then
+  # one line per folder, highest first: what it may use
+  for ((i = ${#LAYERS[@]} - 1; i >= 0; i--)); do
+    f=${LAYERS[$i]}
+    uses=${ALLOWED[$f]}
+    printf '%-10s -> %s\n' "$f" "${uses:+$(echo "$uses" | sed 's/ /, /g'), }core"
+  done | sed 's/^core       -> core$/core       (uses nothing of shoal)/'
+  exit 0
+fi
+build=${1:-build}
 
 bad=0
 complain() { echo "check-layers: $*"; bad=1; }
@@ -26,9 +61,7 @@ for f in $(find src -name '*.[ch]' -o -name '*.cu' | sort); do
     to=${inc%%/*}
     [ "$to" = "$inc" ] && continue                  # generated header or same-folder name
     [ -n "${level[$to]:-}" ] || continue             # not one of ours
-    if [ "${level[$to]}" -gt "${level[$from]}" ]; then
-      complain "$f:$line: includes \"$inc\": $from may not include $to (a higher layer)"
-    fi
+    may "$from" "$to" || complain "$f:$line: includes \"$inc\": $from may not include $to (allowed: ${ALLOWED[$from]:+${ALLOWED[$from]} }core)"
   done < <(grep -n '^#include "' "$f" | sed 's/^\([0-9]*\):#include "\([^"]*\)".*/\1:\2/')
 done
 
@@ -50,14 +83,20 @@ if [ "${#objects[@]}" -gt 0 ]; then
     from=$(echo "${obj#$objdir/}" | cut -d/ -f1)
     to=${owner[$sym]:-}
     [ -n "$to" ] && [ -n "${level[$from]:-}" ] && [ -n "${level[$to]:-}" ] || continue
-    if [ "${level[$to]}" -gt "${level[$from]}" ]; then
-      complain "${obj#$build/obj/}: uses $sym from $to: $from may not call into $to (a higher layer)"
-    fi
+    may "$from" "$to" || complain "${obj#$build/obj/}: uses $sym from $to: $from may not call into $to (allowed: ${ALLOWED[$from]:+${ALLOWED[$from]} }core)"
   done < <(nm -A -u "${objects[@]}" 2>/dev/null \
            | awk '{ split($1, a, ":"); print a[1], $NF }')
 else
   complain "$objdir: no objects (run make first)"
 fi
 
-[ "$bad" -eq 0 ] && echo "check-layers: ok (${LAYERS[*]})"
+# the lists themselves: every allowed folder is a lower layer (no cycle)
+for f in "${LAYERS[@]}"; do
+  for t in ${ALLOWED[$f]}; do
+    [ -n "${level[$t]:-}" ] || { complain "ALLOWED[$f] names '$t', not a folder of LAYERS"; continue; }
+    [ "${level[$t]}" -lt "${level[$f]}" ] || complain "ALLOWED[$f] names '$t', which is not below $f"
+  done
+done
+
+[ "$bad" -eq 0 ] && echo "check-layers: ok (${LAYERS[*]}, each folder's allowed list)"
 exit "$bad"

@@ -32,7 +32,7 @@ typedef struct {
   ShoalRpcClient *rpc;
 } Connection;
 
-/* What one layer_done (or step_done) completed: slices [from, to). */
+/* What one range_done (or step_done) completed: slices [from, to). */
 typedef struct {
   int from, to;
   gboolean stop;               /* the comm thread's last item */
@@ -618,14 +618,11 @@ set_step (ShoalParamClient *c, gint64 step)
 }
 
 void
-shoal_param_client_layer_done (ShoalParamClient *c, ShoalLayer *layer, gint64 step)
+shoal_param_client_range_done (ShoalParamClient *c, size_t begin, gint64 step)
 {
-  size_t begin, end;
   set_step (c, step);
   if (!pushes_at (c, step))
     return;  /* gradients keep adding up in the store */
-  if (!shoal_layer_param_range (layer, &begin, &end))
-    return;
   c->done_from = MIN (c->done_from, begin);
   /* the first slice lying wholly at or above done_from */
   int from = c->unqueued;
@@ -639,7 +636,10 @@ void
 shoal_param_client_push_ready (ShoalLayer *layer, gpointer push_step)
 {
   ShoalPushStep *p = push_step;
-  shoal_param_client_layer_done (p->client, layer, p->step);
+  size_t begin, end;
+  /* a layer of statistics alone still marks the step */
+  shoal_param_client_range_done (p->client, shoal_layer_param_range (layer, &begin, &end) ? begin : G_MAXSIZE,
+                                 p->step);
 }
 
 void

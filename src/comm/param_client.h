@@ -5,9 +5,10 @@
  * serialisation) or one in another process (Thrift, src/server/rpc_client).
  * Communication runs on the client's own comm thread, so it overlaps
  * compute:
- *   - during backward the worker calls shoal_param_client_layer_done after
- *     each layer; every slice whose gradient is now complete is queued
- *     and goes out from the store (the comm thread clears it after);
+ *   - during backward the worker calls shoal_param_client_range_done after
+ *     each layer with where that layer's params begin in the store; every
+ *     slice whose gradient is now complete is queued and goes out from
+ *     the store (the comm thread clears it after);
  *   - the comm thread pushes each queued slice and pulls its new values
  *     (SYNC: at the version after this step, i.e. once every worker of the
  *     group pushed; ASYNC: whatever the server has) straight into the
@@ -92,12 +93,17 @@ ShoalParamClient *shoal_param_client_new_shared (ShoalParamStore *store, ShoalSe
  * (start of training); blocks. */
 gboolean shoal_param_client_fetch (ShoalParamClient *client, GError **error);
 
-/* Backward hook: `layer` finished backward in step `step`.  Queues every
- * slice that became complete and clears its gradients in the store. */
-void shoal_param_client_layer_done (ShoalParamClient *client, ShoalLayer *layer, gint64 step);
+/* Backward hook: the gradients of the store's values from `begin` up are
+ * final in step `step` (a layer finished backward, and the layers after
+ * it in the store did before).  Queues every slice that became complete
+ * and clears its gradients in the store.  The client moves ranges of the
+ * store; it knows no layer. */
+void shoal_param_client_range_done (ShoalParamClient *client, size_t begin, gint64 step);
 /* A net's backward hook (ShoalParamsReadyFunc, net.h) that calls
- * shoal_param_client_layer_done with this client and step: pass a
- * ShoalPushStep as the hook's data. */
+ * shoal_param_client_range_done with where the finished layer's params
+ * begin, for this client and step: pass a ShoalPushStep as the hook's
+ * data.  The one place comm asks a layer something (its param range):
+ * the adapter between the net's hook and the client's ranges. */
 typedef struct {
   ShoalParamClient *client;
   gint64 step;
