@@ -359,7 +359,14 @@ clean:
 # TSan.  GLib's GMutex/GCond are futexes TSan cannot see;
 # test/sanitizers/tsan_glib.c tells TSan about every lock, unlock, wait and
 # queue hand-over made from shoal's code (no suppressions needed).
-THREAD_TESTS ?= test_data|test_server|test_rpc|test_group_wire|test_partition|test_runner|test_worker|test_param|e2e_tsan_
+# The suite is chosen by a mark in each file, not by a list here: a test
+# file that starts threads says "marks: threads" on a line of its own
+# (C: the /* marks: threads ... */ line at its top; e2e: "# marks: threads").
+THREAD_TEST_NAMES = $(patsubst test/%.c,%,$(shell grep -l '^/\* marks:.*\bthreads\b' test/test_*.c)) \
+  $(patsubst test/e2e/%.sh,e2e_%,$(shell grep -l '^\# marks:.*\bthreads\b' test/e2e/*.sh))
+empty :=
+space := $(empty) $(empty)
+THREAD_TESTS ?= ^($(subst $(space),|,$(strip $(THREAD_TEST_NAMES))))$$
 ifneq ($(findstring thread,$(SANITIZE)),)
 SAN_OBJ := $(BUILD)/obj/test/sanitizers/tsan_glib.o
 SAN_EXE_OBJ := $(SAN_OBJ)

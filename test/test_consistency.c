@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The consistency rules beyond SINGA's, on the server in-process with
  * scripted pushes (no real time involved): staleness recorded exactly,
  * SSP's bound under a random schedule of fake group clocks, backup

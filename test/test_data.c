@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The data path: Record codec, LMDB datasets, IDX/CSV import and the
  * lmdb_input layer.  Every file is made here, in a temporary directory. */
 #include <glib.h>

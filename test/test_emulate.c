@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* Emulation's parts, each alone: the [emulate] conf and its exact errors,
  * the delay distributions (their means, seeded repeatability), a unit's
  * slowdown, the link limiter (its arithmetic on a fake clock, and the

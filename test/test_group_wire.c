@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* Bridge messages over Thrift: send_bridge into a process's mailbox, the
  * refusals around it (wrong token, no mailbox), an rpc server without
  * slices, and the Thrift group wire between two rpc servers on loopback

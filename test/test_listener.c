@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The RPC listener's threads (rpc/listener.h) and the pool under it
  * (rpc/thread_pool.h): idle connections cost no thread, calls that block
  * on each other (a Sandblaster step) get threads beyond the pool's size

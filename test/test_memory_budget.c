@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The memory budget ([job] memory_limit, ShoalNetOptions.budget): a net
  * whose set-up would cross it is refused naming the layer and the bytes,
  * before malloc is asked; what is charged is exactly what the net holds

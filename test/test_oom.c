@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* Out of memory where a conf decides the size (a layer's width, a net's
  * params): an error naming the layer or param and the bytes, never an
  * abort.  Sizes past the address space fail everywhere at once; the

@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* shoal_parallel_for: every element exactly once whatever the threads,
  * loops from several threads at once (one gets the helpers, the others
  * run alone), and an optimiser update cut into chunks equal to the bit

@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The param client against in-process servers: slices pushed as layers
  * complete, values pulled back, Downpour's n_push / n_fetch, a
  * checkpoint of the servers it uses, and a step refused by a stop. */

@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The partitioner's invariant: a net split among k workers by batch, by
  * feature, or both (hybrid), with whole layers on worker 0, computes the
  * same loss and the same gradient of every param as the unpartitioned net

@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The parameter service over Thrift on loopback: a ShoalServer behind
  * shoal_rpc_server, driven by shoal_rpc_client and by hand-written bytes
  * on raw sockets.  Values are small integers and the SGD rate 0.5, so

@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The parameter server in-process: slicing, BSP aggregation across
  * threads, async updates, Hogwild group sync, pull time-outs, and the
  * stop step of a SYNC job. */

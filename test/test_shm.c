@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* Shared memory for the slices of workers and servers on one host: the
  * region's checks (a region is validated like a message: the server must
  * never read or write outside what it mapped, whatever the peer does),

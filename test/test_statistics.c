@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* Statistics in the param store (core/param_statistics.c): batchnorm's
  * running mean and variance lie past `served`, so servers slice only the
  * trained params, a pull never overwrites what a unit computed, and a

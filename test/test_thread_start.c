@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* A thread that cannot start (no room for its stack under ulimit -v, too
  * many threads under ulimit -u) is an error naming it and what it is
  * for, never GLib's abort.  Each refusal runs in a subprocess whose

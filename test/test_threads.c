@@ -1,3 +1,4 @@
+/* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* [job] threads is the cores a process may use, shared by its worker
  * threads and their BLAS threads: these tests pin the split and the
  * warnings that name the numbers when a conf oversubscribes, and that the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# marks: threads
 # ThreadSanitizer sees GLib's locks through test/sanitizers/tsan_glib.c:
 # correct hand-overs by GMutex, GCond, GAsyncQueue and g_once give no
 # report, a missing lock gives a data race and two lock orders give a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# marks: threads
 # Short training runs under ThreadSanitizer: one process with 2 worker
 # threads and 2 servers, then each conf/ topology (Sandblaster, AllReduce,
 # Downpour, Hogwild: worker, comm, server, RPC and sync threads in several
