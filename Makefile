@@ -141,8 +141,10 @@ $(BUILD)/obj/%.o: %.c $(GEN_STAMP) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(OBJ_DEFS) -MMD -MP -c $< -o $@
 
-# The plugin loader's last directory is the installed one.
-$(BUILD)/obj/src/layers/plugin.o: OBJ_DEFS = -DSHOAL_PLUGIN_DIR='"$(PLUGINDIR)"'
+# The plugin loader's last directory is the installed one, found relative
+# to the loaded library (an installed tree may move as a whole).
+PLUGIN_RELDIR := $(shell realpath -m --relative-to='$(LIBDIR)' '$(PLUGINDIR)')
+$(BUILD)/obj/src/layers/plugin.o: OBJ_DEFS = -DSHOAL_PLUGIN_RELDIR='"$(PLUGIN_RELDIR)"'
 $(BUILD)/obj/src/layers/plugin.o: $(LAYOUT_STAMP)
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_SUPPORT_OBJ:.o=.d) $(TEST_SRC:test/%.c=$(BUILD)/obj/test/%.d)
@@ -160,7 +162,16 @@ SO_NAME := libshoal.so.$(SHOAL_MAJOR)
 SO_FILE := libshoal.so.$(SHOAL_VERSION)
 # -z defs: every symbol the library uses comes from a library it names
 # (a sanitizer's runtime comes from the program instead).
-SO_LDFLAGS := -shared -Wl,-soname,$(SO_NAME) -Wl,-Bsymbolic-functions $(if $(SANITIZE),,-Wl,-z,defs)
+SO_LDFLAGS := -shared -Wl,-soname,$(SO_NAME) -Wl,-Bsymbolic-functions $(if $(SANITIZE),,-Wl,-z,defs) \
+  -Wl,--version-script=$(BUILD)/libshoal.map
+
+# The ABI line: libshoal.so exports the public headers' functions and
+# variables and the documented private set (src/libshoal.private, what the
+# shoal command calls), nothing else (scripts/public-symbols.sh; e2e/abi).
+$(BUILD)/libshoal.map: scripts/public-symbols.sh src/libshoal.private $(wildcard include/shoal/*.h)
+	@mkdir -p $(dir $@)
+	{ echo '{'; echo '  global:'; scripts/public-symbols.sh | sed 's/.*/    &;/'; \
+	  echo '  local: *;'; echo '};'; } >$@.tmp && mv $@.tmp $@
 
 # GEN_OBJ is only known once the generator ran: a second make pass, and a
 # shell glob (make caches directory listings from before the generator).
@@ -176,7 +187,7 @@ $(BUILD)/libshoal.a: $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_OBJ_STAMP)
 
 # The whole library, GPU objects included in a CUDA build (src/gpu/register.c
 # plugs the backend in from a constructor when the library loads).
-$(BUILD)/$(SO_FILE): $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_OBJ_STAMP)
+$(BUILD)/$(SO_FILE): $(LIB_OBJ) $(GPU_CU_OBJ) $(GEN_OBJ_STAMP) $(BUILD)/libshoal.map
 	$(CC) $(SO_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJ) $(GPU_CU_OBJ) $(BUILD)/obj/gen/*.o -Wl,--as-needed $(LIBS)
 $(BUILD)/$(SO_NAME): $(BUILD)/$(SO_FILE)
 	ln -sfn $(SO_FILE) $@
@@ -234,9 +245,9 @@ $(BUILD)/shoal.pc: $(LAYOUT_STAMP) include/shoal/version.h Makefile | $(BUILD)/p
 	@echo "wrote $@"
 # The build tree as a prefix: the examples build against it as they would
 # against an installed shoal (PKG_CONFIG_PATH=BUILD/pkgconfig).  Its
-# plugindir is where this build's library looks: the installed one.
+# plugindir is where this build's library looks: PLUGIN_RELDIR beside it.
 $(BUILD)/pkgconfig/shoal.pc: $(LAYOUT_STAMP) include/shoal/version.h Makefile | $(BUILD)/pkgconfig/
-	$(file >$@,$(call pc_file,$(CURDIR),$(abspath $(BUILD)),$${prefix}/include,$(PLUGINDIR)))
+	$(file >$@,$(call pc_file,$(CURDIR),$(abspath $(BUILD)),$${prefix}/include,$(abspath $(BUILD)/$(PLUGIN_RELDIR))))
 	@echo "wrote $@"
 
 $(BUILD)/pkgconfig/:

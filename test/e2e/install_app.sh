@@ -215,6 +215,32 @@ env -u LD_LIBRARY_PATH "$prefix/bin/shoal" layers --plugin "$prefix/lib/shoal/pl
   || fail "the installed shoal cannot load the installed plugin"
 grep -q '^swish: ' "$tmp/layers.txt" || fail "the installed shoal lists no swish"
 
+# by name alone, from the plugin directory beside the library: in the
+# staged tree (installed for /usr/local, used from elsewhere), then with
+# the whole tree moved (nothing compiled in points at the old place)
+for where in staged moved; do
+  if [ "$where" = moved ]; then
+    mv "$stage" "$tmp/moved-stage"
+    prefix_now=$tmp/moved-stage/usr/local
+  else
+    prefix_now=$prefix
+  fi
+  env -u LD_LIBRARY_PATH -u SHOAL_PLUGIN_PATH "$prefix_now/bin/shoal" layers --plugin libswish.so \
+    >"$tmp/layers-$where.txt" 2>"$tmp/layers-$where.err" \
+    || { cat "$tmp/layers-$where.err"; fail "the $where tree's shoal cannot load libswish.so by name"; }
+  grep -q '^swish: ' "$tmp/layers-$where.txt" || fail "the $where tree's shoal lists no swish"
+  [ "$(realpath -m "$(PKG_CONFIG_PATH=$prefix_now/lib/pkgconfig pkg-config --variable=plugindir shoal)")" \
+    = "$prefix_now/lib/shoal/plugins" ] || fail "the $where tree's shoal.pc names another plugindir"
+  # a name that is not there: the message names the directory it looked in
+  rc=0
+  env -u LD_LIBRARY_PATH -u SHOAL_PLUGIN_PATH "$prefix_now/bin/shoal" layers --plugin libnone.so \
+    >/dev/null 2>"$tmp/none-$where.err" || rc=$?
+  grep -qF "looked in SHOAL_PLUGIN_PATH and $prefix_now/lib/shoal/plugins)" "$tmp/none-$where.err" \
+    || { cat "$tmp/none-$where.err"; fail "the $where tree looked elsewhere for plugins"; }
+  echo "plugins by name in the $where tree: ok"
+done
+mv "$tmp/moved-stage" "$stage"
+
 # ---- uninstall: nothing left ---------------------------------------------------
 # a plugin someone installed stays, and so does its directory
 mk uninstall DESTDIR="$stage" >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; fail "make uninstall"; }
