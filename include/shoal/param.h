@@ -81,8 +81,21 @@ void shoal_param_store_zero_grads (ShoalParamStore *store);
 /* ---- params by name, as bytes ---------------------------------------------- */
 
 /* Every param of the store with its host values, in the format of
- * model files and checkpoints (a header "SHOALPRM" and version, then per
- * param its name, shape and floats, little-endian).  A new GBytes. */
+ * model files, checkpoints and `[job] init_from` files.  A new GBytes.
+ * The layout, every integer and float little-endian, nothing padded:
+ *   "SHOALPRM"               8 bytes, the magic
+ *   u32 version              1
+ *   u32 count                the params that follow
+ *   count times:
+ *     u32 name_len, name     name_len bytes, no NUL ("fc1/weight")
+ *     u32 ndim               1 .. 4
+ *     i32 dim[ndim]          the shape, batch-free (a dense weight: out, in)
+ *     u64 n                  the product of the dims
+ *     f32 values[n]          row-major (C order, as numpy's tobytes ())
+ * So weights from another framework load by name: write one entry per
+ * param in this layout (a numpy or torch tensor's bytes as they are, with
+ * shoal's names and shapes: `shoal layers` lists each type's params, and
+ * the recurrent layers use torch's names and layout). */
 GBytes *shoal_param_store_to_bytes (const ShoalParamStore *store);
 
 typedef enum {

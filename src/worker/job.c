@@ -29,8 +29,9 @@ const ShoalOption shoal_job_options[] = {
   { "checkpoint_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL,
     "steps between checkpoints in WORKSPACE/checkpoint; 0 = only at the end (and on Ctrl-C)" },
   { "init_from", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
-    "workspaces whose checkpointed params initialise the params of the same name (pre-training; "
-    "a later workspace wins; <param>_init_from renames)" },
+    "workspaces (their newest checkpointed params) or params files (shoal_net_save_params's, or "
+    "written in the layout of shoal/param.h, e.g. from PyTorch) that initialise the params of the "
+    "same name (pre-training; a later one wins; <param>_init_from renames)" },
   { "alg", SHOAL_OPT_STRING, "bp", SHOAL_UNBOUNDED, "bp|cd",
     "training algorithm: bp (back-propagation, through time for recurrent layers) or cd "
     "(contrastive divergence of the RBM layers)" },

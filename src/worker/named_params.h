@@ -13,7 +13,9 @@
 G_BEGIN_DECLS
 
 /* Initialises the store's params from the blobs of `workspaces` (NULL-
- * terminated, in order: where two have a param, the later wins).  A param
+ * terminated, in order: where two have a param, the later wins); an entry
+ * that is a file, not a folder, is a params file itself (the layout of
+ * shoal/param.h: shoal_net_save_params's, or another program's).  A param
  * P of layer L takes the blob's param of its own name, or the one that
  * [layer L] P_init_from names: "NAME" or "NAME^T" (a 2-D param transposed,
  * e.g. a decoder's weight from its encoder's).  Errors, naming the conf
