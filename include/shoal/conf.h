@@ -20,7 +20,10 @@ typedef enum {
   SHOAL_OPT_STRING,      /* with choices "a|b|c" it must be one of them */
   SHOAL_OPT_INT_LIST,    /* "1, 2, 3" */
   SHOAL_OPT_FLOAT_LIST,
-  SHOAL_OPT_STRING_LIST
+  SHOAL_OPT_STRING_LIST,
+  SHOAL_OPT_PATH         /* a file or folder, relative to the working directory; a job's conf as
+                          * run (the workspace's job.conf) holds it made absolute, so the
+                          * workspace evaluates and predicts from any folder */
 } ShoalOptType;
 
 /* One key of a table.  Tables are static arrays ending in SHOAL_OPTION_END. */

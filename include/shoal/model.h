@@ -16,12 +16,17 @@ typedef struct {
   const char *output;            /* the layer whose output is the prediction; NULL: the scores
                                   * (first source) of the first loss layer */
   gboolean probabilities;        /* softmax over each output row (scores of a classifier) */
+  gboolean partial;              /* load the params by name that both have, ignore the rest
+                                  * (SHOAL_PARAMS_BY_NAME_ANY); FALSE: the params must be
+                                  * exactly the net's (SHOAL_PARAMS_EXACT) */
 } ShoalModelOptions;
 
 /* The net of the job conf at conf_path (the workspace's job.conf is the
  * conf as run), built for testing, with the params of `params_from`: a
  * workspace (its newest checkpointed params) or a file written by
- * shoal_net_save_params.  Every param of the net must be there.  opts may
+ * shoal_net_save_params.  The params must be exactly the net's - every
+ * param of the net there, and none the net has not (a conf of another
+ * model is an error naming the params) - unless opts->partial.  opts may
  * be NULL.  The conf's input layer must be able to take caller rows (a
  * feed, or lmdb_input, whose datasets must exist).  Returns a new model
  * (shoal_model_free) or NULL with the conf's and net's errors

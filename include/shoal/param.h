@@ -100,7 +100,9 @@ GBytes *shoal_param_store_to_bytes (const ShoalParamStore *store);
 
 typedef enum {
   SHOAL_PARAMS_BY_NAME_ANY,   /* copy the params whose names match; at least one must */
-  SHOAL_PARAMS_BY_NAME_ALL    /* every param of the store must be in the bytes */
+  SHOAL_PARAMS_BY_NAME_ALL,   /* every param of the store must be in the bytes */
+  SHOAL_PARAMS_EXACT          /* ALL, and every param of the bytes must be one of the store's:
+                               * the bytes are this model's params, no other's */
 } ShoalParamsMatch;
 
 /* Copies params from bytes made by shoal_param_store_to_bytes into the
@@ -109,8 +111,9 @@ typedef enum {
  *  - SHOAL_ERROR_SHAPE: a param of both has another shape ("param
  *    fc1/weight is 10x784 in ORIGIN but 20x784 here");
  *  - SHOAL_ERROR_DATA: the bytes are damaged or of another format
- *    version, no name matches, or (BY_NAME_ALL) a param of the store is
- *    missing ("... they are another model's").
+ *    version, no name matches, (BY_NAME_ALL, EXACT) a param of the store
+ *    is missing ("... they are another model's"), or (EXACT) the bytes
+ *    hold params the store has not, named in the message.
  * On failure the store may hold some of the values.  *copied (may be
  * NULL) gets the number of params copied. */
 gboolean shoal_param_store_load_bytes (ShoalParamStore *store, GBytes *bytes, const char *origin,

@@ -372,6 +372,7 @@ check_item (ShoalConf *conf, const char *group, const ShoalOption *opt, ShoalOpt
           }
         return TRUE;
       }
+    case SHOAL_OPT_PATH:
     case SHOAL_OPT_STRING:
       if (opt->choices != NULL)
         {
@@ -425,7 +426,7 @@ check_value (ShoalConf *conf, const char *group, const ShoalOption *opt, const c
     }
   else
     {
-      if (*value == '\0' && opt->type != SHOAL_OPT_STRING)
+      if (*value == '\0' && opt->type != SHOAL_OPT_STRING && opt->type != SHOAL_OPT_PATH)
         {
           shoal_conf_error (conf, error, group, opt->key, "empty value");
           ok = FALSE;
@@ -539,7 +540,7 @@ shoal_conf_check_group (ShoalConf *conf, const char *group, const ShoalOption *c
       char *raw = g_key_file_get_value (conf->keyfile, group, keys[i], NULL);
       ok = check_value (conf, group, opt, raw, error);
       g_free (raw);
-      if (ok && opt->type == SHOAL_OPT_STRING)
+      if (ok && (opt->type == SHOAL_OPT_STRING || opt->type == SHOAL_OPT_PATH))
         ok = check_string (conf, group, keys[i], error);
     }
   g_strfreev (keys);

@@ -108,6 +108,7 @@ shoal_param_store_load_bytes (ShoalParamStore *store, GBytes *blob, const char *
     }
 
   GHashTable *seen = g_hash_table_new (g_str_hash, g_str_equal);
+  GPtrArray *strangers = g_ptr_array_new_with_free_func (g_free);  /* names the store has not */
   int copied = 0;
   gint64 read = 0;
   gboolean ok = TRUE;
@@ -148,6 +149,8 @@ shoal_param_store_load_bytes (ShoalParamStore *store, GBytes *blob, const char *
           g_hash_table_add (seen, prm->name);
           copied++;
         }
+      else if (ok)
+        g_ptr_array_add (strangers, g_strdup (name));
       if (ok)
         {
           r.p += count * sizeof (float);
@@ -157,7 +160,21 @@ shoal_param_store_load_bytes (ShoalParamStore *store, GBytes *blob, const char *
     }
   if (ok && expected >= 0 && read != expected)
     ok = damaged (error, origin, "fewer params than its header says");
-  if (ok && match == SHOAL_PARAMS_BY_NAME_ALL)
+  if (ok && match == SHOAL_PARAMS_EXACT && strangers->len > 0)
+    {
+      /* the first few by name: a conf of fewer layers than the params' model */
+      GString *names = g_string_new (NULL);
+      for (guint i = 0; i < MIN (strangers->len, 4u); i++)
+        g_string_append_printf (names, "%s%s", i > 0 ? ", " : "", (char *) g_ptr_array_index (strangers, i));
+      if (strangers->len > 4)
+        g_string_append_printf (names, " and %u more", strangers->len - 4);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "%s holds %u param%s this net has not (%s): they are another model's", origin,
+                   strangers->len, strangers->len == 1 ? "" : "s", names->str);
+      g_string_free (names, TRUE);
+      ok = FALSE;
+    }
+  if (ok && (match == SHOAL_PARAMS_BY_NAME_ALL || match == SHOAL_PARAMS_EXACT))
     for (guint i = 0; ok && i < store->params->len; i++)
       {
         ShoalParam *prm = g_ptr_array_index (store->params, i);
@@ -176,6 +193,7 @@ shoal_param_store_load_bytes (ShoalParamStore *store, GBytes *blob, const char *
       ok = FALSE;
     }
   g_hash_table_destroy (seen);
+  g_ptr_array_free (strangers, TRUE);
   if (copied_out != NULL)
     *copied_out = copied;
   return ok;

@@ -23,8 +23,8 @@
 #include "data/dataset.h"
 
 static const ShoalOption lmdb_input_options[] = {
-  { "train", SHOAL_OPT_STRING, NULL, SHOAL_UNBOUNDED, NULL, "training dataset directory (shoal import)" },
-  { "test", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL, "test dataset directory; empty: none" },
+  { "train", SHOAL_OPT_PATH, NULL, SHOAL_UNBOUNDED, NULL, "training dataset directory (shoal import)" },
+  { "test", SHOAL_OPT_PATH, "", SHOAL_UNBOUNDED, NULL, "test dataset directory; empty: none" },
   { "batch_size", SHOAL_OPT_INT, NULL, 1, 1 << 24, NULL, "examples per batch (per shard)" },
   { "shuffle", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
     "train in a new random order every epoch" },

@@ -22,7 +22,7 @@
 #include "data/text.h"
 
 static const ShoalOption text_input_options[] = {
-  { "data", SHOAL_OPT_STRING, NULL, SHOAL_UNBOUNDED, NULL,
+  { "data", SHOAL_OPT_PATH, NULL, SHOAL_UNBOUNDED, NULL,
     "directory made by `shoal import text` (train/, val/, vocab.ini)" },
   { "batch_size", SHOAL_OPT_INT, NULL, 1, 1 << 20, NULL, "streams read side by side (per shard)" },
   SHOAL_OPTION_END

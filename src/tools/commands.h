@@ -32,9 +32,11 @@ typedef struct {
   char **overrides;                /* -o, may be NULL */
   const char *output;              /* layer to predict with; NULL: the first loss's scores */
   gboolean probabilities;
+  char **plugins;                  /* --plugin: loaded before the conf, may be NULL */
+  gboolean partial;                /* --partial: params by name, the others ignored */
 } ShoalToolModelArgs;
 /* Adds the options predict and eval share (--from, --data,
- * --label-column, --header, -o) to ctx's main group, filling *a (whose
+ * --label-column, --header, -o, --plugin, --partial) to ctx's main group, filling *a (whose
  * label_column should be set to its default, 0, first); free what they
  * hold with shoal_tool_model_args_clear. */
 void shoal_tool_model_add_options (GOptionContext *ctx, ShoalToolModelArgs *a);

@@ -11,6 +11,8 @@
 #include "tools/commands.h"
 #include "worker/job.h"
 
+#include <shoal/plugin.h>
+
 /* "layer NAME.test=DATA" for the conf's input layer whose type reads a
  * test set from a `test` key (lmdb_input and its kin); NULL with error
  * when there is none. */
@@ -54,6 +56,11 @@ shoal_tool_model_add_options (GOptionContext *ctx, ShoalToolModelArgs *a)
     { "header", 0, 0, G_OPTION_ARG_NONE, &a->skip_header, "CSV data: skip the first line", NULL },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &a->overrides, "set a conf key",
       "SECTION.KEY=VALUE" },
+    { "plugin", 'p', 0, G_OPTION_ARG_FILENAME_ARRAY, &a->plugins,
+      "load a layer plugin first (repeatable; the conf's [job] plugins load too)", "LIB.so" },
+    { "partial", 0, 0, G_OPTION_ARG_NONE, &a->partial,
+      "load the params whose names the net has and ignore the rest (default: the params must be "
+      "exactly the net's, or it is an error naming them)", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -65,12 +72,19 @@ shoal_tool_model_args_clear (ShoalToolModelArgs *a)
   g_clear_pointer (&a->from, g_free);
   g_clear_pointer (&a->data, g_free);
   g_clear_pointer (&a->overrides, g_strfreev);
+  g_clear_pointer (&a->plugins, g_strfreev);
 }
 
 ShoalModel *
 shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, GError **error)
 {
   *tmpdir = NULL;
+  for (int i = 0; a->plugins != NULL && a->plugins[i] != NULL; i++)
+    if (!shoal_plugin_load (a->plugins[i], error))
+      {
+        g_prefix_error (error, "--plugin: ");
+        return NULL;
+      }
   /* the job's plugins and data layers must be known to find the input */
   ShoalJob *job = shoal_job_load (a->conf, (const char *const *) a->overrides, error);
   if (job == NULL)
@@ -107,7 +121,7 @@ shoal_tool_model_open (const ShoalToolModelArgs *a, char **tmpdir, GError **erro
     }
   g_ptr_array_add (all, NULL);
   ShoalModelOptions mopts = { .overrides = (const char *const *) all->pdata, .output = a->output,
-                              .probabilities = a->probabilities };
+                              .probabilities = a->probabilities, .partial = a->partial };
   ShoalModel *m = shoal_model_load (a->conf, a->from, &mopts, error);
   g_ptr_array_free (all, TRUE);
   g_free (imported);

@@ -193,6 +193,58 @@ read_updater (ShoalConf *conf, ShoalUpdaterConf *u, GError **error)
   return ok;
 }
 
+/* `value` (a path relative to the working directory) made absolute; a
+ * new string.  An empty value (no path) stays empty. */
+static char *
+absolute_path (const char *value)
+{
+  return *value == '\0' ? g_strdup ("") : g_canonicalize_filename (value, NULL);
+}
+
+/* Every path of the conf - the layers' SHOAL_OPT_PATH keys (datasets)
+ * and [job] init_from - made absolute in the conf itself, as the plugins
+ * are: the conf as run, which the workspace keeps as job.conf, then names
+ * the same files from any working directory (shoal eval and predict, a
+ * resumed run, another process of the job). */
+static void
+absolute_paths (ShoalJob *job)
+{
+  GKeyFile *kf = shoal_conf_keyfile (job->conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  for (int g = 0; groups[g] != NULL; g++)
+    {
+      char *type = g_str_has_prefix (groups[g], "layer ") ? g_key_file_get_string (kf, groups[g], "type", NULL)
+                                                         : NULL;
+      const ShoalLayerOps *ops = type != NULL ? shoal_layer_lookup (type) : NULL;
+      g_free (type);
+      for (const ShoalOption *o = ops != NULL ? ops->options : NULL; o != NULL && o->key != NULL; o++)
+        {
+          char *value = o->type == SHOAL_OPT_PATH ? g_key_file_get_string (kf, groups[g], o->key, NULL) : NULL;
+          if (value != NULL && !g_path_is_absolute (value) && *value != '\0')
+            {
+              char *abs = absolute_path (value);
+              g_key_file_set_string (kf, groups[g], o->key, abs);
+              g_free (abs);
+            }
+          g_free (value);
+        }
+    }
+  g_strfreev (groups);
+  if (job->init_from != NULL && job->init_from[0] != NULL)
+    {
+      for (int i = 0; job->init_from[i] != NULL; i++)
+        {
+          char *abs = absolute_path (job->init_from[i]);
+          g_free (job->init_from[i]);
+          job->init_from[i] = abs;
+        }
+      /* the conf's list syntax ("a, b") */
+      char *joined = g_strjoinv (", ", job->init_from);
+      g_key_file_set_string (kf, "job", "init_from", joined);
+      g_free (joined);
+    }
+}
+
 /* Loads the [job] plugins and `extra` ones (NULL-terminated, may be
  * NULL), and writes the full list back with paths made absolute, so that
  * the conf as run (what every process of the job loads) names the same
@@ -351,6 +403,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   g_free (precision);
 
   gboolean ok = read_memory_limit (job, error) && load_plugins (job, NULL, error);
+  if (ok)
+    absolute_paths (job);
   if (!ok)
     ;
   else if (job->train_steps > 0 && job->epochs > 0)

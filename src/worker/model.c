@@ -113,7 +113,8 @@ shoal_model_load (const char *conf_path, const char *params_from, const ShoalMod
   if (bytes == NULL)
     goto fail;
   gboolean ok = shoal_param_store_load_bytes (shoal_net_params (m->net), bytes, params_from,
-                                              SHOAL_PARAMS_BY_NAME_ALL, NULL, error);
+                                              opts->partial ? SHOAL_PARAMS_BY_NAME_ANY : SHOAL_PARAMS_EXACT,
+                                              NULL, error);
   g_bytes_unref (bytes);
   if (!ok)
     goto fail;

@@ -89,6 +89,18 @@ echo "feature split: final test loss $split_loss, one worker $single_loss"
 acc=$(sed -n 's/^test accuracy: //p' "$tmp/eval.out")
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.80) }' || { cat "$tmp/eval.out"; fail "shoal eval: accuracy '$acc' below 0.80"; }
 echo "shoal eval of the swish model: test accuracy $acc"
+# a conf that does not name the plugin: eval and predict take --plugin
+grep -v '^plugins=' "$tmp/single/job.conf" >"$tmp/noplugins.conf"
+if "$BUILD/shoal" eval "$tmp/noplugins.conf" --from "$tmp/single" >/dev/null 2>"$tmp/eval-np.err"; then
+  fail "shoal eval of a swish model without its plugin succeeded"
+fi
+grep -q "unknown layer type 'swish'" "$tmp/eval-np.err" || { cat "$tmp/eval-np.err"; fail "eval without the plugin: message"; }
+"$BUILD/shoal" eval "$tmp/noplugins.conf" --from "$tmp/single" --plugin "$plugins/libswish.so" >"$tmp/eval-p.out" \
+  || fail "shoal eval --plugin"
+grep -qx "test accuracy: $acc" "$tmp/eval-p.out" || { cat "$tmp/eval-p.out"; fail "eval --plugin: another accuracy"; }
+"$BUILD/shoal" predict "$tmp/noplugins.conf" --from "$tmp/single" --plugin "$plugins/libswish.so" \
+  --out "$tmp/pred-p.csv" >/dev/null || fail "shoal predict --plugin"
+echo "eval and predict --plugin: ok"
 
 # ---- bad plugins --------------------------------------------------------------
 bad=$tmp/bad

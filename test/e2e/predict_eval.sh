@@ -74,4 +74,22 @@ expect_error "shoal predict: --top-k must be 1 to 1000, got 0" \
 expect_error "shoal predict: expected JOB.conf and --from WORKSPACE" "$build/shoal" predict "$dir/ws/job.conf"
 mkdir "$dir/empty"
 expect_error "shoal eval: $dir/empty/checkpoint/rank-0: no checkpoint here" "$build/shoal" eval "$dir/ws/job.conf" --from "$dir/empty"
+
+# the workspace travels: from another folder its job.conf names the same
+# data (the conf as run holds the dataset paths made absolute)
+grep -q "^train=/" "$dir/ws/job.conf" || { cat "$dir/ws/job.conf"; fail "job.conf keeps a relative dataset path"; }
+build_abs=$(cd "$build" && pwd)
+(cd "$dir/empty" && "$build_abs/shoal" eval ../ws/job.conf --from ../ws) >"$dir/away.out" \
+  || fail "eval of the workspace from another folder"
+grep -qx "test accuracy: $acc" "$dir/away.out" || fail "eval from another folder: another accuracy"
+
+# another model's conf: the params hold layers this net has not, named;
+# --partial loads by name what both have and says nothing of the rest
+sed -e '/^\[layer fc2\]/,/^$/d' -e '/^\[layer relu2\]/,/^$/d' -e 's/^src = relu2$/src = relu1/' \
+  examples/fashion-mnist/mlp.conf >"$dir/short.conf"
+expect_error "shoal eval: $dir/ws holds 2 params this net has not (fc2/weight, fc2/bias): they are another model's" \
+  "$build/shoal" eval "$dir/short.conf" -o 'layer fc1.num_output=64' --from "$dir/ws"
+"$build/shoal" eval "$dir/short.conf" -o 'layer fc1.num_output=64' --from "$dir/ws" --partial >"$dir/partial.out" \
+  || fail "eval --partial"
+grep -q "^test accuracy: " "$dir/partial.out" || fail "eval --partial printed no accuracy"
 echo "predict and eval ok (accuracy $acc, loss $loss)"
