@@ -139,6 +139,7 @@ net_calls (void)
   EXPECT_CRITICAL (!shoal_net_load_state (net, NULL, NULL));
   GBytes *junk = g_bytes_new_static ("junk", 4);
   EXPECT_CODE (!shoal_net_load_state (net, junk, error), SHOAL_ERROR_DATA);
+  g_bytes_unref (junk);
   EXPECT_CRITICAL_VOID (shoal_net_log_summary (NULL));
   EXPECT_CRITICAL (!shoal_net_save_params (NULL, "p", NULL));
   EXPECT_CRITICAL (!shoal_net_save_params (net, NULL, NULL));
@@ -274,6 +275,7 @@ param_calls (void)
   EXPECT_CRITICAL (!shoal_param_store_load_bytes (store, NULL, "j", SHOAL_PARAMS_BY_NAME_ANY, NULL, NULL));
   EXPECT_CODE (!shoal_param_store_load_bytes (store, junk, "j", SHOAL_PARAMS_BY_NAME_ANY, NULL, error),
                SHOAL_ERROR_DATA);
+  g_bytes_unref (junk);
 
   ShoalUpdaterConf uc;
   shoal_updater_conf_defaults (&uc, SHOAL_UPDATER_SGD);
