@@ -4,9 +4,9 @@
 # and the CNN, batch 64 either way:
 #   1x2        one worker, job.threads = 2 (2 BLAS threads)
 #   2x1 batch  a group of 2 workers, job.threads = 2 (1 BLAS thread each),
-#              every layer split by batch (partition_dim 0, the default)
-#   2x1 auto   the same group, partition_dim = auto (dense layers whose
-#              weights outweigh their inputs by feature)
+#              every layer split by batch (partition_dim 0)
+#   2x1 auto   the same group, partition_dim = auto, the default (dense
+#              layers whose weights outweigh their inputs by feature)
 #   2x1 t=0 / t=4   the auto group with job.threads unset and 4 (on a
 #              2-core machine 4 is clamped to 2, with a warning): every
 #              job.threads setting should run as fast as the best

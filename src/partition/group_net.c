@@ -17,7 +17,7 @@
 #include "partition/group_priv.h"
 
 const ShoalOption shoal_partition_options[] = {
-  { "partition_dim", SHOAL_OPT_STRING, "0", SHOAL_UNBOUNDED, "0|1|-1|auto",
+  { "partition_dim", SHOAL_OPT_STRING, "auto", SHOAL_UNBOUNDED, "0|1|-1|auto",
     "default partition dim of the layers of a worker group's net: 0 batch, 1 feature, "
     "-1 whole on the group's worker 0, auto = by feature where a layer's weights outweigh twice "
     "its batch of inputs (and the element-wise layers after it), else by batch, for a group in "

@@ -545,7 +545,7 @@ accept_other_keys (const char *key, gpointer user_data)
 static gboolean
 net_default_dim (ShoalConf *conf, int *dim, GError **error)
 {
-  *dim = 0;
+  *dim = SHOAL_PLAN_DIM_AUTO;   /* the default: the fastest correct split (docs/PARTITIONING.md) */
   if (!g_key_file_has_group (shoal_conf_keyfile (conf), "cluster"))
     return TRUE;
   const ShoalOption *const tables[] = { shoal_partition_options, NULL };
