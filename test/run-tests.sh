@@ -59,11 +59,12 @@ sanitize=$(cat "$build/sanitize" 2>/dev/null || true)
 export SHOAL_SANITIZE=$sanitize
 if [ -n "$sanitize" ]; then
   # allocator_may_return_null: a huge allocation returns NULL as glibc's
-  # does, so out-of-memory paths (test_oom) run as in a plain build
+  # does, so out-of-memory paths (test_oom, test_preconditions) run as in
+  # a plain build, under ASan and TSan alike
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:detect_stack_use_after_return=1:allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
   export LSAN_OPTIONS="print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
   export G_SLICE=always-malloc G_DEBUG=gc-friendly
 fi
 elapsed() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%d' $((ms / 1000)) $(((ms % 1000) / 100)); }
