@@ -10,14 +10,18 @@
 
 extern const ShoalDeviceBackend shoal_cuda_backend;
 
-#define GPU_LAYERS(X) X (accuracy) X (batchnorm) X (concat) X (conv) X (dense) X (dropout) \
-  X (euclidean_loss) X (feed) X (lmdb_input) X (lrn) X (pooling) X (relu) X (sigmoid) \
-  X (softmax_loss) X (split) X (stanh) X (tanh) \
-  X (embedding) X (gru) X (lstm) X (text_input) X (rbm_visible) X (rbm_hidden) X (rbm_free_energy) \
-  X (sigmoid_cross_entropy_loss)
+/* The GPU paths: every type layers/layer_list.h lists with SHOAL_LAYER
+ * (its SHOAL_LAYER_CPU_ONLY types say why they have none), and the three
+ * types outside that list: split (the net inserts it) and the data
+ * layers lmdb_input and text_input (src/data registers their ops). */
+#define OFF_LIST_GPU_LAYERS(X) X (split) X (lmdb_input) X (text_input)
+#define SHOAL_LAYER_CPU_ONLY(type, why)
 
 #define DECLARE(type) extern const ShoalLayerGpuOps shoal_layer_##type##_gpu;
-GPU_LAYERS (DECLARE)
+#define SHOAL_LAYER(type) DECLARE (type)
+#include "layers/layer_list.h"
+#undef SHOAL_LAYER
+OFF_LIST_GPU_LAYERS (DECLARE)
 #undef DECLARE
 
 void shoal_gpu_register (void);
@@ -31,7 +35,10 @@ shoal_gpu_register (void)
     return;
   shoal_device_register_backend (&shoal_cuda_backend);
 #define REGISTER(type) shoal_layer_register_gpu (#type, &shoal_layer_##type##_gpu);
-  GPU_LAYERS (REGISTER)
+#define SHOAL_LAYER(type) REGISTER (type)
+#include "layers/layer_list.h"
+#undef SHOAL_LAYER
+  OFF_LIST_GPU_LAYERS (REGISTER)
 #undef REGISTER
   g_once_init_leave (&done, 1);
 }

@@ -430,6 +430,7 @@ shoal_layer_device (const ShoalLayer *layer)
 
 /* ---- registry ---------------------------------------------------------- */
 
+#define SHOAL_LAYER_CPU_ONLY(type, why) SHOAL_LAYER (type)
 #define SHOAL_LAYER(type) extern const ShoalLayerOps shoal_layer_##type##_ops;
 #include "layers/layer_list.h"
 #undef SHOAL_LAYER
@@ -439,6 +440,7 @@ static const ShoalLayerOps *const builtin_layers[] = {
 #include "layers/layer_list.h"
 };
 #undef SHOAL_LAYER
+#undef SHOAL_LAYER_CPU_ONLY
 
 /* The split layer is inserted by the net itself; confs cannot name it. */
 extern const ShoalLayerOps shoal_layer_split_ops;
