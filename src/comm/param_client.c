@@ -272,17 +272,23 @@ shoal_param_client_set_frequency (ShoalParamClient *c, int n_push, int n_fetch)
   c->n_fetch = n_fetch;
 }
 
+gboolean
+shoal_param_client_due (ShoalUpdateMode mode, int every, gint64 step)
+{
+  return mode == SHOAL_UPDATE_SYNC || every <= 1 || (step + 1) % every == 0;
+}
+
 /* Whether step's gradients go out now, and whether values come back. */
 static gboolean
 pushes_at (const ShoalParamClient *c, gint64 step)
 {
-  return (step + 1) % c->n_push == 0;
+  return shoal_param_client_due (c->mode, c->n_push, step);
 }
 
 static gboolean
 fetches_at (const ShoalParamClient *c, gint64 step)
 {
-  return (step + 1) % c->n_fetch == 0;
+  return shoal_param_client_due (c->mode, c->n_fetch, step);
 }
 
 /* Pushes the slice's gradient from the store and pulls its values into

@@ -47,6 +47,11 @@ void shoal_param_client_route_remote (ShoalParamClient *client, int slice,
  * n_fetch steps; in between the worker keeps computing on the params it
  * has.  Default 1 and 1. */
 void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int n_fetch);
+/* The frequency rule itself, for the client and the virtual clock alike
+ * (worker/emulator.c): whether 0-based `step` pushes its gradients
+ * (every = n_push) or fetches values (every = n_fetch): at the end of
+ * every `every`-th step, and every step in a synchronous mode. */
+gboolean shoal_param_client_due (ShoalUpdateMode mode, int every, gint64 step);
 /* The unit this client pushes for, sent with every push so that an SSP
  * server counts its steps (ShoalPushOrigin.unit); -1 (default): none. */
 void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
