@@ -1,36 +1,16 @@
-/* The layer contract, inside shoal (the public contract, with the
- * accessors plugins use, is shoal/layer.h; built-in layers read the
- * struct below directly).
+/* The layer contract, inside shoal.  The contract itself - setup,
+ * forward, backward (param gradients ADDED to, source gradients
+ * WRITTEN), loss and metric layers, labels - is written once, at the top
+ * of the public shoal/layer.h; built-in layers keep it reading the struct
+ * below directly, where plugins use the accessors: layer->out for
+ * shoal_layer_out, layer->grad for shoal_layer_grad, srcs[i]->out and
+ * src_grad[i] for shoal_layer_src_out and _src_grad, loss_weight /
+ * shoal_layer_loss_rows for shoal_layer_loss_scale.
  *
- * A layer type is one file in src/layers exporting one const ShoalLayerOps
- * (named shoal_layer_<type>_ops) listed in src/layers/layer_list.h.  The
- * net calls, per layer, in topological order:
- *
- *   setup     read options (shoal_layer_opt_*), check the sources' shapes,
- *             set layer->out.shape (batch first), declare params with
- *             shoal_layer_declare_param, allocate private buffers.
- *             Failures return FALSE with a GError made by shoal_layer_error.
- *             The net then allocates out (unless setup bound it to a view)
- *             and, where some upstream layer has params, grad.
- *   forward   computes out from srcs[i]->out.  The batch may be smaller
- *             than at set-up (last test batch): read the rows from
- *             shoal_tensor_rows (&srcs[0]->out); the net has already set
- *             out's rows to the same (unless SHOAL_LAYER_OWN_ROWS).
- *   backward  reads layer->grad (d loss / d out) and
- *             - ADDS (+=) into each param's grad (so gradients accumulate
- *               over micro-batches and workers), and
- *             - WRITES (=, not +=) d loss / d srcs[i]->out into
- *               *layer->src_grad[i], skipping sources whose src_grad[i] is
- *               NULL (they need no gradient, e.g. the input layer).
- *             Fan-out is handled by the split layer the net inserts, so a
- *             src_grad is written by exactly one consumer.
- *
- * Loss layers (SHOAL_LAYER_LOSS) have a 1-element out holding the mean loss
- * of the batch; their backward ignores layer->grad and seeds the gradient,
- * scaled by loss_weight / loss_norm.  Metric layers (SHOAL_LAYER_METRIC,
- * e.g. accuracy) have a 1-element out reported with the loss.
- * Per-row labels travel in `label` (shape: rows), made by input layers and
- * passed through by layers that keep rows (split, slice, bridge).
+ * A built-in type is one file in src/layers exporting one const
+ * ShoalLayerOps (named shoal_layer_<type>_ops) listed in
+ * src/layers/layer_list.h.  Labels pass through the layers that keep rows
+ * (split, slice, bridge).
  *
  * GPU path (shoal_layer_gpu_ops: ops->gpu or a registered one; NULL = none).  On a net built for a GPU
  * (ShoalNetOptions.device) the net runs ops->setup as on the CPU (shapes,
