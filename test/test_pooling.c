@@ -244,6 +244,21 @@ test_output_size (void)
   g_assert_cmpint (out_dim ("1,1,6,9", "kernel_h = 2\nkernel_w = 3", 3), ==, 3);
 }
 
+/* A 1x1x6x6 feed (with a gradient) pooled with `keys`. */
+static ShoalNet *
+plane_net (const char *keys, ShoalConf **conf)
+{
+  char *text = g_strdup_printf ("[layer in]\ntype = feed\nshape = 1,1,6,6\nneed_grad = true\n"
+                                "[layer pool]\ntype = pooling\nsrc = in\n%s\n", keys);
+  GError *error = NULL;
+  *conf = shoal_conf_load_data (text, "test", &error);
+  g_assert_no_error (error);
+  ShoalNet *net = shoal_net_new (*conf, NULL, &error);
+  g_assert_no_error (error);
+  g_free (text);
+  return net;
+}
+
 /* Equal values: the gradient goes to the first pixel of each window. */
 static void
 test_max_ties (void)
@@ -251,13 +266,8 @@ test_max_ties (void)
   const char *keys[] = { "kernel = 2", "kernel = 3\nstride = 3" };
   for (gsize k = 0; k < G_N_ELEMENTS (keys); k++)
     {
-      char *text = g_strdup_printf ("[layer in]\ntype = feed\nshape = 1,1,6,6\nneed_grad = true\n"
-                                    "[layer pool]\ntype = pooling\nsrc = in\n%s\n", keys[k]);
-      GError *error = NULL;
-      ShoalConf *conf = shoal_conf_load_data (text, "test", &error);
-      g_assert_no_error (error);
-      ShoalNet *net = shoal_net_new (conf, NULL, &error);
-      g_assert_no_error (error);
+      ShoalConf *conf;
+      ShoalNet *net = plane_net (keys[k], &conf);
       ShoalLayer *in = shoal_net_find (net, "in"), *pool = shoal_net_find (net, "pool");
       shoal_tensor_fill (&in->out, 1.5f);
       shoal_net_forward (net, SHOAL_PHASE_TRAIN);
@@ -269,7 +279,6 @@ test_max_ties (void)
           g_assert_cmpfloat (in->grad.data[h * 6 + w], ==, (h % win == 0 && w % win == 0) ? 1.0f : 0.0f);
       shoal_net_free (net);
       shoal_conf_free (conf);
-      g_free (text);
     }
 }
 
@@ -284,13 +293,8 @@ test_max_nan (void)
   const int strides[] = { 2, 1, 3 };
   for (gsize k = 0; k < G_N_ELEMENTS (keys); k++)
     {
-      char *text = g_strdup_printf ("[layer in]\ntype = feed\nshape = 1,1,6,6\n"
-                                    "[layer pool]\ntype = pooling\nsrc = in\n%s\n", keys[k]);
-      GError *error = NULL;
-      ShoalConf *conf = shoal_conf_load_data (text, "test", &error);
-      g_assert_no_error (error);
-      ShoalNet *net = shoal_net_new (conf, NULL, &error);
-      g_assert_no_error (error);
+      ShoalConf *conf;
+      ShoalNet *net = plane_net (keys[k], &conf);
       ShoalLayer *in = shoal_net_find (net, "in"), *pool = shoal_net_find (net, "pool");
       for (int i = 0; i < 36; i++)
         in->out.data[i] = (float) i;
@@ -310,7 +314,6 @@ test_max_nan (void)
       g_assert_cmpint (nans, ==, s == 1 ? 2 : 1);
       shoal_net_free (net);
       shoal_conf_free (conf);
-      g_free (text);
     }
 }
 

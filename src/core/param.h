@@ -115,6 +115,9 @@ void shoal_param_store_place_statistics (ShoalParamStore *store);
 guint shoal_param_store_n_statistics (const ShoalParamStore *store);
 /* The statistics alone by name (shoal_param_store_to_bytes' format). */
 GBytes *shoal_param_store_statistics_to_bytes (const ShoalParamStore *store);
+/* The bytes of a params file (shoal_net_save_params's), a new GBytes, or
+ * NULL with SHOAL_ERROR_IO and the system's reason. */
+GBytes *shoal_param_file_read (const char *path, GError **error);
 /* Copies every statistic of the store from such bytes; FALSE with
  * SHOAL_ERROR_DATA (naming `origin`) when one is missing or damaged. */
 gboolean shoal_param_store_load_statistics (ShoalParamStore *store, GBytes *bytes, const char *origin,

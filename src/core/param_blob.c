@@ -47,6 +47,21 @@ to_bytes (const ShoalParamStore *store, gboolean statistics_only)
 }
 
 GBytes *
+shoal_param_file_read (const char *path, GError **error)
+{
+  char *data = NULL;
+  gsize len = 0;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &data, &len, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  return g_bytes_new_take (data, len);
+}
+
+GBytes *
 shoal_param_store_to_bytes (const ShoalParamStore *store)
 {
   g_return_val_if_fail (store != NULL, NULL);

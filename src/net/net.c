@@ -993,16 +993,9 @@ gboolean
 shoal_net_load_params (ShoalNet *net, const char *path, ShoalParamsMatch match, GError **error)
 {
   g_return_val_if_fail (net != NULL && path != NULL, FALSE);
-  char *data = NULL;
-  gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &data, &len, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return FALSE;
-    }
-  GBytes *bytes = g_bytes_new_take (data, len);
+  GBytes *bytes = shoal_param_file_read (path, error);
+  if (bytes == NULL)
+    return FALSE;
   gboolean ok = shoal_param_store_load_bytes (net->store, bytes, path, match, NULL, error);
   g_bytes_unref (bytes);
   return ok;

@@ -120,7 +120,7 @@ shoal_cmd_sample (int argc, char **argv)
   double temperature = 1.0;
   gint64 seed = 1;
   GOptionEntry entries[] = {
-    { "from", 'f', 0, G_OPTION_ARG_FILENAME, &from, "workspace of the trained job (its checkpoint's params)",
+    { "from", 'f', 0, G_OPTION_ARG_FILENAME, &from, "workspace of the trained job (its checkpoint's params), or a params file",
       "WORKSPACE" },
     { "prime", 'p', 0, G_OPTION_ARG_STRING, &prime, "text to start from (default: a newline)", "TEXT" },
     { "length", 'n', 0, G_OPTION_ARG_INT, &length, "bytes to generate (default 200)", "N" },

@@ -24,31 +24,6 @@ struct _ShoalModel {
   size_t in_size, out_size;
 };
 
-/* The bytes of params_from: a workspace's newest checkpointed params, or
- * a file. */
-static GBytes *
-read_params (const char *params_from, GError **error)
-{
-  if (g_file_test (params_from, G_FILE_TEST_IS_DIR))
-    return shoal_workspace_params (params_from, NULL, error);
-  if (!g_file_test (params_from, G_FILE_TEST_EXISTS))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: no such workspace or params file",
-                   params_from);
-      return NULL;
-    }
-  char *data = NULL;
-  gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (params_from, &data, &len, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  return g_bytes_new_take (data, len);
-}
-
 /* The layer whose output is the prediction: named, or the scores (first
  * source) of the first loss layer. */
 static ShoalLayer *
@@ -109,7 +84,7 @@ shoal_model_load (const char *conf_path, const char *params_from, const ShoalMod
   if ((m->output = find_output (m, opts->output, error)) == NULL)
     goto fail;
 
-  GBytes *bytes = read_params (params_from, error);
+  GBytes *bytes = shoal_workspace_params_from (params_from, error);
   if (bytes == NULL)
     goto fail;
   gboolean ok = shoal_param_store_load_bytes (shoal_net_params (m->net), bytes, params_from,

@@ -177,26 +177,6 @@ copy_entry (ShoalParamStore *store, ShoalConf *conf, Target *t, const Entry *e, 
   return TRUE;
 }
 
-/* The params of a workspace (its newest checkpoint), or of a file of
- * params (shoal_net_save_params's, or written by another program in the
- * layout shoal/param.h gives). */
-static GBytes *
-params_of (const char *from, GError **error)
-{
-  if (!g_file_test (from, G_FILE_TEST_IS_REGULAR))
-    return shoal_workspace_params (from, NULL, error);
-  char *data = NULL;
-  gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (from, &data, &len, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  return g_bytes_new_take (data, len);
-}
-
 gboolean
 shoal_named_params_init (ShoalParamStore *store, ShoalConf *conf, const char *const *workspaces,
                          int *copied, GError **error)
@@ -222,7 +202,7 @@ shoal_named_params_init (ShoalParamStore *store, ShoalConf *conf, const char *co
     {
       const char *ws = workspaces[w];
       GError *local = NULL;
-      GBytes *blob = params_of (ws, &local);
+      GBytes *blob = shoal_workspace_params_from (ws, &local);
       if (blob == NULL)
         {
           init_error (conf, NULL, error, "%s", local->message);

@@ -2,6 +2,7 @@
 #include "worker/workspace.h"
 
 #include "core/error.h"
+#include "core/param.h"
 #include "data/checkpoint.h"
 
 char *
@@ -32,4 +33,17 @@ shoal_workspace_params (const char *workspace, gint64 *step, GError **error)
   if (blob != NULL && step != NULL)
     *step = steps[0];
   return blob;
+}
+
+GBytes *
+shoal_workspace_params_from (const char *from, GError **error)
+{
+  if (g_file_test (from, G_FILE_TEST_IS_DIR))
+    return shoal_workspace_params (from, NULL, error);
+  if (!g_file_test (from, G_FILE_TEST_EXISTS))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: no such workspace or params file", from);
+      return NULL;
+    }
+  return shoal_param_file_read (from, error);
 }

@@ -16,6 +16,10 @@ char *shoal_checkpoint_dir (const char *workspace, int rank);
  * a new GBytes, and its step in *step (may be NULL).  NULL with an error
  * naming the workspace when it has no checkpoint or no params. */
 GBytes *shoal_workspace_params (const char *workspace, gint64 *step, GError **error);
+/* Params from a workspace (its newest, as above) or from a params file
+ * (the layout of shoal/param.h): what --from, shoal_model_load and
+ * [job] init_from take.  NULL with SHOAL_ERROR_IO when it is neither. */
+GBytes *shoal_workspace_params_from (const char *from, GError **error);
 
 G_END_DECLS
 

@@ -54,4 +54,4 @@ grep -q "shoal sample: --prime: byte 0x01 ('?') is not in the vocabulary of $dir
 status=0
 sample --prime 'x' --from "$dir/none" 2>"$dir/err" >/dev/null || status=$?
 [ "$status" -eq 1 ]
-grep -q "shoal sample: $dir/none/checkpoint/rank-0: no checkpoint here" "$dir/err" || { cat "$dir/err"; exit 1; }
+grep -q "shoal sample: $dir/none: no such workspace or params file" "$dir/err" || { cat "$dir/err"; exit 1; }
