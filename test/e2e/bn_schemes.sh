@@ -57,7 +57,10 @@ near () {  # NAME ACC: within 0.03 of the one-process run
 }
 
 one=$(run one)
-feature=(-o 'layer fc1.partition_dim=1' -o 'layer bn1.partition_dim=1' -o 'layer relu1.partition_dim=1')
+# (the other layers by batch in both groups: a spread group splits by batch
+# only, and the in-process group's default, auto, would split fc2 by feature)
+feature=(-o 'layer fc1.partition_dim=1' -o 'layer bn1.partition_dim=1' -o 'layer relu1.partition_dim=1'
+         -o cluster.partition_dim=0)
 for scheme in sandblaster allreduce downpour hogwild; do
   acc=$(run "$scheme" --topology "conf/$scheme.conf")
   near "$scheme" "$acc"

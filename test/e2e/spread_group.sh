@@ -27,7 +27,7 @@ final () {  # the last test line of a workspace: "loss accuracy"
 mlp=(examples/fashion-mnist/mlp.conf -o job.epochs=0 -o job.train_steps=30 -o job.test_freq=0
      -o job.disp_freq=10 -o 'layer data.shuffle=false' -o 'layer fc1.num_output=128'
      -o 'layer fc2.num_output=128' -o 'layer data.batch_size=64' -q)
-split=(-o 'layer fc1.partition_dim=1' -o 'layer relu1.partition_dim=1')
+split=(-o 'layer fc1.partition_dim=1' -o 'layer relu1.partition_dim=1' -o cluster.partition_dim=0)
 
 run () {  # name conf-and-options...
   local name=$1
