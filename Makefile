@@ -369,7 +369,8 @@ clean:
 # `make SANITIZE=thread test-threads`: the tests that start threads, under
 # TSan.  GLib's GMutex/GCond are futexes TSan cannot see;
 # test/sanitizers/tsan_glib.c tells TSan about every lock, unlock, wait and
-# queue hand-over made from shoal's code (no suppressions needed).
+# queue hand-over made from shoal's code; the one suppression
+# (test/sanitizers/tsan.supp) is OpenBLAS's own thread pool.
 # The suite is chosen by a mark in each file, not by a list here: a test
 # file that starts threads says "marks: threads" on a line of its own
 # (C: the /* marks: threads ... */ line at its top; e2e: "# marks: threads").

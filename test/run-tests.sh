@@ -64,7 +64,9 @@ if [ -n "$sanitize" ]; then
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:detect_stack_use_after_return=1:allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
   export LSAN_OPTIONS="print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  # suppressions: OpenBLAS's own thread hand-overs, which TSan cannot see
+  # (test/sanitizers/tsan.supp says why; shoal's locks need none)
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$(cd "$(dirname "$0")" && pwd)/sanitizers/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
   export G_SLICE=always-malloc G_DEBUG=gc-friendly
 fi
 elapsed() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%d' $((ms / 1000)) $(((ms % 1000) / 100)); }
