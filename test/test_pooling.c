@@ -114,6 +114,19 @@ assert_close (const char *what, const float *got, const double *want, size_t n)
       }
 }
 
+/* The net of `text` (taken: freed here) and its conf. */
+static ShoalNet *
+net_of_text (char *text, ShoalConf **conf)
+{
+  GError *error = NULL;
+  *conf = shoal_conf_load_data (text, "test", &error);
+  g_assert_no_error (error);
+  ShoalNet *net = shoal_net_new (*conf, NULL, &error);
+  g_assert_no_error (error);
+  g_free (text);
+  return net;
+}
+
 static ShoalNet *
 build (const Geometry *g, ShoalConf **conf)
 {
@@ -123,13 +136,7 @@ build (const Geometry *g, ShoalConf **conf)
     "stride_h = %d\nstride_w = %d\npad_h = %d\npad_w = %d\nceil_mode = %s\nexclude_pad = %s\n",
     g->n, g->c, g->h, g->w, g->avg ? "avg" : "max", g->kh, g->kw, g->sh, g->sw, g->ph, g->pw,
     g->ceil_mode ? "true" : "false", g->exclude_pad ? "true" : "false");
-  GError *error = NULL;
-  *conf = shoal_conf_load_data (text, "test", &error);
-  g_assert_no_error (error);
-  ShoalNet *net = shoal_net_new (*conf, NULL, &error);
-  g_assert_no_error (error);
-  g_free (text);
-  return net;
+  return net_of_text (text, conf);
 }
 
 /* Forward and backward on each number of rows in turn, same net. */
@@ -250,13 +257,7 @@ plane_net (const char *keys, ShoalConf **conf)
 {
   char *text = g_strdup_printf ("[layer in]\ntype = feed\nshape = 1,1,6,6\nneed_grad = true\n"
                                 "[layer pool]\ntype = pooling\nsrc = in\n%s\n", keys);
-  GError *error = NULL;
-  *conf = shoal_conf_load_data (text, "test", &error);
-  g_assert_no_error (error);
-  ShoalNet *net = shoal_net_new (*conf, NULL, &error);
-  g_assert_no_error (error);
-  g_free (text);
-  return net;
+  return net_of_text (text, conf);
 }
 
 /* Equal values: the gradient goes to the first pixel of each window. */
