@@ -325,9 +325,13 @@ $(DATA)/fashion-mnist/.done: $(BUILD)/shoal
 	touch $@
 
 ifdef SANITIZE
-# The example confs read build/data: the plain build imports it.
+# The example confs read build/data: the plain build imports it, and the
+# sanitizer build's data folder is a link to it (the e2e scripts that
+# read BUILD/data: python_dataset, memory_budget, ulimit_*, ...).
 data:
 	@$(MAKE) --no-print-directory SANITIZE= BUILD=build data
+	@mkdir -p $(BUILD)
+	@[ -e $(BUILD)/data ] || ln -sfn $(abspath build/data) $(BUILD)/data
 else
 data: $(DATA)/fashion-mnist/.done
 endif
