@@ -32,6 +32,15 @@ G_BEGIN_DECLS
 
 typedef struct _ShoalParamClient ShoalParamClient;
 
+/* The asynchronous schemes' rule ([cluster] n_push, n_fetch; 1 and 1 in
+ * SYNC): step's gradients go out when shoal_push_due, summed over the
+ * steps since the last push and sent as their mean (shoal_push_mean, so
+ * lr means the same), and values come back when shoal_fetch_due.  The
+ * client keeps it; the virtual clock (worker/emulator.c) asks it. */
+gboolean shoal_push_due (int n_push, gint64 step);
+gboolean shoal_fetch_due (int n_fetch, gint64 step);
+void shoal_push_mean (float *grads, size_t n, int n_push);
+
 /* A client for the worker whose params are `store` (borrowed; must
  * outlive the client), over `nslices` slices (shoal_slice_range).
  * Route every slice, then start.  It needs no buffer the size of the

@@ -27,6 +27,7 @@
 #include "cluster/layout.h"
 #include "core/error.h"
 #include "core/param.h"
+#include "comm/param_client.h"
 #include "partition/partition.h"
 #include "rpc/link_limit.h"
 #include "server/server.h"
@@ -71,12 +72,9 @@ typedef struct {
   gint64 next_test;
   gint64 steps_done, steps_skipped, samples_seen;
 
-  /* the train line's window */
-  double w_loss, w_acc, w_compute, w_wait;
-  gint64 w_samples, w_start;
-  int w_steps;
+  ShoalTrainWindow win;      /* the train line's window (virtual seconds) */
+  gint64 w_start;
   double train_seconds;      /* virtual, the whole run */
-  gboolean has_accuracy;     /* the net reports an accuracy */
   double test_loss, test_accuracy;
 } Unit;
 
@@ -176,44 +174,30 @@ fail (Emu *e, GError *error)
     g_error_free (error);
 }
 
-static gboolean
-fetches_at (const ShoalClusterConf *c, ShoalUpdateMode mode, gint64 step)
+/* The param client's rule (comm/param_client.h); n_push and n_fetch are
+ * 1 in SYNC, as the runner sets them only for the asynchronous schemes. */
+static int
+n_push (Emu *e)
 {
-  return mode == SHOAL_UPDATE_SYNC || (step + 1) % c->n_fetch == 0;
+  return e->layout->mode == SHOAL_UPDATE_ASYNC ? e->layout->conf.n_push : 1;
 }
 
-static gboolean
-pushes_at (const ShoalClusterConf *c, ShoalUpdateMode mode, gint64 step)
+static int
+n_fetch (Emu *e)
 {
-  return mode == SHOAL_UPDATE_SYNC || (step + 1) % c->n_push == 0;
+  return e->layout->mode == SHOAL_UPDATE_ASYNC ? e->layout->conf.n_fetch : 1;
 }
 
 /* ---- metrics ---------------------------------------------------------------- */
 
-static double
-accuracy_of (const ShoalMetric *m, guint n)
-{
-  for (guint i = 0; i < n; i++)
-    if (!m[i].is_loss)
-      return m[i].value;
-  return -1;
-}
-
 static void
 run_test (Emu *e, Unit *u, gint64 step)
 {
-  ShoalEvalResult r = shoal_worker_evaluate (u->net, e->job->test_steps);
+  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
+  ShoalEvalResult r = shoal_worker_test (u->net, e->job, e->metrics, !e->opts->quiet, u->group, u->first_worker,
+                                         step, u->samples_seen);
   u->test_loss = r.loss;
   u->test_accuracy = r.accuracy;
-  if (!e->opts->quiet)
-    g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f accuracy %.4f (%" G_GINT64_FORMAT
-               " samples) at virtual %.3f s", u->group, u->first_worker, step, r.loss, MAX (r.accuracy, 0.0),
-               r.samples, vseconds (e->now));
-  ShoalMetricsRecord rec = { .step = step, .group = u->group, .worker = u->first_worker, .phase = "test",
-                             .loss = r.loss, .accuracy = r.accuracy, .samples_per_sec = -1,
-                             .samples = u->samples_seen, .peer_wait_s = -1 };
-  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
-  shoal_metrics_write (e->metrics, &rec);
 }
 
 /* The train line of the window ending with step `last` at `at`. */
@@ -221,21 +205,10 @@ static void
 train_line (Emu *e, Unit *u, gint64 last, gint64 at)
 {
   double secs = vseconds (at - u->w_start);
-  double sps = secs > 0 ? (double) u->w_samples / secs : 0;
   u->train_seconds += secs;
-  double loss = u->w_loss / u->w_steps;
-  double acc = u->has_accuracy ? u->w_acc / u->w_steps : -1;
-  if (!e->opts->quiet)
-    g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s%.4f %.0f samples/s (virtual)", u->group,
-               u->first_worker, last, loss, acc >= 0 ? " accuracy " : "", acc >= 0 ? acc : 0.0, sps);
-  ShoalMetricsRecord rec = { .step = last, .group = u->group, .worker = u->first_worker, .phase = "train",
-                             .loss = loss, .accuracy = acc, .samples_per_sec = sps, .samples = u->samples_seen,
-                             .compute_s = u->w_compute, .wait_s = u->w_wait, .peer_wait_s = 0 };
   shoal_metrics_set_vtime (e->metrics, vseconds (at));
-  shoal_metrics_write (e->metrics, &rec);
-  u->w_loss = u->w_acc = u->w_compute = u->w_wait = 0;
-  u->w_samples = 0;
-  u->w_steps = 0;
+  shoal_train_window_line (&u->win, e->metrics, !e->opts->quiet, u->group, u->first_worker, last, u->samples_seen,
+                           secs, 0, " (virtual)");
   u->w_start = at;
 }
 
@@ -285,7 +258,7 @@ static void
 finish_unit (Emu *e, Unit *u)
 {
   u->finished = TRUE;
-  if (u->w_steps > 0)
+  if (u->win.steps > 0)
     train_line (e, u, u->steps_done, u->compute_end);
   if (u->tester)
     run_test (e, u, u->steps_done);
@@ -322,7 +295,7 @@ on_step (Emu *e, Unit *u)
   const ShoalJob *job = e->job;
   gint64 step = u->step;
   if (step > 0)
-    u->w_wait += vseconds (e->now - u->compute_end);
+    u->win.wait_s += vseconds (e->now - u->compute_end);
   /* backup workers: a unit whose gradients came late got newer values
    * and goes on at their step (shoal_param_client_catch_up_step) */
   if (e->layout->mode == SHOAL_UPDATE_SYNC && step > 0)
@@ -361,11 +334,9 @@ on_step (Emu *e, Unit *u)
       u->next_test = (step / job->test_freq + 1) * job->test_freq;
     }
 
-  /* the step's computation, now; its cost in virtual time */
-  const ShoalUpdaterConf *up = &job->updater;
-  double loss = shoal_group_net_train_step (u->net, NULL, NULL);
-  if (up->clip_value > 0 || up->clip_norm > 0)
-    shoal_clip_gradients (u->store->grads, u->store->total, up->clip_value, up->clip_norm);
+  /* the step's computation, now, as a real worker runs it; its cost in
+   * virtual time */
+  double loss = shoal_worker_compute_step (u->net, &job->updater, NULL, NULL);
   if (!isfinite (loss))
     {
       GError *err = NULL;
@@ -379,33 +350,22 @@ on_step (Emu *e, Unit *u)
   c += shoal_slowdown_extra_s (u->slowdown, c);
   gint64 cost = (gint64) llround (c * 1e9);
   u->compute_end = e->now + cost;
-  u->w_compute += c;
+  u->win.compute_s += c;
 
-  ShoalMetric m[16];
-  guint nm = shoal_group_net_metrics (u->net, m, G_N_ELEMENTS (m));
-  int rows = shoal_group_net_batch_rows (u->net);
-  double acc = accuracy_of (m, nm);
-  u->w_loss += loss;
-  u->w_acc += acc;
-  u->has_accuracy = acc >= 0;
-  u->w_samples += rows;
-  u->w_steps++;
+  int rows = shoal_train_window_add (&u->win, u->net, loss);
   u->samples_seen += rows;
   u->steps_done = step + 1;
-  if (u->w_steps == job->disp_freq || step + 1 == job->train_steps)
+  if (u->win.steps == job->disp_freq || step + 1 == job->train_steps)
     train_line (e, u, step + 1, u->compute_end);
 
-  const ShoalClusterConf *cl = &e->layout->conf;
-  if (pushes_at (cl, e->layout->mode, step))
+  if (shoal_push_due (n_push (e), step))
     {
-      /* the comm thread's send buffer: Downpour's n_push sums steps and
-       * sends their mean */
-      float inv = e->layout->mode == SHOAL_UPDATE_ASYNC ? 1.0f / (float) cl->n_push : 1.0f;
-      for (size_t i = 0; i < u->store->total; i++)
-        u->sendbuf[i] = u->store->grads[i] * inv;
+      /* the comm thread's send buffer: the mean of the summed steps */
+      memcpy (u->sendbuf, u->store->grads, u->store->total * sizeof (float));
+      shoal_push_mean (u->sendbuf, u->store->total, n_push (e));
       shoal_param_store_zero_grads (u->store);
       u->chain = 0;
-      u->fetch = fetches_at (cl, e->layout->mode, step);
+      u->fetch = shoal_fetch_due (n_fetch (e), step);
       schedule (e, u->compute_end, EV_SEND, (int) (u - e->units), 0, step);
     }
   else
@@ -644,52 +604,18 @@ on_fault (Emu *e)
 
 /* ---- building ------------------------------------------------------------------ */
 
-static ShoalGroupNet *
-build_unit_net (Emu *e, Unit *u, gboolean per_group, GError **error)
-{
-  const ShoalClusterConf *c = &e->layout->conf;
-  ShoalNetOptions nopts = { .seed = e->job->seed, .group = u->group, .budget = e->job->memory_budget };
-  nopts.device = shoal_cluster_device (&e->job->cluster, u->group, u->first_worker);
-  if (per_group)
-    {
-      nopts.shard_index = u->group;
-      nopts.shard_count = c->nworker_groups;
-    }
-  else
-    {
-      nopts.shard_index = u->group * c->nworkers_per_group + u->first_worker;
-      nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
-      nopts.worker = u->first_worker;
-    }
-  ShoalGroupNet *net = shoal_group_net_new (e->job->conf, u->nworkers, &nopts, error);
-  if (net == NULL)
-    return NULL;
-  shoal_param_store_init_values (shoal_group_net_params (net), e->job->seed);
-  if (e->job->init_from != NULL && e->job->init_from[0] != NULL
-      && !shoal_runner_init_from (e->job, shoal_group_net_params (net), error))
-    {
-      shoal_group_net_free (net);
-      return NULL;
-    }
-  return net;
-}
-
 /* Units as the runner makes them in its processes, all here. */
 static gboolean
 build_units (Emu *e, GError **error)
 {
   const ShoalClusterConf *c = &e->layout->conf;
   int k = c->nworkers_per_group;
-  gboolean whole = c->nworkers_per_procs >= k, per_group = whole;
-  if (!whole)
-    {
-      gboolean batch_only = TRUE;
-      if (!shoal_partition_batch_only (e->job->conf, k, e->job->memory_budget, &batch_only, error))
-        return FALSE;
-      /* a group spread over processes as one net: one net here too (its
-       * results equal the spread ones; the bridges cost nothing) */
-      per_group = !batch_only;
-    }
+  gboolean whole = FALSE, spread_net = FALSE;
+  if (!shoal_runner_groups_as_one (e->job, c, &whole, &spread_net, error))
+    return FALSE;
+  /* a group spread over processes as one net: one net here too (its
+   * results equal the spread ones; the bridges cost nothing) */
+  gboolean per_group = whole || spread_net;
   if (!per_group && !shoal_runner_share_batch (e->job, k, error))
     return FALSE;
   e->group_pushes = per_group;
@@ -708,7 +634,8 @@ build_units (Emu *e, GError **error)
       u->tester = u->first_worker == 0;
       u->test_accuracy = -1;
       u->next_test = e->job->test_freq > 0 ? e->job->test_freq : G_MAXINT64;
-      u->net = build_unit_net (e, u, per_group, error);
+      ShoalMember m = { u->group, u->first_worker };
+      u->net = shoal_runner_unit_net (e->job, c, m, e->unit_size, per_group, TRUE, NULL, error);
       if (u->net == NULL)
         return FALSE;
       u->store = shoal_group_net_params (u->net);
@@ -854,7 +781,7 @@ save_params (Emu *e, GError **error)
 gboolean
 shoal_emulator_measure_step_ms (ShoalJob *job, double *step_ms, GError **error)
 {
-  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .budget = job->memory_budget };
+  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .cd_k = job->cd_k, .budget = job->memory_budget };
   ShoalGroupNet *net = shoal_group_net_new (job->conf, 1, &nopts, error);
   if (net == NULL)
     return FALSE;
@@ -926,6 +853,15 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   shoal_threads_apply (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1, 0);
   if (!build_units (e, error) || !build_servers (e, error))
     goto out;
+  ShoalLayer *input = shoal_group_net_input (e->units[0].net);
+  if (input == NULL || input->ops->num_records == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
+                   shoal_conf_origin (job->conf));
+      goto out;
+    }
+  /* [job] epochs, as the runner reads them */
+  shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), shoal_tensor_rows (&input->out));
   /* a unit of a group's k workers computes its share of the batch */
   e->step_ns = (gint64) llround (step_ms * 1e6 / (double) c->nworkers_per_group);
   e->bytes_per_s = shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit);
@@ -945,11 +881,10 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
     goto out;
   if (!opts->quiet)
     {
-      ShoalLayer *input = shoal_group_net_input (e->units[0].net);
       g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
                  " steps of batch %d per unit, one step %.3f ms per unit; links %g Mbit/s, %g ms",
                  job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
-                 input != NULL ? shoal_tensor_rows (&input->out) : 0, vseconds (e->step_ns) * 1e3,
+                 shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
                  job->emulate.bandwidth_mbit, job->emulate.latency_ms);
       shoal_layout_log (e->layout);
     }
