@@ -185,8 +185,8 @@ gaussian (ShoalRng *rng)
   return sqrt (-2.0 * log (u1)) * cos (2.0 * G_PI * u2);
 }
 
-double
-shoal_delay_draw_ms (const ShoalDelay *d, ShoalRng *rng)
+static double
+draw_ms (const ShoalDelay *d, ShoalRng *rng)
 {
   switch (d->kind)
     {
@@ -212,6 +212,16 @@ shoal_delay_draw_ms (const ShoalDelay *d, ShoalRng *rng)
       break;
     }
   return 0;
+}
+
+double
+shoal_delay_draw_ms (const ShoalDelay *d, ShoalRng *rng)
+{
+  /* a heavy tail (pareto with a small shape, lognormal with a large
+   * sigma) draws numbers past any clock: 1e30 ms once overflowed the
+   * virtual clock's nanoseconds and spun it forever */
+  double ms = draw_ms (d, rng);
+  return isfinite (ms) ? MIN (ms, SHOAL_DELAY_MAX_MS) : SHOAL_DELAY_MAX_MS;
 }
 
 double

@@ -106,7 +106,10 @@ char **shoal_emulate_file_overrides (const char *path, GError **error);
 
 /* "exponential(20)" and the like; FALSE with a message (no conf place). */
 gboolean shoal_delay_parse (const char *text, ShoalDelay *delay, GError **error);
-/* One draw in ms (>= 0). */
+/* One draw in ms, in [0, SHOAL_DELAY_MAX_MS]: an hour per step bounds a
+ * heavy tail's draws (pareto(1, 0.01) draws 1e30 ms) so that every clock
+ * can hold them, far above any delay a study means. */
+#define SHOAL_DELAY_MAX_MS 3.6e6
 double shoal_delay_draw_ms (const ShoalDelay *delay, ShoalRng *rng);
 /* The distribution's mean in ms (G_MAXDOUBLE for a Pareto shape <= 1). */
 double shoal_delay_mean_ms (const ShoalDelay *delay);

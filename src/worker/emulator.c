@@ -899,6 +899,13 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
 
   while (e->pending > 0 && e->failure == NULL && !e->stopped)
     {
+      /* a stop request ends the run at once, whatever the units wait for
+       * (SSP's held replies once let it run on) */
+      if (shoal_worker_stop_requested ())
+        {
+          e->stopped = TRUE;
+          break;
+        }
       ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
       e->now = ev.t;
       if (ev.kind != EV_TICK && ev.kind != EV_FAULT)
@@ -946,7 +953,13 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   ok = TRUE;
   if (result != NULL)
     {
+      /* group 0's first unit, or where group 0 was lost the first unit
+       * of the lowest group that finished: a lost group's last test is
+       * no result of the job */
       Unit *u = &e->units[0];
+      for (int i = 0; u->dead && i < e->nunits; i++)
+        if (!e->units[i].dead && e->units[i].tester)
+          u = &e->units[i];
       *result = (ShoalRunResult) { .group = u->group, .worker = u->first_worker, .steps = u->steps_done,
                                    .test_loss = u->test_loss, .test_accuracy = u->test_accuracy,
                                    .samples_per_sec = u->train_seconds > 0 ? (double) u->samples_seen / u->train_seconds : 0,
