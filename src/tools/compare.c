@@ -22,6 +22,7 @@
 #include "data/dataset.h"
 #include "tools/commands.h"
 #include "tools/compare.h"
+#include "worker/calibration.h"
 #include "worker/emulator.h"
 #include "worker/job.h"
 #include "worker/runner.h"
@@ -419,7 +420,11 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
       g_free (v);
     }
   g_strfreev (keys);
-  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL && job->emulate.calibration != NULL && job->emulate.step_ms <= 0)
+    g_string_append_printf (d, "; each step's time is drawn from the measured steps of the calibration file "
+                            "`%s` (median %.3f ms for a group's batch on one machine): give the same file to "
+                            "repeat every number", job->emulate.calibration, step_ms);
+  else if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
     g_string_append_printf (d, "; one step of a group's batch costs a machine %.3f ms%s", step_ms,
                             measured ? " (measured once on this machine, the same for every run)" : "");
   return g_string_free (d, FALSE);
@@ -527,7 +532,16 @@ shoal_cmd_compare (int argc, char **argv)
     {
       plan.virtual_clock = TRUE;
       plan.step_ms = first->emulate.step_ms;
-      if (plan.step_ms <= 0)
+      if (plan.step_ms <= 0 && first->emulate.calibration != NULL)
+        {
+          /* the calibration's measured steps: every run draws from them */
+          ShoalCalibration cal;
+          if (!shoal_calibration_load (first->emulate.calibration, first, &cal, &error))
+            goto out;
+          plan.step_ms = shoal_calibration_median_ms (&cal);
+          shoal_calibration_clear (&cal);
+        }
+      else if (plan.step_ms <= 0)
         {
           /* once, the same for every scheme and repeat: the runs repeat exactly */
           if (!shoal_emulator_measure_step_ms (first, &plan.step_ms, &error))

@@ -31,7 +31,9 @@
 #include "partition/partition.h"
 #include "rpc/link_limit.h"
 #include "server/server.h"
+#include "worker/calibration.h"
 #include "worker/event_queue.h"
+#include "worker/nic_model.h"
 #include "worker/metrics.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
@@ -47,6 +49,7 @@ typedef enum {
   EV_REPLY,        /* a: unit */
   EV_SYNC_ARRIVE,  /* a: server group, b: slice */
   EV_SYNC_REPLY,   /* a: server group, b: slice */
+  EV_APPLY,        /* a: unit, b: slice, step: a server core is done with the push */
   EV_FAULT,
   EV_TICK          /* process lines */
 } EventKind;
@@ -61,6 +64,8 @@ typedef struct {
   ShoalGroupNet *net;
   ShoalParamStore *store;
   ShoalSlowdown *slowdown;
+  ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
+  double machine;            /* its machine's factor ([emulate] machine_factor) */
   float *sendbuf;
   gint64 *have_version;      /* per slice */
   gboolean tester, dead, finished, budget_end;
@@ -107,9 +112,12 @@ typedef struct {
   ShoalMetricsWriter *metrics;
   ShoalEventQueue queue;
   gint64 now;                /* virtual ns */
-  double bytes_per_s;        /* 0: no limit */
+  ShoalNicModel *nic;        /* the links, NICs and core between processes */
   gint64 latency_ns;
-  gint64 step_ns;            /* one unit's compute per step, before its slowdown */
+  gint64 step_ns;            /* one unit's compute per step, before its slowdown (no calibration) */
+  ShoalCalibration cal;      /* [emulate] calibration: measured steps; nsteps 0: none */
+  double update_ns_per_byte; /* a server core's update cost */
+  gint64 *core_free;         /* per rank: when its server core is free (virtual ns) */
   guint64 *sent, *received;  /* per rank, bytes between processes */
   gboolean *rank_moved;      /* per rank: something to report since the last tick */
   gint64 *decided_step;      /* SYNC time budget: per group, the step whose boundary decided */
@@ -135,18 +143,30 @@ vseconds (gint64 ns)
   return (double) ns / 1e9;
 }
 
-/* What a message of `bytes` between ranks costs; nothing inside a
- * process.  Counts the bytes for the process lines. */
-static gint64
-link_ns (Emu *e, int from, int to, gsize bytes)
+/* A message of `bytes` from rank `from` to rank `to` begins now: the
+ * event comes when it has crossed the NICs, links and core it shares
+ * with the other messages in flight (nic_model.h) and the latency after
+ * that; inside a process at once.  Counts the bytes for the process
+ * lines. */
+static void
+transmit (Emu *e, int from, int to, gsize bytes, EventKind kind, int a, int b, gint64 step)
 {
   if (from == to)
-    return 0;
+    {
+      schedule (e, e->now, kind, a, b, step);
+      return;
+    }
   e->sent[from] += bytes;
   e->received[to] += bytes;
   e->rank_moved[from] = e->rank_moved[to] = TRUE;
-  double s = e->bytes_per_s > 0 ? (double) bytes / e->bytes_per_s : 0;
-  return e->latency_ns + (gint64) llround (s * 1e9);
+  if (bytes == 0 || !shoal_nic_model_limited (e->nic))
+    {
+      schedule (e, e->now + e->latency_ns, kind, a, b, step);
+      return;
+    }
+  ShoalTimedEvent ev = { .kind = kind, .a = a, .b = b, .step = step };
+  e->pending++;   /* it is queued when it has crossed */
+  shoal_nic_model_start (e->nic, e->now, from, to, bytes, &ev);
 }
 
 static int
@@ -287,6 +307,23 @@ budget_spent (Emu *e, Unit *u, gint64 step)
 
 static void on_send (Emu *e, Unit *u);
 
+/* One step's compute on the unit's machine: a measured step drawn from
+ * the calibration (else step_ms), its share of the group's batch, times
+ * its machine's factor, plus [emulate] step_delay. */
+static double
+step_seconds (Emu *e, Unit *u)
+{
+  double ms;
+  if (e->cal.nsteps > 0)
+    ms = e->cal.step_ms[shoal_rng_u32 (&u->rng) % (guint32) e->cal.nsteps] / e->layout->conf.nworkers_per_group;
+  else
+    ms = (double) e->step_ns / 1e6;
+  ms *= u->machine;
+  if (e->job->emulate.step_delay.kind != SHOAL_DELAY_NONE)
+    ms += shoal_delay_draw_ms (&e->job->emulate.step_delay, &u->rng);
+  return ms / 1e3;
+}
+
 static void
 on_step (Emu *e, Unit *u)
 {
@@ -346,7 +383,7 @@ on_step (Emu *e, Unit *u)
       fail (e, err);
       return;
     }
-  double c = vseconds (e->step_ns);
+  double c = step_seconds (e, u);
   c += shoal_slowdown_extra_s (u->slowdown, c);
   gint64 cost = (gint64) llround (c * 1e9);
   u->compute_end = e->now + cost;
@@ -391,8 +428,8 @@ on_send (Emu *e, Unit *u)
     return;
   int s = chain_slice (e, u);
   size_t n = slice_floats (e, s, NULL);
-  gint64 t = e->now + link_ns (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float));
-  schedule (e, t, EV_ARRIVE, (int) (u - e->units), s, u->step);
+  transmit (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float), EV_ARRIVE, (int) (u - e->units), s,
+            u->step);
 }
 
 /* A held reply whose rule now allows it: its values leave the server
@@ -414,8 +451,7 @@ release (Emu *e, int sg, int s, const Waiting *w)
         }
       bytes = n * sizeof (float);
     }
-  gint64 t = e->now + link_ns (e, server_rank (e, sg, s), u->rank, bytes);
-  schedule (e, t, EV_REPLY, w->unit, s, w->step);
+  transmit (e, server_rank (e, sg, s), u->rank, bytes, EV_REPLY, w->unit, s, w->step);
 }
 
 /* Releases, in arrival order, every held reply of the slice whose rule
@@ -446,9 +482,30 @@ release_ready (Emu *e, int sg, int s)
 }
 
 static void start_syncs (Emu *e, int sg);
+static void on_apply (Emu *e, Unit *u, int s, gint64 step);
 
+/* A push that reached its server waits for the server process's core
+ * (one update at a time, update_ns_per_byte each byte) and is applied
+ * when the core is done with it (on_apply). */
 static void
 on_arrive (Emu *e, Unit *u, int s, gint64 step)
+{
+  if (u->dead)
+    return;
+  if (e->update_ns_per_byte <= 0)
+    {
+      on_apply (e, u, s, step);
+      return;
+    }
+  int rank = server_rank (e, u->server_group, s);
+  size_t n = slice_floats (e, s, NULL);
+  gint64 begin = MAX (e->now, e->core_free[rank]);
+  e->core_free[rank] = begin + (gint64) llround ((double) (n * sizeof (float)) * e->update_ns_per_byte);
+  schedule (e, e->core_free[rank], EV_APPLY, (int) (u - e->units), s, step);
+}
+
+static void
+on_apply (Emu *e, Unit *u, int s, gint64 step)
 {
   if (u->dead)
     return;
@@ -526,8 +583,8 @@ start_syncs (Emu *e, int sg)
       if (master == sg || e->server_dead[master])
         continue;  /* its own master; or a master lost with its group: the replica goes on alone */
       st->busy = TRUE;
-      gint64 t = e->now + link_ns (e, server_rank (e, sg, due), server_rank (e, master, due), n * sizeof (float));
-      schedule (e, t, EV_SYNC_ARRIVE, sg, due, 0);
+      transmit (e, server_rank (e, sg, due), server_rank (e, master, due), n * sizeof (float), EV_SYNC_ARRIVE, sg,
+                due, 0);
     }
 }
 
@@ -552,8 +609,7 @@ on_sync_arrive (Emu *e, int sg, int s)
       fail (e, err);
       return;
     }
-  gint64 t = e->now + link_ns (e, server_rank (e, master, s), server_rank (e, sg, s), n * sizeof (float));
-  schedule (e, t, EV_SYNC_REPLY, sg, s, 0);
+  transmit (e, server_rank (e, master, s), server_rank (e, sg, s), n * sizeof (float), EV_SYNC_REPLY, sg, s, 0);
 }
 
 static void
@@ -604,6 +660,9 @@ on_fault (Emu *e)
 
 /* ---- building ------------------------------------------------------------------ */
 
+/* the step-time streams: the job seed mixed with "steptime" */
+#define STEP_SEED_MIX G_GUINT64_CONSTANT (0x7374657074696d65)
+
 /* Units as the runner makes them in its processes, all here. */
 static gboolean
 build_units (Emu *e, GError **error)
@@ -641,6 +700,11 @@ build_units (Emu *e, GError **error)
       u->store = shoal_group_net_params (u->net);
       u->slowdown = shoal_slowdown_new (&e->job->emulate, &e->job->cluster, e->job->seed, u->group, u->first_worker,
                                         u->nworkers);
+      /* its own stream for step times, apart from the slowdown's */
+      shoal_rng_seed (&u->rng, e->job->seed ^ STEP_SEED_MIX, (guint64) i);
+      u->machine = 1;
+      if (e->job->emulate.machine_factor.kind != SHOAL_DELAY_NONE)
+        u->machine = MAX (shoal_delay_draw_ms (&e->job->emulate.machine_factor, &u->rng), 1e-3);
       if (u->slowdown != NULL)
         {
           char *how = shoal_slowdown_describe (u->slowdown);
@@ -732,6 +796,9 @@ emu_free (Emu *e)
   g_free (e->decided_step);
   g_free (e->decided_stop);
   shoal_event_queue_clear (&e->queue);
+  shoal_nic_model_free (e->nic);
+  g_free (e->core_free);
+  shoal_calibration_clear (&e->cal);
   shoal_metrics_close (e->metrics);
   shoal_layout_free (e->layout);
   if (e->failure != NULL)
@@ -828,6 +895,24 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   e->layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (e->layout == NULL)
     return FALSE;
+  double step_ms = job->emulate.step_ms;
+  if (job->emulate.calibration != NULL)
+    {
+      /* measured steps, drawn one per step; the file says where from */
+      if (!shoal_calibration_load (job->emulate.calibration, job, &e->cal, error))
+        {
+          shoal_layout_free (e->layout);
+          return FALSE;
+        }
+      g_message ("[emulate] calibration %s (model %s, measured on %s with %d BLAS thread%s): %d steps, median "
+                 "%.3f ms; a server's update %.4f ns/byte", job->emulate.calibration, e->cal.model,
+                 e->cal.host != NULL ? e->cal.host : "?", e->cal.threads, e->cal.threads == 1 ? "" : "s",
+                 e->cal.nsteps, shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte);
+      if (step_ms <= 0)
+        step_ms = shoal_calibration_median_ms (&e->cal);
+      else
+        e->cal.nsteps = 0;   /* a fixed step_ms given beside it wins */
+    }
   /* an earlier run's files move aside (worker/workspace_claim.h) */
   char *moved = NULL;
   ok = shoal_workspace_claim (opts->workspace, job->conf, FALSE, opts->overwrite, &moved, error);
@@ -836,12 +921,14 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   g_free (moved);
   if (!ok)
     {
+      shoal_calibration_clear (&e->cal);
       shoal_layout_free (e->layout);
       return FALSE;
     }
   ok = FALSE;
 
-  double step_ms = job->emulate.step_ms;
+  e->update_ns_per_byte = job->emulate.update_ns_per_byte >= 0 ? job->emulate.update_ns_per_byte
+                                                                 : e->cal.update_ns_per_byte;
   if (step_ms <= 0)
     {
       if (!shoal_emulator_measure_step_ms (job, &step_ms, error))
@@ -864,7 +951,10 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), shoal_tensor_rows (&input->out));
   /* a unit of a group's k workers computes its share of the batch */
   e->step_ns = (gint64) llround (step_ms * 1e6 / (double) c->nworkers_per_group);
-  e->bytes_per_s = shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit);
+  e->nic = shoal_nic_model_new (e->layout->nprocs, shoal_link_limit_bytes_per_s (job->emulate.nic_mbit),
+                                shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
+                                shoal_link_limit_bytes_per_s (job->emulate.core_mbit));
+  e->core_free = g_new0 (gint64, e->layout->nprocs);
   e->latency_ns = (gint64) llround (job->emulate.latency_ms * 1e6);
   e->sent = g_new0 (guint64, e->layout->nprocs);
   e->received = g_new0 (guint64, e->layout->nprocs);
@@ -882,10 +972,12 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   if (!opts->quiet)
     {
       g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
-                 " steps of batch %d per unit, one step %.3f ms per unit; links %g Mbit/s, %g ms",
+                 " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s, "
+                 "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte",
                  job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
                  shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
-                 job->emulate.bandwidth_mbit, job->emulate.latency_ms);
+                 e->cal.nsteps > 0 ? " (median; drawn from the calibration)" : "", job->emulate.bandwidth_mbit,
+                 job->emulate.nic_mbit, job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte);
       shoal_layout_log (e->layout);
     }
 
@@ -906,6 +998,16 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           e->stopped = TRUE;
           break;
         }
+      if (shoal_nic_model_next_end (e->nic) <= shoal_event_queue_next_time (&e->queue))
+        {
+          /* a message has crossed: it arrives a latency later */
+          ShoalTimedEvent crossed;
+          shoal_nic_model_pop (e->nic, &crossed);
+          e->now = crossed.t;
+          shoal_event_queue_push (&e->queue, crossed.t + e->latency_ns, crossed.kind, crossed.a, crossed.b,
+                                  crossed.step);
+          continue;
+        }
       ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
       e->now = ev.t;
       if (ev.kind != EV_TICK && ev.kind != EV_FAULT)
@@ -920,6 +1022,9 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           break;
         case EV_ARRIVE:
           on_arrive (e, &e->units[ev.a], ev.b, ev.step);
+          break;
+        case EV_APPLY:
+          on_apply (e, &e->units[ev.a], ev.b, ev.step);
           break;
         case EV_REPLY:
           on_reply (e, &e->units[ev.a]);
