@@ -66,7 +66,7 @@ typedef struct {
   ShoalSlowdown *slowdown;
   ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
   double machine;            /* its machine's factor ([emulate] machine_factor) */
-  float *sendbuf;
+  gboolean pushed;           /* its gradients went out: the store's grads are cleared before the next step */
   gint64 *have_version;      /* per slice */
   gboolean tester, dead, finished, budget_end;
 
@@ -373,6 +373,9 @@ on_step (Emu *e, Unit *u)
 
   /* the step's computation, now, as a real worker runs it; its cost in
    * virtual time */
+  if (u->pushed)
+    shoal_param_store_zero_grads (u->store);
+  u->pushed = FALSE;
   double loss = shoal_worker_compute_step (u->net, &job->updater, NULL, NULL);
   if (!isfinite (loss))
     {
@@ -398,9 +401,11 @@ on_step (Emu *e, Unit *u)
   if (shoal_push_due (n_push (e), step))
     {
       /* the comm thread's send buffer: the mean of the summed steps */
-      memcpy (u->sendbuf, u->store->grads, u->store->total * sizeof (float));
-      shoal_push_mean (u->sendbuf, u->store->total, n_push (e));
-      shoal_param_store_zero_grads (u->store);
+      /* the comm thread's send buffer is the store's gradients: nothing
+       * writes them before the next step, which begins after the last
+       * reply (so a unit holds no second copy) */
+      shoal_push_mean (u->store->grads, u->store->total, n_push (e));
+      u->pushed = TRUE;
       u->chain = 0;
       u->fetch = shoal_fetch_due (n_fetch (e), step);
       schedule (e, u->compute_end, EV_SEND, (int) (u - e->units), 0, step);
@@ -514,7 +519,7 @@ on_apply (Emu *e, Unit *u, int s, gint64 step)
   ShoalPushOrigin origin = { u->have_version[s], u->id };
   gint64 ready = 0;
   GError *err = NULL;
-  if (!shoal_server_push_from (e->servers[sg], s, u->sendbuf + b, n, step, &origin, &ready, &err))
+  if (!shoal_server_push_from (e->servers[sg], s, u->store->grads + b, n, step, &origin, &ready, &err))
     {
       fail (e, err);
       return;
@@ -751,7 +756,6 @@ build_servers (Emu *e, GError **error)
   for (int i = 0; i < e->nunits; i++)
     {
       Unit *u = &e->units[i];
-      u->sendbuf = shoal_alloc_floats (u->store->total);
       u->have_version = g_new0 (gint64, e->nslices);
       /* the first fetch: every slice at version 0, free */
       for (int s = 0; s < e->nslices; s++)
@@ -773,7 +777,6 @@ emu_free (Emu *e)
       Unit *u = &e->units[i];
       shoal_group_net_free (u->net);
       shoal_slowdown_free (u->slowdown);
-      shoal_free_aligned (u->sendbuf);
       g_free (u->have_version);
     }
   g_free (e->units);
