@@ -16,11 +16,13 @@
 
 #define GROUP "calibration"
 
-/* keys of a layer that say where its data are, not what the model is */
+/* keys of a layer that say where its data are or how many rows a step
+ * takes (the steps are scaled to a unit's rows), not what the model is */
 static gboolean
-is_data_path (const char *key)
+not_the_model (const char *key)
 {
-  return strcmp (key, "train") == 0 || strcmp (key, "test") == 0 || strcmp (key, "data") == 0;
+  return strcmp (key, "train") == 0 || strcmp (key, "test") == 0 || strcmp (key, "data") == 0
+         || strcmp (key, "batch_size") == 0;
 }
 
 char *
@@ -36,7 +38,7 @@ shoal_calibration_fingerprint (ShoalJob *job)
       g_string_append_printf (text, "[%s]\n", groups[i]);
       char **keys = g_key_file_get_keys (kf, groups[i], NULL, NULL);
       for (int k = 0; keys != NULL && keys[k] != NULL; k++)
-        if (!is_data_path (keys[k]))
+        if (!not_the_model (keys[k]))
           {
             char *v = g_key_file_get_value (kf, groups[i], keys[k], NULL);
             g_string_append_printf (text, "%s=%s\n", keys[k], v != NULL ? g_strstrip (v) : "");
@@ -151,6 +153,7 @@ shoal_calibration_measure (ShoalJob *job, int steps, ShoalCalibration *out, GErr
       shoal_param_store_zero_grads (store);
     }
   out->unit_bytes = MAX (resident_bytes () - rss0, 0);
+  out->batch = shoal_group_net_batch_size (net);
   gboolean ok = measure_update (job, store, &out->update_ns_per_byte, error);
   shoal_group_net_free (net);
   if (!ok)
@@ -176,6 +179,7 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   g_key_file_set_string (kf, GROUP, "model", cal->model);
   g_key_file_set_string (kf, GROUP, "host", cal->host);
   g_key_file_set_integer (kf, GROUP, "threads", cal->threads);
+  g_key_file_set_integer (kf, GROUP, "batch", cal->batch);
   g_key_file_set_string (kf, GROUP, "updater", cal->updater);
   g_key_file_set_double (kf, GROUP, "update_ns_per_byte", cal->update_ns_per_byte);
   g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
@@ -220,6 +224,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   char *sum = g_key_file_get_string (kf, GROUP, "step_ms_sha256", NULL);
   double *steps = g_key_file_get_double_list (kf, GROUP, "step_ms", &n, NULL);
   double per_byte = g_key_file_get_double (kf, GROUP, "update_ns_per_byte", &local);
+  GError *no_batch = NULL;
+  int batch = g_key_file_get_integer (kf, GROUP, "batch", &no_batch);
   char *mine = shoal_calibration_fingerprint (job);
   char *check = steps != NULL ? g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) steps,
                                                              sizeof (double) * n)
@@ -236,6 +242,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, "step_ms_sha256", "does not match step_ms: the file was changed or cut short");
   else if (local != NULL || !(per_byte >= 0) || !isfinite (per_byte))
     damaged (error, path, "update_ns_per_byte", "missing or not a number >= 0");
+  else if (no_batch != NULL || batch < 1)
+    damaged (error, path, "batch", "missing or not a number of rows >= 1");
   else
     {
       ok = TRUE;
@@ -249,12 +257,14 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
       out->step_ms = g_steal_pointer (&steps);
       out->nsteps = (int) n;
       out->update_ns_per_byte = per_byte;
+      out->batch = batch;
       out->updater = g_key_file_get_string (kf, GROUP, "updater", NULL);
       out->host = g_key_file_get_string (kf, GROUP, "host", NULL);
       out->threads = g_key_file_get_integer (kf, GROUP, "threads", NULL);
       out->unit_bytes = g_key_file_get_int64 (kf, GROUP, "unit_bytes", NULL);
     }
   g_clear_error (&local);
+  g_clear_error (&no_batch);
   g_free (model);
   g_free (sum);
   g_free (steps);

@@ -28,6 +28,7 @@ typedef struct {
   char *updater;               /* the updater kind measured */
   double *step_ms;             /* nsteps, as measured */
   int nsteps;
+  int batch;                   /* rows of the measured steps (the job's batch) */
   double update_ns_per_byte;
   gint64 unit_bytes;           /* resident bytes of one unit's net */
   int threads;                 /* BLAS threads the steps ran with */

@@ -66,6 +66,7 @@ typedef struct {
   ShoalSlowdown *slowdown;
   ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
   double machine;            /* its machine's factor ([emulate] machine_factor) */
+  double rows_factor;        /* calibrated steps: its rows per thread / the calibration's rows */
   gboolean pushed;           /* its gradients went out: the store's grads are cleared before the next step */
   gint64 *have_version;      /* per slice */
   gboolean tester, dead, finished, budget_end;
@@ -315,7 +316,7 @@ step_seconds (Emu *e, Unit *u)
 {
   double ms;
   if (e->cal.nsteps > 0)
-    ms = e->cal.step_ms[shoal_rng_u32 (&u->rng) % (guint32) e->cal.nsteps] / e->layout->conf.nworkers_per_group;
+    ms = e->cal.step_ms[shoal_rng_u32 (&u->rng) % (guint32) e->cal.nsteps] * u->rows_factor;
   else
     ms = (double) e->step_ns / 1e6;
   ms *= u->machine;
@@ -705,6 +706,10 @@ build_units (Emu *e, GError **error)
       u->store = shoal_group_net_params (u->net);
       u->slowdown = shoal_slowdown_new (&e->job->emulate, &e->job->cluster, e->job->seed, u->group, u->first_worker,
                                         u->nworkers);
+      /* a calibrated step of cal.batch rows scaled to the rows each of
+       * its threads computes */
+      if (e->cal.batch > 0)
+        u->rows_factor = (double) shoal_group_net_batch_size (u->net) / e->cal.batch / e->unit_size;
       /* its own stream for step times, apart from the slowdown's */
       shoal_rng_seed (&u->rng, e->job->seed ^ STEP_SEED_MIX, (guint64) i);
       u->machine = 1;
