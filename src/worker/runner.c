@@ -372,7 +372,11 @@ connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
   shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
-  shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory);
+  /* an emulated link ([emulate] bandwidth_mbit, latency_ms) lives in the
+   * socket: shared memory would go around it */
+  ShoalLinkLimit link = shoal_link_limit_get_default ();
+  shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory && link.bytes_per_s <= 0
+                                                        && link.latency_us <= 0);
   if (!shoal_param_client_set_codecs (slot->client, p->layout->conf.wire_values, p->layout->conf.wire_grads,
                                       error))
     return FALSE;
