@@ -320,6 +320,22 @@ test_limiter_arithmetic (void)
   shoal_link_limiter_refund (&l, 1000);
   shoal_link_limiter_take (&l, 1000, now + 1000, &wait);
   g_assert_cmpint (wait, ==, 0);
+  /* after a message ends the pause banks one piece only (16384 bytes):
+   * 1 MB then waits (1e6 - 16384) us at 1 MB/s, piece by piece */
+  ShoalLinkLimit quiet = { 1e6, 0 };
+  shoal_link_limiter_init (&l, &quiet, 0);
+  shoal_link_limiter_message_end (&l);
+  now = 10 * G_USEC_PER_SEC;
+  gint64 waited = 0;
+  for (gsize left = 1000000; left > 0;)
+    {
+      gsize n = shoal_link_limiter_take (&l, left, now, &wait);
+      now += wait;
+      waited += wait;
+      left -= n;
+    }
+  g_assert_cmpint (waited, >=, 1000000 - 16384 - 2);
+  g_assert_cmpint (waited, <=, 1000000 - 16384 + 100);
   /* no limit: no wait, everything at once */
   ShoalLinkLimit none = { 0, 0 };
   shoal_link_limiter_init (&l, &none, 0);

@@ -35,6 +35,12 @@ const ShoalOption shoal_cluster_options[] = {
   { "async_lr", SHOAL_OPT_STRING, "groups", SHOAL_UNBOUNDED, "none|groups|staleness",
     "asynchronous schemes: lr of one update: groups = lr / pushing groups, none = lr (Dean et al.), "
     "staleness = lr / the update's staleness (Zhang et al. 2016)" },
+  { "sync_lr", SHOAL_OPT_STRING, "none", SHOAL_UNBOUNDED, "none|linear|sqrt",
+    "synchronous schemes whose k workers each bring a batch of the size lr was tuned for: lr of a step "
+    "= lr (none), k x lr (linear: Goyal et al. 2017) or sqrt(k) x lr (sqrt)" },
+  { "sync_lr_warmup", SHOAL_OPT_INT, "0", 0, 1e9, NULL,
+    "sync_lr: updates over which its factor rises linearly from 1 to its value (gradual warm-up, "
+    "Goyal et al. 2017); 0 = from the first update" },
   { "shared_memory", SHOAL_OPT_STRING, "auto", SHOAL_UNBOUNDED, "auto|off",
     "slices between processes on one host: auto = through shared memory where the server can "
     "open the worker's region (the calls stay Thrift), else the socket; off = always the socket" },
@@ -141,6 +147,18 @@ check_consistency (ShoalConf *conf, const ShoalClusterConf *c, GError **error)
           return FALSE;
         }
     }
+  if (c->sync_lr != SHOAL_SYNC_LR_NONE && c->nworker_groups > 1)
+    {
+      shoal_conf_error (conf, error, g, "sync_lr",
+                        "sets the lr of synchronous steps; %d worker groups train asynchronously (async_lr)",
+                        c->nworker_groups);
+      return FALSE;
+    }
+  if (c->sync_lr_warmup > 0 && c->sync_lr == SHOAL_SYNC_LR_NONE)
+    {
+      shoal_conf_error (conf, error, g, "sync_lr_warmup", "warms up sync_lr's factor: set sync_lr = linear or sqrt");
+      return FALSE;
+    }
   if (c->async_lr != SHOAL_ASYNC_LR_GROUPS && c->nworker_groups == 1)
     {
       shoal_conf_error (conf, error, g, "async_lr",
@@ -173,6 +191,12 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
                 : strcmp (async_lr, "staleness") == 0 ? SHOAL_ASYNC_LR_STALENESS
                                                       : SHOAL_ASYNC_LR_GROUPS;
   g_free (async_lr);
+  char *sync_lr = shoal_conf_get_string (conf, g, t, "sync_lr");
+  c->sync_lr = strcmp (sync_lr, "linear") == 0 ? SHOAL_SYNC_LR_LINEAR
+               : strcmp (sync_lr, "sqrt") == 0 ? SHOAL_SYNC_LR_SQRT
+                                               : SHOAL_SYNC_LR_NONE;
+  g_free (sync_lr);
+  c->sync_lr_warmup = (int) shoal_conf_get_int (conf, g, t, "sync_lr_warmup");
   char *shm = shoal_conf_get_string (conf, g, t, "shared_memory");
   c->shared_memory = strcmp (shm, "off") != 0;
   g_free (shm);

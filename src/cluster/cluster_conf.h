@@ -22,6 +22,15 @@ typedef enum {
   SHOAL_ASYNC_LR_STALENESS   /* lr / staleness of the update, at least 1 (Zhang et al. 2016) */
 } ShoalAsyncLr;
 
+/* [cluster] sync_lr: the learning rate of a synchronous step whose k
+ * workers each bring a batch of the size lr was tuned for (a batch k
+ * times larger: weak scaling, as `shoal compare --workers` runs it). */
+typedef enum {
+  SHOAL_SYNC_LR_NONE,        /* lr */
+  SHOAL_SYNC_LR_LINEAR,      /* k x lr (Goyal et al. 2017's linear scaling rule) */
+  SHOAL_SYNC_LR_SQRT         /* sqrt (k) x lr (Krizhevsky 2014's square-root rule) */
+} ShoalSyncLr;
+
 /* [cluster] hogwild_sync: how a Hogwild group's replica and the slice's
  * master meet every sync_freq updates. */
 typedef enum {
@@ -47,6 +56,8 @@ typedef struct {
   ShoalCodec wire_values;   /* values servers send over sockets (core/codec.h) */
   ShoalCodec wire_grads;    /* gradients workers send over sockets */
   ShoalAsyncLr async_lr;
+  ShoalSyncLr sync_lr;
+  int sync_lr_warmup;       /* SYNC: updates over which sync_lr's factor rises from 1 (gradual warm-up) */
   ShoalHogwildSync hogwild_sync;
   double elastic_alpha;     /* EASGD: 0 < alpha <= 1 */
   double heartbeat_interval; /* seconds between heartbeats (server/liveness.h) */

@@ -35,6 +35,24 @@ const ShoalOption shoal_emulate_options[] = {
     "Mbit/s of every link between two processes (a token bucket in shoal's socket transport); "
     "absent: no limit" },
   { "latency_ms", SHOAL_OPT_FLOAT, "0", 0, 1e6, NULL, "one-way milliseconds added to every message between processes" },
+  { "nic_mbit", SHOAL_OPT_FLOAT, "", SHOAL_UNBOUNDED, NULL,
+    "virtual clock: Mbit/s of every process's NIC, each way (full duplex), shared max-min fairly by the "
+    "messages crossing it (pushes into a server queue at its NIC); absent: no NIC limit" },
+  { "core_mbit", SHOAL_OPT_FLOAT, "", SHOAL_UNBOUNDED, NULL,
+    "virtual clock: Mbit/s of an oversubscribed core every message between processes crosses, shared "
+    "by all of them; absent: a full-bisection network" },
+  { "update_ns_per_byte", SHOAL_OPT_FLOAT, "", 0, 1e6, NULL,
+    "virtual clock: nanoseconds a server's update costs per byte of gradient (one core per server "
+    "process, pushes queue for it); absent: the calibration file's, else 0" },
+  { "step_delay", SHOAL_OPT_STRING, "none", SHOAL_UNBOUNDED, NULL,
+    "virtual clock: random extra milliseconds of every unit's every step (a distribution as slow_delay's: "
+    "pareto for a long tail), seeded per unit" },
+  { "machine_factor", SHOAL_OPT_STRING, "none", SHOAL_UNBOUNDED, NULL,
+    "virtual clock: each unit's machine computes this factor times slower, drawn once per unit from a "
+    "distribution as slow_delay's (its draws taken as factors, e.g. lognormal(0, 0.2)); none: all alike" },
+  { "calibration", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
+    "virtual clock: a file `shoal calibrate` wrote for this model: each step's time is drawn from its "
+    "measured steps, its update cost per byte is the servers'" },
   { "fault_group", SHOAL_OPT_INT, "-1", -1, 4095, NULL,
     "this worker group's processes die (as kill -9 would) at fault_at; -1 = none" },
   { "fault_at", SHOAL_OPT_FLOAT, "", 0, 1e9, NULL,
@@ -185,8 +203,8 @@ gaussian (ShoalRng *rng)
   return sqrt (-2.0 * log (u1)) * cos (2.0 * G_PI * u2);
 }
 
-double
-shoal_delay_draw_ms (const ShoalDelay *d, ShoalRng *rng)
+static double
+draw_ms (const ShoalDelay *d, ShoalRng *rng)
 {
   switch (d->kind)
     {
@@ -212,6 +230,16 @@ shoal_delay_draw_ms (const ShoalDelay *d, ShoalRng *rng)
       break;
     }
   return 0;
+}
+
+double
+shoal_delay_draw_ms (const ShoalDelay *d, ShoalRng *rng)
+{
+  /* a heavy tail (pareto with a small shape, lognormal with a large
+   * sigma) draws numbers past any clock: 1e30 ms once overflowed the
+   * virtual clock's nanoseconds and spun it forever */
+  double ms = draw_ms (d, rng);
+  return isfinite (ms) ? MIN (ms, SHOAL_DELAY_MAX_MS) : SHOAL_DELAY_MAX_MS;
 }
 
 double
@@ -458,21 +486,69 @@ check_fault_layout (ShoalConf *conf, const ShoalClusterConf *c, int group, GErro
   return ok;
 }
 
-/* bandwidth_mbit, absent (0: no limit) or above 0. */
+/* A bandwidth key, absent (0: no limit) or above 0. */
 static gboolean
-read_bandwidth (ShoalConf *conf, double *mbit, GError **error)
+read_mbit (ShoalConf *conf, const char *key, double *mbit, GError **error)
 {
   *mbit = 0;
-  if (!g_key_file_has_key (shoal_conf_keyfile (conf), G, "bandwidth_mbit", NULL))
+  if (!g_key_file_has_key (shoal_conf_keyfile (conf), G, key, NULL))
     return TRUE;
-  *mbit = shoal_conf_get_float (conf, G, shoal_emulate_options, "bandwidth_mbit");
+  *mbit = shoal_conf_get_float (conf, G, shoal_emulate_options, key);
   if (*mbit > 0 && *mbit <= 1e7)
     return TRUE;
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
-  shoal_conf_error (conf, error, G, "bandwidth_mbit",
+  shoal_conf_error (conf, error, G, key,
                     "%s is not a bandwidth: give Mbit/s above 0 and at most 1e7 (leave the key out for no limit)",
                     g_ascii_formatd (buf, sizeof buf, "%g", *mbit));
   return FALSE;
+}
+
+static gboolean
+read_bandwidth (ShoalConf *conf, double *mbit, GError **error)
+{
+  return read_mbit (conf, "bandwidth_mbit", mbit, error);
+}
+
+/* A distribution key (slow_delay's syntax); errors name it. */
+static gboolean
+read_distribution (ShoalConf *conf, const char *key, ShoalDelay *d, GError **error)
+{
+  char *text = shoal_conf_get_string (conf, G, shoal_emulate_options, key);
+  GError *local = NULL;
+  gboolean ok = shoal_delay_parse (text, d, &local);
+  if (!ok)
+    {
+      shoal_conf_error (conf, error, G, key, "%s", local->message);
+      g_error_free (local);
+    }
+  g_free (text);
+  return ok;
+}
+
+/* The virtual clock's own keys: the real clock refuses them by name. */
+static gboolean
+read_virtual_model (ShoalConf *conf, ShoalEmulateConf *e, GError **error)
+{
+  GKeyFile *kf = shoal_conf_keyfile (conf);
+  static const char *const virtual_only[] = { "nic_mbit", "core_mbit", "update_ns_per_byte", "step_delay",
+                                              "machine_factor", "calibration", NULL };
+  for (int i = 0; virtual_only[i] != NULL; i++)
+    if (g_key_file_has_key (kf, G, virtual_only[i], NULL) && e->clock != SHOAL_CLOCK_VIRTUAL)
+      {
+        shoal_conf_error (conf, error, G, virtual_only[i], "only the virtual clock uses it (clock = virtual)");
+        return FALSE;
+      }
+  if (!read_mbit (conf, "nic_mbit", &e->nic_mbit, error) || !read_mbit (conf, "core_mbit", &e->core_mbit, error)
+      || !read_distribution (conf, "step_delay", &e->step_delay, error)
+      || !read_distribution (conf, "machine_factor", &e->machine_factor, error))
+    return FALSE;
+  e->update_ns_per_byte = g_key_file_has_key (kf, G, "update_ns_per_byte", NULL)
+                            ? shoal_conf_get_float (conf, G, shoal_emulate_options, "update_ns_per_byte")
+                            : -1;
+  char *cal = shoal_conf_get_string (conf, G, shoal_emulate_options, "calibration");
+  e->calibration = cal != NULL && *g_strstrip (cal) != '\0' ? g_strdup (cal) : NULL;
+  g_free (cal);
+  return TRUE;
 }
 
 gboolean
@@ -496,7 +572,7 @@ shoal_emulate_conf_read (ShoalConf *conf, const ShoalClusterConf *c, ShoalEmulat
     }
   if (!read_bandwidth (conf, &e->bandwidth_mbit, error))
     return FALSE;
-  if (!read_slow (conf, c, e, error))
+  if (!read_virtual_model (conf, e, error) || !read_slow (conf, c, e, error))
     {
       shoal_emulate_conf_clear (e);
       return FALSE;
@@ -598,6 +674,7 @@ void
 shoal_emulate_conf_clear (ShoalEmulateConf *e)
 {
   g_clear_pointer (&e->slow, g_free);
+  g_clear_pointer (&e->calibration, g_free);
   e->nslow = 0;
 }
 
@@ -606,6 +683,7 @@ shoal_emulate_conf_copy (ShoalEmulateConf *dst, const ShoalEmulateConf *src)
 {
   *dst = *src;
   dst->slow = g_memdup2 (src->slow, sizeof (ShoalSlowEntry) * (gsize) MAX (src->nslow, 1));
+  dst->calibration = g_strdup (src->calibration);
 }
 
 gboolean

@@ -31,6 +31,16 @@
  *   one per unit, slow_groups' first, then slow_workers'.
  *   bandwidth_mbit = MBIT       every link between two processes
  *   latency_ms = MS             one way, per message
+ * The virtual clock's timing model (docs/SCALE.md; the real clock
+ * refuses these keys by name):
+ *   nic_mbit = MBIT             every process's NIC, in and out, shared
+ *                               max-min fairly by its messages
+ *   core_mbit = MBIT            an oversubscribed core all messages share
+ *   update_ns_per_byte = NS     a server's update cost (one core each)
+ *   step_delay = DIST           extra ms of every unit's every step
+ *   machine_factor = DIST       each unit's slowdown, drawn once
+ *   calibration = FILE          `shoal calibrate`'s measured steps and
+ *                               update cost for this model
  *   fault_group = G, fault_at = S   group G's processes die (as kill -9)
  *                               S seconds into the job (virtual seconds
  *                               with the virtual clock)
@@ -83,6 +93,13 @@ typedef struct {
   double latency_ms;
   int fault_group;         /* -1: none */
   double fault_at;         /* seconds of the job's clock */
+  /* the virtual clock's timing model (docs/SCALE.md) */
+  double nic_mbit;         /* every process's NIC, each way; 0: no limit */
+  double core_mbit;        /* an oversubscribed core; 0: none */
+  double update_ns_per_byte;  /* a server's update per byte; < 0: the calibration's, else 0 */
+  ShoalDelay step_delay;   /* extra ms of every step of every unit */
+  ShoalDelay machine_factor;  /* each unit's slowdown factor, drawn once; NONE: 1 */
+  char *calibration;       /* `shoal calibrate`'s file, resolved; owned; NULL: none */
 } ShoalEmulateConf;
 
 extern const ShoalOption shoal_emulate_options[];
@@ -106,7 +123,10 @@ char **shoal_emulate_file_overrides (const char *path, GError **error);
 
 /* "exponential(20)" and the like; FALSE with a message (no conf place). */
 gboolean shoal_delay_parse (const char *text, ShoalDelay *delay, GError **error);
-/* One draw in ms (>= 0). */
+/* One draw in ms, in [0, SHOAL_DELAY_MAX_MS]: an hour per step bounds a
+ * heavy tail's draws (pareto(1, 0.01) draws 1e30 ms) so that every clock
+ * can hold them, far above any delay a study means. */
+#define SHOAL_DELAY_MAX_MS 3.6e6
 double shoal_delay_draw_ms (const ShoalDelay *delay, ShoalRng *rng);
 /* The distribution's mean in ms (G_MAXDOUBLE for a Pareto shape <= 1). */
 double shoal_delay_mean_ms (const ShoalDelay *delay);

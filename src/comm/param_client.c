@@ -273,22 +273,38 @@ shoal_param_client_set_frequency (ShoalParamClient *c, int n_push, int n_fetch)
 }
 
 gboolean
-shoal_param_client_due (ShoalUpdateMode mode, int every, gint64 step)
+shoal_push_due (int n_push, gint64 step)
 {
-  return mode == SHOAL_UPDATE_SYNC || every <= 1 || (step + 1) % every == 0;
+  return (step + 1) % n_push == 0;
+}
+
+gboolean
+shoal_fetch_due (int n_fetch, gint64 step)
+{
+  return (step + 1) % n_fetch == 0;
+}
+
+void
+shoal_push_mean (float *grads, size_t n, int n_push)
+{
+  if (n_push <= 1)
+    return;
+  float inv = 1.0f / (float) n_push;
+  for (size_t i = 0; i < n; i++)
+    grads[i] *= inv;
 }
 
 /* Whether step's gradients go out now, and whether values come back. */
 static gboolean
 pushes_at (const ShoalParamClient *c, gint64 step)
 {
-  return shoal_param_client_due (c->mode, c->n_push, step);
+  return shoal_push_due (c->n_push, step);
 }
 
 static gboolean
 fetches_at (const ShoalParamClient *c, gint64 step)
 {
-  return shoal_param_client_due (c->mode, c->n_fetch, step);
+  return shoal_fetch_due (c->n_fetch, step);
 }
 
 /* Pushes the slice's gradient from the store and pulls its values into
@@ -594,13 +610,7 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
     }
   else
     {
-      if (c->n_push > 1)
-        {
-          /* the mean of the summed steps, so lr means the same */
-          float inv = 1.0f / (float) c->n_push;
-          for (size_t i = c->begin[from]; i < c->end[c->unqueued - 1]; i++)
-            grads[i] *= inv;
-        }
+      shoal_push_mean (grads + c->begin[from], c->end[c->unqueued - 1] - c->begin[from], c->n_push);
       Batch *batch = g_new0 (Batch, 1);
       batch->from = from;
       batch->to = c->unqueued;

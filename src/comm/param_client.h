@@ -33,6 +33,15 @@ G_BEGIN_DECLS
 
 typedef struct _ShoalParamClient ShoalParamClient;
 
+/* The asynchronous schemes' rule ([cluster] n_push, n_fetch; 1 and 1 in
+ * SYNC): step's gradients go out when shoal_push_due, summed over the
+ * steps since the last push and sent as their mean (shoal_push_mean, so
+ * lr means the same), and values come back when shoal_fetch_due.  The
+ * client keeps it; the virtual clock (worker/emulator.c) asks it. */
+gboolean shoal_push_due (int n_push, gint64 step);
+gboolean shoal_fetch_due (int n_fetch, gint64 step);
+void shoal_push_mean (float *grads, size_t n, int n_push);
+
 /* A client for the worker whose params are `store` (borrowed; must
  * outlive the client), over `nslices` slices (shoal_slice_range).
  * Route every slice, then start.  It needs no buffer the size of the
@@ -47,11 +56,6 @@ void shoal_param_client_route_remote (ShoalParamClient *client, int slice,
  * n_fetch steps; in between the worker keeps computing on the params it
  * has.  Default 1 and 1. */
 void shoal_param_client_set_frequency (ShoalParamClient *client, int n_push, int n_fetch);
-/* The frequency rule itself, for the client and the virtual clock alike
- * (worker/emulator.c): whether 0-based `step` pushes its gradients
- * (every = n_push) or fetches values (every = n_fetch): at the end of
- * every `every`-th step, and every step in a synchronous mode. */
-gboolean shoal_param_client_due (ShoalUpdateMode mode, int every, gint64 step);
 /* The unit this client pushes for, sent with every push so that an SSP
  * server counts its steps (ShoalPushOrigin.unit); -1 (default): none. */
 void shoal_param_client_set_unit (ShoalParamClient *client, int unit);

@@ -10,8 +10,9 @@
  * leave.  So a message of n bytes on an idle link arrives about
  * n / rate + latency after it was begun, and a request and its reply
  * cost two latencies: the model the virtual clock charges too
- * (worker/emulator.h).  Links do not share a NIC: two sockets of one
- * process each get the full rate. */
+ * (worker/emulator.h, its per-pair links).  Links do not share a NIC
+ * here: two sockets of one process each get the full rate (the virtual
+ * clock's nic_mbit models a shared NIC; the real transport does not). */
 #ifndef SHOAL_LINK_LIMIT_H
 #define SHOAL_LINK_LIMIT_H
 
@@ -40,6 +41,7 @@ typedef struct {
   double burst;         /* bucket size in bytes */
   double tokens;        /* bytes that may go now; negative: debt */
   gint64 last_us;       /* when tokens were last topped up */
+  gboolean idle;        /* no message since the last one ended: the next banks no pause */
 } ShoalLinkLimiter;
 
 void shoal_link_limiter_init (ShoalLinkLimiter *l, const ShoalLinkLimit *limit, gint64 now_us);
@@ -52,7 +54,9 @@ gsize shoal_link_limiter_take (ShoalLinkLimiter *l, gsize want, gint64 now_us, g
 void shoal_link_limiter_refund (ShoalLinkLimiter *l, gsize bytes);
 /* take() with the monotonic clock, sleeping the wait. */
 gsize shoal_link_limiter_grant (ShoalLinkLimiter *l, gsize want);
-/* Before the last bytes of a message leave: sleeps the latency. */
+/* Before the last bytes of a message leave: sleeps the latency.  The
+ * link is idle from then on: the next message's first piece finds at
+ * most one piece of credit, whatever the pause. */
 void shoal_link_limiter_message_end (ShoalLinkLimiter *l);
 
 G_END_DECLS

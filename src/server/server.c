@@ -268,6 +268,17 @@ update_chunk (size_t begin, size_t end, gpointer data)
     memset (u->clear + begin, 0, (end - begin) * sizeof (float));
 }
 
+/* opts.lr_scale at `step`, warmed up from 1 over opts.lr_warmup steps. */
+static float
+lr_scale_at (const ShoalServer *server, gint64 step)
+{
+  float full = server->opts.lr_scale;
+  int warm = server->opts.lr_warmup;
+  if (warm <= 0 || step >= warm)
+    return full;
+  return 1.0f + (full - 1.0f) * (float) MAX (step, 0) / (float) warm;
+}
+
 /* Applies one update of [begin, end) with gradient grad[0 .. end-begin),
  * its learning rate multiplied by lr_mult; large segments on the cores
  * that idle meanwhile (core/parallel.h).  mirror (or NULL): [begin, end)
@@ -287,7 +298,7 @@ apply_range (ShoalServer *server, int slice, size_t begin, size_t end, const flo
         g_atomic_int_add (&seg->updates, 1);
       /* Adam's count: this slice's part of the param on its own */
       gint t = ++server->part_updates[(size_t) slice * server->nsegments + i];
-      float lr_scale = seg->lr_scale * server->opts.lr_scale * lr_mult;
+      float lr_scale = seg->lr_scale * lr_scale_at (server, step) * lr_mult;
       if (server->dev_values != NULL)
         {
           /* device mode: grad is device memory; no mirror there */

@@ -39,6 +39,7 @@ typedef struct {
   int nslices;            /* how the buffer is cut; the same in every process of the job */
   gboolean keep_baseline; /* Hogwild groups: remember values at the last sync (take_delta) */
   float lr_scale;         /* multiplies every update's learning rate; 0 means 1 */
+  int lr_warmup;          /* lr_scale rises linearly from 1 over the first lr_warmup steps; 0: none */
   float delta_scale;      /* multiplies the deltas apply_delta adds; 0 means 1 */
   /* Hogwild with elastic averaging (EASGD, Zhang, Choromanska, LeCun
    * 2015): keep a center variable beside each hosted slice, from the

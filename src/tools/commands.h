@@ -14,6 +14,7 @@ int shoal_cmd_layers (int argc, char **argv);
 int shoal_cmd_inspect (int argc, char **argv);
 int shoal_cmd_compare (int argc, char **argv);
 int shoal_cmd_plot (int argc, char **argv);
+int shoal_cmd_calibrate (int argc, char **argv);
 
 /* plot.c: the curves of the runs in `workspaces` (NULL-terminated; a
  * workspace or its metrics.jsonl) into the PNG `out`: x "time" or

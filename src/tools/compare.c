@@ -22,6 +22,7 @@
 #include "data/dataset.h"
 #include "tools/commands.h"
 #include "tools/compare.h"
+#include "worker/calibration.h"
 #include "worker/emulator.h"
 #include "worker/job.h"
 #include "worker/runner.h"
@@ -41,6 +42,7 @@ scheme_free (gpointer data)
   Scheme *s = data;
   g_free (s->name);
   g_free (s->conf);
+  g_free (s->base);
   g_ptr_array_free (s->runs, TRUE);
   g_free (s);
 }
@@ -299,14 +301,66 @@ with_overrides (char **user, GPtrArray *more)
   return (char **) g_ptr_array_free (all, FALSE);
 }
 
+/* The job as scheme s runs it, with the user's overrides: an
+ * asynchronous scheme's topology (several worker groups) leaves
+ * [cluster] sync_lr, the synchronous schemes' rule, aside, so one -o
+ * cluster.sync_lr=linear serves a compare of both kinds. */
+static ShoalJob *
+load_scheme (const char *job_path, const Scheme *s, char **overrides, GError **error)
+{
+  GKeyFile *kf = g_key_file_new ();
+  gint64 groups = 1;
+  if (g_key_file_load_from_file (kf, s->conf, G_KEY_FILE_NONE, NULL))
+    {
+      char *v = g_key_file_get_value (kf, "cluster", "nworker_groups", NULL);
+      if (v != NULL)
+        g_ascii_string_to_signed (g_strstrip (v), 10, 1, G_MAXINT, &groups, NULL);
+      g_free (v);
+    }
+  g_key_file_free (kf);
+  GPtrArray *more = g_ptr_array_new_with_free_func (g_free);
+  if (groups > 1)
+    {
+      g_ptr_array_add (more, g_strdup ("cluster.sync_lr=none"));
+      g_ptr_array_add (more, g_strdup ("cluster.sync_lr_warmup=0"));
+    }
+  char **all = with_overrides (overrides, more);
+  g_ptr_array_free (more, TRUE);
+  ShoalJob *job = shoal_job_load_topology (job_path, s->conf, (const char *const *) all, error);
+  g_strfreev (all);
+  return job;
+}
+
 /* Runs scheme s, repeat r.  Returns the exit status (130: interrupted);
  * a run that could not start is 1 with error set. */
 static int
 run_one (Plan *plan, Scheme *s, int r, GError **error)
 {
-  ShoalJob *base = shoal_job_load_topology (plan->job_path, s->conf, (const char *const *) plan->overrides, error);
+  ShoalJob *base = load_scheme (plan->job_path, s, plan->overrides, error);
   if (base == NULL)
     return 1;
+  char **scaled = NULL;
+  if (s->workers > 0)
+    {
+      /* a sweep's point: the scheme at its size, then as any scheme */
+      gint64 job_batch = 0;
+      char *group = input_layer (base, error);
+      gboolean have = group != NULL && batch_of (base, group, &job_batch, error);
+      GPtrArray *extra = g_ptr_array_new_with_free_func (g_free);
+      if (have)
+        shoal_compare_scale_overrides (s, &base->cluster, job_batch, group, base->emulate.step_ms, extra);
+      g_free (group);
+      shoal_job_free (base);
+      scaled = with_overrides (plan->overrides, extra);
+      g_ptr_array_free (extra, TRUE);
+      base = have ? load_scheme (plan->job_path, s, scaled, error) : NULL;
+      if (base == NULL)
+        {
+          g_strfreev (scaled);
+          return 1;
+        }
+    }
+  char **user = scaled != NULL ? scaled : plan->overrides;
   s->async = base->cluster.nworker_groups > 1;
   s->staleness = base->cluster.staleness;
   s->groups = base->cluster.nworker_groups;
@@ -324,6 +378,7 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
       g_free (layer);
       shoal_job_free (base);
       g_ptr_array_free (more, TRUE);
+      g_strfreev (scaled);
       return 1;
     }
   g_free (layer);
@@ -350,9 +405,10 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
       g_ptr_array_add (more, g_strdup_printf ("job.disp_freq=%" G_GINT64_FORMAT, disp_freq));
     }
   shoal_job_free (base);
-  char **all = with_overrides (plan->overrides, more);
+  char **all = with_overrides (user, more);
   g_ptr_array_free (more, TRUE);
-  ShoalJob *job = shoal_job_load_topology (plan->job_path, s->conf, (const char *const *) all, error);
+  g_strfreev (scaled);
+  ShoalJob *job = load_scheme (plan->job_path, s, all, error);
   g_strfreev (all);
   if (job == NULL)
     return 1;
@@ -419,7 +475,11 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
       g_free (v);
     }
   g_strfreev (keys);
-  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL && job->emulate.calibration != NULL && job->emulate.step_ms <= 0)
+    g_string_append_printf (d, "; each step's time is drawn from the measured steps of the calibration file "
+                            "`%s` (median %.3f ms for a group's batch on one machine): give the same file to "
+                            "repeat every number", job->emulate.calibration, step_ms);
+  else if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
     g_string_append_printf (d, "; one step of a group's batch costs a machine %.3f ms%s", step_ms,
                             measured ? " (measured once on this machine, the same for every run)" : "");
   return g_string_free (d, FALSE);
@@ -431,6 +491,8 @@ int
 shoal_cmd_compare (int argc, char **argv)
 {
   char *schemes_arg = NULL, *out = NULL, *budget_arg = NULL, *conf_dir = NULL, *emulate_file = NULL;
+  char *workers_arg = NULL;
+  GArray *workers = NULL;
   char **overrides = NULL;
   double target = 0;
   int repeats = 1, points = 10;
@@ -452,6 +514,9 @@ shoal_cmd_compare (int argc, char **argv)
     { "emulate", 'e', 0, G_OPTION_ARG_FILENAME, &emulate_file,
       "a file with an [emulate] section for every run (stragglers, links, a lost group, the virtual clock; "
       "docs/SCHEMES.md); -o emulate.KEY=VALUE goes over it", "FILE" },
+    { "workers", 'w', 0, G_OPTION_ARG_STRING, &workers_arg,
+      "a scale sweep: every scheme at each of these worker counts (e.g. 1,2,4,8), with speedup, "
+      "efficiency and time to target against workers (scale.csv, scale-*.png, report.md)", "LIST" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines from the runs", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
@@ -490,6 +555,8 @@ shoal_cmd_compare (int argc, char **argv)
     }
   if (!parse_budget (budget_arg, &plan.budget, &error))
     goto out;
+  if (workers_arg != NULL && (workers = shoal_compare_parse_workers (workers_arg, &error)) == NULL)
+    goto out;
   if (emulate_file != NULL)
     {
       /* its keys first: the user's -o go over them */
@@ -514,12 +581,14 @@ shoal_cmd_compare (int argc, char **argv)
   schemes = resolve_schemes (schemes_arg, conf_dir, &error);
   if (schemes == NULL)
     goto out;
+  if (workers != NULL)
+    shoal_compare_expand (schemes, workers, scheme_free, run_free);
 
   status = 1;
   /* the job as the first scheme runs it: every error of the conf and the
    * overrides shows here, before anything runs */
   Scheme *s0 = g_ptr_array_index (schemes, 0);
-  first = shoal_job_load_topology (argv[1], s0->conf, (const char *const *) overrides, &error);
+  first = load_scheme (argv[1], s0, overrides, &error);
   if (first == NULL)
     goto out;
   gboolean measured = FALSE;
@@ -527,7 +596,16 @@ shoal_cmd_compare (int argc, char **argv)
     {
       plan.virtual_clock = TRUE;
       plan.step_ms = first->emulate.step_ms;
-      if (plan.step_ms <= 0)
+      if (plan.step_ms <= 0 && first->emulate.calibration != NULL)
+        {
+          /* the calibration's measured steps: every run draws from them */
+          ShoalCalibration cal;
+          if (!shoal_calibration_load (first->emulate.calibration, first, &cal, &error))
+            goto out;
+          plan.step_ms = shoal_calibration_median_ms (&cal);
+          shoal_calibration_clear (&cal);
+        }
+      else if (plan.step_ms <= 0)
         {
           /* once, the same for every scheme and repeat: the runs repeat exactly */
           if (!shoal_emulator_measure_step_ms (first, &plan.step_ms, &error))
@@ -546,7 +624,7 @@ shoal_cmd_compare (int argc, char **argv)
   for (guint i = 1; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
-      ShoalJob *j = shoal_job_load_topology (argv[1], s->conf, (const char *const *) overrides, &error);
+      ShoalJob *j = load_scheme (argv[1], s, overrides, &error);
       if (j == NULL)
         goto out;
       shoal_job_free (j);
@@ -594,7 +672,8 @@ shoal_cmd_compare (int argc, char **argv)
         failed += st != 0;
       }
 
-  gboolean ok = shoal_compare_report (schemes, &plan, &target, target_given, &error);
+  gboolean ok = shoal_compare_report (schemes, &plan, &target, target_given, &error)
+                && (workers == NULL || shoal_compare_scale_report (schemes, &plan, target, &error));
   if (!ok)
     goto out;
   printf ("shoal compare: %s/report.md, results.csv and the figures; target accuracy %.4f\n", out, target);
@@ -631,6 +710,9 @@ out:
   if (schemes != NULL)
     g_ptr_array_free (schemes, TRUE);
   g_free (schemes_arg);
+  g_free (workers_arg);
+  if (workers != NULL)
+    g_array_free (workers, TRUE);
   g_free (out);
   g_free (budget_arg);
   g_free (conf_dir);

@@ -5,6 +5,7 @@
 
 #include <glib.h>
 
+#include "cluster/cluster_conf.h"
 #include "tools/runlog.h"
 
 G_BEGIN_DECLS
@@ -28,6 +29,8 @@ typedef struct {
 typedef struct {
   char *name;
   char *conf;           /* the topology file */
+  char *base;           /* a scale sweep's point: the scheme's own name (owned); NULL: not a sweep */
+  int workers;          /* a sweep's point: workers it runs with; 0: the topology's own */
   gboolean async;
   int staleness;        /* [cluster] staleness, -1 none */
   int groups;
@@ -56,6 +59,32 @@ typedef struct {
   gboolean virtual_clock;
   double step_ms;
 } Plan;
+
+/* ---- the scale sweep (compare_scale.c): --workers 1,2,4,... ---------- */
+
+/* "1,2,4": each a worker count of 1 to SHOAL_COMPARE_MAX_WORKERS, none
+ * twice; the list sorted.  FALSE with an error naming --workers. */
+#define SHOAL_COMPARE_MAX_WORKERS 4096
+GArray *shoal_compare_parse_workers (const char *text, GError **error);
+/* Each scheme once per worker count, named SCHEME-wN (schemes is
+ * replaced; the free functions of a Scheme and a Run). */
+void shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify scheme_free,
+                           GDestroyNotify run_free);
+/* The overrides that run scheme point s (s->workers > 0) at its size:
+ * a synchronous scheme's one group gets s->workers workers, one to a
+ * process, each with the job's batch (the group's batch grows with it:
+ * weak scaling, where [cluster] sync_lr applies); an asynchronous one
+ * gets s->workers groups of one worker, Hogwild a server group each,
+ * AllReduce's co-located servers one per worker, backup workers about
+ * 5 % of them (Chen et al.).  `cluster` is the scheme's own, batch the
+ * job's, input_group its input layer's conf group, step_ms the job's
+ * [emulate] step_ms (a group batch's: scaled with it; 0: none). */
+void shoal_compare_scale_overrides (const Scheme *s, const ShoalClusterConf *cluster, gint64 batch,
+                                    const char *input_group, double step_ms, GPtrArray *out);
+/* scale.csv, the scaling figures (speedup, efficiency, time to target
+ * against workers, per scheme) and their section at the end of
+ * report.md; after shoal_compare_report. */
+gboolean shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target, GError **error);
 
 /* Summarises every scheme, chooses the target (given in *target, or 95 %
  * of the best mean final accuracy, written back) and writes

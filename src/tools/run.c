@@ -163,6 +163,12 @@ shoal_cmd_run (int argc, char **argv)
       fprintf (stderr, "shoal run: %s\n", error->message);
       status = 1;
     }
+  else if (result.stopped && job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+    {
+      printf ("stopped at step %" G_GINT64_FORMAT " (a virtual-clock run keeps no checkpoint: run it again, "
+              "it repeats exactly)\n", result.steps);
+      status = 130;
+    }
   else if (result.stopped)
     {
       printf ("stopped at step %" G_GINT64_FORMAT " with a checkpoint; continue with --resume\n",
@@ -173,10 +179,13 @@ shoal_cmd_run (int argc, char **argv)
     {
       printf ("trained %" G_GINT64_FORMAT " steps at %.0f samples/s; metrics in %s/metrics.jsonl\n",
               result.steps, result.samples_per_sec, ws);
+      /* group 0 lost ([emulate] fault_group): a survivor's numbers */
+      char *whose = result.group > 0 ? g_strdup_printf (" (group %d; group 0 was lost)", result.group) : g_strdup ("");
       if (result.test_accuracy >= 0)
-        printf ("final test accuracy: %.4f\n", result.test_accuracy);
+        printf ("final test accuracy: %.4f%s\n", result.test_accuracy, whose);
       else
-        printf ("final test loss: %.6f\n", result.test_loss);
+        printf ("final test loss: %.6f%s\n", result.test_loss, whose);
+      g_free (whose);
     }
   g_free (ws);
   shoal_job_free (job);

@@ -32,6 +32,48 @@ unit_by_time (gconstpointer a, gconstpointer b)
   return ta < tb ? -1 : ta > tb;
 }
 
+/* A train or test line's point, with its unit. */
+typedef struct {
+  ShoalRunPoint p;
+  int group, worker;
+} UnitRunPoint;
+
+/* The group whose curves are the job's: group 0, unless it ended before
+ * the others (it was lost: [emulate] fault_group, a killed process) -
+ * then the lowest group of those that went furthest.  A lost group's
+ * last test is no result of the job. */
+static int
+reporting_group (GArray *trains, GArray *tests)
+{
+  GHashTable *last = g_hash_table_new (NULL, NULL);   /* group -> 1 + its last step */
+  gint64 furthest = -1;
+  /* the test passes where there are any: a group lost at its last step
+   * wrote that step's train line but never its final test */
+  GArray *a = tests->len > 0 ? tests : trains;
+  for (guint i = 0; i < a->len; i++)
+    {
+      const UnitRunPoint *t = &g_array_index (a, UnitRunPoint, i);
+      gint64 had = GPOINTER_TO_SIZE (g_hash_table_lookup (last, GINT_TO_POINTER (t->group)));
+      gint64 now = MAX (had, t->p.step + 1);
+      g_hash_table_insert (last, GINT_TO_POINTER (t->group), GSIZE_TO_POINTER ((gsize) now));
+      furthest = MAX (furthest, now);
+    }
+  int best = 0;
+  gint64 at0 = GPOINTER_TO_SIZE (g_hash_table_lookup (last, GINT_TO_POINTER (0)));
+  if (at0 < furthest)
+    {
+      best = G_MAXINT;
+      GHashTableIter it;
+      gpointer key, value;
+      g_hash_table_iter_init (&it, last);
+      while (g_hash_table_iter_next (&it, &key, &value))
+        if ((gint64) GPOINTER_TO_SIZE (value) == furthest)
+          best = MIN (best, GPOINTER_TO_INT (key));
+    }
+  g_hash_table_destroy (last);
+  return best;
+}
+
 static Unit *
 unit_of (GPtrArray *units, int group, int worker)
 {
@@ -156,9 +198,8 @@ shoal_run_log_read (const char *path, GError **error)
   JsonParser *parser = json_parser_new ();
   char **lines = g_strsplit (text, "\n", -1);
   gboolean ok = TRUE;
-  int first_worker = G_MAXINT;
-  GArray *first_train = g_array_new (FALSE, FALSE, sizeof (ShoalRunPoint));
-  GArray *test_units = g_array_new (FALSE, FALSE, sizeof (double));   /* worker of each test point */
+  GArray *trains = g_array_new (FALSE, FALSE, sizeof (UnitRunPoint));  /* every unit's train lines */
+  GArray *tests = g_array_new (FALSE, FALSE, sizeof (UnitRunPoint));   /* every group's test passes */
 
   for (int i = 0; ok && lines[i] != NULL; i++)
     {
@@ -224,23 +265,16 @@ shoal_run_log_read (const char *path, GError **error)
           log->compute_s += number_or (o, "compute_s", 0);
           log->wait_s += number_or (o, "wait_s", 0);
           log->peer_wait_s += number_or (o, "peer_wait_s", 0);
-          if (group == 0 && worker <= first_worker)
-            {
-              if (worker < first_worker)
-                g_array_set_size (first_train, 0);
-              first_worker = (int) worker;
-              ShoalRunPoint r = { time, samples, loss, loss, (gint64) step };
-              g_array_append_val (first_train, r);
-            }
+          UnitRunPoint r = { { time, samples, loss, loss, (gint64) step }, (int) group, (int) worker };
+          g_array_append_val (trains, r);
         }
-      else if (group == 0)
+      else
         {
           double acc;
           gboolean has = number (o, "accuracy", &acc);
           log->has_accuracy |= has;
-          ShoalRunPoint r = { time, samples, has ? acc : loss, loss, (gint64) step };
-          g_array_append_val (log->tests, r);
-          g_array_append_val (test_units, worker);
+          UnitRunPoint r = { { time, samples, has ? acc : loss, loss, (gint64) step }, (int) group, (int) worker };
+          g_array_append_val (tests, r);
         }
     }
   g_strfreev (lines);
@@ -268,19 +302,32 @@ shoal_run_log_read (const char *path, GError **error)
             log->samples_per_sec += prev / seconds;
         }
       log->units = (int) units->len;
-      for (guint i = 0; i < log->tests->len; i++)
+      log->group = reporting_group (trains, tests);
+      int first_worker = G_MAXINT;
+      for (guint i = 0; i < trains->len; i++)
         {
-          ShoalRunPoint *p = &g_array_index (log->tests, ShoalRunPoint, i);
-          p->samples = samples_at (units, p->time, 0, (int) g_array_index (test_units, double, i), p->samples);
+          const UnitRunPoint *t = &g_array_index (trains, UnitRunPoint, i);
+          if (t->group == log->group)
+            first_worker = MIN (first_worker, t->worker);
         }
-      for (guint i = 0; i < first_train->len; i++)
+      for (guint i = 0; i < tests->len; i++)
         {
-          ShoalRunPoint *p = &g_array_index (first_train, ShoalRunPoint, i);
-          p->samples = samples_at (units, p->time, 0, first_worker, p->samples);
+          UnitRunPoint *t = &g_array_index (tests, UnitRunPoint, i);
+          if (t->group != log->group)
+            continue;
+          t->p.samples = samples_at (units, t->p.time, t->group, t->worker, t->p.samples);
+          g_array_append_val (log->tests, t->p);
+        }
+      for (guint i = 0; i < trains->len; i++)
+        {
+          UnitRunPoint *t = &g_array_index (trains, UnitRunPoint, i);
+          if (t->group != log->group || t->worker != first_worker)
+            continue;
+          t->p.samples = samples_at (units, t->p.time, t->group, t->worker, t->p.samples);
+          g_array_append_val (log->train, t->p);
         }
       g_array_sort (log->tests, by_time);
-      g_array_sort (first_train, by_time);
-      g_array_append_vals (log->train, first_train->data, first_train->len);
+      g_array_sort (log->train, by_time);
       GHashTableIter it;
       gpointer key, value;
       g_hash_table_iter_init (&it, rank_bytes);
@@ -290,8 +337,8 @@ shoal_run_log_read (const char *path, GError **error)
           log->bytes_received += (guint64) ((double *) value)[1];
         }
     }
-  g_array_free (first_train, TRUE);
-  g_array_free (test_units, TRUE);
+  g_array_free (trains, TRUE);
+  g_array_free (tests, TRUE);
   g_hash_table_destroy (rank_bytes);
   g_ptr_array_free (units, TRUE);
   if (!ok)

@@ -6,8 +6,10 @@
  * trained on, each unit's count interpolated linearly between its train
  * lines (a unit's count before its first line grows from 0 at time 0).
  * Where lines carry "vtime" (a virtual-clock run) it is the time.
- * Accuracy curves are group 0's test passes (the job's reported
- * accuracy); the loss curve is group 0's first unit's train lines. */
+ * Accuracy curves are the reporting group's test passes (the job's
+ * reported accuracy); the loss curve is its first unit's train lines.
+ * The reporting group is group 0, unless group 0 ended before others
+ * (it was lost): then the lowest of the groups that went furthest. */
 #ifndef SHOAL_RUNLOG_H
 #define SHOAL_RUNLOG_H
 
@@ -26,8 +28,9 @@ typedef struct {
 } ShoalRunPoint;
 
 typedef struct {
-  GArray *tests;            /* ShoalRunPoint: group 0's test passes in time order */
-  GArray *train;            /* ShoalRunPoint: group 0's first unit's train lines (value = loss) */
+  int group;                /* the reporting group (above) */
+  GArray *tests;            /* ShoalRunPoint: its test passes in time order */
+  GArray *train;            /* ShoalRunPoint: its first unit's train lines (value = loss) */
   gboolean has_accuracy;    /* the test points' value is an accuracy */
   double samples;           /* job-wide rows trained on at the end */
   double samples_per_sec;   /* the sum of the units' throughputs, test time excluded */

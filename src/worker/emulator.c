@@ -27,10 +27,13 @@
 #include "cluster/layout.h"
 #include "core/error.h"
 #include "core/param.h"
+#include "comm/param_client.h"
 #include "partition/partition.h"
 #include "rpc/link_limit.h"
 #include "server/server.h"
+#include "worker/calibration.h"
 #include "worker/event_queue.h"
+#include "worker/nic_model.h"
 #include "worker/metrics.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
@@ -46,6 +49,7 @@ typedef enum {
   EV_REPLY,        /* a: unit */
   EV_SYNC_ARRIVE,  /* a: server group, b: slice */
   EV_SYNC_REPLY,   /* a: server group, b: slice */
+  EV_APPLY,        /* a: unit, b: slice, step: a server core is done with the push */
   EV_FAULT,
   EV_TICK          /* process lines */
 } EventKind;
@@ -60,7 +64,10 @@ typedef struct {
   ShoalGroupNet *net;
   ShoalParamStore *store;
   ShoalSlowdown *slowdown;
-  float *sendbuf;
+  ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
+  double machine;            /* its machine's factor ([emulate] machine_factor) */
+  double rows_factor;        /* calibrated steps: its rows per thread / the calibration's rows */
+  gboolean pushed;           /* its gradients went out: the store's grads are cleared before the next step */
   gint64 *have_version;      /* per slice */
   gboolean tester, dead, finished, budget_end;
 
@@ -71,12 +78,9 @@ typedef struct {
   gint64 next_test;
   gint64 steps_done, steps_skipped, samples_seen;
 
-  /* the train line's window */
-  double w_loss, w_acc, w_compute, w_wait;
-  gint64 w_samples, w_start;
-  int w_steps;
+  ShoalTrainWindow win;      /* the train line's window (virtual seconds) */
+  gint64 w_start;
   double train_seconds;      /* virtual, the whole run */
-  gboolean has_accuracy;     /* the net reports an accuracy */
   double test_loss, test_accuracy;
 } Unit;
 
@@ -109,9 +113,12 @@ typedef struct {
   ShoalMetricsWriter *metrics;
   ShoalEventQueue queue;
   gint64 now;                /* virtual ns */
-  double bytes_per_s;        /* 0: no limit */
+  ShoalNicModel *nic;        /* the links, NICs and core between processes */
   gint64 latency_ns;
-  gint64 step_ns;            /* one unit's compute per step, before its slowdown */
+  gint64 step_ns;            /* one unit's compute per step, before its slowdown (no calibration) */
+  ShoalCalibration cal;      /* [emulate] calibration: measured steps; nsteps 0: none */
+  double update_ns_per_byte; /* a server core's update cost */
+  gint64 *core_free;         /* per rank: when its server core is free (virtual ns) */
   guint64 *sent, *received;  /* per rank, bytes between processes */
   gboolean *rank_moved;      /* per rank: something to report since the last tick */
   gint64 *decided_step;      /* SYNC time budget: per group, the step whose boundary decided */
@@ -137,18 +144,30 @@ vseconds (gint64 ns)
   return (double) ns / 1e9;
 }
 
-/* What a message of `bytes` between ranks costs; nothing inside a
- * process.  Counts the bytes for the process lines. */
-static gint64
-link_ns (Emu *e, int from, int to, gsize bytes)
+/* A message of `bytes` from rank `from` to rank `to` begins now: the
+ * event comes when it has crossed the NICs, links and core it shares
+ * with the other messages in flight (nic_model.h) and the latency after
+ * that; inside a process at once.  Counts the bytes for the process
+ * lines. */
+static void
+transmit (Emu *e, int from, int to, gsize bytes, EventKind kind, int a, int b, gint64 step)
 {
   if (from == to)
-    return 0;
+    {
+      schedule (e, e->now, kind, a, b, step);
+      return;
+    }
   e->sent[from] += bytes;
   e->received[to] += bytes;
   e->rank_moved[from] = e->rank_moved[to] = TRUE;
-  double s = e->bytes_per_s > 0 ? (double) bytes / e->bytes_per_s : 0;
-  return e->latency_ns + (gint64) llround (s * 1e9);
+  if (bytes == 0 || !shoal_nic_model_limited (e->nic))
+    {
+      schedule (e, e->now + e->latency_ns, kind, a, b, step);
+      return;
+    }
+  ShoalTimedEvent ev = { .kind = kind, .a = a, .b = b, .step = step };
+  e->pending++;   /* it is queued when it has crossed */
+  shoal_nic_model_start (e->nic, e->now, from, to, bytes, &ev);
 }
 
 static int
@@ -176,44 +195,30 @@ fail (Emu *e, GError *error)
     g_error_free (error);
 }
 
-static gboolean
-fetches_at (const ShoalClusterConf *c, ShoalUpdateMode mode, gint64 step)
+/* The param client's rule (comm/param_client.h); n_push and n_fetch are
+ * 1 in SYNC, as the runner sets them only for the asynchronous schemes. */
+static int
+n_push (Emu *e)
 {
-  return mode == SHOAL_UPDATE_SYNC || (step + 1) % c->n_fetch == 0;
+  return e->layout->mode == SHOAL_UPDATE_ASYNC ? e->layout->conf.n_push : 1;
 }
 
-static gboolean
-pushes_at (const ShoalClusterConf *c, ShoalUpdateMode mode, gint64 step)
+static int
+n_fetch (Emu *e)
 {
-  return mode == SHOAL_UPDATE_SYNC || (step + 1) % c->n_push == 0;
+  return e->layout->mode == SHOAL_UPDATE_ASYNC ? e->layout->conf.n_fetch : 1;
 }
 
 /* ---- metrics ---------------------------------------------------------------- */
 
-static double
-accuracy_of (const ShoalMetric *m, guint n)
-{
-  for (guint i = 0; i < n; i++)
-    if (!m[i].is_loss)
-      return m[i].value;
-  return -1;
-}
-
 static void
 run_test (Emu *e, Unit *u, gint64 step)
 {
-  ShoalEvalResult r = shoal_worker_evaluate (u->net, e->job->test_steps);
+  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
+  ShoalEvalResult r = shoal_worker_test (u->net, e->job, e->metrics, !e->opts->quiet, u->group, u->first_worker,
+                                         step, u->samples_seen);
   u->test_loss = r.loss;
   u->test_accuracy = r.accuracy;
-  if (!e->opts->quiet)
-    g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f accuracy %.4f (%" G_GINT64_FORMAT
-               " samples) at virtual %.3f s", u->group, u->first_worker, step, r.loss, MAX (r.accuracy, 0.0),
-               r.samples, vseconds (e->now));
-  ShoalMetricsRecord rec = { .step = step, .group = u->group, .worker = u->first_worker, .phase = "test",
-                             .loss = r.loss, .accuracy = r.accuracy, .samples_per_sec = -1,
-                             .samples = u->samples_seen, .peer_wait_s = -1 };
-  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
-  shoal_metrics_write (e->metrics, &rec);
 }
 
 /* The train line of the window ending with step `last` at `at`. */
@@ -221,21 +226,10 @@ static void
 train_line (Emu *e, Unit *u, gint64 last, gint64 at)
 {
   double secs = vseconds (at - u->w_start);
-  double sps = secs > 0 ? (double) u->w_samples / secs : 0;
   u->train_seconds += secs;
-  double loss = u->w_loss / u->w_steps;
-  double acc = u->has_accuracy ? u->w_acc / u->w_steps : -1;
-  if (!e->opts->quiet)
-    g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s%.4f %.0f samples/s (virtual)", u->group,
-               u->first_worker, last, loss, acc >= 0 ? " accuracy " : "", acc >= 0 ? acc : 0.0, sps);
-  ShoalMetricsRecord rec = { .step = last, .group = u->group, .worker = u->first_worker, .phase = "train",
-                             .loss = loss, .accuracy = acc, .samples_per_sec = sps, .samples = u->samples_seen,
-                             .compute_s = u->w_compute, .wait_s = u->w_wait, .peer_wait_s = 0 };
   shoal_metrics_set_vtime (e->metrics, vseconds (at));
-  shoal_metrics_write (e->metrics, &rec);
-  u->w_loss = u->w_acc = u->w_compute = u->w_wait = 0;
-  u->w_samples = 0;
-  u->w_steps = 0;
+  shoal_train_window_line (&u->win, e->metrics, !e->opts->quiet, u->group, u->first_worker, last, u->samples_seen,
+                           secs, 0, " (virtual)");
   u->w_start = at;
 }
 
@@ -285,7 +279,7 @@ static void
 finish_unit (Emu *e, Unit *u)
 {
   u->finished = TRUE;
-  if (u->w_steps > 0)
+  if (u->win.steps > 0)
     train_line (e, u, u->steps_done, u->compute_end);
   if (u->tester)
     run_test (e, u, u->steps_done);
@@ -314,6 +308,23 @@ budget_spent (Emu *e, Unit *u, gint64 step)
 
 static void on_send (Emu *e, Unit *u);
 
+/* One step's compute on the unit's machine: a measured step drawn from
+ * the calibration (else step_ms), its share of the group's batch, times
+ * its machine's factor, plus [emulate] step_delay. */
+static double
+step_seconds (Emu *e, Unit *u)
+{
+  double ms;
+  if (e->cal.nsteps > 0)
+    ms = e->cal.step_ms[shoal_rng_u32 (&u->rng) % (guint32) e->cal.nsteps] * u->rows_factor;
+  else
+    ms = (double) e->step_ns / 1e6;
+  ms *= u->machine;
+  if (e->job->emulate.step_delay.kind != SHOAL_DELAY_NONE)
+    ms += shoal_delay_draw_ms (&e->job->emulate.step_delay, &u->rng);
+  return ms / 1e3;
+}
+
 static void
 on_step (Emu *e, Unit *u)
 {
@@ -322,7 +333,7 @@ on_step (Emu *e, Unit *u)
   const ShoalJob *job = e->job;
   gint64 step = u->step;
   if (step > 0)
-    u->w_wait += vseconds (e->now - u->compute_end);
+    u->win.wait_s += vseconds (e->now - u->compute_end);
   /* backup workers: a unit whose gradients came late got newer values
    * and goes on at their step (shoal_param_client_catch_up_step) */
   if (e->layout->mode == SHOAL_UPDATE_SYNC && step > 0)
@@ -361,11 +372,12 @@ on_step (Emu *e, Unit *u)
       u->next_test = (step / job->test_freq + 1) * job->test_freq;
     }
 
-  /* the step's computation, now; its cost in virtual time */
-  const ShoalUpdaterConf *up = &job->updater;
-  double loss = shoal_group_net_train_step (u->net, NULL, NULL);
-  if (up->clip_value > 0 || up->clip_norm > 0)
-    shoal_clip_gradients (u->store->grads, u->store->total, up->clip_value, up->clip_norm);
+  /* the step's computation, now, as a real worker runs it; its cost in
+   * virtual time */
+  if (u->pushed)
+    shoal_param_store_zero_grads (u->store);
+  u->pushed = FALSE;
+  double loss = shoal_worker_compute_step (u->net, &job->updater, NULL, NULL);
   if (!isfinite (loss))
     {
       GError *err = NULL;
@@ -375,37 +387,28 @@ on_step (Emu *e, Unit *u)
       fail (e, err);
       return;
     }
-  double c = vseconds (e->step_ns);
+  double c = step_seconds (e, u);
   c += shoal_slowdown_extra_s (u->slowdown, c);
   gint64 cost = (gint64) llround (c * 1e9);
   u->compute_end = e->now + cost;
-  u->w_compute += c;
+  u->win.compute_s += c;
 
-  ShoalMetric m[16];
-  guint nm = shoal_group_net_metrics (u->net, m, G_N_ELEMENTS (m));
-  int rows = shoal_group_net_batch_rows (u->net);
-  double acc = accuracy_of (m, nm);
-  u->w_loss += loss;
-  u->w_acc += acc;
-  u->has_accuracy = acc >= 0;
-  u->w_samples += rows;
-  u->w_steps++;
+  int rows = shoal_train_window_add (&u->win, u->net, loss);
   u->samples_seen += rows;
   u->steps_done = step + 1;
-  if (u->w_steps == job->disp_freq || step + 1 == job->train_steps)
+  if (u->win.steps == job->disp_freq || step + 1 == job->train_steps)
     train_line (e, u, step + 1, u->compute_end);
 
-  const ShoalClusterConf *cl = &e->layout->conf;
-  if (pushes_at (cl, e->layout->mode, step))
+  if (shoal_push_due (n_push (e), step))
     {
-      /* the comm thread's send buffer: Downpour's n_push sums steps and
-       * sends their mean */
-      float inv = e->layout->mode == SHOAL_UPDATE_ASYNC ? 1.0f / (float) cl->n_push : 1.0f;
-      for (size_t i = 0; i < u->store->total; i++)
-        u->sendbuf[i] = u->store->grads[i] * inv;
-      shoal_param_store_zero_grads (u->store);
+      /* the comm thread's send buffer: the mean of the summed steps */
+      /* the comm thread's send buffer is the store's gradients: nothing
+       * writes them before the next step, which begins after the last
+       * reply (so a unit holds no second copy) */
+      shoal_push_mean (u->store->grads, u->store->total, n_push (e));
+      u->pushed = TRUE;
       u->chain = 0;
-      u->fetch = fetches_at (cl, e->layout->mode, step);
+      u->fetch = shoal_fetch_due (n_fetch (e), step);
       schedule (e, u->compute_end, EV_SEND, (int) (u - e->units), 0, step);
     }
   else
@@ -431,8 +434,8 @@ on_send (Emu *e, Unit *u)
     return;
   int s = chain_slice (e, u);
   size_t n = slice_floats (e, s, NULL);
-  gint64 t = e->now + link_ns (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float));
-  schedule (e, t, EV_ARRIVE, (int) (u - e->units), s, u->step);
+  transmit (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float), EV_ARRIVE, (int) (u - e->units), s,
+            u->step);
 }
 
 /* A held reply whose rule now allows it: its values leave the server
@@ -454,8 +457,7 @@ release (Emu *e, int sg, int s, const Waiting *w)
         }
       bytes = n * sizeof (float);
     }
-  gint64 t = e->now + link_ns (e, server_rank (e, sg, s), u->rank, bytes);
-  schedule (e, t, EV_REPLY, w->unit, s, w->step);
+  transmit (e, server_rank (e, sg, s), u->rank, bytes, EV_REPLY, w->unit, s, w->step);
 }
 
 /* Releases, in arrival order, every held reply of the slice whose rule
@@ -486,9 +488,30 @@ release_ready (Emu *e, int sg, int s)
 }
 
 static void start_syncs (Emu *e, int sg);
+static void on_apply (Emu *e, Unit *u, int s, gint64 step);
 
+/* A push that reached its server waits for the server process's core
+ * (one update at a time, update_ns_per_byte each byte) and is applied
+ * when the core is done with it (on_apply). */
 static void
 on_arrive (Emu *e, Unit *u, int s, gint64 step)
+{
+  if (u->dead)
+    return;
+  if (e->update_ns_per_byte <= 0)
+    {
+      on_apply (e, u, s, step);
+      return;
+    }
+  int rank = server_rank (e, u->server_group, s);
+  size_t n = slice_floats (e, s, NULL);
+  gint64 begin = MAX (e->now, e->core_free[rank]);
+  e->core_free[rank] = begin + (gint64) llround ((double) (n * sizeof (float)) * e->update_ns_per_byte);
+  schedule (e, e->core_free[rank], EV_APPLY, (int) (u - e->units), s, step);
+}
+
+static void
+on_apply (Emu *e, Unit *u, int s, gint64 step)
 {
   if (u->dead)
     return;
@@ -497,7 +520,7 @@ on_arrive (Emu *e, Unit *u, int s, gint64 step)
   ShoalPushOrigin origin = { u->have_version[s], u->id };
   gint64 ready = 0;
   GError *err = NULL;
-  if (!shoal_server_push_from (e->servers[sg], s, u->sendbuf + b, n, step, &origin, &ready, &err))
+  if (!shoal_server_push_from (e->servers[sg], s, u->store->grads + b, n, step, &origin, &ready, &err))
     {
       fail (e, err);
       return;
@@ -566,8 +589,8 @@ start_syncs (Emu *e, int sg)
       if (master == sg || e->server_dead[master])
         continue;  /* its own master; or a master lost with its group: the replica goes on alone */
       st->busy = TRUE;
-      gint64 t = e->now + link_ns (e, server_rank (e, sg, due), server_rank (e, master, due), n * sizeof (float));
-      schedule (e, t, EV_SYNC_ARRIVE, sg, due, 0);
+      transmit (e, server_rank (e, sg, due), server_rank (e, master, due), n * sizeof (float), EV_SYNC_ARRIVE, sg,
+                due, 0);
     }
 }
 
@@ -592,8 +615,7 @@ on_sync_arrive (Emu *e, int sg, int s)
       fail (e, err);
       return;
     }
-  gint64 t = e->now + link_ns (e, server_rank (e, master, s), server_rank (e, sg, s), n * sizeof (float));
-  schedule (e, t, EV_SYNC_REPLY, sg, s, 0);
+  transmit (e, server_rank (e, master, s), server_rank (e, sg, s), n * sizeof (float), EV_SYNC_REPLY, sg, s, 0);
 }
 
 static void
@@ -644,35 +666,8 @@ on_fault (Emu *e)
 
 /* ---- building ------------------------------------------------------------------ */
 
-static ShoalGroupNet *
-build_unit_net (Emu *e, Unit *u, gboolean per_group, GError **error)
-{
-  const ShoalClusterConf *c = &e->layout->conf;
-  ShoalNetOptions nopts = { .seed = e->job->seed, .group = u->group, .budget = e->job->memory_budget };
-  nopts.device = shoal_cluster_device (&e->job->cluster, u->group, u->first_worker);
-  if (per_group)
-    {
-      nopts.shard_index = u->group;
-      nopts.shard_count = c->nworker_groups;
-    }
-  else
-    {
-      nopts.shard_index = u->group * c->nworkers_per_group + u->first_worker;
-      nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
-      nopts.worker = u->first_worker;
-    }
-  ShoalGroupNet *net = shoal_group_net_new (e->job->conf, u->nworkers, &nopts, error);
-  if (net == NULL)
-    return NULL;
-  shoal_param_store_init_values (shoal_group_net_params (net), e->job->seed);
-  if (e->job->init_from != NULL && e->job->init_from[0] != NULL
-      && !shoal_runner_init_from (e->job, shoal_group_net_params (net), error))
-    {
-      shoal_group_net_free (net);
-      return NULL;
-    }
-  return net;
-}
+/* the step-time streams: the job seed mixed with "steptime" */
+#define STEP_SEED_MIX G_GUINT64_CONSTANT (0x7374657074696d65)
 
 /* Units as the runner makes them in its processes, all here. */
 static gboolean
@@ -680,16 +675,12 @@ build_units (Emu *e, GError **error)
 {
   const ShoalClusterConf *c = &e->layout->conf;
   int k = c->nworkers_per_group;
-  gboolean whole = c->nworkers_per_procs >= k, per_group = whole;
-  if (!whole)
-    {
-      gboolean batch_only = TRUE;
-      if (!shoal_partition_batch_only (e->job->conf, k, e->job->memory_budget, &batch_only, error))
-        return FALSE;
-      /* a group spread over processes as one net: one net here too (its
-       * results equal the spread ones; the bridges cost nothing) */
-      per_group = !batch_only;
-    }
+  gboolean whole = FALSE, spread_net = FALSE;
+  if (!shoal_runner_groups_as_one (e->job, c, &whole, &spread_net, error))
+    return FALSE;
+  /* a group spread over processes as one net: one net here too (its
+   * results equal the spread ones; the bridges cost nothing) */
+  gboolean per_group = whole || spread_net;
   if (!per_group && !shoal_runner_share_batch (e->job, k, error))
     return FALSE;
   e->group_pushes = per_group;
@@ -708,12 +699,22 @@ build_units (Emu *e, GError **error)
       u->tester = u->first_worker == 0;
       u->test_accuracy = -1;
       u->next_test = e->job->test_freq > 0 ? e->job->test_freq : G_MAXINT64;
-      u->net = build_unit_net (e, u, per_group, error);
+      ShoalMember m = { u->group, u->first_worker };
+      u->net = shoal_runner_unit_net (e->job, c, m, e->unit_size, per_group, TRUE, NULL, error);
       if (u->net == NULL)
         return FALSE;
       u->store = shoal_group_net_params (u->net);
       u->slowdown = shoal_slowdown_new (&e->job->emulate, &e->job->cluster, e->job->seed, u->group, u->first_worker,
                                         u->nworkers);
+      /* a calibrated step of cal.batch rows scaled to the rows each of
+       * its threads computes */
+      if (e->cal.batch > 0)
+        u->rows_factor = (double) shoal_group_net_batch_size (u->net) / e->cal.batch / e->unit_size;
+      /* its own stream for step times, apart from the slowdown's */
+      shoal_rng_seed (&u->rng, e->job->seed ^ STEP_SEED_MIX, (guint64) i);
+      u->machine = 1;
+      if (e->job->emulate.machine_factor.kind != SHOAL_DELAY_NONE)
+        u->machine = MAX (shoal_delay_draw_ms (&e->job->emulate.machine_factor, &u->rng), 1e-3);
       if (u->slowdown != NULL)
         {
           char *how = shoal_slowdown_describe (u->slowdown);
@@ -760,7 +761,6 @@ build_servers (Emu *e, GError **error)
   for (int i = 0; i < e->nunits; i++)
     {
       Unit *u = &e->units[i];
-      u->sendbuf = shoal_alloc_floats (u->store->total);
       u->have_version = g_new0 (gint64, e->nslices);
       /* the first fetch: every slice at version 0, free */
       for (int s = 0; s < e->nslices; s++)
@@ -782,7 +782,6 @@ emu_free (Emu *e)
       Unit *u = &e->units[i];
       shoal_group_net_free (u->net);
       shoal_slowdown_free (u->slowdown);
-      shoal_free_aligned (u->sendbuf);
       g_free (u->have_version);
     }
   g_free (e->units);
@@ -805,6 +804,9 @@ emu_free (Emu *e)
   g_free (e->decided_step);
   g_free (e->decided_stop);
   shoal_event_queue_clear (&e->queue);
+  shoal_nic_model_free (e->nic);
+  g_free (e->core_free);
+  shoal_calibration_clear (&e->cal);
   shoal_metrics_close (e->metrics);
   shoal_layout_free (e->layout);
   if (e->failure != NULL)
@@ -854,7 +856,7 @@ save_params (Emu *e, GError **error)
 gboolean
 shoal_emulator_measure_step_ms (ShoalJob *job, double *step_ms, GError **error)
 {
-  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .budget = job->memory_budget };
+  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .cd_k = job->cd_k, .budget = job->memory_budget };
   ShoalGroupNet *net = shoal_group_net_new (job->conf, 1, &nopts, error);
   if (net == NULL)
     return FALSE;
@@ -901,6 +903,24 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   e->layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (e->layout == NULL)
     return FALSE;
+  double step_ms = job->emulate.step_ms;
+  if (job->emulate.calibration != NULL)
+    {
+      /* measured steps, drawn one per step; the file says where from */
+      if (!shoal_calibration_load (job->emulate.calibration, job, &e->cal, error))
+        {
+          shoal_layout_free (e->layout);
+          return FALSE;
+        }
+      g_message ("[emulate] calibration %s (model %s, measured on %s with %d BLAS thread%s): %d steps, median "
+                 "%.3f ms; a server's update %.4f ns/byte", job->emulate.calibration, e->cal.model,
+                 e->cal.host != NULL ? e->cal.host : "?", e->cal.threads, e->cal.threads == 1 ? "" : "s",
+                 e->cal.nsteps, shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte);
+      if (step_ms <= 0)
+        step_ms = shoal_calibration_median_ms (&e->cal);
+      else
+        e->cal.nsteps = 0;   /* a fixed step_ms given beside it wins */
+    }
   /* an earlier run's files move aside (worker/workspace_claim.h) */
   char *moved = NULL;
   ok = shoal_workspace_claim (opts->workspace, job->conf, FALSE, opts->overwrite, &moved, error);
@@ -909,12 +929,14 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   g_free (moved);
   if (!ok)
     {
+      shoal_calibration_clear (&e->cal);
       shoal_layout_free (e->layout);
       return FALSE;
     }
   ok = FALSE;
 
-  double step_ms = job->emulate.step_ms;
+  e->update_ns_per_byte = job->emulate.update_ns_per_byte >= 0 ? job->emulate.update_ns_per_byte
+                                                                 : e->cal.update_ns_per_byte;
   if (step_ms <= 0)
     {
       if (!shoal_emulator_measure_step_ms (job, &step_ms, error))
@@ -926,9 +948,21 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   shoal_threads_apply (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1, 0);
   if (!build_units (e, error) || !build_servers (e, error))
     goto out;
+  ShoalLayer *input = shoal_group_net_input (e->units[0].net);
+  if (input == NULL || input->ops->num_records == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
+                   shoal_conf_origin (job->conf));
+      goto out;
+    }
+  /* [job] epochs, as the runner reads them */
+  shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), shoal_tensor_rows (&input->out));
   /* a unit of a group's k workers computes its share of the batch */
   e->step_ns = (gint64) llround (step_ms * 1e6 / (double) c->nworkers_per_group);
-  e->bytes_per_s = shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit);
+  e->nic = shoal_nic_model_new (e->layout->nprocs, shoal_link_limit_bytes_per_s (job->emulate.nic_mbit),
+                                shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
+                                shoal_link_limit_bytes_per_s (job->emulate.core_mbit));
+  e->core_free = g_new0 (gint64, e->layout->nprocs);
   e->latency_ns = (gint64) llround (job->emulate.latency_ms * 1e6);
   e->sent = g_new0 (guint64, e->layout->nprocs);
   e->received = g_new0 (guint64, e->layout->nprocs);
@@ -945,12 +979,13 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
     goto out;
   if (!opts->quiet)
     {
-      ShoalLayer *input = shoal_group_net_input (e->units[0].net);
       g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
-                 " steps of batch %d per unit, one step %.3f ms per unit; links %g Mbit/s, %g ms",
+                 " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s, "
+                 "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte",
                  job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
-                 input != NULL ? shoal_tensor_rows (&input->out) : 0, vseconds (e->step_ns) * 1e3,
-                 job->emulate.bandwidth_mbit, job->emulate.latency_ms);
+                 shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
+                 e->cal.nsteps > 0 ? " (median; drawn from the calibration)" : "", job->emulate.bandwidth_mbit,
+                 job->emulate.nic_mbit, job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte);
       shoal_layout_log (e->layout);
     }
 
@@ -964,6 +999,23 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
 
   while (e->pending > 0 && e->failure == NULL && !e->stopped)
     {
+      /* a stop request ends the run at once, whatever the units wait for
+       * (SSP's held replies once let it run on) */
+      if (shoal_worker_stop_requested ())
+        {
+          e->stopped = TRUE;
+          break;
+        }
+      if (shoal_nic_model_next_end (e->nic) <= shoal_event_queue_next_time (&e->queue))
+        {
+          /* a message has crossed: it arrives a latency later */
+          ShoalTimedEvent crossed;
+          shoal_nic_model_pop (e->nic, &crossed);
+          e->now = crossed.t;
+          shoal_event_queue_push (&e->queue, crossed.t + e->latency_ns, crossed.kind, crossed.a, crossed.b,
+                                  crossed.step);
+          continue;
+        }
       ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
       e->now = ev.t;
       if (ev.kind != EV_TICK && ev.kind != EV_FAULT)
@@ -978,6 +1030,9 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           break;
         case EV_ARRIVE:
           on_arrive (e, &e->units[ev.a], ev.b, ev.step);
+          break;
+        case EV_APPLY:
+          on_apply (e, &e->units[ev.a], ev.b, ev.step);
           break;
         case EV_REPLY:
           on_reply (e, &e->units[ev.a]);
@@ -1011,7 +1066,13 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   ok = TRUE;
   if (result != NULL)
     {
+      /* group 0's first unit, or where group 0 was lost the first unit
+       * of the lowest group that finished: a lost group's last test is
+       * no result of the job */
       Unit *u = &e->units[0];
+      for (int i = 0; u->dead && i < e->nunits; i++)
+        if (!e->units[i].dead && e->units[i].tester)
+          u = &e->units[i];
       *result = (ShoalRunResult) { .group = u->group, .worker = u->first_worker, .steps = u->steps_done,
                                    .test_loss = u->test_loss, .test_accuracy = u->test_accuracy,
                                    .samples_per_sec = u->train_seconds > 0 ? (double) u->samples_seen / u->train_seconds : 0,

@@ -7,16 +7,22 @@
  * run in this one process, with real nets and real in-process
  * ShoalServers (no Thrift), driven by a discrete-event scheduler in
  * virtual time instead of threads:
- *   - a unit's step costs step_ms / k (k workers share a group's batch)
- *     times its [emulate] slowdown plus its seeded random delay; its
+ *   - a unit runs the real workers' step (worker.h: the runner's net
+ *     with its data shard and training algorithm, compute, clipping,
+ *     the train and test lines, the param client's push rule); its
  *     forward and backward really run, serially in event order, so the
- *     curves are real and only time is emulated;
+ *     curves are real and only time is emulated.  The step costs
+ *     step_ms / k (k workers share a group's batch), or a step drawn
+ *     from the [emulate] calibration scaled to its rows, times its
+ *     machine_factor, plus step_delay and its slowdown;
  *   - after its step a unit exchanges its slices one after another as
  *     its comm thread does (a push, then the reply), each message
- *     between two processes of the layout costing bytes / bandwidth +
- *     latency ([emulate] bandwidth_mbit, latency_ms; nothing without
- *     them), a call to a server of its own process nothing;
- *   - servers apply pushes in virtual-arrival order (ties in the order
+ *     between two processes of the layout a flow through the per-pair
+ *     link, the two processes' NICs and the core, shared max-min
+ *     fairly with the flows in flight (worker/nic_model.h), then the
+ *     latency; a call to a server of its own process costs nothing;
+ *   - a push waits for its server process's core (update_ns_per_byte);
+ *     servers apply pushes in virtual-arrival order (ties in the order
  *     the events were made, which is deterministic); a SYNC step is
  *     applied at its last arrival (with backup workers the (k - b)-th),
  *     SSP replies wait for the bound, n_push / n_fetch skip pushes and
@@ -42,7 +48,8 @@ G_BEGIN_DECLS
 
 /* Runs the whole job on the virtual clock in this process (opts as for
  * shoal_run_job, endpoints NULL).  result's numbers are group 0's first
- * unit's, samples_per_sec in virtual time. */
+ * unit's (where group 0 was lost, the first surviving group's),
+ * samples_per_sec in virtual time. */
 gboolean shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result,
                              GError **error);
 

@@ -61,6 +61,12 @@ shoal_event_queue_empty (const ShoalEventQueue *q)
   return q->n == 0;
 }
 
+gint64
+shoal_event_queue_next_time (const ShoalEventQueue *q)
+{
+  return q->n > 0 ? q->items[0].t : G_MAXINT64;
+}
+
 void
 shoal_event_queue_clear (ShoalEventQueue *q)
 {

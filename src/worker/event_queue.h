@@ -27,6 +27,8 @@ void shoal_event_queue_push (ShoalEventQueue *q, gint64 t, int kind, int a, int 
 /* The earliest event; the queue must not be empty. */
 ShoalTimedEvent shoal_event_queue_pop (ShoalEventQueue *q);
 gboolean shoal_event_queue_empty (const ShoalEventQueue *q);
+/* The earliest event's time; G_MAXINT64 when the queue is empty. */
+gint64 shoal_event_queue_next_time (const ShoalEventQueue *q);
 void shoal_event_queue_clear (ShoalEventQueue *q);
 
 G_END_DECLS

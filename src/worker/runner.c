@@ -185,18 +185,15 @@ worker_thread (gpointer data)
   return NULL;
 }
 
-/* The net of one unit: the whole group partitioned among its k workers
- * (threads), or, where a group is spread over processes, one worker. */
-static ShoalGroupNet *
-build_net (RunnerProcess *p, ShoalMember unit, GError **error)
+ShoalGroupNet *
+shoal_runner_unit_net (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit, int unit_size,
+                       gboolean per_group, gboolean on_device, const ShoalGroupWire *wire, GError **error)
 {
-  const ShoalClusterConf *c = &p->layout->conf;
-  ShoalNetOptions nopts = { .seed = p->job->seed, .group = unit.group, .cd_k = p->job->cd_k,
-                            .budget = p->job->memory_budget };
-  /* a process of servers only builds the net for its layout: no GPU */
-  if (p->units->len > 0)
-    nopts.device = shoal_cluster_device (&p->job->cluster, unit.group, unit.index);
-  if (p->whole_groups || p->spread_net)
+  ShoalNetOptions nopts = { .seed = job->seed, .group = unit.group, .cd_k = job->cd_k,
+                            .budget = job->memory_budget };
+  if (on_device)
+    nopts.device = shoal_cluster_device (&job->cluster, unit.group, unit.index);
+  if (per_group)
     {
       /* worker w of the group reads shard group * k + w of groups * k */
       nopts.shard_index = unit.group;
@@ -208,19 +205,41 @@ build_net (RunnerProcess *p, ShoalMember unit, GError **error)
       nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
       nopts.worker = unit.index;
     }
-  ShoalGroupNet *net = p->wire != NULL
-                         ? shoal_group_net_new_spread (p->job->conf, p->unit_size, &nopts, p->wire, error)
-                         : shoal_group_net_new (p->job->conf, p->unit_size, &nopts, error);
+  ShoalGroupNet *net = wire != NULL ? shoal_group_net_new_spread (job->conf, unit_size, &nopts, wire, error)
+                                    : shoal_group_net_new (job->conf, unit_size, &nopts, error);
   if (net == NULL)
     return NULL;
-  shoal_param_store_init_values (shoal_group_net_params (net), p->job->seed);
-  if (p->job->init_from != NULL && p->job->init_from[0] != NULL
-      && !shoal_runner_init_from (p->job, shoal_group_net_params (net), error))
+  shoal_param_store_init_values (shoal_group_net_params (net), job->seed);
+  if (job->init_from != NULL && job->init_from[0] != NULL
+      && !shoal_runner_init_from (job, shoal_group_net_params (net), error))
     {
       shoal_group_net_free (net);
       return NULL;
     }
   return net;
+}
+
+static ShoalGroupNet *
+build_net (RunnerProcess *p, ShoalMember unit, GError **error)
+{
+  /* a process of servers only builds the net for its layout: no GPU */
+  return shoal_runner_unit_net (p->job, &p->layout->conf, unit, p->unit_size, p->whole_groups || p->spread_net,
+                                p->units->len > 0, p->wire, error);
+}
+
+gboolean
+shoal_runner_groups_as_one (ShoalJob *job, const ShoalClusterConf *c, gboolean *whole, gboolean *spread_net,
+                            GError **error)
+{
+  *whole = c->nworkers_per_procs >= c->nworkers_per_group;
+  *spread_net = FALSE;
+  if (*whole)
+    return TRUE;
+  gboolean batch_only = TRUE;
+  if (!shoal_partition_batch_only (job->conf, c->nworkers_per_group, job->memory_budget, &batch_only, error))
+    return FALSE;
+  *spread_net = !batch_only;
+  return TRUE;
 }
 
 /* A batch-split group spread over processes without a group net: each
@@ -262,15 +281,8 @@ static gboolean
 plan_units (RunnerProcess *p, GError **error)
 {
   const ShoalClusterConf *c = &p->layout->conf;
-  p->whole_groups = c->nworkers_per_procs >= c->nworkers_per_group;
-  if (!p->whole_groups)
-    {
-      gboolean batch_only = TRUE;
-      if (!shoal_partition_batch_only (p->job->conf, c->nworkers_per_group,
-                                       p->job->memory_budget, &batch_only, error))
-        return FALSE;
-      p->spread_net = !batch_only;
-    }
+  if (!shoal_runner_groups_as_one (p->job, c, &p->whole_groups, &p->spread_net, error))
+    return FALSE;
   p->unit_size = p->whole_groups || p->spread_net ? c->nworkers_per_group : 1;
   p->units = g_array_new (FALSE, FALSE, sizeof (ShoalMember));
   for (guint i = 0; i < p->proc->workers->len; i++)
@@ -363,7 +375,11 @@ connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
   shoal_param_client_set_unit (slot->client, unit_id (p, group, slot->worker.worker));
   if (p->layout->mode == SHOAL_UPDATE_ASYNC)
     shoal_param_client_set_frequency (slot->client, p->layout->conf.n_push, p->layout->conf.n_fetch);
-  shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory);
+  /* an emulated link ([emulate] bandwidth_mbit, latency_ms) lives in the
+   * socket: shared memory would go around it */
+  ShoalLinkLimit link = shoal_link_limit_get_default ();
+  shoal_param_client_set_shared_memory (slot->client, p->layout->conf.shared_memory && link.bytes_per_s <= 0
+                                                        && link.latency_us <= 0);
   if (!shoal_param_client_set_codecs (slot->client, p->layout->conf.wire_values, p->layout->conf.wire_grads,
                                       error))
     return FALSE;

@@ -9,6 +9,7 @@
 #include <glib.h>
 
 #include "cluster/layout.h"
+#include "partition/partition.h"
 #include "server/server.h"
 #include "worker/job.h"
 
@@ -85,6 +86,20 @@ void shoal_runner_server_options (const ShoalLayout *layout, gboolean group_push
 /* A batch-split group of k workers spread over processes: each worker
  * reads batch_size / k rows (overrides the job's conf). */
 gboolean shoal_runner_share_batch (ShoalJob *job, int k, GError **error);
+/* How the layout's groups run: whole (each group's k workers share a
+ * process: one partitioned net), or spread over processes as one net
+ * with bridges (spread_net: not every layer is batch-split), or else as
+ * k nets of one worker each pushing their own gradients. */
+gboolean shoal_runner_groups_as_one (ShoalJob *job, const ShoalClusterConf *c, gboolean *whole,
+                                     gboolean *spread_net, GError **error);
+/* The net of one unit, with the job's seed, data shard, training
+ * algorithm (cd_k) and init_from: the whole group of unit_size workers
+ * partitioned among its threads (per_group), or one worker of a
+ * batch-split group; wire: a group spread over processes (else NULL);
+ * on_device: on the [cluster] device of the unit (else the host). */
+ShoalGroupNet *shoal_runner_unit_net (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit, int unit_size,
+                                      gboolean per_group, gboolean on_device, const ShoalGroupWire *wire,
+                                      GError **error);
 /* [job] init_from: copies params by name (or as <param>_init_from renames
  * them) from those workspaces' newest checkpoints into store. */
 gboolean shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error);

@@ -4,6 +4,7 @@
  * the sync of this server group with the slices' masters. */
 #include "worker/runner_process.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cluster/endpoints.h"
@@ -170,8 +171,17 @@ shoal_runner_server_options (const ShoalLayout *layout, gboolean group_pushes, i
           sopts.ssp_bound = c->staleness;
         }
     }
-  else if (c->backup_workers > 0 && !group_pushes)
-    sopts.backup_workers = c->backup_workers;
+  else
+    {
+      if (c->backup_workers > 0 && !group_pushes)
+        sopts.backup_workers = c->backup_workers;
+      /* [cluster] sync_lr: k workers' batches in one step */
+      double k = c->nworkers_per_group;
+      sopts.lr_scale = c->sync_lr == SHOAL_SYNC_LR_LINEAR ? (float) k
+                       : c->sync_lr == SHOAL_SYNC_LR_SQRT ? (float) sqrt (k)
+                                                          : 1.0f;
+      sopts.lr_warmup = c->sync_lr_warmup;
+    }
   *out = sopts;
 }
 

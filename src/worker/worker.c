@@ -9,13 +9,6 @@
 #include "core/error.h"
 #include "server/liveness.h"
 
-/* The metric reported as accuracy: the first accuracy layer's. */
-static double
-accuracy_of (const ShoalMetric *m, guint n)
-{
-  return shoal_metrics_accuracy (m, n);
-}
-
 ShoalEvalResult
 shoal_worker_evaluate (ShoalGroupNet *net, int batches)
 {
@@ -36,7 +29,7 @@ shoal_worker_evaluate (ShoalGroupNet *net, int batches)
       int rows = shoal_group_net_batch_rows (net);
       ShoalMetric m[16];
       guint nm = shoal_group_net_metrics (net, m, G_N_ELEMENTS (m));
-      double acc = accuracy_of (m, nm);
+      double acc = shoal_metrics_accuracy (m, nm);
       shoal_other_metrics_add (&r.others, m, nm, rows);
       loss_sum += loss * rows;
       if (acc >= 0)
@@ -51,28 +44,102 @@ shoal_worker_evaluate (ShoalGroupNet *net, int batches)
   return r;
 }
 
-static void
-run_test (ShoalWorker *w, gint64 step)
+ShoalEvalResult
+shoal_worker_test (ShoalGroupNet *net, const ShoalJob *job, ShoalMetricsWriter *metrics, gboolean log, int group,
+                   int worker, gint64 step, gint64 samples_seen)
 {
-  ShoalEvalResult r = shoal_worker_evaluate (w->net, w->job->test_steps);
-  w->test_loss = r.loss;
-  w->test_accuracy = r.accuracy;
-  if (w->log_progress)
+  ShoalEvalResult r = shoal_worker_evaluate (net, job->test_steps);
+  if (log)
     {
       GString *others = g_string_new (NULL);
       shoal_other_metrics_append (&r.others, others);
       if (r.accuracy >= 0)
         g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f accuracy %.4f%s (%" G_GINT64_FORMAT " samples)",
-                   w->group, w->worker, step, r.loss, r.accuracy, others->str, r.samples);
+                   group, worker, step, r.loss, r.accuracy, others->str, r.samples);
       else
         g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " test: loss %.4f%s (%" G_GINT64_FORMAT " samples)",
-                   w->group, w->worker, step, r.loss, others->str, r.samples);
+                   group, worker, step, r.loss, others->str, r.samples);
       g_string_free (others, TRUE);
     }
-  ShoalMetricsRecord rec = { .step = step, .group = w->group, .worker = w->worker, .phase = "test",
+  ShoalMetricsRecord rec = { .step = step, .group = group, .worker = worker, .phase = "test",
                              .loss = r.loss, .accuracy = r.accuracy, .samples_per_sec = -1,
-                             .samples = w->samples_seen, .peer_wait_s = -1, .others = &r.others };
-  shoal_metrics_write (w->metrics, &rec);
+                             .samples = samples_seen, .peer_wait_s = -1, .others = &r.others };
+  if (metrics != NULL)
+    shoal_metrics_write (metrics, &rec);
+  return r;
+}
+
+static void
+run_test (ShoalWorker *w, gint64 step)
+{
+  ShoalEvalResult r = shoal_worker_test (w->net, w->job, w->metrics, w->log_progress, w->group, w->worker, step,
+                                         w->samples_seen);
+  w->test_loss = r.loss;
+  w->test_accuracy = r.accuracy;
+}
+
+double
+shoal_worker_compute_step (ShoalGroupNet *net, const ShoalUpdaterConf *up, ShoalParamsReadyFunc ready,
+                           gpointer data)
+{
+  /* with clipping the whole gradient must exist before anything is sent */
+  gboolean clip = up->clip_value > 0 || up->clip_norm > 0;
+  double loss = shoal_group_net_train_step (net, clip ? NULL : ready, data);
+  if (clip)
+    {
+      /* where the gradient is: on the GPU for a net whose params stay
+       * there, else in the host store */
+      ShoalNet *first = shoal_group_net_worker (net, 0);
+      ShoalParamStore *store = shoal_group_net_params (net);
+      if (first != NULL && shoal_net_params_on_device (first))
+        shoal_net_clip_gradients (first, up->clip_value, up->clip_norm);
+      else
+        shoal_clip_gradients (store->grads, store->total, up->clip_value, up->clip_norm);
+    }
+  return loss;
+}
+
+int
+shoal_train_window_add (ShoalTrainWindow *win, ShoalGroupNet *net, double loss)
+{
+  ShoalMetric m[16];
+  guint nm = shoal_group_net_metrics (net, m, G_N_ELEMENTS (m));
+  int rows = shoal_group_net_batch_rows (net);
+  double acc = shoal_metrics_accuracy (m, nm);
+  win->loss += loss;
+  win->acc += acc;
+  win->has_accuracy = acc >= 0;
+  shoal_other_metrics_add (&win->others, m, nm, 1);
+  win->samples += rows;
+  win->steps++;
+  return rows;
+}
+
+double
+shoal_train_window_line (ShoalTrainWindow *win, ShoalMetricsWriter *metrics, gboolean log, int group, int worker,
+                         gint64 step, gint64 samples_seen, double seconds, double peer_wait_s, const char *unit_note)
+{
+  double sps = seconds > 0 ? (double) win->samples / seconds : 0;
+  double mean_loss = win->steps > 0 ? win->loss / win->steps : 0;
+  double mean_acc = win->has_accuracy && win->steps > 0 ? win->acc / win->steps : -1;
+  if (log)
+    {
+      GString *others = g_string_new (NULL);
+      if (mean_acc >= 0)
+        g_string_append_printf (others, " accuracy %.4f", mean_acc);
+      shoal_other_metrics_append (&win->others, others);
+      g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s %.0f samples/s%s", group, worker, step,
+                 mean_loss, others->str, sps, unit_note != NULL ? unit_note : "");
+      g_string_free (others, TRUE);
+    }
+  ShoalMetricsRecord rec = { .step = step, .group = group, .worker = worker, .phase = "train", .loss = mean_loss,
+                             .accuracy = mean_acc, .samples_per_sec = sps, .samples = samples_seen,
+                             .compute_s = win->compute_s, .wait_s = win->wait_s, .peer_wait_s = peer_wait_s,
+                             .others = &win->others };
+  if (metrics != NULL)
+    shoal_metrics_write (metrics, &rec);
+  *win = (ShoalTrainWindow) { 0 };
+  return sps;
 }
 
 static volatile gint stop_requested;
@@ -287,18 +354,6 @@ shoal_worker_train (ShoalWorker *w)
   return ok;
 }
 
-/* Clips the step's whole gradient where it is: on the GPU for a net
- * whose params stay there, else in the host store. */
-static void
-clip_gradients (ShoalWorker *w, ShoalParamStore *store, const ShoalUpdaterConf *u)
-{
-  ShoalNet *first = shoal_group_net_worker (w->net, 0);
-  if (first != NULL && shoal_net_params_on_device (first))
-    shoal_net_clip_gradients (first, u->clip_value, u->clip_norm);
-  else
-    shoal_clip_gradients (store->grads, store->total, u->clip_value, u->clip_norm);
-}
-
 static gboolean
 train_loop (ShoalWorker *w)
 {
@@ -310,15 +365,12 @@ train_loop (ShoalWorker *w)
   const ShoalJob *job = w->job;
   const ShoalUpdaterConf *u = &job->updater;
   ShoalParamStore *store = shoal_group_net_params (w->net);
-  gboolean clip = u->clip_value > 0 || u->clip_norm > 0;
   ShoalPushStep push = { .client = w->client };
   gboolean ok = TRUE;
 
-  double window_loss = 0, window_acc = 0, train_seconds = 0;
-  double window_compute = 0, window_wait = 0;
-  gint64 window_samples = 0, total_samples = 0;
-  int window_steps = 0;
-  ShoalOtherMetrics window_others = { 0 };
+  double train_seconds = 0;
+  gint64 total_samples = 0;
+  ShoalTrainWindow window = { 0 };
   gint64 window_start = g_get_monotonic_time ();
   double peer_wait_before = shoal_group_net_peer_wait_seconds (w->net);
   gint64 next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq : G_MAXINT64;
@@ -327,7 +379,7 @@ train_loop (ShoalWorker *w)
   gint64 t_wait = g_get_monotonic_time ();
   if (!shoal_param_client_fetch (w->client, &w->error))
     return FALSE;
-  window_wait += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+  window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
   w->steps_done = w->start_step;
   for (gint64 step = w->start_step; step < job->train_steps && ok; step++)
     {
@@ -337,7 +389,7 @@ train_loop (ShoalWorker *w)
           ok = stop_with_group (w, step - 1);
           break;
         }
-      window_wait += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+      window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
       /* backup workers: a unit whose gradients came late got the newest
        * values and goes on at their step */
       gint64 at = shoal_param_client_catch_up_step (w->client, step);
@@ -405,23 +457,20 @@ train_loop (ShoalWorker *w)
       if (delay_us > 0 && step >= delay_from)
         injected_sleep (delay_us);
       push.step = step;
-      /* forward and backward in one wake-up of the group's workers; with
-       * clipping the whole gradient must exist before anything is sent,
-       * and an emulated straggler sends nothing before its step's end */
+      /* forward and backward in one wake-up of the group's workers; an
+       * emulated straggler sends nothing before its step's end */
       gint64 t_compute = g_get_monotonic_time ();
-      double loss = shoal_group_net_train_step (w->net, clip || w->slowdown ? NULL : shoal_param_client_push_ready, &push);
-      if (clip)
-        clip_gradients (w, store, u);
+      double loss = shoal_worker_compute_step (w->net, u, w->slowdown ? NULL : shoal_param_client_push_ready, &push);
       if (w->slowdown != NULL)
         {
           /* [emulate]: as if computing took (factor x) longer, plus delays */
           double extra = shoal_slowdown_extra_s (w->slowdown, (double) (g_get_monotonic_time () - t_compute) / 1e6);
           if (extra > 0)
-            g_usleep ((gulong) (extra * 1e6));
+            injected_sleep ((gint64) (extra * 1e6));
         }
       shoal_param_client_step_done (w->client, step);
       shoal_progress_note ();
-      window_compute += (double) (g_get_monotonic_time () - t_compute) / 1e6;
+      window.compute_s += (double) (g_get_monotonic_time () - t_compute) / 1e6;
 
       if (!isfinite (loss))
         {
@@ -440,50 +489,20 @@ train_loop (ShoalWorker *w)
           break;
         }
 
-      ShoalMetric m[16];
-      guint nm = shoal_group_net_metrics (w->net, m, G_N_ELEMENTS (m));
-      int rows = shoal_group_net_batch_rows (w->net);
-      window_loss += loss;
-      double acc = accuracy_of (m, nm);
-      shoal_other_metrics_add (&window_others, m, nm, 1);
-      window_acc += acc;
-      window_samples += rows;
+      int rows = shoal_train_window_add (&window, w->net, loss);
       total_samples += rows;
       w->samples_seen += rows;
-      window_steps++;
       w->steps_done = step + 1;
 
-      if (window_steps == job->disp_freq || step + 1 == job->train_steps)
+      if (window.steps == job->disp_freq || step + 1 == job->train_steps)
         {
           gint64 now = g_get_monotonic_time ();
           double secs = (double) (now - window_start) / 1e6;
-          double sps = secs > 0 ? (double) window_samples / secs : 0;
           train_seconds += secs;
-          double mean_loss = window_loss / window_steps;
-          double mean_acc = acc >= 0 ? window_acc / window_steps : -1;
-          if (w->log_progress)
-            {
-              GString *others = g_string_new (NULL);
-              if (mean_acc >= 0)
-                g_string_append_printf (others, " accuracy %.4f", mean_acc);
-              shoal_other_metrics_append (&window_others, others);
-              g_message ("[group %d worker %d] step %" G_GINT64_FORMAT " loss %.4f%s %.0f samples/s",
-                         w->group, w->worker, step + 1, mean_loss, others->str, sps);
-              g_string_free (others, TRUE);
-            }
           double peer_wait = shoal_group_net_peer_wait_seconds (w->net);
-          ShoalMetricsRecord rec = { .step = step + 1, .group = w->group, .worker = w->worker,
-                                     .phase = "train", .loss = mean_loss, .accuracy = mean_acc,
-                                     .samples_per_sec = sps, .samples = w->samples_seen,
-                                     .compute_s = window_compute, .wait_s = window_wait,
-                                     .peer_wait_s = peer_wait - peer_wait_before, .others = &window_others };
-          shoal_metrics_write (w->metrics, &rec);
-          window_others = (ShoalOtherMetrics) { 0 };
+          shoal_train_window_line (&window, w->metrics, w->log_progress, w->group, w->worker, step + 1,
+                                   w->samples_seen, secs, peer_wait - peer_wait_before, NULL);
           peer_wait_before = peer_wait;
-          window_compute = window_wait = 0;
-          window_loss = window_acc = 0;
-          window_samples = 0;
-          window_steps = 0;
           window_start = g_get_monotonic_time ();
         }
     }

@@ -67,6 +67,40 @@ typedef struct {
   ShoalOtherMetrics others;  /* the other metric layers' means */
 } ShoalEvalResult;
 
+/* ---- one step and its lines, as every clock runs them (the real
+ * worker loop below and the virtual clock, worker/emulator.c) ---------- */
+
+/* The train line's window: what the steps since the last line add up. */
+typedef struct {
+  double loss, acc;                /* sums over the steps */
+  double compute_s, wait_s;        /* the caller's clock: seconds computing, waiting for the servers */
+  gint64 samples;
+  int steps;
+  gboolean has_accuracy;           /* the net reports an accuracy (the metric of type accuracy) */
+  ShoalOtherMetrics others;
+} ShoalTrainWindow;
+
+/* One training step's computation: forward and backward of the unit's
+ * net and the updater's gradient clipping.  ready (may be NULL) is
+ * called as each layer's gradients are final, unless clipping needs the
+ * whole gradient first.  Returns the loss; not finite: the run fails. */
+double shoal_worker_compute_step (ShoalGroupNet *net, const ShoalUpdaterConf *updater, ShoalParamsReadyFunc ready,
+                                  gpointer data);
+/* The step's loss, metrics (the accuracy rule: shoal_metrics_accuracy)
+ * and rows into the window; returns the rows. */
+int shoal_train_window_add (ShoalTrainWindow *window, ShoalGroupNet *net, double loss);
+/* Ends the window at `step` (the steps done) after `seconds` of training
+ * on the caller's clock: the line to the log (log; unit_note follows the
+ * samples/s) and to metrics (may be NULL; its time is the caller's), then
+ * the window starts again.  Returns samples per second. */
+double shoal_train_window_line (ShoalTrainWindow *window, ShoalMetricsWriter *metrics, gboolean log, int group,
+                                int worker, gint64 step, gint64 samples_seen, double seconds, double peer_wait_s,
+                                const char *unit_note);
+/* A test pass at `step`: its line to the log (log) and to metrics (may
+ * be NULL). */
+ShoalEvalResult shoal_worker_test (ShoalGroupNet *net, const ShoalJob *job, ShoalMetricsWriter *metrics,
+                                   gboolean log, int group, int worker, gint64 step, gint64 samples_seen);
+
 /* Asks every worker of the process to stop at its next step boundary,
  * with a checkpoint (async-signal-safe: SIGINT / SIGTERM handlers). */
 void shoal_worker_request_stop (void);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The virtual clock against reality (docs/SCALE.md, "Validation"): the
+# same scale sweep twice through `shoal compare --workers`, once with real
+# processes on this machine's cores (links limited by the real-time
+# emulation, [emulate] bandwidth_mbit) and once on the virtual clock with
+# this machine's calibration and the same links, then a table of the
+# throughput of every scheme and size, predicted against measured.  The
+# layouts are the same by construction (one compare code path builds
+# both).  The issue's bar is 15 %; it is printed, not asserted.
+#
+#   bench/scale_validate.sh [BUILD]
+#   WORKERS=1,2,4,8 SCHEMES=sandblaster,downpour BUDGET=12800 MBIT=1000 \
+#     bench/scale_validate.sh build     (a 16-core machine: up to 8 workers)
+#
+# It reads only the repository and BUILD (the Fashion-MNIST LMDB that
+# `make data` writes under BUILD/data) and writes under $OUT (default
+# BUILD/scale-validate).  Each worker is a process with one BLAS thread:
+# give it at least WORKERS + 1 cores, or the real runs share cores that
+# the virtual machines do not.
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/.."
+WORKERS=${WORKERS:-1,2}
+SCHEMES=${SCHEMES:-sandblaster,downpour}
+BUDGET=${BUDGET:-12800}
+MBIT=${MBIT:-1000}
+OUT=${OUT:-$BUILD/scale-validate}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+[ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
+JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
+     -o "layer data.test=$BUILD/data/fashion-mnist/test" -o job.threads=1)
+echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+echo "sweep: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, links $MBIT Mbit/s"
+
+"$BUILD/shoal" calibrate "${JOB[@]}" --out "$OUT/mlp.cal" | head -1
+start=$SECONDS
+"$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$WORKERS" --budget "samples=$BUDGET" --points 2 \
+  -o "emulate.bandwidth_mbit=$MBIT" --out "$OUT/real" --quiet >"$OUT/real.log" 2>&1 \
+  || { tail -5 "$OUT/real.log"; echo "the real sweep failed" >&2; exit 1; }
+real_s=$((SECONDS - start))
+start=$SECONDS
+"$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$WORKERS" --budget "samples=$BUDGET" --points 2 \
+  -o "emulate.bandwidth_mbit=$MBIT" -o emulate.clock=virtual -o "emulate.calibration=$OUT/mlp.cal" \
+  --out "$OUT/virtual" --quiet >"$OUT/virtual.log" 2>&1 \
+  || { tail -5 "$OUT/virtual.log"; echo "the virtual sweep failed" >&2; exit 1; }
+virtual_s=$((SECONDS - start))
+echo "real sweep ${real_s} s, virtual sweep ${virtual_s} s"
+/usr/bin/python3 - "$OUT/real/scale.csv" "$OUT/virtual/scale.csv" <<'PY'
+import csv, sys
+real = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(sys.argv[1]))}
+virt = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(sys.argv[2]))}
+print("%-12s %7s %14s %14s %8s" % ("scheme", "workers", "real samples/s", "predicted", "ratio"))
+worst = 0
+for key in sorted(real, key=lambda k: (k[0], int(k[1]))):
+    a, b = real[key], virt.get(key)
+    if not a["samples_per_sec"] or b is None or not b["samples_per_sec"]:
+        print("%-12s %7s %14s %14s %8s" % (key[0], key[1], a["samples_per_sec"] or "failed",
+                                           b["samples_per_sec"] if b else "-", "-"))
+        continue
+    r = float(b["samples_per_sec"]) / float(a["samples_per_sec"])
+    worst = max(worst, abs(r - 1))
+    print("%-12s %7s %14.0f %14.0f %8.3f" % (key[0], key[1], float(a["samples_per_sec"]), float(b["samples_per_sec"]), r))
+print("worst |predicted / real - 1|: %.1f %% (bar: 15 %%): %s" % (100 * worst, "within" if worst <= 0.15 else "OUTSIDE"))
+PY

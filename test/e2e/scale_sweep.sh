@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# shoal compare --workers: a scale sweep on the virtual clock (tiny MLP,
+# two schemes, 1, 2 and 4 workers): scale.csv has a row per scheme and
+# size with speedup 1 at the smallest, every scale figure is a PNG, the
+# report has its Scaling section; the synchronous points ran one group of
+# w workers with w batches, the asynchronous ones w groups.  Bad
+# --workers (0, a non-number, a count named twice) are errors naming it.
+# [cluster] sync_lr: with warm-up its first update is at lr, so the
+# second step's loss equals a run without it, and the third differs.
+# No timing is asserted.
+# Usage: scale_sweep.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+TINY=(-o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o emulate.clock=virtual
+      -o emulate.step_ms=10 -o emulate.nic_mbit=1000 -o emulate.latency_ms=0.05)
+timeout -k 5 240 "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes sandblaster,downpour \
+  --workers 4,1,2 --budget samples=6400 --points 3 --out "$dir/sweep" --quiet "${TINY[@]}" \
+  -o cluster.sync_lr=linear >"$dir/out" 2>&1 || { tail -5 "$dir/out"; fail "the sweep"; }
+/usr/bin/python3 - "$dir/sweep" <<'PY' || fail "the sweep's numbers"
+import csv, json, os, sys
+d = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(d, "scale.csv"))))
+assert [(r["scheme"], int(r["workers"])) for r in rows] == [
+    ("sandblaster", 1), ("sandblaster", 2), ("sandblaster", 4), ("downpour", 1), ("downpour", 2), ("downpour", 4)], rows
+for r in rows:
+    assert r["runs_ok"] == "1", r
+    if r["workers"] == "1":
+        assert float(r["speedup"]) == 1.0 and float(r["efficiency"]) == 1.0, r
+    assert abs(float(r["efficiency"]) * int(r["workers"]) - float(r["speedup"])) < 1e-2, r
+for png in ("scale-throughput.png", "scale-speedup.png", "scale-efficiency.png", "scale-time-to-target.png"):
+    with open(os.path.join(d, png), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", png
+report = open(os.path.join(d, "report.md")).read()
+assert "## Scaling" in report and "| downpour | 4 |" in report, "no Scaling section"
+# sandblaster at 4: one group of 4 workers, each pushing; downpour at 4: 4 groups
+def units(run):
+    lines = [json.loads(l) for l in open(os.path.join(d, "runs", run, "metrics.jsonl"))]
+    return sorted({(r["group"], r["worker"]) for r in lines if r["phase"] == "train"})
+assert units("sandblaster-w4-r1") == [(0, w) for w in range(4)], units("sandblaster-w4-r1")
+assert units("downpour-w4-r1") == [(g, 0) for g in range(4)], units("downpour-w4-r1")
+print("sweep: " + ", ".join("%s-w%s %.2fx" % (r["scheme"], r["workers"], float(r["speedup"])) for r in rows))
+PY
+
+bad() {  # MESSAGE ARGS
+  local want=$1 rc=0
+  shift
+  "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes downpour --out "$dir/bad" "$@" \
+    >"$dir/bad.out" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || fail "accepted: $*"
+  grep -qF -- "$want" "$dir/bad.out" || { cat "$dir/bad.out"; fail "no '$want'"; }
+}
+bad "--workers: 0 is not a worker count (1 to 4096)" --workers 1,0
+bad "--workers: 'four' is not a number of workers" --workers four
+bad "--workers: '2x' is not a number of workers" --workers 1,2x
+bad "--workers: 2 is named twice" --workers 2,1,2
+echo "bad --workers: ok"
+
+# sync_lr warm-up: step 2's loss as without it, step 3's not
+SB=(examples/fashion-mnist/mlp.conf --topology conf/sandblaster.conf -o job.epochs=0 -o job.train_steps=3
+    -o job.test_freq=0 -o job.disp_freq=1 "${TINY[@]}" -q)
+"$BUILD/shoal" run "${SB[@]}" --workspace "$dir/plain" >/dev/null 2>&1 || fail "plain"
+"$BUILD/shoal" run "${SB[@]}" -o cluster.sync_lr=linear -o cluster.sync_lr_warmup=100 --workspace "$dir/warm" \
+  >/dev/null 2>&1 || fail "warm-up"
+"$BUILD/shoal" run "${SB[@]}" -o cluster.sync_lr=sqrt --workspace "$dir/sqrt" >/dev/null 2>&1 || fail "sqrt"
+losses() { grep '"phase":"train"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/' | tr '\n' ' '; }
+read -r -a p <<<"$(losses "$dir/plain")"
+read -r -a w <<<"$(losses "$dir/warm")"
+read -r -a q <<<"$(losses "$dir/sqrt")"
+[ "${p[0]}" = "${w[0]}" ] && [ "${p[1]}" = "${w[1]}" ] || fail "warm-up's first update is not at lr: ${p[*]} / ${w[*]}"
+[ "${p[2]}" != "${w[2]}" ] || fail "warm-up's second update is at lr too: ${p[*]} / ${w[*]}"
+[ "${p[1]}" != "${q[1]}" ] || fail "sqrt scaled nothing: ${p[*]} / ${q[*]}"
+echo "sync_lr: plain ${p[*]}; warm-up ${w[*]}; sqrt ${q[*]}: ok"
+echo "scale_sweep: ok"

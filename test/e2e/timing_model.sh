@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The virtual clock's timing model end to end (docs/SCALE.md):
+#  1. latency adds once per message: one unit, one server process, a
+#     fixed step and 1 ms latency, no bandwidth limit: every step costs
+#     step_ms + 2 x slices x 1 ms (a push and its reply per slice);
+#  2. incast at the server's NIC: 4 groups in lockstep push every slice
+#     into one server process whose NIC (nic_mbit) they share, and its
+#     replies share its out side: a step costs step_ms + 2 x 4 x bytes / B;
+#  3. shoal calibrate writes a file; the same calibrated compare twice
+#     writes the same results.csv (but the wall_s column, the real
+#     seconds each run took) and the report names the file;
+#  4. bad input, each a clear error naming the key: an unknown
+#     distribution, a NIC bandwidth of 0, the timing keys on the real
+#     clock, a calibration file of another model, a damaged one.
+# Usage: timing_model.sh BUILD
+set -euo pipefail
+BUILD=$(cd "${1:-build}" && pwd)
+cd "$(dirname "$0")/../.."
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+TINY=(examples/fashion-mnist/mlp.conf -o job.epochs=0 -o job.test_freq=0 -o job.test_steps=5 -o job.disp_freq=1
+      -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o emulate.clock=virtual)
+ONE_SERVER=(-o cluster.nworkers_per_group=1 -o cluster.nworkers_per_procs=1 -o cluster.nservers_per_group=1
+            -o cluster.nservers_per_procs=1 -o cluster.server_worker_separate=true)
+
+# 1. latency once per message
+"$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=1 \
+  -o job.train_steps=5 -o emulate.step_ms=10 -o emulate.latency_ms=1 --workspace "$dir/lat" >"$dir/lat.out" 2>&1 \
+  || { tail -3 "$dir/lat.out"; fail "the latency run"; }
+slices=$(sed -n 's/.*server group, \([0-9]*\) slices.*/\1/p' "$dir/lat.out")
+[ -n "$slices" ] || fail "no slice count in the log"
+/usr/bin/python3 - "$dir/lat/metrics.jsonl" "$slices" <<'PY' || fail "latency"
+import json, sys
+slices = int(sys.argv[2])
+train = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in train if r["phase"] == "train"]
+period = 10e-3 + 2 * slices * 1e-3
+for r in train:
+    want = (r["step"] - 1) * period + 10e-3
+    assert abs(r["vtime"] - want) < 1e-6, (r["step"], r["vtime"], want)
+print("latency: %d slices, a step every %.1f ms: ok" % (slices, period * 1e3))
+PY
+
+# 2. incast: 4 groups into one server process's NIC of 100 Mbit/s
+"$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=4 \
+  -o job.train_steps=4 -o emulate.step_ms=10 -o emulate.nic_mbit=100 -o job.metrics_interval=0 \
+  --workspace "$dir/incast" >"$dir/incast.out" 2>&1 || { tail -3 "$dir/incast.out"; fail "the incast run"; }
+/usr/bin/python3 - "$dir/incast/metrics.jsonl" <<'PY' || fail "incast"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+train = [r for r in lines if r["phase"] == "train"]
+proc = [r for r in lines if r["phase"] == "process"]
+server = max(proc, key=lambda r: r["bytes_received"])
+steps = max(r["step"] for r in train)
+# the bytes one unit pushes per step: the server took 4 units' pushes
+push = server["bytes_received"] / (4 * steps)
+period = 10e-3 + 2 * 4 * push / 12.5e6
+for r in train:
+    want = (r["step"] - 1) * period + 10e-3
+    assert abs(r["vtime"] - want) < 1e-6 * r["step"] + 1e-8, (r["group"], r["step"], r["vtime"], want)
+print("incast: 4 pushes of %.0f bytes through one 100 Mbit/s NIC, a step every %.3f ms: ok" % (push, period * 1e3))
+PY
+
+# 3. calibrate; a calibrated compare twice
+"$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
+  --steps 20 --out "$dir/tiny.cal" >"$dir/cal.out" 2>&1 || { cat "$dir/cal.out"; fail "shoal calibrate"; }
+grep -q "^shoal calibrate: $dir/tiny.cal: model [0-9a-f]*, 20 steps" "$dir/cal.out" || fail "calibrate's summary"
+for run in a b; do
+  timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 \
+    --points 3 --out "$dir/cmp-$run" --quiet -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' \
+    -o job.threads=1 -o emulate.clock=virtual -o "emulate.calibration=$dir/tiny.cal" -o emulate.nic_mbit=1000 \
+    -o 'emulate.step_delay=pareto(1, 2)' >"$dir/cmp-$run.out" 2>&1 || { tail -5 "$dir/cmp-$run.out"; fail "compare $run"; }
+done
+strip() { /usr/bin/python3 -c 'import csv,sys
+rows = list(csv.reader(open(sys.argv[1])))
+w = rows[0].index("wall_s")
+for r in rows: print(",".join(c for i, c in enumerate(r) if i != w))' "$1"; }
+diff <(strip "$dir/cmp-a/results.csv") <(strip "$dir/cmp-b/results.csv") \
+  || fail "the same calibrated compare twice gave other results"
+grep -q "calibration file \`$dir/tiny.cal\`" "$dir/cmp-a/report.md" || fail "the report does not name the calibration"
+echo "calibrated compare twice: the same results.csv: ok"
+
+# 4. bad input
+bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
+  local want=$1 rc=0
+  shift
+  "$BUILD/shoal" run "$@" -o job.train_steps=5 --workspace "$dir/bad" >"$dir/bad.out" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || fail "accepted: $*"
+  grep -qF -- "$want" "$dir/bad.out" || { cat "$dir/bad.out"; fail "no '$want'"; }
+}
+bad "[emulate] step_delay: unknown distribution 'weibull'" "${TINY[@]}" -o 'emulate.step_delay=weibull(1, 2)'
+bad "[emulate] machine_factor: unknown distribution 'zipf'" "${TINY[@]}" -o 'emulate.machine_factor=zipf(2)'
+bad "[emulate] nic_mbit: 0 is not a bandwidth" "${TINY[@]}" -o emulate.nic_mbit=0
+bad "[emulate] core_mbit: -5 is not a bandwidth" "${TINY[@]}" -o emulate.core_mbit=-5
+bad "[emulate] nic_mbit: only the virtual clock uses it" "${TINY[@]}" -o emulate.clock=real -o emulate.nic_mbit=100
+bad "is another model's calibration" "${TINY[@]}" -o 'layer fc1.num_output=48' -o "emulate.calibration=$dir/tiny.cal"
+sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
+bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
+head -c 100 "$dir/tiny.cal" >"$dir/cut.cal"
+bad "cut.cal" "${TINY[@]}" -o "emulate.calibration=$dir/cut.cal"
+bad "[emulate] calibration: $dir/none.cal" "${TINY[@]}" -o "emulate.calibration=$dir/none.cal"
+echo "bad input: ok"
+echo "timing_model: ok"
