@@ -46,6 +46,7 @@ struct _ShoalRpcClient {
   size_t max_message;
   gint64 timeout_ms;
   int retries;
+  ShoalTls *tls;                   /* borrowed; NULL: the process's */
   gint64 stop_step;                /* from the last STOPPED reply; -1 none */
   ShoalThriftSocket *sock;         /* these three are NULL while disconnected */
   ShoalThriftProtocol *proto;
@@ -161,7 +162,8 @@ connect_once (ShoalRpcClient *c, gboolean *retry, GError **error)
       close (fd);
       return FALSE;
     }
-  c->sock = shoal_thrift_socket_new (fd, c->max_message, c->timeout_ms);
+  c->sock = shoal_thrift_socket_new_tls (fd, c->max_message, c->timeout_ms,
+                                         c->tls != NULL ? c->tls : shoal_tls_get_default ());
   c->proto = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
   c->client = g_object_new (SHOAL_TYPE_PARAM_SERVICE_CLIENT,
                             "input_protocol", c->proto, "output_protocol", c->proto, NULL);
@@ -193,6 +195,7 @@ shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error)
                                                : ((size_t) 1 << 30);
   c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 60000;
   c->retries = opts->connect_retries > 0 ? opts->connect_retries : 50;
+  c->tls = opts->tls;
   c->stop_step = -1;
 
   gint64 t0 = g_get_monotonic_time ();

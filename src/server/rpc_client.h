@@ -15,6 +15,7 @@
 
 #include "core/codec.h"
 #include "rpc/shm_region.h"
+#include "rpc/tls.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
@@ -28,6 +29,7 @@ typedef struct {
   size_t max_message_bytes;   /* 0: 1 GiB */
   gint64 timeout_ms;          /* per call; 0: 60 s */
   int connect_retries;        /* attempts while the peer is still starting; 0: 50 (5 s) */
+  ShoalTls *tls;              /* borrowed; NULL: the process's (rpc/tls.h shoal_tls_set_default) */
 } ShoalRpcClientOptions;
 
 /* Connects (retrying while the server starts).  Returns NULL with error. */

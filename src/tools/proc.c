@@ -112,7 +112,7 @@ int
 shoal_cmd_proc (int argc, char **argv)
 {
   int rank = -1, base_port = DEFAULT_BASE_PORT, host_workers = 0;
-  char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
+  char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL, *tls_dir = NULL;
   gboolean quiet = FALSE, rejoin = FALSE, oversubscribe = FALSE;
   gint64 resume_step = -1;
   GOptionEntry entries[] = {
@@ -133,6 +133,8 @@ shoal_cmd_proc (int argc, char **argv)
     { "base-port", 'p', 0, G_OPTION_ARG_INT, &base_port, "first port with --hostfile (default 47000)", "PORT" },
     { "token-file", 't', 0, G_OPTION_ARG_FILENAME, &token_file,
       "file holding the job token (default: $SHOAL_TOKEN)", "FILE" },
+    { "tls-dir", 0, 0, G_OPTION_ARG_FILENAME, &tls_dir,
+      "the job's TLS credentials as `shoal certs` writes them (over [tls] dir, ca, cert, key)", "DIR" },
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
       "directory for metrics.jsonl (default: workspace/JOBNAME)", "DIR" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
@@ -147,7 +149,7 @@ shoal_cmd_proc (int argc, char **argv)
   int status = 2;
   ShoalJob *job = NULL;
   ShoalLayout *layout = NULL;
-  char **endpoints = NULL;
+  char **endpoints = NULL, **hosts = NULL;
   char *token = NULL;
   char *ws = NULL;
 
@@ -204,7 +206,7 @@ shoal_cmd_proc (int argc, char **argv)
       endpoints = shoal_endpoints_from_hostfile (hostfile, layout, base_port, rank, &hosted, &host_procs, &error);
       if (host_workers == 0)
         host_workers = hosted;
-      if (endpoints == NULL)
+      if (endpoints == NULL || (hosts = shoal_hosts_from_hostfile (hostfile, layout->nprocs, &error)) == NULL)
         goto out;
       /* the ranks the hostfile puts on this host share its cores */
       if (!shoal_cluster_check_host_procs (job->conf, &layout->conf, host_procs, hosted,
@@ -242,7 +244,7 @@ shoal_cmd_proc (int argc, char **argv)
       goto out;
     }
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
-                           .token = token, .append_metrics = TRUE, .resume = resume_step >= 0,
+                           .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
                            .rejoin = rejoin, .on_fatal = on_fatal };
   shoal_install_stop_handlers ();
@@ -285,11 +287,13 @@ out:
   g_free (token);
   g_free (ws);
   g_strfreev (endpoints);
+  g_strfreev (hosts);
   shoal_layout_free (layout);
   shoal_job_free (job);
   g_free (endpoints_arg);
   g_free (hostfile);
   g_free (token_file);
+  g_free (tls_dir);
   g_free (workspace);
   g_option_context_free (ctx);
   return status;

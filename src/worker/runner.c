@@ -588,6 +588,18 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     g_message ("[emulate] every link between processes: %s%g Mbit/s, %g ms latency",
                link.bytes_per_s > 0 ? "" : "no bandwidth limit, ", job->emulate.bandwidth_mbit,
                job->emulate.latency_ms);
+  /* [tls]: likewise before any connection */
+  ShoalTls *tls = NULL;
+  char **hosts = opts->hosts != NULL || opts->endpoints == NULL ? NULL : shoal_hosts_from_endpoints (opts->endpoints);
+  gboolean tls_ok = shoal_tls_conf_open (&job->tls, job->conf, rank, opts->hosts != NULL ? opts->hosts : hosts,
+                                         opts->tls_dir, &tls, error);
+  g_strfreev (hosts);
+  if (!tls_ok)
+    goto out;
+  shoal_tls_set_default (tls);
+  if (tls != NULL && rank == 0)
+    g_message ("[tls] links %s run TLS 1.3 with the job's certificates",
+               shoal_tls_mode (tls) == SHOAL_TLS_ALL ? "between all ranks" : "between hosts");
   ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
   if (opts->rejoin)
     {
