@@ -145,29 +145,35 @@ read_slots (const char *path, GError **error)
 }
 
 char **
-shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port, int rank,
-                               int *host_workers, int *host_procs, GError **error)
+shoal_endpoints_from_hosts (char **hosts, const ShoalLayout *layout, int base_port, int rank, int *host_workers,
+                            int *host_procs)
 {
-  GPtrArray *slots = read_slots (path, error);
-  if (slots == NULL)
-    return NULL;
   char **endpoints = g_new0 (char *, layout->nprocs + 1);
-  const char *mine = g_ptr_array_index (slots, (guint) rank % slots->len);
+  const char *mine = hosts[rank];
   *host_workers = 0;
   if (host_procs != NULL)
     *host_procs = 0;
   for (int r = 0; r < layout->nprocs; r++)
     {
-      const char *host = g_ptr_array_index (slots, (guint) r % slots->len);
-      endpoints[r] = shoal_layout_rank_listens (layout, r)
-                       ? g_strdup_printf ("%s:%d", host, base_port + r)
-                       : g_strdup ("");
-      if (strcmp (host, mine) == 0)
+      endpoints[r] = shoal_layout_rank_listens (layout, r) ? g_strdup_printf ("%s:%d", hosts[r], base_port + r)
+                                                           : g_strdup ("");
+      if (strcmp (hosts[r], mine) == 0)
         *host_workers += (int) layout->procs[r].workers->len;
-      if (strcmp (host, mine) == 0 && host_procs != NULL)
+      if (strcmp (hosts[r], mine) == 0 && host_procs != NULL)
         (*host_procs)++;
     }
-  g_ptr_array_free (slots, TRUE);
+  return endpoints;
+}
+
+char **
+shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port, int rank,
+                               int *host_workers, int *host_procs, GError **error)
+{
+  char **hosts = shoal_hosts_from_hostfile (path, layout->nprocs, error);
+  if (hosts == NULL)
+    return NULL;
+  char **endpoints = shoal_endpoints_from_hosts (hosts, layout, base_port, rank, host_workers, host_procs);
+  g_strfreev (hosts);
   return endpoints;
 }
 
