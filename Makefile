@@ -11,10 +11,11 @@ DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-de
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
   libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb libssl-dev \
-  slurm-wlm munge
+  slurm-wlm munge iptables
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
 # libssl-dev: OpenSSL 3, TLS on the links between hosts (src/rpc/tls.c, docs/SECURITY.md)
 # slurm-wlm, munge: a one-node Slurm that test/e2e/slurm.sh starts in a temporary directory
+# iptables: packet loss and partitions between namespaces (test/e2e/netns_chaos.sh)
 # python3-thrift, python3-lmdb: Apache Thrift's own Python client against shoal's server
 # (test_rpc), datasets written and read by Python (examples/python-dataset)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time

@@ -171,6 +171,20 @@ connect_once (ShoalRpcClient *c, gboolean *retry, GError **error)
   return !c->shm_wanted || attach_shm (c, error) || c->client != NULL;
 }
 
+static GHashTable *peer_names;   /* "host:port" -> name; set before any connection */
+
+void
+shoal_rpc_client_set_peer_names (char **endpoints, char **names)
+{
+  g_clear_pointer (&peer_names, g_hash_table_unref);
+  if (endpoints == NULL)
+    return;
+  peer_names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  for (int i = 0; endpoints[i] != NULL && names[i] != NULL; i++)
+    if (*endpoints[i] != '\0')
+      g_hash_table_replace (peer_names, g_strdup (endpoints[i]), g_strdup (names[i]));
+}
+
 ShoalRpcClient *
 shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error)
 {
@@ -191,6 +205,12 @@ shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error)
   c->token = g_strdup (opts->token != NULL ? opts->token : "");
   c->peer = strchr (opts->host, ':') != NULL ? g_strdup_printf ("[%s]:%d", opts->host, opts->port)
                                              : g_strdup_printf ("%s:%d", opts->host, opts->port);
+  const char *name = peer_names != NULL ? g_hash_table_lookup (peer_names, c->peer) : NULL;
+  if (name != NULL)
+    {
+      g_free (c->peer);
+      c->peer = g_strdup (name);
+    }
   c->max_message = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
                                                : ((size_t) 1 << 30);
   c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 60000;

@@ -32,6 +32,12 @@ typedef struct {
   ShoalTls *tls;              /* borrowed; NULL: the process's (rpc/tls.h shoal_tls_set_default) */
 } ShoalRpcClientOptions;
 
+/* How this process's errors name the peers it calls: names[i] for the
+ * "host:port" endpoints[i] (both copied; NULL: "host:port" itself), e.g.
+ * "rank 1 (2 servers) at 10.0.0.2:47001", so that a job across hosts says
+ * which rank a failed call went to.  Set once, before any connection. */
+void shoal_rpc_client_set_peer_names (char **endpoints, char **names);
+
 /* Connects (retrying while the server starts).  Returns NULL with error. */
 ShoalRpcClient *shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error);
 void shoal_rpc_client_free (ShoalRpcClient *client);

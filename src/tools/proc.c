@@ -31,7 +31,7 @@ exit_later (gpointer data)
 {
   char *why = data;
   g_usleep ((gulong) FATAL_EXIT_GRACE_S * G_USEC_PER_SEC);
-  fprintf (stderr, "shoal proc: %s; its threads did not end within %d s: exiting\n", why, FATAL_EXIT_GRACE_S);
+  fprintf (stderr, "shoal proc %s; its threads did not end within %d s: exiting\n", why, FATAL_EXIT_GRACE_S);
   fflush (NULL);
   _exit (1);
   return NULL;
@@ -44,8 +44,8 @@ exit_later (gpointer data)
 static void
 on_fatal (gpointer data, const GError *why)
 {
-  (void) data;
-  char *message = g_strdup (why->message);
+  /* "(rank R): WHY", as the process's last line names its rank */
+  char *message = g_strdup_printf ("(rank %d): %s", GPOINTER_TO_INT (data), why->message);
   GError *error = NULL;
   GThread *timer = shoal_thread_start ("fatal-exit", exit_later, message, &error);
   if (timer != NULL)
@@ -53,7 +53,7 @@ on_fatal (gpointer data, const GError *why)
       g_thread_unref (timer);
       return;
     }
-  fprintf (stderr, "shoal proc: %s; %s: exiting now\n", message, error->message);
+  fprintf (stderr, "shoal proc %s; %s: exiting now\n", message, error->message);
   fflush (NULL);
   _exit (1);
 }
@@ -290,7 +290,8 @@ shoal_cmd_proc (int argc, char **argv)
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
                            .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
-                           .rejoin = rejoin, .on_fatal = on_fatal };
+                           .rejoin = rejoin, .on_fatal = on_fatal,
+                           .fatal_data = GINT_TO_POINTER (rank) };
   shoal_install_stop_handlers ();
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
