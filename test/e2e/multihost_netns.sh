@@ -17,10 +17,7 @@
 # cannot be made (no root and no sudo -n, a container without CAP_SYS_ADMIN).
 # may-skip-in-ci: a container without CAP_SYS_ADMIN cannot make namespaces; no package gives that  Usage: multihost_netns.sh BUILD
 set -euo pipefail
-# namespaces need root: a runner with password-less sudo gives it
-if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-  exec sudo -n -E bash "$0" "$@"
-fi
+source "$(dirname "$0")/lib/as_root.sh" "$@"
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
 source test/e2e/lib/topology.sh

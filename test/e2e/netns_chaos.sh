@@ -15,9 +15,7 @@
 # may-skip-in-ci: a container without CAP_SYS_ADMIN cannot make namespaces; no package gives that
 # Usage: netns_chaos.sh BUILD
 set -euo pipefail
-if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-  exec sudo -n -E bash "$0" "$@"
-fi
+source "$(dirname "$0")/lib/as_root.sh" "$@"
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
 source test/e2e/lib/topology.sh

@@ -12,9 +12,7 @@
 # may-skip-in-ci: slurmd must run as root (it starts tasks as their user); a runner without root or password-less sudo cannot, and no package gives that
 # Usage: slurm.sh BUILD
 set -euo pipefail
-if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-  exec sudo -n -E bash "$0" "$@"
-fi
+source "$(dirname "$0")/lib/as_root.sh" "$@"
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
 source test/e2e/lib/topology.sh
