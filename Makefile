@@ -4,14 +4,18 @@
 # `make uninstall`.
 
 CC ?= cc
-PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0
+PKGS := glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0 openssl
 BUILD := build
 
 DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-dev \
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
-  libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb
+  libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb libssl-dev \
+  slurm-wlm munge iptables
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
+# libssl-dev: OpenSSL 3, TLS on the links between hosts (src/rpc/tls.c, docs/SECURITY.md)
+# slurm-wlm, munge: a one-node Slurm that test/e2e/slurm.sh starts in a temporary directory
+# iptables: packet loss and partitions between namespaces (test/e2e/netns_chaos.sh)
 # python3-thrift, python3-lmdb: Apache Thrift's own Python client against shoal's server
 # (test_rpc), datasets written and read by Python (examples/python-dataset)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
@@ -216,7 +220,7 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a
 # by `pkg-config --static`).  A program that uses tensors, layers, nets
 # and updaters links libshoal.a without Thrift or LMDB (docs/LIBRARY.md).
 PC_REQUIRES := glib-2.0 gobject-2.0 gmodule-2.0
-PC_REQUIRES_PRIVATE := thrift_c_glib lmdb openblas zlib
+PC_REQUIRES_PRIVATE := thrift_c_glib lmdb openblas zlib openssl
 PC_LIBS_PRIVATE := $(strip $(if $(filter 1,$(CUDA)),-Wl$(comma)-u$(comma)shoal_gpu_register $(CUDA_LIBS)) -lm -lpthread)
 # pc_file PREFIX-LINE LIBDIR INCLUDEDIR PLUGINDIR
 define pc_file
@@ -357,7 +361,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh; do \
+	for b in run.sh rpc.sh tls.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 STEPS=${2:-40}
-PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
+PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib openssl"
 [ -f "$BUILD/libshoal.a" ] || { echo "bench/partition.sh: $BUILD/libshoal.a missing; run make" >&2; exit 1; }
 mkdir -p "$BUILD/bench"
 # shellcheck disable=SC2046

@@ -29,7 +29,7 @@ SECONDS_PER=${BENCH_RPC_SECONDS:-0.6}
 MODES=${BENCH_RPC_MODES:-sync async}
 OUT=$BUILD/bench
 LOGS=$OUT/logs
-PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib"
+PKGS="glib-2.0 gthread-2.0 gobject-2.0 thrift_c_glib lmdb openblas zlib openssl"
 
 die () { echo "bench/rpc: $*" >&2; exit 1; }
 

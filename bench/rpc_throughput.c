@@ -64,6 +64,7 @@
 #include <thrift/c_glib/transport/thrift_socket.h>
 
 #include "core/parallel.h"
+#include "median.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/rpc_types.h"
@@ -442,20 +443,6 @@ bench_server_stop (Bench *b)
   shoal_param_store_free (b->layout);
 }
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
-
-static double
-median (double *v, int n)
-{
-  qsort (v, (size_t) n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* The pieces of one push+pull of the largest slice, timed alone. */
 typedef enum {
   B_RPC_PUSH, B_RAW_PUSH, B_SERVER_UPDATE, B_RPC_PULL, B_RAW_PULL, B_STOCK_PULL, B_SERVER_COPY,
@@ -587,7 +574,7 @@ main (int argc, char **argv)
       bench_server_start (&one_slice, n, sync, 1);
       ShoalServer *server = one_slice.server;
       ShoalRpcServer *rpc = one_slice.rpc;
-      ShoalRpcClientOptions co = { "127.0.0.1", shoal_rpc_server_port (rpc), "bench", 0, 0, 0 };
+      ShoalRpcClientOptions co = { "127.0.0.1", shoal_rpc_server_port (rpc), "bench", 0, 0, 0, NULL };
 
       Ctx c = { 0 };
       if (want[K_SLICED] || want[K_RAW_SLICED])

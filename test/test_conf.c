@@ -290,9 +290,9 @@ static void
 test_unknown_section (void)
 {
   assert_message (job_error ("[job]\ntrain_steps = 5\n\n[jobb]\nname = x\n", NULL),
-                  "x.conf:4: [jobb] unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
+                  "x.conf:4: [jobb] unknown section (expected [job], [updater], [cluster], [emulate], [tls] or [layer NAME])");
   assert_message (job_error ("[job]\ntrain_steps = 5\n[layerfc]\ntype = relu\n", NULL),
-                  "x.conf:3: [layerfc] unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
+                  "x.conf:3: [layerfc] unknown section (expected [job], [updater], [cluster], [emulate], [tls] or [layer NAME])");
   assert_message (job_error ("[job]\ntrain_steps = 5\ntest_frq = 5\n", NULL),
                   "x.conf:3: [job] test_frq: unknown key (did you mean 'test_freq'?)");
 }
@@ -381,7 +381,7 @@ test_override_errors (void)
   /* a section only -o wrote: errors about it name the -o */
   const char *const typo_section[] = { "layre fc1.num_output=3", NULL };
   assert_message (job_error ("[job]\ntrain_steps = 10\n" BASE, typo_section),
-                  "-o layre fc1.num_output: [layre fc1] unknown section (expected [job], [updater], [cluster], [emulate] "
+                  "-o layre fc1.num_output: [layre fc1] unknown section (expected [job], [updater], [cluster], [emulate], [tls] "
                   "or [layer NAME])");
 
   /* the job loader and the net see the same overridden conf */

@@ -97,7 +97,7 @@ env_stop (Env *env)
 static ShoalRpcClient *
 client_new (Env *env)
 {
-  ShoalRpcClientOptions o = { "127.0.0.1", env->port, TOKEN, 0, 10000, 1 };
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, TOKEN, 0, 10000, 1, NULL };
   GError *error = NULL;
   ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
   g_assert_no_error (error);

@@ -121,7 +121,7 @@ slice_len (Env *env, int slice, size_t *begin)
 static ShoalRpcClient *
 client_new (Env *env, const char *token, gint64 timeout_ms)
 {
-  ShoalRpcClientOptions o = { "127.0.0.1", env->port, token, 0, timeout_ms, 0 };
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, token, 0, timeout_ms, 0, NULL };
   GError *error = NULL;
   ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
   g_assert_no_error (error);
@@ -782,7 +782,7 @@ test_message_limit (void)
   assert_serves (&env, 0);
 
   /* the client's own limit on replies */
-  ShoalRpcClientOptions o = { "127.0.0.1", env.port, TOKEN, 1024, 2000, 0 };
+  ShoalRpcClientOptions o = { "127.0.0.1", env.port, TOKEN, 1024, 2000, 0, NULL };
   ShoalRpcClient *small = shoal_rpc_client_connect (&o, &error);
   g_assert_no_error (error);
   g_assert_false (shoal_rpc_client_pull (small, 0, buf, n, 0, NULL, &error));
@@ -1068,7 +1068,7 @@ test_dead_servers (void)
   g_assert_cmpint (bind (lfd, (struct sockaddr *) &a, sizeof a), ==, 0);
   g_assert_cmpint (listen (lfd, 4), ==, 0);
   g_assert_cmpint (getsockname (lfd, (struct sockaddr *) &a, &alen), ==, 0);
-  ShoalRpcClientOptions o = { "127.0.0.1", ntohs (a.sin_port), TOKEN, 0, 300, 0 };
+  ShoalRpcClientOptions o = { "127.0.0.1", ntohs (a.sin_port), TOKEN, 0, 300, 0, NULL };
   ShoalRpcClient *mute = shoal_rpc_client_connect (&o, &error);
   g_assert_no_error (error);
   t0 = g_get_monotonic_time ();
@@ -1127,7 +1127,7 @@ test_connect_retries (void)
   l.conf.port = ntohs (a.sin_port);
 
   GThread *t = g_thread_new ("late", late_start, &l);
-  ShoalRpcClientOptions o = { "127.0.0.1", l.conf.port, TOKEN, 0, 2000, 30 };
+  ShoalRpcClientOptions o = { "127.0.0.1", l.conf.port, TOKEN, 0, 2000, 30, NULL };
   ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
   g_assert_no_error (error);
   g_thread_join (t);
@@ -1148,7 +1148,7 @@ test_bind_address (void)
   GError *error = NULL;
 
   env_start (&env, &conf);
-  ShoalRpcClientOptions o = { "127.0.0.2", env.port, TOKEN, 0, 500, 1 };
+  ShoalRpcClientOptions o = { "127.0.0.2", env.port, TOKEN, 0, 500, 1, NULL };
   g_assert_null (shoal_rpc_client_connect (&o, &error));
   assert_error_has (error, "127.0.0.2:");
   g_clear_error (&error);

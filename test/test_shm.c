@@ -185,7 +185,7 @@ env_stop (Env *env)
 static ShoalRpcClient *
 client_new (Env *env, const char *token)
 {
-  ShoalRpcClientOptions o = { "127.0.0.1", env->port, token, 0, 5000, 0 };
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, token, 0, 5000, 0, NULL };
   GError *error = NULL;
   ShoalRpcClient *c = shoal_rpc_client_connect (&o, &error);
   g_assert_no_error (error);
@@ -590,7 +590,7 @@ remote_client (ShoalParamStore *store, Env *env, gboolean shm)
 {
   GError *error = NULL;
   ShoalParamClient *c = shoal_param_client_new (store, NSLICES, SHOAL_UPDATE_SYNC);
-  ShoalRpcClientOptions o = { "127.0.0.1", env->port, TOKEN, 0, 5000, 0 };
+  ShoalRpcClientOptions o = { "127.0.0.1", env->port, TOKEN, 0, 5000, 0, NULL };
   for (int s = 0; s < NSLICES; s++)
     shoal_param_client_route_remote (c, s, &o);
   shoal_param_client_set_shared_memory (c, shm);

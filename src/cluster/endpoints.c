@@ -85,9 +85,9 @@ shoal_endpoints_loopback (const ShoalLayout *layout, GError **error)
  * slots=N" per line, # comments): hosts are expanded by their slots in
  * file order, as mpirun maps ranks by slot, and ranks beyond the slots
  * wrap around. */
-char **
-shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port, int rank,
-                    int *host_workers, int *host_procs, GError **error)
+/* The hosts of an Open MPI style hostfile, each repeated by its slots. */
+static GPtrArray *
+read_slots (const char *path, GError **error)
 {
   char *text = NULL;
   GError *local = NULL;
@@ -136,28 +136,72 @@ shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int 
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: no hosts", path);
       ok = FALSE;
     }
-  char **endpoints = NULL;
-  if (ok)
+  if (!ok)
     {
-      endpoints = g_new0 (char *, layout->nprocs + 1);
-      const char *mine = g_ptr_array_index (slots, (guint) rank % slots->len);
-      *host_workers = 0;
-      if (host_procs != NULL)
-        *host_procs = 0;
-      for (int r = 0; r < layout->nprocs; r++)
-        {
-          const char *host = g_ptr_array_index (slots, (guint) r % slots->len);
-          endpoints[r] = shoal_layout_rank_listens (layout, r)
-                           ? g_strdup_printf ("%s:%d", host, base_port + r)
-                           : g_strdup ("");
-          if (strcmp (host, mine) == 0)
-            *host_workers += (int) layout->procs[r].workers->len;
-          if (strcmp (host, mine) == 0 && host_procs != NULL)
-            (*host_procs)++;
-        }
+      g_ptr_array_free (slots, TRUE);
+      return NULL;
     }
-  g_ptr_array_free (slots, TRUE);
+  return slots;
+}
+
+char **
+shoal_endpoints_from_hosts (char **hosts, const ShoalLayout *layout, int base_port, int rank, int *host_workers,
+                            int *host_procs)
+{
+  char **endpoints = g_new0 (char *, layout->nprocs + 1);
+  const char *mine = hosts[rank];
+  *host_workers = 0;
+  if (host_procs != NULL)
+    *host_procs = 0;
+  for (int r = 0; r < layout->nprocs; r++)
+    {
+      endpoints[r] = shoal_layout_rank_listens (layout, r) ? g_strdup_printf ("%s:%d", hosts[r], base_port + r)
+                                                           : g_strdup ("");
+      if (strcmp (hosts[r], mine) == 0)
+        *host_workers += (int) layout->procs[r].workers->len;
+      if (strcmp (hosts[r], mine) == 0 && host_procs != NULL)
+        (*host_procs)++;
+    }
   return endpoints;
+}
+
+char **
+shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port, int rank,
+                               int *host_workers, int *host_procs, GError **error)
+{
+  char **hosts = shoal_hosts_from_hostfile (path, layout->nprocs, error);
+  if (hosts == NULL)
+    return NULL;
+  char **endpoints = shoal_endpoints_from_hosts (hosts, layout, base_port, rank, host_workers, host_procs);
+  g_strfreev (hosts);
+  return endpoints;
+}
+
+char **
+shoal_hosts_from_hostfile (const char *path, int nprocs, GError **error)
+{
+  GPtrArray *slots = read_slots (path, error);
+  if (slots == NULL)
+    return NULL;
+  char **hosts = g_new0 (char *, nprocs + 1);
+  for (int r = 0; r < nprocs; r++)
+    hosts[r] = g_strdup (g_ptr_array_index (slots, (guint) r % slots->len));
+  g_ptr_array_free (slots, TRUE);
+  return hosts;
+}
+
+char **
+shoal_hosts_from_endpoints (char **endpoints)
+{
+  guint n = g_strv_length (endpoints);
+  char **hosts = g_new0 (char *, n + 1);
+  for (guint r = 0; r < n; r++)
+    {
+      int port;
+      if (*endpoints[r] == '\0' || !shoal_endpoint_parse (endpoints[r], &hosts[r], &port, NULL))
+        hosts[r] = g_strdup ("");
+    }
+  return hosts;
 }
 
 gboolean

@@ -28,6 +28,16 @@ char **shoal_endpoints_loopback (const ShoalLayout *layout, GError **error);
 char **shoal_endpoints_from_hostfile (const char *path, const ShoalLayout *layout, int base_port,
                                       int rank, int *host_workers, int *host_procs, GError **error);
 
+/* The same from each rank's host (hosts[nprocs], a hostfile's or
+ * Slurm's, cluster/slurm.h). */
+char **shoal_endpoints_from_hosts (char **hosts, const ShoalLayout *layout, int base_port, int rank,
+                                   int *host_workers, int *host_procs);
+/* Each rank's host (ranks beyond the slots wrap around, as above). */
+char **shoal_hosts_from_hostfile (const char *path, int nprocs, GError **error);
+/* Each rank's host as its endpoint names it, "" for ranks that take no
+ * calls (their hosts are not known). */
+char **shoal_hosts_from_endpoints (char **endpoints);
+
 /* Splits "host:port" (the port 1..65535); *host is newly allocated.
  * FALSE with error otherwise. */
 gboolean shoal_endpoint_parse (const char *endpoint, char **host, int *port, GError **error);

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "rpc/link_limit.h"
+#include "rpc/tls.h"
 
 /* ---- sockets ------------------------------------------------------------ */
 
@@ -65,6 +66,7 @@ struct _ShoalThriftSocket {
   gsize consumed;        /* bytes read of the current message */
   gint64 timeout_ms;
   ShoalLinkLimiter *limiter;  /* [emulate] bandwidth and latency of this link; NULL: none */
+  ShoalTlsLink *tls;         /* a link between hosts under [tls] (rpc/tls.h); NULL: in clear */
 };
 
 typedef struct {
@@ -109,6 +111,15 @@ shoal_thrift_socket_totals (guint64 *sent, guint64 *received)
 static gssize
 recv_some (ShoalThriftSocket *s, guint8 *dst, gsize len, int flags, GError **error)
 {
+  if (s->tls != NULL)
+    {
+      /* a connection's first read is the accepting side's: it is the TLS server */
+      gssize r = shoal_tls_link_ready (s->tls, TRUE, error)
+                   ? shoal_tls_link_read (s->tls, dst, len, (flags & MSG_WAITALL) != 0, error) : -1;
+      if (r > 0)
+        g_atomic_pointer_add (&bytes_received, r);
+      return r;
+    }
   for (;;)
     {
       gssize r = recv (s->fd, dst, len, flags);
@@ -188,6 +199,13 @@ socket_read (ThriftTransport *transport, gpointer buf, guint32 len, GError **err
       memcpy (dst, s->rbuf, need);
       s->rpos = need;
     }
+  if (s->consumed == 0 && s->tls == NULL && shoal_tls_looks_like_hello (buf, len))
+    {
+      /* no Thrift message begins so (as a length it would pass any limit) */
+      g_set_error (error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                   "a TLS hello on a plain connection: the peer runs with [tls], this rank without");
+      return -1;
+    }
   s->consumed += len;
   return (gint32) len;
 }
@@ -223,9 +241,37 @@ send_limited (ShoalThriftSocket *s, struct iovec *iov, int iovcnt)
   return r;
 }
 
+/* Through TLS: each piece sealed and sent (an emulated link's rate
+ * applies to what goes in). */
+static gboolean
+send_iov_tls (ShoalThriftSocket *s, const struct iovec *iov, int iovcnt, GError **error)
+{
+  /* a connection's first write is the connecting side's: it is the TLS client */
+  if (!shoal_tls_link_ready (s->tls, FALSE, error))
+    return FALSE;
+  for (int i = 0; i < iovcnt; i++)
+    {
+      const guint8 *p = iov[i].iov_base;
+      gsize left = iov[i].iov_len;
+      while (left > 0)
+        {
+          gboolean limited = s->limiter != NULL && s->limiter->limit.bytes_per_s > 0;
+          gsize n = limited ? shoal_link_limiter_grant (s->limiter, left) : left;
+          if (!shoal_tls_link_write (s->tls, p, n, error))
+            return FALSE;
+          g_atomic_pointer_add (&bytes_sent, (gssize) n);
+          p += n;
+          left -= n;
+        }
+    }
+  return TRUE;
+}
+
 static gboolean
 send_iov (ShoalThriftSocket *s, struct iovec *iov, int iovcnt, GError **error)
 {
+  if (s->tls != NULL)
+    return send_iov_tls (s, iov, iovcnt, error);
   while (iovcnt > 0)
     {
       struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t) iovcnt };
@@ -316,9 +362,10 @@ shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf,
 {
   ShoalThriftSocket *s = G_TYPE_CHECK_INSTANCE_TYPE (transport, shoal_thrift_socket_get_type ())
                            ? (ShoalThriftSocket *) transport : NULL;
-  if (s == NULL || s->limiter != NULL)
+  if (s == NULL || s->limiter != NULL || s->tls != NULL)
     {
-      /* no pinned path here: send a copy */
+      /* no pinned path here: send a copy (TLS may block on the peer
+       * inside a record) */
       guint8 *copy = g_memdup2 (buf, len);
       pin->release (pin->data);
       gboolean ok = thrift_transport_write (transport, copy, len, error);
@@ -433,6 +480,8 @@ socket_close (ThriftTransport *transport, GError **error)
   ShoalThriftSocket *s = (ShoalThriftSocket *) transport;
 
   (void) error;
+  shoal_tls_link_free (s->tls);
+  s->tls = NULL;
   if (s->fd >= 0)
     close (s->fd);
   s->fd = -1;
@@ -452,7 +501,7 @@ shoal_thrift_socket_wait_message_for (ShoalThriftSocket *s, int wake_fd, gint64 
   gint64 deadline = idle_ms > 0 ? g_get_monotonic_time () + idle_ms * 1000 : G_MAXINT64;
   for (;;)
     {
-      if (s->rpos < s->rlen)
+      if (s->rpos < s->rlen || (s->tls != NULL && shoal_tls_link_pending (s->tls)))
         return 1;
       if (s->fd < 0)
         return 0;
@@ -492,13 +541,14 @@ socket_peek (ThriftTransport *transport, GError **error)
 gsize
 shoal_thrift_socket_buffered (ShoalThriftSocket *s)
 {
-  return s->rlen - s->rpos;
+  /* TLS reads ahead too: a record not yet handed out counts as a byte */
+  return s->rlen - s->rpos + (s->tls != NULL && shoal_tls_link_pending (s->tls) ? 1 : 0);
 }
 
 gboolean
 shoal_thrift_socket_idle_ok (ShoalThriftSocket *s)
 {
-  if (s->fd < 0 || s->rpos < s->rlen)
+  if (s->fd < 0 || s->rpos < s->rlen || (s->tls != NULL && shoal_tls_link_pending (s->tls)))
     return FALSE;
   struct pollfd p = { s->fd, POLLIN, 0 };
   int r;
@@ -593,6 +643,12 @@ shoal_thrift_socket_class_init (ShoalThriftSocketClass *klass)
 ShoalThriftSocket *
 shoal_thrift_socket_new (int fd, size_t max_message, gint64 timeout_ms)
 {
+  return shoal_thrift_socket_new_tls (fd, max_message, timeout_ms, shoal_tls_get_default ());
+}
+
+ShoalThriftSocket *
+shoal_thrift_socket_new_tls (int fd, size_t max_message, gint64 timeout_ms, ShoalTls *tls)
+{
   ShoalThriftSocket *s = g_object_new (shoal_thrift_socket_get_type (), NULL);
 
   s->fd = fd;
@@ -603,6 +659,13 @@ shoal_thrift_socket_new (int fd, size_t max_message, gint64 timeout_ms)
     {
       s->limiter = g_new0 (ShoalLinkLimiter, 1);
       shoal_link_limiter_init (s->limiter, &limit, g_get_monotonic_time ());
+    }
+  if (tls != NULL && shoal_tls_wanted (tls, fd))
+    {
+      s->tls = shoal_tls_link_new (tls, fd);
+      if (s->tls == NULL)
+        g_error ("TLS: cannot make a connection's state (out of memory)");
+      shoal_tls_link_set_timeout (s->tls, timeout_ms);
     }
   return s;
 }

@@ -20,6 +20,8 @@
 
 #include <thrift/c_glib/transport/thrift_transport.h>
 
+#include "rpc/tls.h"
+
 G_BEGIN_DECLS
 
 /* Socket options every RPC socket gets: TCP_NODELAY (without it small
@@ -34,6 +36,9 @@ typedef struct _ShoalThriftSocket ShoalThriftSocket;
  * read are limited to max_message bytes; timeout_ms is what the socket's
  * timeouts were set to (for error messages only).  Unref when done. */
 ShoalThriftSocket *shoal_thrift_socket_new (int fd, size_t max_message, gint64 timeout_ms);
+/* The same with tls in place of the process's default (rpc/tls.h): the
+ * link runs TLS where shoal_tls_wanted says so; NULL: in clear. */
+ShoalThriftSocket *shoal_thrift_socket_new_tls (int fd, size_t max_message, gint64 timeout_ms, ShoalTls *tls);
 /* Bytes every ShoalThriftSocket of this process sent and received since
  * it started (both may be NULL): what the process put on the network -
  * param calls, bridge messages, Hogwild deltas, headers included - for

@@ -46,6 +46,7 @@ struct _ShoalRpcClient {
   size_t max_message;
   gint64 timeout_ms;
   int retries;
+  ShoalTls *tls;                   /* borrowed; NULL: the process's */
   gint64 stop_step;                /* from the last STOPPED reply; -1 none */
   ShoalThriftSocket *sock;         /* these three are NULL while disconnected */
   ShoalThriftProtocol *proto;
@@ -161,12 +162,27 @@ connect_once (ShoalRpcClient *c, gboolean *retry, GError **error)
       close (fd);
       return FALSE;
     }
-  c->sock = shoal_thrift_socket_new (fd, c->max_message, c->timeout_ms);
+  c->sock = shoal_thrift_socket_new_tls (fd, c->max_message, c->timeout_ms,
+                                         c->tls != NULL ? c->tls : shoal_tls_get_default ());
   c->proto = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
   c->client = g_object_new (SHOAL_TYPE_PARAM_SERVICE_CLIENT,
                             "input_protocol", c->proto, "output_protocol", c->proto, NULL);
   /* FALSE only where the call itself failed (the connection is dropped) */
   return !c->shm_wanted || attach_shm (c, error) || c->client != NULL;
+}
+
+static GHashTable *peer_names;   /* "host:port" -> name; set before any connection */
+
+void
+shoal_rpc_client_set_peer_names (char **endpoints, char **names)
+{
+  g_clear_pointer (&peer_names, g_hash_table_unref);
+  if (endpoints == NULL)
+    return;
+  peer_names = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  for (int i = 0; endpoints[i] != NULL && names[i] != NULL; i++)
+    if (*endpoints[i] != '\0')
+      g_hash_table_replace (peer_names, g_strdup (endpoints[i]), g_strdup (names[i]));
 }
 
 ShoalRpcClient *
@@ -189,10 +205,17 @@ shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error)
   c->token = g_strdup (opts->token != NULL ? opts->token : "");
   c->peer = strchr (opts->host, ':') != NULL ? g_strdup_printf ("[%s]:%d", opts->host, opts->port)
                                              : g_strdup_printf ("%s:%d", opts->host, opts->port);
+  const char *name = peer_names != NULL ? g_hash_table_lookup (peer_names, c->peer) : NULL;
+  if (name != NULL)
+    {
+      g_free (c->peer);
+      c->peer = g_strdup (name);
+    }
   c->max_message = opts->max_message_bytes > 0 ? MIN (opts->max_message_bytes, (size_t) G_MAXINT32)
                                                : ((size_t) 1 << 30);
   c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 60000;
   c->retries = opts->connect_retries > 0 ? opts->connect_retries : 50;
+  c->tls = opts->tls;
   c->stop_step = -1;
 
   gint64 t0 = g_get_monotonic_time ();

@@ -15,6 +15,7 @@
 
 #include "core/codec.h"
 #include "rpc/shm_region.h"
+#include "rpc/tls.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
@@ -28,7 +29,14 @@ typedef struct {
   size_t max_message_bytes;   /* 0: 1 GiB */
   gint64 timeout_ms;          /* per call; 0: 60 s */
   int connect_retries;        /* attempts while the peer is still starting; 0: 50 (5 s) */
+  ShoalTls *tls;              /* borrowed; NULL: the process's (rpc/tls.h shoal_tls_set_default) */
 } ShoalRpcClientOptions;
+
+/* How this process's errors name the peers it calls: names[i] for the
+ * "host:port" endpoints[i] (both copied; NULL: "host:port" itself), e.g.
+ * "rank 1 (2 servers) at 10.0.0.2:47001", so that a job across hosts says
+ * which rank a failed call went to.  Set once, before any connection. */
+void shoal_rpc_client_set_peer_names (char **endpoints, char **names);
 
 /* Connects (retrying while the server starts).  Returns NULL with error. */
 ShoalRpcClient *shoal_rpc_client_connect (const ShoalRpcClientOptions *opts, GError **error);

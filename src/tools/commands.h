@@ -9,6 +9,7 @@
 
 int shoal_cmd_run (int argc, char **argv);
 int shoal_cmd_proc (int argc, char **argv);
+int shoal_cmd_certs (int argc, char **argv);
 int shoal_cmd_import (int argc, char **argv);
 int shoal_cmd_layers (int argc, char **argv);
 int shoal_cmd_inspect (int argc, char **argv);

@@ -34,6 +34,7 @@
 #include "cluster/endpoints.h"
 #include "cluster/layout.h"
 #include "server/heartbeat.h"
+#include "rpc/tls_certs.h"
 #include "tools/commands.h"
 #include "worker/net_check.h"
 #include "worker/metrics.h"
@@ -125,6 +126,7 @@ typedef struct {
   const ShoalLaunchOptions *o;
   const char *workspace;
   const char *conf_path, *token_path, *metrics_path;
+  char *tls_dir;            /* credentials this launcher made ([tls] mode = all without any); NULL: none */
   char *endpoint_list;
   char resume_arg[32];         /* "" for a fresh run */
   char host_workers[16];
@@ -199,6 +201,11 @@ spawn (Launch *L, int r, gboolean rejoin, GError **error)
     }
   if (L->o->quiet)
     argv[argc++] = "--quiet";
+  if (L->tls_dir != NULL)
+    {
+      argv[argc++] = "--tls-dir";
+      argv[argc++] = L->tls_dir;
+    }
   argv[argc] = NULL;
   fflush (NULL);
   pid_t pid = fork ();
@@ -571,6 +578,15 @@ again:;
       || (!resume && !g_file_set_contents (metrics_path, "", 0, &error))
       || (resume && !shoal_workspace_trim_metrics (workspace, step, ckpt_clock, &ckpt_clock, &error)))
     goto out;
+  /* [tls] mode = all on one machine: a fresh CA and certificates per
+   * start, like the token (docs/SECURITY.md) */
+  if (job->tls.mode == SHOAL_TLS_ALL && job->tls.dir == NULL && job->tls.ca == NULL)
+    {
+      g_free (L.tls_dir);
+      L.tls_dir = g_build_filename (workspace, "tls", NULL);
+      if (!shoal_tls_make_job_certs (L.tls_dir, job->name, layout->nprocs, 7, &error))
+        goto out;
+    }
   g_strfreev (endpoints);
   g_free (L.endpoint_list);
   endpoints = shoal_endpoints_loopback (layout, &error);
@@ -768,6 +784,7 @@ out:
     }
   g_free (metrics_path);
   g_free (token_path);
+  g_free (L.tls_dir);
   g_free (conf_path);
   return status;
 }

@@ -18,6 +18,7 @@ typedef struct {
 static const Command commands[] = {
   { "run", shoal_cmd_run, "train a job: shoal run JOB.conf [--topology T.conf] [-o section.key=value ...]" },
   { "proc", shoal_cmd_proc, "run one rank of a job (under mpirun/srun): shoal proc JOB.conf --hostfile H" },
+  { "certs", shoal_cmd_certs, "a job's CA and per-rank TLS certificates for links between hosts: shoal certs JOB.conf --out DIR" },
   { "import", shoal_cmd_import, "make an LMDB dataset: shoal import idx|csv|text ..." },
   { "layers", shoal_cmd_layers, "list layer types and their conf keys" },
   { "compare", shoal_cmd_compare, "run a job under several schemes, then a report with figures: shoal compare JOB.conf [--schemes a,b] [--budget samples=N]" },

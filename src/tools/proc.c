@@ -1,7 +1,8 @@
 /* `shoal proc`: one rank of a job, started by `shoal run`'s launcher or by
  * an existing launcher on a cluster (mpirun, srun): the rank from its
- * environment, the endpoints from --endpoints or a hostfile, the job token
- * from a file or SHOAL_TOKEN. */
+ * environment, the endpoints from --endpoints, a hostfile or (under srun,
+ * with neither) Slurm's node list, the job token from a file or
+ * SHOAL_TOKEN. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <stdio.h>
@@ -9,10 +10,13 @@
 
 #include "cluster/cluster_conf.h"
 #include "cluster/endpoints.h"
+#include "cluster/slurm.h"
+#include "data/checkpoint.h"
 #include "core/error.h"
 #include "core/thread_start.h"
 #include "tools/commands.h"
 #include "worker/runner.h"
+#include "worker/workspace.h"
 
 /* Rank r listens on this + r unless --base-port says otherwise. */
 #define DEFAULT_BASE_PORT 47000
@@ -27,7 +31,7 @@ exit_later (gpointer data)
 {
   char *why = data;
   g_usleep ((gulong) FATAL_EXIT_GRACE_S * G_USEC_PER_SEC);
-  fprintf (stderr, "shoal proc: %s; its threads did not end within %d s: exiting\n", why, FATAL_EXIT_GRACE_S);
+  fprintf (stderr, "shoal proc %s; its threads did not end within %d s: exiting\n", why, FATAL_EXIT_GRACE_S);
   fflush (NULL);
   _exit (1);
   return NULL;
@@ -40,8 +44,8 @@ exit_later (gpointer data)
 static void
 on_fatal (gpointer data, const GError *why)
 {
-  (void) data;
-  char *message = g_strdup (why->message);
+  /* "(rank R): WHY", as the process's last line names its rank */
+  char *message = g_strdup_printf ("(rank %d): %s", GPOINTER_TO_INT (data), why->message);
   GError *error = NULL;
   GThread *timer = shoal_thread_start ("fatal-exit", exit_later, message, &error);
   if (timer != NULL)
@@ -49,7 +53,7 @@ on_fatal (gpointer data, const GError *why)
       g_thread_unref (timer);
       return;
     }
-  fprintf (stderr, "shoal proc: %s; %s: exiting now\n", message, error->message);
+  fprintf (stderr, "shoal proc %s; %s: exiting now\n", message, error->message);
   fflush (NULL);
   _exit (1);
 }
@@ -111,9 +115,9 @@ read_token (const char *token_file, GError **error)
 int
 shoal_cmd_proc (int argc, char **argv)
 {
-  int rank = -1, base_port = DEFAULT_BASE_PORT, host_workers = 0;
-  char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL;
-  gboolean quiet = FALSE, rejoin = FALSE, oversubscribe = FALSE;
+  int rank = -1, base_port = 0, host_workers = 0, slurm_rank = -1, slurm_ntasks = 0;
+  char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL, *tls_dir = NULL;
+  gboolean quiet = FALSE, rejoin = FALSE, oversubscribe = FALSE, resume = FALSE, slurm = FALSE;
   gint64 resume_step = -1;
   GOptionEntry entries[] = {
     { "rejoin", 0, 0, G_OPTION_ARG_NONE, &rejoin,
@@ -123,16 +127,23 @@ shoal_cmd_proc (int argc, char **argv)
       "with --hostfile: start even when this host's ranks pass [cluster] max_procs_per_core", NULL },
     { "resume-step", 0, 0, G_OPTION_ARG_INT64, &resume_step,
       "resume from the checkpoint of this step (the launcher passes it)", "STEP" },
+    { "resume", 0, 0, G_OPTION_ARG_NONE, &resume,
+      "resume from the newest checkpoint every rank of the workspace has (a requeued Slurm job; the "
+      "workspace must be shared by the ranks)", NULL },
     { "rank", 'r', 0, G_OPTION_ARG_INT, &rank,
       "this process's rank (default: OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID)", "R" },
     { "endpoints", 'e', 0, G_OPTION_ARG_STRING, &endpoints_arg,
       "host:port of every rank, comma-separated, empty for ranks that take no calls (no "
       "servers, no workers of a group spread over processes)", "LIST" },
     { "hostfile", 'H', 0, G_OPTION_ARG_FILENAME, &hostfile,
-      "hosts of the ranks, one per line ('host' or 'host slots=N'); port = base port + rank", "FILE" },
-    { "base-port", 'p', 0, G_OPTION_ARG_INT, &base_port, "first port with --hostfile (default 47000)", "PORT" },
+      "hosts of the ranks, one per line ('host' or 'host slots=N'); port = base port + rank.  Under srun "
+      "without --hostfile or --endpoints: Slurm's node list and tasks per node", "FILE" },
+    { "base-port", 'p', 0, G_OPTION_ARG_INT, &base_port,
+      "first port with --hostfile (default 47000) or under srun (default: from the job and step ids)", "PORT" },
     { "token-file", 't', 0, G_OPTION_ARG_FILENAME, &token_file,
       "file holding the job token (default: $SHOAL_TOKEN)", "FILE" },
+    { "tls-dir", 0, 0, G_OPTION_ARG_FILENAME, &tls_dir,
+      "the job's TLS credentials as `shoal certs` writes them (over [tls] dir, ca, cert, key)", "DIR" },
     { "workspace", 'w', 0, G_OPTION_ARG_FILENAME, &workspace,
       "directory for metrics.jsonl (default: workspace/JOBNAME)", "DIR" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
@@ -147,7 +158,7 @@ shoal_cmd_proc (int argc, char **argv)
   int status = 2;
   ShoalJob *job = NULL;
   ShoalLayout *layout = NULL;
-  char **endpoints = NULL;
+  char **endpoints = NULL, **hosts = NULL;
   char *token = NULL;
   char *ws = NULL;
 
@@ -158,11 +169,23 @@ shoal_cmd_proc (int argc, char **argv)
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected one JOB.conf");
       goto out;
     }
-  if ((endpoints_arg == NULL) == (hostfile == NULL))
+  if (endpoints_arg != NULL && hostfile != NULL)
     {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "give --endpoints or --hostfile");
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "give --endpoints or --hostfile, not both");
       goto out;
     }
+  if (endpoints_arg == NULL && hostfile == NULL)
+    {
+      slurm = shoal_slurm_task (&slurm_rank, &slurm_ntasks);
+      if (!slurm)
+        {
+          g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "give --endpoints or --hostfile (under srun Slurm gives the hosts)");
+          goto out;
+        }
+    }
+  if (base_port == 0)
+    base_port = slurm ? shoal_slurm_base_port () : DEFAULT_BASE_PORT;
   if (rank < 0 && !rank_from_env (&rank))
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
@@ -192,7 +215,13 @@ shoal_cmd_proc (int argc, char **argv)
                    rank, layout->nprocs);
       goto out;
     }
-  if (hostfile != NULL)
+  if (slurm && slurm_ntasks != layout->nprocs)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "srun started %d tasks (SLURM_NTASKS), the layout has %d "
+                   "processes: srun -n %d", slurm_ntasks, layout->nprocs, layout->nprocs);
+      goto out;
+    }
+  if (hostfile != NULL || slurm)
     {
       if (base_port + layout->nprocs - 1 > 65535)
         {
@@ -200,12 +229,14 @@ shoal_cmd_proc (int argc, char **argv)
                        base_port, layout->nprocs);
           goto out;
         }
+      hosts = slurm ? shoal_slurm_rank_hosts (slurm_ntasks, &error)
+                    : shoal_hosts_from_hostfile (hostfile, layout->nprocs, &error);
+      if (hosts == NULL)
+        goto out;
       int hosted = 0, host_procs = 0;
-      endpoints = shoal_endpoints_from_hostfile (hostfile, layout, base_port, rank, &hosted, &host_procs, &error);
+      endpoints = shoal_endpoints_from_hosts (hosts, layout, base_port, rank, &hosted, &host_procs);
       if (host_workers == 0)
         host_workers = hosted;
-      if (endpoints == NULL)
-        goto out;
       /* the ranks the hostfile puts on this host share its cores */
       if (!shoal_cluster_check_host_procs (job->conf, &layout->conf, host_procs, hosted,
                                            (int) g_get_num_processors (),
@@ -235,16 +266,32 @@ shoal_cmd_proc (int argc, char **argv)
     }
 
   ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
-  if (rejoin && resume_step >= 0)
+  if (rejoin + resume + (resume_step >= 0) > 1)
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                   "--rejoin joins a running job, --resume-step restarts a stopped one: give one");
+                   "--rejoin joins a running job, --resume and --resume-step restart a stopped one: give one");
       goto out;
     }
+  if (resume)
+    {
+      /* the step every rank has: ranks killed mid-checkpoint may hold a newer one alone */
+      GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
+      for (int r = 0; r < layout->nprocs; r++)
+        g_ptr_array_add (dirs, shoal_checkpoint_dir (ws, r));
+      g_ptr_array_add (dirs, NULL);
+      resume_step = shoal_checkpoint_common_step ((const char *const *) dirs->pdata, &error);
+      g_ptr_array_free (dirs, TRUE);
+      if (resume_step < 0)
+        {
+          g_prefix_error (&error, "--resume: %s: ", ws);
+          goto out;
+        }
+    }
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
-                           .token = token, .append_metrics = TRUE, .resume = resume_step >= 0,
+                           .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
-                           .rejoin = rejoin, .on_fatal = on_fatal };
+                           .rejoin = rejoin, .on_fatal = on_fatal,
+                           .fatal_data = GINT_TO_POINTER (rank) };
   shoal_install_stop_handlers ();
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
@@ -285,11 +332,13 @@ out:
   g_free (token);
   g_free (ws);
   g_strfreev (endpoints);
+  g_strfreev (hosts);
   shoal_layout_free (layout);
   shoal_job_free (job);
   g_free (endpoints_arg);
   g_free (hostfile);
   g_free (token_file);
+  g_free (tls_dir);
   g_free (workspace);
   g_option_context_free (ctx);
   return status;

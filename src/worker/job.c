@@ -113,10 +113,10 @@ check_groups (ShoalConf *conf, GError **error)
     {
       const char *g = groups[i];
       if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
-          || strcmp (g, "emulate") == 0 || g_str_has_prefix (g, "layer "))
+          || strcmp (g, "emulate") == 0 || strcmp (g, "tls") == 0 || g_str_has_prefix (g, "layer "))
         continue;
       shoal_conf_error (conf, error, g, NULL,
-                        "unknown section (expected [job], [updater], [cluster], [emulate] or [layer NAME])");
+                        "unknown section (expected [job], [updater], [cluster], [emulate], [tls] or [layer NAME])");
       ok = FALSE;
     }
   g_strfreev (groups);
@@ -420,7 +420,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   if (ok)
     ok = shoal_job_check_families (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
          && shoal_cluster_conf_read (conf, &job->cluster, error)
-         && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error);
+         && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error)
+         && shoal_tls_conf_read (conf, &job->tls, error);
   if (!ok)
     {
       shoal_job_free (job);
@@ -484,6 +485,7 @@ shoal_job_free (ShoalJob *job)
     return;
   shoal_conf_free (job->conf);
   shoal_emulate_conf_clear (&job->emulate);
+  shoal_tls_conf_clear (&job->tls);
   g_free (job->name);
   g_strfreev (job->init_from);
   shoal_memory_budget_free (job->memory_budget);

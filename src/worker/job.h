@@ -7,6 +7,7 @@
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
  * [emulate]  a cluster that is not there (cluster/emulate.h; docs/SCHEMES.md, "Emulation")
+ * [tls]      TLS on the links between hosts (cluster/tls_conf.h; docs/SECURITY.md)
  * Any other group except "layer NAME" is an error. */
 #ifndef SHOAL_JOB_H
 #define SHOAL_JOB_H
@@ -17,6 +18,7 @@
 
 #include "cluster/cluster_conf.h"
 #include "cluster/emulate.h"
+#include "cluster/tls_conf.h"
 #include "core/conf.h"
 #include "core/device.h"
 #include "core/tensor.h"
@@ -46,6 +48,7 @@ struct _ShoalJob {
   ShoalUpdaterConf updater;
   ShoalClusterConf cluster;
   ShoalEmulateConf emulate; /* [emulate]: stragglers, slow links, a lost group, the virtual clock */
+  ShoalTlsConf tls;         /* [tls]: whether links run TLS, and the credentials */
 };
 
 /* shoal_job_load with the [cluster] section of the topology file at

@@ -85,6 +85,21 @@ drop (ShoalMembership *m, int rank)
   g_mutex_unlock (&m->lock);
 }
 
+/* "rank 2 (2 servers) on 10.0.0.3": the rank and, where the hosts are
+ * known (a hostfile's, Slurm's), its host, so that a job across hosts
+ * says which machine went. */
+static char *
+describe_where (ShoalMembership *m, int rank)
+{
+  char *who = shoal_layout_describe_rank (m->o.layout, rank);
+  const char *host = m->o.hosts != NULL ? m->o.hosts[rank] : NULL;
+  if (host == NULL || *host == '\0')
+    return who;
+  char *where = g_strdup_printf ("%s on %s", who, host);
+  g_free (who);
+  return where;
+}
+
 static void
 on_lost (gpointer data, int rank, const char *why)
 {
@@ -92,7 +107,7 @@ on_lost (gpointer data, int rank, const char *why)
   const ShoalLayout *l = m->o.layout;
   const ShoalProcess *p = &l->procs[rank];
   const ShoalProcess *me = &l->procs[m->o.rank];
-  char *who = shoal_layout_describe_rank (l, rank);
+  char *who = describe_where (m, rank);
 
   const char *fatal = NULL;
   for (guint i = 0; i < p->workers->len && fatal == NULL; i++)

@@ -32,6 +32,8 @@ typedef struct {
   const ShoalLayout *layout;    /* borrowed, outlives the membership */
   int rank;
   char **endpoints;             /* [nprocs] "host:port" ("" for ranks that take no calls); borrowed */
+  char **hosts;                 /* [nprocs] each rank's host (a hostfile's, Slurm's), named in losses;
+                                 * NULL: not known; borrowed */
   const char *token;
   gboolean group_pushes;        /* a group pushes as one unit (SSP's unit ids are groups) */
   gboolean rejoin;              /* this process restarts a rank of a running job */

@@ -552,6 +552,28 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
   return ok;
 }
 
+/* On hosts a hostfile or Slurm named, errors about a call name the rank
+ * called too ("rank 1 (2 servers) at 10.0.0.2:47001"), not only its
+ * address: which machine went is what a cluster's user asks first. */
+static void
+name_peers (const ShoalLayout *layout, const ShoalRunOptions *opts)
+{
+  if (opts->hosts == NULL || opts->endpoints == NULL)
+    {
+      shoal_rpc_client_set_peer_names (NULL, NULL);
+      return;
+    }
+  char **names = g_new0 (char *, layout->nprocs + 1);
+  for (int r = 0; r < layout->nprocs; r++)
+    {
+      char *who = shoal_layout_describe_rank (layout, r);
+      names[r] = g_strdup_printf ("%s at %s", who, opts->endpoints[r]);
+      g_free (who);
+    }
+  shoal_rpc_client_set_peer_names (opts->endpoints, names);
+  g_strfreev (names);
+}
+
 gboolean
 shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
 {
@@ -607,6 +629,19 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     g_message ("[emulate] every link between processes: %s%g Mbit/s, %g ms latency",
                link.bytes_per_s > 0 ? "" : "no bandwidth limit, ", job->emulate.bandwidth_mbit,
                job->emulate.latency_ms);
+  /* [tls]: likewise before any connection */
+  ShoalTls *tls = NULL;
+  char **hosts = opts->hosts != NULL || opts->endpoints == NULL ? NULL : shoal_hosts_from_endpoints (opts->endpoints);
+  gboolean tls_ok = shoal_tls_conf_open (&job->tls, job->conf, rank, opts->hosts != NULL ? opts->hosts : hosts,
+                                         opts->tls_dir, &tls, error);
+  g_strfreev (hosts);
+  if (!tls_ok)
+    goto out;
+  shoal_tls_set_default (tls);
+  name_peers (p.layout, opts);
+  if (tls != NULL && rank == 0)
+    g_message ("[tls] links %s run TLS 1.3 with the job's certificates",
+               shoal_tls_mode (tls) == SHOAL_TLS_ALL ? "between all ranks" : "between hosts");
   ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
   if (opts->rejoin)
     {
@@ -644,7 +679,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   if (opts->endpoints != NULL)
     {
       /* heartbeats from now on: building the net and loading data may take a while */
-      ShoalMembershipOptions mo = { .layout = p.layout, .rank = rank, .endpoints = opts->endpoints,
+      ShoalMembershipOptions mo = { .layout = p.layout, .rank = rank, .endpoints = opts->endpoints, .hosts = opts->hosts,
                                     .token = opts->token, .group_pushes = p.whole_groups || p.spread_net,
                                     .rejoin = opts->rejoin, .on_fatal = opts->on_fatal,
                                     .data = opts->fatal_data };

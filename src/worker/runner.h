@@ -25,6 +25,8 @@ typedef struct {
   int rank;
   char **endpoints;        /* nprocs entries; borrowed */
   const char *token;       /* job token carried by every call; borrowed */
+  const char *tls_dir;     /* the job's TLS credentials (shoal certs) over [tls]'s; NULL: [tls]'s */
+  char **hosts;            /* each rank's host (a hostfile's), for [tls]; NULL: the endpoints' */
   gboolean append_metrics; /* several processes append to one metrics.jsonl */
   /* Resume from WORKSPACE/checkpoint: at resume_step, or (resume_step < 0)
    * at the newest step this process's checkpoint has. */

@@ -88,7 +88,7 @@ used=$(env -u LD_LIBRARY_PATH ldd "$prefix/bin/shoal" | sed -n "s/^.*libshoal.so
 # shoal.pc
 pc=$prefix/lib/pkgconfig/shoal.pc
 for line in "Version: $version" 'Requires: glib-2.0 gobject-2.0 gmodule-2.0' \
-    'Requires.private: thrift_c_glib lmdb openblas zlib' 'Libs: -L${libdir} -lshoal' \
+    'Requires.private: thrift_c_glib lmdb openblas zlib openssl' 'Libs: -L${libdir} -lshoal' \
     'Libs.private: -lm -lpthread' 'Cflags: -I${includedir}'; do
   grep -qxF "$line" "$pc" || { cat "$pc"; fail "shoal.pc lacks '$line'"; }
 done

@@ -53,7 +53,7 @@ expect 2 "shoal proc (rank 0): no job token: give --token-file FILE or set SHOAL
   proc "$dir/job.conf" --rank 0 --endpoints ,127.0.0.1:1
 expect 2 "shoal proc: no rank: give --rank or start under mpirun / srun (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)" \
   proc "$dir/job.conf" --endpoints ,127.0.0.1:1 --token-file "$dir/token"
-expect 2 "shoal proc (rank 0): give --endpoints or --hostfile" proc "$dir/job.conf" --rank 0 --token-file "$dir/token"
+expect 2 "shoal proc (rank 0): give --endpoints or --hostfile (under srun Slurm gives the hosts)" proc "$dir/job.conf" --rank 0 --token-file "$dir/token"
 expect 1 "shoal proc (rank 0): --endpoints has 3 entries, the layout has 2 processes" \
   proc "$dir/job.conf" --rank 0 --endpoints ,, --token-file "$dir/token"
 expect 1 "shoal proc (rank 2): rank 2 does not exist: the layout has 2 processes" \
