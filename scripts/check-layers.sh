@@ -10,7 +10,7 @@ set -u
 build=${1:-build}
 
 # Lowest first.  docs/ARCHITECTURE.md draws the same order.
-LAYERS=(core rpc layers gpu data net partition server comm cluster worker tools)
+LAYERS=(core rpc layers gpu data net partition server comm cluster worker dashboard tools)
 declare -A level
 for i in "${!LAYERS[@]}"; do level[${LAYERS[$i]}]=$i; done
 level[gen]=${level[rpc]}   # generated Thrift code: the rpc layer and above use it

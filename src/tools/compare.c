@@ -430,6 +430,8 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
 int
 shoal_cmd_compare (int argc, char **argv)
 {
+  char *serve = NULL;
+  ShoalDashboard *dashboard = NULL;
   char *schemes_arg = NULL, *out = NULL, *budget_arg = NULL, *conf_dir = NULL, *emulate_file = NULL;
   char **overrides = NULL;
   double target = 0;
@@ -453,6 +455,9 @@ shoal_cmd_compare (int argc, char **argv)
       "a file with an [emulate] section for every run (stragglers, links, a lost group, the virtual clock; "
       "docs/SCHEMES.md); -o emulate.KEY=VALUE goes over it", "FILE" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines from the runs", NULL },
+    { "serve", 0, 0, G_OPTION_ARG_STRING, &serve,
+      "watch the runs in a browser as they train, every scheme overlaid (shoal serve); a port alone listens "
+      "on loopback", "[ADDRESS:]PORT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - train one job under several schemes and compare them");
@@ -577,6 +582,9 @@ shoal_cmd_compare (int argc, char **argv)
       goto out;
     }
 
+  if (serve != NULL && (dashboard = shoal_serve_beside (out, serve, "shoal compare", &error)) == NULL)
+    goto out;
+
   gboolean interrupted = FALSE;
   int failed = 0;
   for (int r = 0; r < repeats && !interrupted; r++)
@@ -627,6 +635,8 @@ out:
       fprintf (stderr, "shoal compare: %s\n", error->message);
       g_error_free (error);
     }
+  shoal_dashboard_free (dashboard);
+  g_free (serve);
   shoal_job_free (first);
   if (schemes != NULL)
     g_ptr_array_free (schemes, TRUE);
