@@ -13,8 +13,10 @@
 
 typedef struct {
   guint next;          /* lines the page has */
-  guint generation;
+  guint generation;    /* of the file those lines are from; NOT_SEEN: the run was not there yet */
 } Watched;
+
+#define NOT_SEEN G_MAXUINT
 
 typedef struct {
   ShoalEventFeed *feed;
@@ -142,7 +144,9 @@ send_run (Client *c, ShoalRun *r)
     return;
   ShoalTail *t = r->metrics;
   GString *s = g_string_new (NULL);
-  if (shoal_tail_generation (t) != w->generation)
+  if (w->generation == NOT_SEEN)
+    w->generation = shoal_tail_generation (t);   /* a run that came after the page: all its lines */
+  else if (shoal_tail_generation (t) != w->generation)
     {
       w->generation = shoal_tail_generation (t);
       w->next = 0;
@@ -213,14 +217,16 @@ shoal_event_feed_add (ShoalEventFeed *f, SoupServerMessage *msg, JsonObject *wat
       const char *why;
       ShoalRun *r = shoal_runs_find (f->runs, l->data, &status, &why);
       JsonNode *n = json_object_get_member (watch, l->data);
-      if (r == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+      /* a run not there yet (a job starting) is watched for: its name must be one a run can have */
+      if ((r == NULL && status != 404) || !JSON_NODE_HOLDS_VALUE (n)
+          || json_node_get_value_type (n) != G_TYPE_INT64)
         continue;
       Watched *w = g_new0 (Watched, 1);
       gint64 next = json_node_get_int (n);
       /* the page's lines are of the file as it is now (it just read them) */
-      w->next = (guint) CLAMP (next, 0, (gint64) G_MAXUINT);
-      w->generation = shoal_tail_generation (r->metrics);
-      g_hash_table_insert (c->watched, g_strdup (r->id), w);
+      w->next = r != NULL ? (guint) CLAMP (next, 0, (gint64) G_MAXUINT - 1) : 0;
+      w->generation = r != NULL ? shoal_tail_generation (r->metrics) : NOT_SEEN;
+      g_hash_table_insert (c->watched, g_strdup (l->data), w);
     }
   g_list_free (ids);
 

@@ -25,7 +25,9 @@ ShoalEventFeed *shoal_event_feed_new (ShoalRuns *runs, GMainContext *context);
 void shoal_event_feed_free (ShoalEventFeed *feed);
 
 /* Answers msg with an event stream for the runs in `watch` ({ID: the
- * number of lines the page has, ...}; runs not found are left out).
+ * number of lines the page has, ...}; a run not found yet is watched
+ * for, all its lines sent when it comes; a name no run can have is left
+ * out).
  * Runs on the server's thread. */
 void shoal_event_feed_add (ShoalEventFeed *feed, SoupServerMessage *msg, JsonObject *watch);
 

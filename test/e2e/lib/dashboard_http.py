@@ -135,6 +135,15 @@ s.close()
 check(b"event: lines" in buf and f'"from":{after["next"]}'.encode() in buf and b'"step":92' in buf,
       "/api/events pushes the appended line, from the line the page had")
 
+# ---- a new run in the same workspace (the old one moved aside): read again, from its start
+gen = after["generation"]
+with open(ws + ".new", "w") as f:
+    f.write('{"time":0.5,"step":5,"group":0,"worker":0,"phase":"train","loss":2.5}\n')
+os.replace(ws + ".new", ws)
+fresh = json.loads(get(q("/api/metrics", run="fix/ws", **{"from": 0}))[2])
+check(fresh["generation"] == gen + 1 and fresh["next"] == 1 and fresh["lines"][0]["step"] == 5,
+      f"a replaced metrics.jsonl starts over: generation {fresh['generation']} after {gen}, {fresh['next']} lines")
+
 # ---- the compare folder's report and results
 st, ct, body, _ = get(q("/api/report", compare="fix/cmp"))
 check(st == 200 and body == open(os.path.join(fixture, "cmp", "report.md"), "rb").read(), f"/api/report: {st}")
