@@ -248,6 +248,8 @@ async function drawCompare() {
 
 /* ---- the cluster -------------------------------------------------------------- */
 
+const openFolds = new Set();   // runs whose cluster table the user opened
+
 function drawCluster() {
   const box = document.getElementById('cluster');
   const runs = state.order.filter(id => state.selected.has(id) && state.runs.get(id).layout);
@@ -258,7 +260,9 @@ function drawCluster() {
   for (const id of runs) {
     const r = state.runs.get(id);
     restarts += r.restarts.length;
-    const h = document.createElement('p');
+    /* several runs: each folded, unless one of its ranks is in trouble */
+    const fold = document.createElement('details');
+    const h = document.createElement('summary');
     h.className = 'note';
     h.textContent = id + ': ' + r.layout.ranks.length + ' processes on ' + r.layout.host + ', ' + r.layout.nslices +
       ' slices; heartbeat every ' + r.layout.heartbeat_interval + ' s, lost after ' + r.layout.heartbeat_timeout + ' s' +
@@ -285,7 +289,11 @@ function drawCluster() {
       tr.insertCell().textContent = ev ? ev.time.toFixed(1) : '';
       tr.insertCell().textContent = ev && ev.why ? ev.why : '';
     }
-    box.append(h, t);
+    const trouble = [...r.ranks.values()].some(ev => ['late', 'lost', 'failed'].includes(ev.state));
+    fold.open = runs.length <= 2 || trouble || openFolds.has(id);
+    fold.ontoggle = () => { if (fold.open) openFolds.add(id); else openFolds.delete(id); };
+    fold.append(h, t);
+    box.appendChild(fold);
   }
   document.getElementById('restarts').textContent = restarts ? restarts + ' launcher restart' + (restarts === 1 ? '' : 's') : '';
 }
@@ -516,20 +524,33 @@ function drawCharts() {
     { label: 'waiting for the group\'s other processes', data: peer, backgroundColor: '#ef6c00' },
   ], 'seconds', 'group and worker', true);
 
-  /* staleness: one histogram per serving process */
-  let longest = 0;
-  const hist = [];
+  /* staleness: one histogram per serving process, cut where 99 % of
+   * every server's updates are in, at most 16 bars (the rest summed in
+   * the last one): a long thin tail would squeeze the bars that matter */
+  const servers = [];
   for (const r of chosen) {
     let i = 0;
-    for (const [rank, p] of r.procs) {
-      if (!p.serves) continue;
-      longest = Math.max(longest, p.hist.length);
-      hist.push({ label: name(r) + 'server rank ' + rank, data: p.hist.slice(),
-        backgroundColor: shade(state.colors.get(r.id), i++, r.procs.size) });
-    }
+    for (const [rank, p] of r.procs)
+      if (p.serves) servers.push({ label: name(r) + 'server rank ' + rank, hist: p.hist,
+        color: shade(state.colors.get(r.id), i++, r.procs.size) });
   }
+  let cut = 1;
+  for (const sv of servers) {
+    const total = sv.hist.reduce((a, n) => a + (n || 0), 0);
+    let seen = 0, k = 0;
+    while (k < sv.hist.length && seen < 0.99 * total) seen += sv.hist[k++] || 0;
+    cut = Math.min(16, Math.max(cut, k + 1));
+  }
+  const longest = Math.max(1, ...servers.map(sv => sv.hist.length));
   const labels = [];
-  for (let s = 0; s < Math.max(longest, 1); s++) labels.push(s === 63 ? '63+' : String(s));
+  for (let k = 0; k < cut; k++) labels.push(String(k));
+  if (longest > cut || cut === 64) labels[cut - 1] = (cut - 1) + '+';   /* the server's 64th bin is 63 or more */
+  const hist = servers.map(sv => {
+    const data = [];
+    for (let k = 0; k < cut; k++) data.push(sv.hist[k] || 0);
+    for (let k = cut; k < sv.hist.length; k++) data[cut - 1] += sv.hist[k] || 0;
+    return { label: sv.label, data, backgroundColor: sv.color };
+  });
   barChart('staleness', 'Staleness of updates per server', labels, hist, 'updates', 'staleness (updates in between)',
     false);
 }
