@@ -11,10 +11,11 @@ DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-de
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
   libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb \
-  libsoup-3.0-dev libjs-chart.js chromium
+  libsoup-3.0-dev libjs-chart.js chromium curl
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
 # libsoup-3.0-dev, libjs-chart.js: `shoal serve`'s HTTP server and the charting library its page
-# loads (src/dashboard); chromium: the headless browser its test loads the page in
+# loads (src/dashboard); chromium, curl: the headless browser its test loads the page in, and
+# the HTTP client of its token checks
 # python3-thrift, python3-lmdb: Apache Thrift's own Python client against shoal's server
 # (test_rpc), datasets written and read by Python (examples/python-dataset)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
@@ -279,7 +280,8 @@ examples: $(BUILD)/libshoal.so $(BUILD)/pkgconfig/shoal.pc
 $(BUILD)/man/shoal.1: $(BUILD)/shoal docs/shoal.h2m $(LAYOUT_STAMP)
 	@command -v help2man >/dev/null || { echo "help2man is missing (Debian package help2man; make deps)"; exit 1; }
 	@mkdir -p $(dir $@)
-	sed -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' docs/shoal.h2m >$(BUILD)/man/shoal.h2m
+	sed -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@DASHBOARDDIR@|$(DASHBOARDDIR)|g' \
+	  docs/shoal.h2m >$(BUILD)/man/shoal.h2m
 	help2man --no-info --no-discard-stderr --include=$(BUILD)/man/shoal.h2m \
 	  --name='distributed deep learning: train a job with the scheme its conf picks' \
 	  --output=$@.tmp $(BUILD)/shoal
@@ -365,7 +367,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh; do \
+	for b in run.sh rpc.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh dashboard.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 
