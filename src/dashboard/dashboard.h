@@ -5,7 +5,7 @@
  *
  * Safe by default: it listens on loopback unless told otherwise, and a
  * listen address that is not loopback needs a token, which every request
- * must then carry; it only reads, and only the runs found under its
+ * for data (/api/) must then carry; it only reads, and only the runs found under its
  * folders (dashboard/runs.h); on loopback it answers only requests whose
  * Host is loopback (a page elsewhere cannot reach it by rebinding a name
  * to 127.0.0.1). */

@@ -7,7 +7,9 @@
 #     the cluster table, then as lost once heartbeat_timeout passed (the
 #     launcher kills it then); the job goes on (all_groups_required =
 #     false) and ends with exit 0: the page open did not stop it;
-#  3. no JavaScript error, every request of the page went to the
+#  3. the finished run served with a token: the page (its address
+#     carrying the token) shows its charts and the lost rank;
+#  4. no JavaScript error, every request of the page went to the
 #     dashboard's loopback address (the browser also resolves no other
 #     name), and a screenshot is written (BUILD/test-logs/dashboard.png).
 # Bounded: the job by timeout(1), every wait in browser.py by --timeout.
@@ -20,8 +22,12 @@ shoal="$BUILD/shoal"
 command -v chromium >/dev/null || { echo "SKIP: chromium missing (Debian package chromium; make deps)"; exit 77; }
 dir=$(mktemp -d)
 job=
+server=
 cleanup() {
   [ -n "$job" ] && kill "$job" 2>/dev/null
+  [ -n "$server" ] && kill "$server"
+wait "$server" 2>/dev/null
+server= 2>/dev/null
   wait 2>/dev/null
   rm -rf "$dir"
 }
@@ -69,5 +75,26 @@ job=
 [ "$status" -eq 0 ] || fail "the job ended with exit $status: $(tail -5 "$dir/run.log")"
 grep -q '"event":"rank","rank":1,"state":"lost","pid":[0-9]*,"why":"no heartbeat for' "$ws/metrics.jsonl" \
   || fail "no line saying rank 1 was lost for want of heartbeats"
+
+# the finished run behind a token: the page loads its files without it and
+# its data with the token from its address
+echo 0123456789abcdef0123456789abcdef >"$dir/token"
+"$shoal" serve "$ws" --listen 127.0.0.1:0 --token-file "$dir/token" >"$dir/serve.log" 2>&1 &
+server=$!
+url=
+for _ in $(seq 100); do
+  url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/?token=[0-9a-f]*' "$dir/serve.log" | head -1)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+if [ -z "$url" ]; then
+  fail "shoal serve --token-file printed no address: $(cat "$dir/serve.log")"
+else
+  timeout 200 python3 test/e2e/lib/browser.py "$url" --timeout 60 --has loss --has accuracy --state ws:1=lost \
+    || fail "the page with a token (above)"
+fi
+kill "$server"
+wait "$server" 2>/dev/null
+server=
 [ "$failures" -eq 0 ] || exit 1
 echo "dashboard_browser: ok"

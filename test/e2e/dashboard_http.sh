@@ -10,7 +10,8 @@
 #  3. 200 clients at once, with clients that never read (a large
 #     answer, an event stream) and one that never speaks: all answered,
 #     the server goes on;
-#  4. a token: without it 401, with it (query or Bearer) 200;
+#  4. a token: the data without it 401, with it (query or Bearer) 200;
+#     the page's own files (no data) load without it, as a browser asks;
 #  5. bad input: a port in use, a folder with no runs, a missing folder,
 #     a listen address that is not loopback without a token, a malformed
 #     one, and run --serve on a port in use: each a clear error, exit 1
@@ -102,6 +103,8 @@ else
   code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
   [ "$(code "${root}api/runs")" = 401 ] || fail "no token: not 401"
   [ "$(code "${root}api/runs?token=wrong")" = 401 ] || fail "a wrong token: not 401"
+  [ "$(code "${root}api/metrics?run=ws&from=0")" = 401 ] || fail "the metrics without a token: not 401"
+  [ "$(code "${root}app.js")" = 200 ] || fail "the page's script (no data) without the token: not 200"
   [ "$(code "${root}?token=0123456789abcdef0123456789abcdef")" = 200 ] || fail "the page with its token: not 200"
   [ "$(code -H 'Authorization: Bearer 0123456789abcdef0123456789abcdef' "${root}api/runs")" = 200 ] \
     || fail "a Bearer token: not 200"

@@ -4,9 +4,10 @@ WebSocket on loopback; Python's standard library only) for the dashboard's
 tests: loads a page, watches every request it makes, evaluates checks in
 it and takes a screenshot.
 
-  browser.py URL [--screenshot F.png] [--grow CHART] [--then CMD] [--state RUN:RANK=STATE]
+  browser.py URL [--screenshot F.png] [--has CHART] [--grow CHART] [--then CMD] [--state RUN:RANK=STATE]
              [--timeout S] [--chromium PATH] [--size WxH]
 
+--has CHART: waits until the card #chart-CHART shows points.
 --grow CHART: waits until the card #chart-CHART shows points, then until
   it shows more (the charts gained points while the run trained).
 --then CMD: a shell command run between the two (e.g. killing a rank).
@@ -178,6 +179,7 @@ def main():
     ap.add_argument("url")
     ap.add_argument("--screenshot")
     ap.add_argument("--grow", action="append", default=[])
+    ap.add_argument("--has", action="append", default=[])
     ap.add_argument("--state", action="append", default=[])
     ap.add_argument("--then", help="a shell command run after the --grow checks, before the --state ones")
     ap.add_argument("--timeout", type=float, default=120)
@@ -196,6 +198,17 @@ def main():
             page.call(domain + ".enable")
         page.call("Page.navigate", {"url": a.url})
         deadline = time.monotonic() + a.timeout
+
+        for chart in a.has:
+            expr = f"+(document.querySelector('#chart-{chart}') || {{dataset: {{}}}}).dataset.points || 0"
+            n = 0
+            while time.monotonic() < deadline and n == 0:
+                n = page.eval(expr) or 0
+                if n == 0:
+                    page.pump(0.25)
+            print(f"chart {chart}: {n} points")
+            if n == 0:
+                failures.append(f"chart {chart} shows no point after {a.timeout:.0f} s")
 
         for chart in a.grow:
             expr = f"+(document.querySelector('#chart-{chart}') || {{dataset: {{}}}}).dataset.points || 0"
