@@ -40,6 +40,8 @@
 #endif
 /* a report or results file larger than this is not a compare's */
 #define REPORT_MAX (4 << 20)
+/* connections waiting to be taken (the kernel caps it at somaxconn) */
+#define LISTEN_BACKLOG 1024
 
 typedef struct {
   const char *path;          /* as asked for */
@@ -499,6 +501,22 @@ parse_listen (const char *listen, GError **error)
   return sa;
 }
 
+/* The listening socket, made here rather than by libsoup for its backlog:
+ * GLib's default (10) drops the connections of many pages opened at once
+ * while the server is busy, and they come back only after SYN retries. */
+static GSocket *
+listen_socket (GInetSocketAddress *address, GError **error)
+{
+  GSocket *socket = g_socket_new (g_socket_address_get_family (G_SOCKET_ADDRESS (address)), G_SOCKET_TYPE_STREAM,
+                                  G_SOCKET_PROTOCOL_TCP, error);
+  if (socket == NULL)
+    return NULL;
+  g_socket_set_listen_backlog (socket, LISTEN_BACKLOG);
+  if (!g_socket_bind (socket, G_SOCKET_ADDRESS (address), TRUE, error) || !g_socket_listen (socket, error))
+    g_clear_object (&socket);
+  return socket;
+}
+
 ShoalDashboard *
 shoal_dashboard_new (const ShoalDashboardOptions *o, GError **error)
 {
@@ -546,7 +564,9 @@ shoal_dashboard_new (const ShoalDashboardOptions *o, GError **error)
   d->server = soup_server_new ("server-header", "shoal-dashboard", NULL);
   soup_server_add_handler (d->server, NULL, handle, d, NULL);
   GError *e = NULL;
-  gboolean listening = soup_server_listen (d->server, G_SOCKET_ADDRESS (address), 0, &e);
+  GSocket *socket = listen_socket (address, &e);
+  gboolean listening = socket != NULL && soup_server_listen_socket (d->server, socket, 0, &e);
+  g_clear_object (&socket);
   g_main_context_pop_thread_default (d->context);
   if (!listening)
     {
