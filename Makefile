@@ -11,11 +11,14 @@ DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-de
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
   libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb libssl-dev \
-  slurm-wlm munge iptables
+  slurm-wlm munge iptables libsoup-3.0-dev libjs-chart.js chromium curl
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
 # libssl-dev: OpenSSL 3, TLS on the links between hosts (src/rpc/tls.c, docs/SECURITY.md)
 # slurm-wlm, munge: a one-node Slurm that test/e2e/slurm.sh starts in a temporary directory
 # iptables: packet loss and partitions between namespaces (test/e2e/netns_chaos.sh)
+# libsoup-3.0-dev, libjs-chart.js: `shoal serve`'s HTTP server and the charting library its page
+# loads (src/dashboard); chromium, curl: the headless browser its test loads the page in, and
+# the HTTP client of its token checks
 # python3-thrift, python3-lmdb: Apache Thrift's own Python client against shoal's server
 # (test_rpc), datasets written and read by Python (examples/python-dataset)
 BENCH_PACKAGES := python3-torch python3-numpy python3-sklearn time
@@ -37,6 +40,9 @@ DOCDIR ?= $(DATADIR)/doc/shoal
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 # where `shoal run --plugin NAME` looks after SHOAL_PLUGIN_PATH (compiled in)
 PLUGINDIR ?= $(LIBDIR)/shoal/plugins
+# the dashboard's page (src/dashboard/web), and Debian's Chart.js it serves
+DASHBOARDDIR ?= $(DATADIR)/shoal/dashboard
+CHARTJS ?= /usr/share/javascript/chart.js/chart.min.js
 # ---- sanitizers: `make SANITIZE=address,undefined test`, `make SANITIZE=thread test-threads`.
 # A sanitizer build lives in its own directory (build-asan, build-tsan, ...)
 # so it never mixes objects with build/; BUILD=... on the command line wins.
@@ -98,16 +104,19 @@ GPU_CU_SRC := $(wildcard src/gpu/*.cu)
 GPU_CU_OBJ := $(GPU_CU_SRC:%.cu=$(BUILD)/obj/%.o)
 endif
 TOOL_SRC := $(wildcard src/tools/*.c)
+# the dashboard (shoal serve) is the binary's, not the library's: only it needs libsoup
+DASHBOARD_SRC := $(wildcard src/dashboard/*.c)
+DASHBOARD_WEB := $(wildcard src/dashboard/web/*)
 TEST_SUPPORT_SRC := $(wildcard test/support/*.c)
 TEST_SRC := $(wildcard test/test_*.c)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o) $(DASHBOARD_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SUPPORT_OBJ := $(TEST_SUPPORT_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:test/%.c=$(BUILD)/test/%)
 
 .PHONY: all deps build-only test demo bench clean check-deps
-all: $(BUILD)/shoal $(BUILD)/libshoal.so $(BUILD)/libshoal.a $(BUILD)/pkgconfig/shoal.pc $(TEST_BIN) examples
+all: $(BUILD)/shoal $(BUILD)/dashboard/.stamp $(BUILD)/libshoal.so $(BUILD)/libshoal.a $(BUILD)/pkgconfig/shoal.pc $(TEST_BIN) examples
 
 build-only: all
 
@@ -144,6 +153,17 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_STAMP) $(FLAGS_STAMP)
 $(BUILD)/obj/%.o: %.c $(GEN_STAMP) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(OBJ_DEFS) -MMD -MP -c $< -o $@
+
+# The dashboard: libsoup's flags, and where the installed page and Chart.js are.
+DASHBOARD_PKGS := libsoup-3.0
+$(DASHBOARD_SRC:%.c=$(BUILD)/obj/%.o): OBJ_DEFS = $(shell pkg-config --cflags $(DASHBOARD_PKGS) 2>/dev/null) \
+  -DSHOAL_DASHBOARD_DIR='"$(DASHBOARDDIR)"' -DSHOAL_CHARTJS='"$(CHARTJS)"'
+$(DASHBOARD_SRC:%.c=$(BUILD)/obj/%.o): $(LAYOUT_STAMP)
+# the page beside the binary in the build tree (BUILD/dashboard), as the server looks for it
+$(BUILD)/dashboard/.stamp: $(DASHBOARD_WEB)
+	@mkdir -p $(dir $@)
+	cp $(DASHBOARD_WEB) $(dir $@)
+	@touch $@
 
 # The plugin loader's last directory is the installed one, found relative
 # to the loaded library (an installed tree may move as a whole).
@@ -207,7 +227,8 @@ gen-objs: $(GEN_OBJ)
 # relative to its installed place.
 $(BUILD)/shoal: $(TOOL_OBJ) $(BUILD)/libshoal.so $(LAYOUT_STAMP)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(SAN_EXE_OBJ) -Wl,--as-needed $(BUILD)/libshoal.so \
-	  -Wl,--enable-new-dtags,-rpath,'$$ORIGIN:$$ORIGIN/$(BIN_TO_LIB)' $(LIBS)
+	  -Wl,--enable-new-dtags,-rpath,'$$ORIGIN:$$ORIGIN/$(BIN_TO_LIB)' $(LIBS) \
+	  $(shell pkg-config --libs $(DASHBOARD_PKGS) 2>/dev/null)
 
 # Tests link the archive: they call internals and load no plugin.
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a
@@ -273,7 +294,8 @@ examples: $(BUILD)/libshoal.so $(BUILD)/pkgconfig/shoal.pc
 $(BUILD)/man/shoal.1: $(BUILD)/shoal docs/shoal.h2m $(LAYOUT_STAMP)
 	@command -v help2man >/dev/null || { echo "help2man is missing (Debian package help2man; make deps)"; exit 1; }
 	@mkdir -p $(dir $@)
-	sed -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' docs/shoal.h2m >$(BUILD)/man/shoal.h2m
+	sed -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@DASHBOARDDIR@|$(DASHBOARDDIR)|g' \
+	  docs/shoal.h2m >$(BUILD)/man/shoal.h2m
 	help2man --no-info --no-discard-stderr --include=$(BUILD)/man/shoal.h2m \
 	  --name='distributed deep learning: train a job with the scheme its conf picks' \
 	  --output=$@.tmp $(BUILD)/shoal
@@ -292,7 +314,8 @@ D := $(DESTDIR)
 .PHONY: install uninstall
 install: $(BUILD)/shoal $(BUILD)/libshoal.so $(BUILD)/libshoal.a $(BUILD)/shoal.pc $(BUILD)/man/shoal.1
 	$(INSTALL) -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(PKGCONFIGDIR) $(D)$(INCLUDEDIR)/shoal $(D)$(MANDIR)/man1 \
-	  $(D)$(DOCDIR)/docs $(D)$(DOCDIR)/examples/custom-layer $(D)$(PLUGINDIR)
+	  $(D)$(DOCDIR)/docs $(D)$(DOCDIR)/examples/custom-layer $(D)$(PLUGINDIR) $(D)$(DASHBOARDDIR)
+	$(INSTALL) -m 644 $(DASHBOARD_WEB) $(D)$(DASHBOARDDIR)/
 	$(INSTALL) -m 755 $(BUILD)/$(SO_FILE) $(D)$(LIBDIR)/$(SO_FILE)
 	ln -sfn $(SO_FILE) $(D)$(LIBDIR)/$(SO_NAME)
 	ln -sfn $(SO_NAME) $(D)$(LIBDIR)/libshoal.so
@@ -312,7 +335,8 @@ uninstall:
 	rm -f $(addprefix $(D)$(INCLUDEDIR)/shoal/,$(notdir $(INSTALL_HEADERS)))
 	rm -f $(addprefix $(D)$(DOCDIR)/docs/,$(notdir $(INSTALL_DOCS)))
 	rm -f $(addprefix $(D)$(DOCDIR)/examples/custom-layer/,$(notdir $(INSTALL_EXAMPLE)))
-	@for d in $(D)$(INCLUDEDIR)/shoal $(D)$(PLUGINDIR) $(D)$(LIBDIR)/shoal $(D)$(DOCDIR)/docs \
+	rm -f $(addprefix $(D)$(DASHBOARDDIR)/,$(notdir $(DASHBOARD_WEB)))
+	@for d in $(D)$(INCLUDEDIR)/shoal $(D)$(PLUGINDIR) $(D)$(LIBDIR)/shoal $(D)$(DASHBOARDDIR) $(D)$(DATADIR)/shoal $(D)$(DOCDIR)/docs \
 	  $(D)$(DOCDIR)/examples/custom-layer $(D)$(DOCDIR)/examples $(D)$(DOCDIR); do \
 	  [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d; done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
@@ -361,7 +385,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh tls.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh; do \
+	for b in run.sh rpc.sh tls.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh dashboard.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 
@@ -436,4 +460,4 @@ endef
 $(FLAGS_STAMP): FORCE
 	$(call stamp_recipe,$(CC) $(CFLAGS_ALL) | $(NVCC) $(NVCC_FLAGS))
 $(LAYOUT_STAMP): FORCE
-	$(call stamp_recipe,$(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(PKGCONFIGDIR) $(PLUGINDIR) $(BIN_TO_LIB))
+	$(call stamp_recipe,$(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(PKGCONFIGDIR) $(PLUGINDIR) $(BIN_TO_LIB) $(DASHBOARDDIR) $(CHARTJS))

@@ -13,7 +13,7 @@
 set -u
 
 # Lowest first.
-LAYERS=(core rpc layers gpu data net partition server comm cluster worker tools)
+LAYERS=(core rpc layers gpu data net partition server comm cluster worker dashboard tools)
 # What each folder may use besides itself (and core, which every folder may use).
 declare -A ALLOWED=(
   [core]=""
@@ -27,7 +27,8 @@ declare -A ALLOWED=(
   [comm]="rpc server partition layers"   # layers: shoal_param_client_push_ready's param range alone
   [cluster]="partition server"
   [worker]="rpc layers data net partition server comm cluster"
-  [tools]="layers data net partition server cluster worker"
+  [dashboard]=""
+  [tools]="layers data net partition server cluster worker dashboard"
 )
 declare -A level
 for i in "${!LAYERS[@]}"; do level[${LAYERS[$i]}]=$i; done

@@ -4,6 +4,7 @@
 #define SHOAL_COMMANDS_H
 
 #include "cluster/layout.h"
+#include "dashboard/dashboard.h"
 #include "worker/job.h"
 #include "worker/model.h"
 
@@ -16,6 +17,15 @@ int shoal_cmd_inspect (int argc, char **argv);
 int shoal_cmd_compare (int argc, char **argv);
 int shoal_cmd_plot (int argc, char **argv);
 int shoal_cmd_calibrate (int argc, char **argv);
+int shoal_cmd_serve (int argc, char **argv);
+/* serve.c: a token from a file (surrounding blanks dropped), at least
+ * 16 characters. */
+char *shoal_serve_read_token (const char *path, GError **error);
+/* run/compare --serve WHERE ([ADDRESS:]PORT; a port alone is loopback):
+ * the dashboard over `dir` (made if missing) from a thread, its address
+ * printed for `who`; a listen address that is not loopback gets a token
+ * of its own.  Stop it with shoal_dashboard_free. */
+ShoalDashboard *shoal_serve_beside (const char *dir, const char *where, const char *who, GError **error);
 
 /* plot.c: the curves of the runs in `workspaces` (NULL-terminated; a
  * workspace or its metrics.jsonl) into the PNG `out`: x "time" or

@@ -490,6 +490,8 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
 int
 shoal_cmd_compare (int argc, char **argv)
 {
+  char *serve = NULL;
+  ShoalDashboard *dashboard = NULL;
   char *schemes_arg = NULL, *out = NULL, *budget_arg = NULL, *conf_dir = NULL, *emulate_file = NULL;
   char *workers_arg = NULL;
   GArray *workers = NULL;
@@ -518,6 +520,9 @@ shoal_cmd_compare (int argc, char **argv)
       "a scale sweep: every scheme at each of these worker counts (e.g. 1,2,4,8), with speedup, "
       "efficiency and time to target against workers (scale.csv, scale-*.png, report.md)", "LIST" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines from the runs", NULL },
+    { "serve", 0, 0, G_OPTION_ARG_STRING, &serve,
+      "watch the runs in a browser as they train, every scheme overlaid (shoal serve); a port alone listens "
+      "on loopback", "[ADDRESS:]PORT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - train one job under several schemes and compare them");
@@ -655,6 +660,9 @@ shoal_cmd_compare (int argc, char **argv)
       goto out;
     }
 
+  if (serve != NULL && (dashboard = shoal_serve_beside (out, serve, "shoal compare", &error)) == NULL)
+    goto out;
+
   gboolean interrupted = FALSE;
   int failed = 0;
   for (int r = 0; r < repeats && !interrupted; r++)
@@ -706,6 +714,8 @@ out:
       fprintf (stderr, "shoal compare: %s\n", error->message);
       g_error_free (error);
     }
+  shoal_dashboard_free (dashboard);
+  g_free (serve);
   shoal_job_free (first);
   if (schemes != NULL)
     g_ptr_array_free (schemes, TRUE);

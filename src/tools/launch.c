@@ -36,6 +36,7 @@
 #include "server/heartbeat.h"
 #include "rpc/tls_certs.h"
 #include "tools/commands.h"
+#include "worker/cluster_log.h"
 #include "worker/net_check.h"
 #include "worker/metrics.h"
 #include "worker/runner.h"
@@ -118,6 +119,7 @@ typedef struct {
   gint64 progress;
   int rejoins;           /* times this rank was restarted to rejoin */
   gboolean rejoining;    /* its running process is such a restart */
+  const char *shown;     /* the state the last "cluster" line gave it (worker/cluster_log.h) */
 } Child;
 
 /* One start of the job's processes. */
@@ -139,6 +141,7 @@ typedef struct {
   char *first_failed_how;
   int fatal_rank;              /* the first rank that said why it stops the job (-1: none), and why */
   char *fatal_why;
+  ShoalMetricsWriter *cluster_log;  /* the "cluster" lines of metrics.jsonl */
 } Launch;
 
 static double
@@ -288,6 +291,35 @@ lost_why (Launch *L, const Child *c, double now, double started)
   return NULL;
 }
 
+/* What the dashboard shows of rank r: a "cluster" line when it changed. */
+static void
+show_state (Launch *L, int r, double now)
+{
+  Child *c = &L->children[r];
+  const char *state;
+  char *why = NULL;
+  if (!c->running)
+    {
+      gboolean killed = WIFSIGNALED (c->status) && !c->stopped;
+      state = c->lost || killed ? "lost"
+              : WIFEXITED (c->status) && WEXITSTATUS (c->status) == 0 ? "done" : c->stopped ? "stopped" : "failed";
+      why = c->lost ? g_strdup (c->lost_why) : describe_status (c->status);
+    }
+  else if (!c->heard)
+    state = "waiting";
+  else if (now - c->heard_at > SHOAL_LATE_BEATS * L->layout->conf.heartbeat_interval)
+    {
+      state = "late";
+      why = g_strdup_printf ("no heartbeat for %.1f s", now - c->heard_at);
+    }
+  else
+    state = c->rejoining ? "rejoined" : "alive";
+  if (c->shown != state)
+    shoal_cluster_log_rank (L->cluster_log, r, state, (int) c->pid, why);
+  c->shown = state;
+  g_free (why);
+}
+
 /* A worker group of an asynchronous scheme whose loss the job survives:
  * its workers all in this rank (its servers, in Hogwild, are its own). */
 static gboolean
@@ -365,6 +397,8 @@ supervise (Launch *L)
                   c->rejoins++;
                   fprintf (stderr, "shoal run: %s: %s; restarting it to rejoin the running job (restart %d of "
                            "%d)\n", who, how, L->restarts, L->o->max_restarts);
+                  show_state (L, r, now);
+                  shoal_cluster_log_restart (L->cluster_log, r, L->restarts, L->o->max_restarts, how);
                   g_free (how);
                   g_free (who);
                   GError *e = NULL;
@@ -425,6 +459,8 @@ supervise (Launch *L)
             kill (c->pid, SIGKILL);
           }
 
+      for (int r = 0; r < n; r++)
+        show_state (L, r, now);
       gboolean workers_running = FALSE;
       for (int r = 0; r < n; r++)
         workers_running |= children[r].running && children[r].has_workers;
@@ -461,6 +497,8 @@ supervise (Launch *L)
     }
   /* what the last ranks wrote before they ended */
   read_beats (L, now_s ());
+  for (int r = 0; r < n; r++)
+    show_state (L, r, now_s ());
   return interrupted;
 }
 
@@ -615,6 +653,13 @@ again:;
   char *launcher = g_strdup_printf ("%d", (int) L.parent);
   g_setenv ("SHOAL_LAUNCHER_PID", launcher, TRUE);
   g_free (launcher);
+  /* the launcher's own lines, on the ranks' clock */
+  shoal_metrics_close (L.cluster_log);
+  L.cluster_log = shoal_metrics_open (metrics_path, TRUE, NULL);
+  shoal_cluster_log_layout (L.cluster_log, layout, endpoints);
+  if (restarts > 0)
+    shoal_cluster_log_restart (L.cluster_log, -1, restarts, o->max_restarts,
+                               "a server process died: the job restarted from its last checkpoint");
   char *beat_fd = g_strdup_printf ("%d", L.beat[1]);
   g_setenv ("SHOAL_HEARTBEAT_FD", beat_fd, TRUE);
   g_free (beat_fd);
@@ -774,6 +819,7 @@ out:
     g_free (L.children[r].lost_why);
   g_free (L.first_failed_how);
   g_free (L.fatal_why);
+  shoal_metrics_close (L.cluster_log);
   g_free (L.children);
   g_free (L.endpoint_list);
   g_strfreev (endpoints);

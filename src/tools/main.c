@@ -24,6 +24,7 @@ static const Command commands[] = {
   { "compare", shoal_cmd_compare, "run a job under several schemes, then a report with figures: shoal compare JOB.conf [--schemes a,b] [--budget samples=N]" },
   { "calibrate", shoal_cmd_calibrate, "measure a model's step times, update cost and memory for the virtual clock: shoal calibrate JOB.conf --out FILE" },
   { "plot", shoal_cmd_plot, "curves of finished runs: shoal plot WS... --out FILE.png [--x time|samples] [--y accuracy|loss]" },
+  { "serve", shoal_cmd_serve, "watch runs live in a browser: shoal serve DIR... [--listen 127.0.0.1:PORT]" },
   { "predict", shoal_cmd_predict, "predictions of a trained model: shoal predict JOB.conf --from WS [--data D] [--out F.csv]" },
   { "eval", shoal_cmd_eval, "loss and accuracy of a trained model: shoal eval JOB.conf --from WS [--data D]" },
   { "sample", shoal_cmd_sample, "generate text with a trained character model: shoal sample JOB.conf --from WORKSPACE [--prime TEXT] [--length N] [--temperature T] [--seed S]" },

@@ -58,6 +58,7 @@ shoal_cmd_run (int argc, char **argv)
   char *workspace = NULL;
   char *topology = NULL;
   char **plugins = NULL;
+  char *serve = NULL;
   int grace = 60;
   gboolean quiet = FALSE, resume = FALSE, no_restart = FALSE, force = FALSE, oversubscribe = FALSE;
   gboolean rejoin = FALSE;
@@ -88,6 +89,8 @@ shoal_cmd_run (int argc, char **argv)
     { "plugin", 'p', 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
       "load layer types from this shared library (repeatable; added to [job] plugins)", "LIB.so" },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines", NULL },
+    { "serve", 0, 0, G_OPTION_ARG_STRING, &serve,
+      "watch the run in a browser while it trains (shoal serve); a port alone listens on loopback", "[ADDRESS:]PORT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - train a job");
@@ -125,6 +128,15 @@ shoal_cmd_run (int argc, char **argv)
       goto out;
     }
   char *ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
+  ShoalDashboard *dashboard = NULL;
+  if (serve != NULL && (dashboard = shoal_serve_beside (ws, serve, "shoal run", &error)) == NULL)
+    {
+      fprintf (stderr, "shoal run: %s\n", error->message);
+      g_free (ws);
+      shoal_job_free (job);
+      status = 1;
+      goto out;
+    }
   /* the job loaded, so the layout is valid */
   ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, NULL);
   /* the virtual clock runs every unit in this process */
@@ -134,6 +146,7 @@ shoal_cmd_run (int argc, char **argv)
                                 .max_restarts = no_restart ? 0 : 3, .rejoin = rejoin, .overwrite = force,
                                 .oversubscribe = oversubscribe };
       status = shoal_launch (job, layout, ws, &lo);
+      shoal_dashboard_free (dashboard);
       shoal_layout_free (layout);
       g_free (ws);
       shoal_job_free (job);
@@ -147,6 +160,7 @@ shoal_cmd_run (int argc, char **argv)
                                           &error))
     {
       fprintf (stderr, "shoal run: %s\n", error->message);
+      shoal_dashboard_free (dashboard);
       shoal_layout_free (layout);
       g_free (ws);
       shoal_job_free (job);
@@ -187,6 +201,7 @@ shoal_cmd_run (int argc, char **argv)
         printf ("final test loss: %.6f%s\n", result.test_loss, whose);
       g_free (whose);
     }
+  shoal_dashboard_free (dashboard);
   g_free (ws);
   shoal_job_free (job);
 
@@ -195,6 +210,7 @@ out:
   g_strfreev (overrides);
   g_free (workspace);
   g_free (topology);
+  g_free (serve);
   g_strfreev (plugins);
   g_option_context_free (ctx);
   return status;

@@ -114,6 +114,17 @@ line_end (ShoalMetricsWriter *w, GString *s)
 }
 
 void
+shoal_metrics_write_fields (ShoalMetricsWriter *w, const char *phase, const char *fields)
+{
+  if (w == NULL)
+    return;
+  GString *s = line_begin (w);
+  put_phase (s, phase);
+  g_string_append (s, fields);
+  line_end (w, s);
+}
+
+void
 shoal_metrics_write (ShoalMetricsWriter *w, const ShoalMetricsRecord *r)
 {
   if (w == NULL)

@@ -13,7 +13,9 @@
  *   "process"  a process's traffic and its server's updates since its
  *              last such line: rank, bytes_sent, bytes_received (since
  *              the process started), and where it serves slices updates,
- *              dropped and the staleness summary and histogram.
+ *              dropped and the staleness summary and histogram;
+ *   "cluster"  the launcher's view of the job (worker/cluster_log.h):
+ *              the layout, each rank's liveness, restarts.
  * Train and test lines end with "metrics": {LAYER: value} for the net's
  * metric layers other than the accuracy (an RBM's rbm_free_energy).
  * The clock fields are written in one place (line_begin in metrics.c):
@@ -85,6 +87,9 @@ typedef struct {
 /* Thread-safe. */
 void shoal_metrics_write (ShoalMetricsWriter *writer, const ShoalMetricsRecord *record);
 void shoal_metrics_write_process (ShoalMetricsWriter *writer, const ShoalProcessRecord *record);
+/* A line of another phase: `fields` are the members after "phase", each
+ * starting with a comma (",\"event\":\"layout\",..."). */
+void shoal_metrics_write_fields (ShoalMetricsWriter *writer, const char *phase, const char *fields);
 double shoal_metrics_elapsed (ShoalMetricsWriter *writer);
 /* A resumed run's clock goes on: elapsed is `seconds` now (the job's
  * clock when its checkpoint was taken). */

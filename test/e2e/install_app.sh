@@ -56,6 +56,7 @@ cmp -s "$tmp/files1" "$tmp/files2" || { diff "$tmp/files1" "$tmp/files2"; fail "
     echo "./usr/local/share/doc/shoal/examples/custom-layer/$f"
   done
   echo "./usr/local/share/man/man1/shoal.1"
+  for f in src/dashboard/web/*; do echo "./usr/local/share/shoal/dashboard/$(basename "$f")"; done
 } | sort >"$tmp/expected"
 diff "$tmp/expected" "$tmp/files1" || fail "installed files differ from the expected list"
 [ -d "$prefix/lib/shoal/plugins" ] || fail "no plugin directory lib/shoal/plugins"
@@ -250,7 +251,7 @@ rm "$prefix/lib/shoal/plugins/libswish.so"
 mk uninstall DESTDIR="$stage" >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; fail "make uninstall (2)"; }
 left=$(find "$stage" \( -type f -o -type l \) | sed "s|^$stage||")
 [ -z "$left" ] || { echo "$left"; fail "make uninstall left files"; }
-for d in include/shoal lib/shoal share/doc/shoal; do
+for d in include/shoal lib/shoal share/doc/shoal share/shoal; do
   [ ! -e "$prefix/$d" ] || fail "make uninstall left $d"
 done
 echo "install, build against it, uninstall: ok"

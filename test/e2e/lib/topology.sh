@@ -57,11 +57,12 @@ run_topology() {
 
   # metrics.jsonl: valid JSON lines from every process, a train and a test
   # stream per worker group, every group at the bar
-  /usr/bin/python3 - "$ws/metrics.jsonl" "$ngroups" "$bar" <<'PY' || fail "metrics.jsonl"
+  /usr/bin/python3 - "$ws/metrics.jsonl" "$ngroups" "$bar" "$nprocs" <<'PY' || fail "metrics.jsonl"
 import json, sys
-path, ngroups, bar = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+path, ngroups, bar, nprocs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 train, test = {}, {}
 ranks = set()
+layouts, states = [], {}
 for n, line in enumerate(open(path), 1):
     r = json.loads(line)
     if r["phase"] == "process":
@@ -69,6 +70,15 @@ for n, line in enumerate(open(path), 1):
         for k in ("time", "rank", "bytes_sent", "bytes_received"):
             assert k in r, (path, n, k, r)
         ranks.add(r["rank"])
+        continue
+    if r["phase"] == "cluster":
+        # the launcher's: the layout, then each rank's state as it changes
+        if r["event"] == "layout":
+            assert [x["rank"] for x in r["ranks"]] == list(range(nprocs)), (path, n, r)
+            layouts.append(r)
+        elif r["event"] == "rank":
+            assert 0 <= r["rank"] < nprocs and r["pid"] > 0, (path, n, r)
+            states.setdefault(r["rank"], []).append(r["state"])
         continue
     for k in ("time", "step", "group", "worker", "phase", "loss", "samples"):
         assert k in r, (path, n, k, r)
@@ -82,6 +92,8 @@ for g in range(ngroups):
     print("group %d: %d train lines, test accuracy %.4f" % (g, len(train[g]), last["accuracy"]))
 assert sorted(set(train) | set(test)) == list(range(ngroups)), (sorted(train), sorted(test))
 assert ranks, "no process line"
+assert len(layouts) == 1, "%d layout lines, expected one" % len(layouts)
+assert sorted(states) == list(range(nprocs)) and all(s[-1] == "done" for s in states.values()), states
 PY
 
   # the resolved conf has the topology's cluster, the token is private
