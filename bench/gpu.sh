@@ -40,7 +40,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 B=build-cuda
-PKGS="glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0"
+PKGS="glib-2.0 gthread-2.0 gobject-2.0 gmodule-2.0 thrift_c_glib lmdb openblas zlib json-glib-1.0 openssl"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 MODELS=${BENCH_GPU_MODELS:-mlp cnn gru lstm}
 STEPS=${BENCH_GPU_STEPS:-300}

@@ -25,10 +25,10 @@ declare -A ALLOWED=(
   [partition]="layers net"
   [server]="rpc data"
   [comm]="rpc server partition layers"   # layers: shoal_param_client_push_ready's param range alone
-  [cluster]="partition server"
+  [cluster]="rpc partition server"   # rpc: [tls] makes the TLS context the links use
   [worker]="rpc layers data net partition server comm cluster"
   [dashboard]=""
-  [tools]="layers data net partition server cluster worker dashboard"
+  [tools]="rpc layers data net partition server cluster worker dashboard"   # rpc: shoal certs makes the TLS credentials
 )
 declare -A level
 for i in "${!LAYERS[@]}"; do level[${LAYERS[$i]}]=$i; done
