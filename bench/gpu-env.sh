@@ -25,7 +25,11 @@ debs_dir=${SHOAL_DEBS:-.debs}
 # Libraries shoal's binaries load (readelf -d build-cuda/test/test_gpu) and
 # what those need beyond a base system; the Fashion-MNIST IDX files.
 RUNTIME_PACKAGES="libglib2.0-0 libjson-glib-1.0-0 libthrift-c-glib0 liblmdb0 libopenblas0-pthread libgfortran5 libquadmath0
+  libssl3 libsoup-3.0-0 libnghttp2-14 libpsl5 libbrotli1 libsqlite3-0 libgssapi-krb5-2 libkrb5-3 libk5crypto3
+  libkrb5support0 libkeyutils1 libcom-err2 libidn2-0 libunistring2
   dataset-fashion-mnist"
+# (libssl3: TLS between hosts; libsoup-3.0-0 and what it loads: the shoal
+# command's dashboard)
 # Building there (make CUDA=1): headers, .pc files, the Thrift compiler, pkg-config.
 DEV_PACKAGES="libglib2.0-dev libjson-glib-dev libthrift-c-glib-dev thrift-compiler liblmdb-dev libopenblas-dev
   libopenblas-pthread-dev libopenblas0 libpcre2-dev libffi-dev zlib1g-dev pkgconf pkgconf-bin libpkgconf3"
