@@ -374,12 +374,14 @@ test: deps
 	@echo '$(SANITIZE)' > $(BUILD)/sanitize
 	@test/run-tests.sh $(BUILD)
 
-# a longer chaos run than make test's one round (test/e2e/chaos.sh):
+# a longer chaos run than make test's one round (test/e2e/chaos.sh), and every fault
+# of the namespace hosts (test/e2e/netns_chaos.sh, SHOAL_NETNS_CHAOS_ALL=1):
 # SHOAL_CHAOS_ROUNDS rounds of each async scheme, SHOAL_CHAOS_SEED
 .PHONY: chaos
 chaos: deps
 	@$(MAKE) --no-print-directory all data
 	@bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
+	@SHOAL_NETNS_CHAOS_ALL=1 bash test/e2e/netns_chaos.sh $(BUILD)
 
 bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
