@@ -32,6 +32,7 @@
 #include "worker/worker.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
+#include "worker/workspace_lock.h"
 
 /* [job] init_from: initialises params from the init_from workspaces'
  * checkpoints, by name or as <param>_init_from renames them
@@ -70,7 +71,8 @@ claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step,
                  GError **error)
 {
   if (opts->endpoints != NULL)
-    return TRUE;
+    /* a rank: its launcher's claim, or (mpirun, srun) its own rank's */
+    return shoal_workspace_lock (opts->workspace, opts->rank, error);
   char *moved = NULL;
   if (!shoal_workspace_claim (opts->workspace, job->conf, resume_step >= 0, opts->overwrite, &moved, error))
     return FALSE;
@@ -79,8 +81,8 @@ claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step,
                opts->workspace, moved);
   g_free (moved);
   return resume_step < 0
-         || shoal_workspace_trim_metrics (opts->workspace, resume_step,
-                                          shoal_workspace_checkpoint_clock (opts->workspace, 1, resume_step),
+         || shoal_workspace_trim_metrics (opts->workspace, resume_step, NULL, 0,
+                                          shoal_workspace_checkpoint_clock (opts->workspace, 0, resume_step),
                                           resume_clock, error);
 }
 
@@ -594,7 +596,9 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
                        "not as rank %d", shoal_conf_origin (job->conf), opts->rank);
           return FALSE;
         }
-      return shoal_emulator_run (job, opts, result, error);
+      gboolean done = shoal_emulator_run (job, opts, result, error);
+      shoal_workspace_unlock (opts->workspace);
+      return done;
     }
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
@@ -829,9 +833,15 @@ out:
   shoal_checkpoint_close (p.ckpt);
   shoal_membership_free (p.membership);
   shoal_layout_free (p.layout);
+  shoal_workspace_unlock (opts->workspace);
   /* a run refused before it wrote anything leaves no empty folder behind
-   * (g_rmdir removes only an empty one) */
+   * (g_rmdir removes only an empty one; the lock file is this run's) */
   if (!ok && created_workspace)
-    g_rmdir (opts->workspace);
+    {
+      char *lock = g_build_filename (opts->workspace, "lock", NULL);
+      g_unlink (lock);
+      g_free (lock);
+      g_rmdir (opts->workspace);
+    }
   return ok;
 }
