@@ -23,8 +23,8 @@ may_change (const char *group, const char *key)
   static const char *const job[] = { "train_steps", "epochs", "test_freq", "test_steps", "disp_freq",
                                      "checkpoint_freq", "max_seconds", "metrics_interval", "threads", NULL };
   static const char *const cluster[] = { "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
-                                         "max_procs_per_core", "rpc_max_connections", "rpc_idle_timeout",
-                                         "rpc_threads", NULL };
+                                         "stop_timeout", "max_procs_per_core", "rpc_max_connections",
+                                         "rpc_idle_timeout", "rpc_threads", NULL };
   if (strcmp (group, "updater") == 0)
     return TRUE;
   if (strcmp (group, "job") == 0)
