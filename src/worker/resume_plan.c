@@ -62,6 +62,20 @@ shoal_resume_plan_new (const ShoalLayout *layout, const char *workspace, GError 
         if (!ok)
           g_prefix_error (error, "rank %d: ", r);
       }
+  /* a rank with workers saves their state and the clock in one
+   * transaction: a step without its clock is one whose save failed (the
+   * first checkpoint on a full disk leaves only the servers' slices) */
+  for (int r = 0; ok && r < plan->nprocs; r++)
+    if (layout->procs[r].workers->len > 0)
+      {
+        ShoalCheckpoint *c = shoal_checkpoint_open (dirs[r], FALSE, error);
+        ok = c != NULL && shoal_checkpoint_has (c, "clock", plan->rank_steps[r]);
+        if (c != NULL && !ok)
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                       "%s: the checkpoint of step %" G_GINT64_FORMAT " holds no state of rank %d's workers "
+                       "(their save failed: a full disk?)", dirs[r], plan->rank_steps[r], r);
+        shoal_checkpoint_close (c);
+      }
   g_strfreev (dirs);
   if (!ok)
     {

@@ -127,9 +127,12 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   char *residual_name = g_strconcat (name, "/residuals", NULL);
   /* the job's clock, so that a resumed run's metrics go on from it */
   GBytes *clock = shoal_workspace_clock_blob (p->metrics != NULL ? shoal_metrics_elapsed (p->metrics) : 0);
-  const char *names[5] = { name, "clock", NULL, NULL, NULL };
-  GBytes *blobs[5] = { state, clock, NULL, NULL, NULL };
-  int nb = 2;
+  /* its samples counter and display window: a resumed run's metrics go on as if never stopped */
+  GBytes *progress = shoal_worker_save_progress (w);
+  char *progress_name = g_strconcat (name, "/progress", NULL);
+  const char *names[6] = { name, "clock", progress_name, NULL, NULL, NULL };
+  GBytes *blobs[6] = { state, clock, progress, NULL, NULL, NULL };
+  int nb = 3;
   if (params != NULL)
     names[nb] = "params", blobs[nb++] = params;
   if (residuals != NULL)
@@ -138,6 +141,8 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   shoal_progress_note ();   /* a long checkpoint is not a wedged process */
   g_bytes_unref (state);
   g_bytes_unref (clock);
+  g_bytes_unref (progress);
+  g_free (progress_name);
   if (params)
     g_bytes_unref (params);
   if (residuals)
@@ -169,6 +174,23 @@ load_residuals (RunnerProcess *p, WorkerSlot *slot, GError **error)
       ok = shoal_param_client_load_residuals (slot->client, blob, error);
       g_bytes_unref (blob);
     }
+  g_free (name);
+  g_free (unit);
+  return ok;
+}
+
+/* Resume: the unit's samples counter and display window as its
+ * checkpoint kept them; a checkpoint made before they were kept starts
+ * them from zero. */
+static gboolean
+load_progress (RunnerProcess *p, ShoalWorker *w, GError **error)
+{
+  char *unit = unit_name (w);
+  char *name = g_strconcat (unit, "/progress", NULL);
+  GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, NULL);
+  gboolean ok = blob == NULL || shoal_worker_load_progress (w, blob, error);
+  if (blob != NULL)
+    g_bytes_unref (blob);
   g_free (name);
   g_free (unit);
   return ok;
@@ -296,6 +318,32 @@ plan_units (RunnerProcess *p, GError **error)
       g_array_append_val (p->units, m);
     }
   return TRUE;
+}
+
+/* Resume: whether every unit of this process that saves state has it at
+ * the resume step.  A save that failed (the first checkpoint on a full
+ * disk: the servers' slices were written, the unit's state was not)
+ * leaves a step that only looks common. */
+static gboolean
+units_saved (RunnerProcess *p, const char *ckpt_dir, GError **error)
+{
+  ShoalCheckpoint *c = shoal_checkpoint_open (ckpt_dir, FALSE, error);
+  gboolean ok = c != NULL;
+  for (guint i = 0; ok && i < p->units->len; i++)
+    {
+      ShoalMember m = g_array_index (p->units, ShoalMember, i);
+      if (p->spread_net && m.index > 0)
+        continue;  /* a follower saves nothing of its own */
+      char *name = g_strdup_printf ("unit-%d-%d", m.group, m.index);
+      ok = shoal_checkpoint_has (c, name, p->resume_step);
+      if (!ok)
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                     "%s: the checkpoint of step %" G_GINT64_FORMAT " holds no state of %s (its save "
+                     "failed: a full disk?)", ckpt_dir, p->resume_step, name);
+      g_free (name);
+    }
+  shoal_checkpoint_close (c);
+  return ok;
 }
 
 /* Whether `unit` runs its group leader's commands (a spread net's
@@ -484,6 +532,8 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
           ok = state != NULL && shoal_group_net_load_state (slots[i].net, state, error);
           if (state != NULL)
             g_bytes_unref (state);
+          if (ok)
+            ok = load_progress (p, &slots[i].worker, error);
           if (ok && slots[i].client != NULL && shoal_param_client_has_residuals (slots[i].client))
             ok = load_residuals (p, &slots[i], error);
           if (!ok)
@@ -674,12 +724,20 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
           g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
           goto out;
         }
-      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
     }
   shoal_threads_apply (job->threads, (int) p.proc->workers->len, opts->host_workers);
 
   if (!plan_units (&p, error))
     goto out;
+  if (opts->resume && !opts->rejoin)
+    {
+      if (!units_saved (&p, ckpt_dir, error))
+        {
+          g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
+          goto out;
+        }
+      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
+    }
   if (opts->endpoints != NULL)
     {
       /* heartbeats from now on: building the net and loading data may take a while */
