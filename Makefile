@@ -375,11 +375,13 @@ test: deps
 	@test/run-tests.sh $(BUILD)
 
 # a longer chaos run than make test's one round (test/e2e/chaos.sh):
-# SHOAL_CHAOS_ROUNDS rounds of each async scheme, SHOAL_CHAOS_SEED
+# SHOAL_CHAOS_ROUNDS rounds of faults in each scheme, SHOAL_CHAOS_TRIES
+# tries of each SIGINT-then-resume, concurrent run and orphan check,
+# SHOAL_CHAOS_SEED
 .PHONY: chaos
 chaos: deps
 	@$(MAKE) --no-print-directory all data
-	@bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
+	@SHOAL_CHAOS_TRIES=$${SHOAL_CHAOS_TRIES:-20} bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
 
 bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps

@@ -578,6 +578,16 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
     }
   /* beats are read, never waited for: the write end must never block a rank */
   fcntl (L.beat[1], F_SETFL, fcntl (L.beat[1], F_GETFL) | O_NONBLOCK);
+  /* no other live run may use the workspace: taken before its
+   * checkpoints are read, held until the last rank ended */
+  if (g_mkdir_with_parents (workspace, 0755) != 0)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
+                   g_strerror (errno));
+      goto out;
+    }
+  if (!shoal_workspace_lock (workspace, -1, &error))
+    goto out;
 again:;
   /* a resumed run continues from its ranks' checkpoints (worker/resume_plan.h) */
   g_clear_pointer (&plan, shoal_resume_plan_free);

@@ -71,8 +71,7 @@ claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step,
                  GError **error)
 {
   if (opts->endpoints != NULL)
-    /* a rank: its launcher's claim, or (mpirun, srun) its own rank's */
-    return shoal_workspace_lock (opts->workspace, opts->rank, error);
+    return TRUE;
   char *moved = NULL;
   if (!shoal_workspace_claim (opts->workspace, job->conf, resume_step >= 0, opts->overwrite, &moved, error))
     return FALSE;
@@ -674,6 +673,10 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
   p.proc = &p.layout->procs[rank];
   if (!prepare_workspace (opts, &created_workspace, error))
+    goto out;
+  /* before its checkpoints are read: another live run's are not this one's
+   * (a rank: its launcher's claim, or under mpirun / srun its rank's) */
+  if (!shoal_workspace_lock (opts->workspace, opts->endpoints != NULL ? rank : -1, error))
     goto out;
   /* [emulate] links: before this process opens or accepts any connection */
   ShoalLinkLimit link = { shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
