@@ -14,6 +14,9 @@
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
 #define TARGET_SLICE_BYTES (512u << 10)
+/* A connection that sent no call with the job token this long after it
+ * was accepted is closed (rpc/listener.h); the job's own send one at once. */
+#define UNPROVEN_TIMEOUT_S 10
 gboolean
 runner_endpoint_options (RunnerProcess *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
 {
@@ -83,6 +86,10 @@ start_rpc (RunnerProcess *p, GError **error)
   ropts.liveness = shoal_membership_liveness (p->membership);
   ropts.max_connections = p->layout->conf.rpc_max_connections;
   ropts.idle_timeout_ms = (gint64) (p->layout->conf.rpc_idle_timeout * 1000);
+  /* token holders first: half the places may go to connections that
+   * have not shown the job token, for UNPROVEN_TIMEOUT_S at most */
+  ropts.max_unproven = MAX (p->layout->conf.rpc_max_connections / 2, 2);
+  ropts.unproven_timeout_ms = UNPROVEN_TIMEOUT_S * 1000;
   ropts.threads = p->layout->conf.rpc_threads;
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
