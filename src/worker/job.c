@@ -392,6 +392,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->init_from = shoal_conf_get_string_list (conf, "job", t, "init_from", &ninit);
   char *alg = shoal_conf_get_string (conf, "job", t, "alg");
   job->cd_k = strcmp (alg, "cd") == 0 ? (int) shoal_conf_get_int (conf, "job", t, "cd_k") : 0;
+  /* a key that does nothing is a mistake the user should hear of */
+  gboolean cd_k_unused = job->cd_k == 0 && g_key_file_has_key (shoal_conf_keyfile (conf), "job", "cd_k", NULL);
   g_free (alg);
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
@@ -405,6 +407,13 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   gboolean ok = read_memory_limit (job, error) && load_plugins (job, NULL, error);
   if (ok)
     absolute_paths (job);
+  if (ok && cd_k_unused)
+    {
+      shoal_conf_error (conf, error, "job", "cd_k",
+                        "cd_k sets the Gibbs steps of alg = cd; this job trains with alg = bp (remove cd_k, "
+                        "or set alg = cd)");
+      ok = FALSE;
+    }
   if (!ok)
     ;
   else if (job->train_steps > 0 && job->epochs > 0)

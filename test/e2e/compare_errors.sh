@@ -81,6 +81,19 @@ expect 1 "shoal run: -o cluster.async_lr: [cluster] async_lr: sets the lr of asy
   run "$job" -o cluster.async_lr=none
 expect 1 "shoal run: -o job.max_seconds: [job] max_seconds: -1 is out of range [0, 1000000000]" \
   run "$job" -o job.max_seconds=-1
+# issue 23: --target 0 is refused (it once meant the default); an earlier
+# comparison's report is not overwritten without --force; cd_k does
+# nothing under alg = bp; --seq-len 0 is out of range, not missing
+expect 2 "shoal compare: --target 0: a test accuracy is above 0 and at most 1" compare "$job" --target 0 --out "$dir/c"
+mkdir -p "$dir/old" && echo "earlier" >"$dir/old/report.md"
+expect 1 "shoal compare: --out $dir/old holds an earlier comparison (report.md): give another --out, or --force to replace it" \
+  compare "$job" --schemes downpour --out "$dir/old"
+[ "$(cat "$dir/old/report.md")" = earlier ] || { echo "FAIL: the earlier report was overwritten"; failures=$((failures + 1)); }
+expect 1 "shoal run: -o job.cd_k: [job] cd_k: cd_k sets the Gibbs steps of alg = cd; this job trains with alg = bp (remove cd_k, or set alg = cd)" \
+  run "$job" -o job.cd_k=3
+"$shoal" import text --in README.md --out "$dir/t" --seq-len 0 >"$dir/out" 2>"$dir/err"
+grep -q "^shoal import text: --seq-len must be 1 to 1048576" "$dir/err" \
+  || { echo "FAIL: --seq-len 0: $(head -1 "$dir/err")"; failures=$((failures + 1)); }
 
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
 echo "compare_errors: ok"
