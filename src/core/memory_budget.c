@@ -102,7 +102,7 @@ shoal_memory_over_error (ShoalMemoryBudget *budget, GError **error, guint64 byte
   char *t = shoal_format_bytes (total);
   char *l = shoal_format_bytes (budget->limit);
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
-               "needs %s, which brings the job's nets in this process to %s; %s is %s", b, t,
+               "needs %s, which brings what the job holds in this process to %s; %s is %s", b, t,
                budget->name, l);
   g_free (l);
   g_free (t);

@@ -16,6 +16,7 @@
 #include "comm/param_client.h"
 #include "partition/partition.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "core/param.h"
 #include "server/group_sync.h"
 #include "server/rpc_client.h"
@@ -319,6 +320,69 @@ plan_units (RunnerProcess *p, GError **error)
   return TRUE;
 }
 
+/* The resident bytes of this process, from /proc/self/status; 0 unknown. */
+static guint64
+resident_bytes (void)
+{
+  char *status = NULL;
+  guint64 kib = 0;
+  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    {
+      const char *line = strstr (status, "\nVmRSS:");
+      if (line != NULL)
+        kib = g_ascii_strtoull (line + strlen ("\nVmRSS:"), NULL, 10);
+    }
+  g_free (status);
+  return kib * 1024;
+}
+
+/* What the process holds besides the allocations the budget counts -
+ * its code and libraries, the datasets' pages the first net read through
+ * their maps, GLib's and LMDB's own - measured once the first net is
+ * built, and charged with the rest, so that [job] memory_limit bounds
+ * the process as the kernel sees it. */
+static gboolean
+charge_process_rest (RunnerProcess *p, GError **error)
+{
+  guint64 rss = resident_bytes (), counted = shoal_memory_budget_used (p->job->memory_budget);
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, p->job->memory_budget);
+  gboolean ok = rss <= counted || shoal_memory_charge (&charge, rss - counted, FALSE, error);
+  shoal_memory_charge_end (&charge);
+  p->memory_held += charge.charged;
+  if (!ok)
+    g_prefix_error (error, "rank %d: the process itself (code, libraries, the datasets read): ", p->proc->rank);
+  return ok;
+}
+
+/* A checkpoint copies what it saves: the servers' slices (values and
+ * optimiser state) into one blob, group 0's first unit the params into
+ * another, and LMDB holds a blob's pages in memory until its transaction
+ * commits - twice the bytes.  The two saves come one after the other,
+ * each blob freed before the next: the larger counts.  It is reserved
+ * against [job] memory_limit at the start, so a run whose first
+ * checkpoint would pass the limit is refused now, not killed then. */
+static gboolean
+reserve_checkpoint_memory (RunnerProcess *p, GError **error)
+{
+  guint64 bytes = 2 * p->server_bytes;
+  for (guint i = 0; i < p->units->len; i++)
+    {
+      ShoalMember m = g_array_index (p->units, ShoalMember, i);
+      if (m.group == 0 && m.index == 0)
+        bytes = MAX (bytes, 2 * (guint64) shoal_group_net_params (p->layout_net)->total * sizeof (float));
+    }
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, p->job->memory_budget);
+  gboolean ok = shoal_memory_charge (&charge, bytes, FALSE, error);
+  shoal_memory_charge_end (&charge);
+  p->memory_held += charge.charged;
+  if (!ok)
+    g_prefix_error (error, "rank %d: checkpoint buffers (the servers' slices and the params, copied for the "
+                    "store): ", p->proc->rank);
+  return ok;
+}
+
 /* Resume: whether every unit of this process that saves state has it at
  * the resume step.  A save that failed (the first checkpoint on a full
  * disk: the servers' slices were written, the unit's state was not)
@@ -538,6 +602,13 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
           if (!ok)
             break;
         }
+    }
+  if (ok && !p->opts->quiet)
+    {
+      char *held = shoal_format_bytes (shoal_memory_budget_used (p->job->memory_budget));
+      g_message ("rank %d: %s counted against [job] memory_limit (nets, servers, checkpoint buffers)",
+                 p->proc->rank, held);
+      g_free (held);
     }
   for (guint i = 0; ok && i < n; i++)
     {
@@ -785,6 +856,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       shoal_layout_log (p.layout);
     }
 
+  if (!charge_process_rest (&p, error))
+    goto out;
   /* the run is accepted (conf, net and data are good): now it takes the
    * workspace, so a run that failed before leaves it as it was */
   if (!claim_workspace (job, opts, p.resume_step, &resume_clock, error))
@@ -792,7 +865,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
   if (p.ckpt == NULL)
     goto out;
-  if (!runner_start_servers (&p, error))
+  if (!runner_start_servers (&p, error) || !reserve_checkpoint_memory (&p, error))
     goto out;
   shoal_membership_attach (p.membership, p.server, p.rpc);
   if (p.server != NULL && p.layout->group_sync && !runner_start_group_sync (&p, error))
@@ -891,6 +964,7 @@ out:
   if (p.units != NULL)
     g_array_free (p.units, TRUE);
   shoal_server_free (p.server);
+  shoal_memory_budget_release (job->memory_budget, p.memory_held);
   shoal_checkpoint_close (p.ckpt);
   shoal_membership_free (p.membership);
   shoal_layout_free (p.layout);

@@ -9,6 +9,7 @@
 
 #include "cluster/endpoints.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "worker/worker.h"
 
 /* Slices of about this many bytes, so that large models are sent in
@@ -127,9 +128,20 @@ runner_start_servers (RunnerProcess *p, GError **error)
     }
   ShoalServerOptions sopts;
   shoal_runner_server_options (p->layout, group_pushes, p->nslices, &sopts);
+  /* the slices' values and optimiser state count against [job]
+   * memory_limit with the nets (core/memory_budget.h): refused before
+   * they are allocated when they would pass it */
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, p->job->memory_budget);
   p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts, error);
+  shoal_memory_charge_end (&charge);
+  p->memory_held += charge.charged;
+  p->server_bytes = charge.charged;
   if (p->server == NULL)
-    return FALSE;
+    {
+      g_prefix_error (error, "rank %d: its servers' slices: ", proc->rank);
+      return FALSE;
+    }
   for (int s = 0; s < p->nslices; s++)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))
