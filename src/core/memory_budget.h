@@ -43,6 +43,9 @@ void shoal_memory_budget_release (ShoalMemoryBudget *budget, guint64 bytes);
 /* The smaller of the machine's physical memory and this process's
  * address-space limit (ulimit -v); 0 when neither is known. */
 guint64 shoal_memory_of_machine (void);
+/* A size line of /proc/self/status ("VmRSS", "VmSize", "VmHWM") in
+ * bytes; 0 when unknown. */
+guint64 shoal_memory_of_process (const char *field);
 
 G_END_DECLS
 

@@ -320,22 +320,6 @@ plan_units (RunnerProcess *p, GError **error)
   return TRUE;
 }
 
-/* The resident bytes of this process, from /proc/self/status; 0 unknown. */
-static guint64
-resident_bytes (void)
-{
-  char *status = NULL;
-  guint64 kib = 0;
-  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
-    {
-      const char *line = strstr (status, "\nVmRSS:");
-      if (line != NULL)
-        kib = g_ascii_strtoull (line + strlen ("\nVmRSS:"), NULL, 10);
-    }
-  g_free (status);
-  return kib * 1024;
-}
-
 /* What the process holds besides the allocations the budget counts -
  * its code and libraries, the datasets' pages the first net read through
  * their maps, GLib's and LMDB's own - measured once the first net is
@@ -344,7 +328,7 @@ resident_bytes (void)
 static gboolean
 charge_process_rest (RunnerProcess *p, GError **error)
 {
-  guint64 rss = resident_bytes (), counted = shoal_memory_budget_used (p->job->memory_budget);
+  guint64 rss = shoal_memory_of_process ("VmRSS"), counted = shoal_memory_budget_used (p->job->memory_budget);
   ShoalMemoryCharge charge;
   shoal_memory_charge_begin (&charge, p->job->memory_budget);
   gboolean ok = rss <= counted || shoal_memory_charge (&charge, rss - counted, FALSE, error);

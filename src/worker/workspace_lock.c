@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "rpc/shm_region.h"
 
 #define LOCK_NAME "lock"
 #define INHERITED_ENV "SHOAL_WORKSPACE_LOCK_FD"
@@ -44,22 +45,6 @@ add_held (const struct stat *st, int fd, gboolean inherited)
   held = g_slist_prepend (held, h);
 }
 
-static const char *
-boot_id (void)
-{
-  static char id[64];
-  static gsize once;
-  if (g_once_init_enter (&once))
-    {
-      char *text = NULL;
-      if (g_file_get_contents ("/proc/sys/kernel/random/boot_id", &text, NULL, NULL))
-        g_strlcpy (id, g_strstrip (text), sizeof id);
-      g_free (text);
-      g_once_init_leave (&once, 1);
-    }
-  return id;
-}
-
 /* A process's start (clock ticks after boot, /proc/PID/stat field 22):
  * with the boot id it tells a live holder from a reused pid.  0 unknown. */
 static guint64
@@ -90,7 +75,7 @@ write_record (int fd)
   GDateTime *now = g_date_time_new_now_local ();
   char *since = g_date_time_format_iso8601 (now);
   g_key_file_set_string (kf, "run", "host", g_get_host_name ());
-  g_key_file_set_string (kf, "run", "boot", boot_id ());
+  g_key_file_set_string (kf, "run", "boot", shoal_shm_host_id ());
   g_key_file_set_int64 (kf, "run", "pid", getpid ());
   g_key_file_set_uint64 (kf, "run", "start", process_start (getpid ()));
   g_key_file_set_string (kf, "run", "since", since);
@@ -131,7 +116,7 @@ read_record (int fd, Record *r)
       r->start = g_key_file_get_uint64 (kf, "run", "start", NULL);
       char *boot = g_key_file_get_string (kf, "run", "boot", NULL);
       r->this_boot = r->host != NULL && boot != NULL && strcmp (r->host, g_get_host_name ()) == 0
-                     && strcmp (boot, boot_id ()) == 0;
+                     && strcmp (boot, shoal_shm_host_id ()) == 0;
       g_free (boot);
       ok = r->host != NULL && r->pid > 0;
     }
