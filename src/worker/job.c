@@ -407,13 +407,6 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   gboolean ok = read_memory_limit (job, error) && load_plugins (job, NULL, error);
   if (ok)
     absolute_paths (job);
-  if (ok && cd_k_unused)
-    {
-      shoal_conf_error (conf, error, "job", "cd_k",
-                        "cd_k sets the Gibbs steps of alg = cd; this job trains with alg = bp (remove cd_k, "
-                        "or set alg = cd)");
-      ok = FALSE;
-    }
   if (!ok)
     ;
   else if (job->train_steps > 0 && job->epochs > 0)
@@ -427,7 +420,17 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = shoal_job_check_families (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
+    ok = shoal_job_check_families (conf, job->cd_k, error);
+  /* after the families' check: an RBM net under alg = bp is told that first */
+  if (ok && cd_k_unused)
+    {
+      shoal_conf_error (conf, error, "job", "cd_k",
+                        "cd_k sets the Gibbs steps of alg = cd; this job trains with alg = bp (remove cd_k, "
+                        "or set alg = cd)");
+      ok = FALSE;
+    }
+  if (ok)
+    ok = read_updater (conf, &job->updater, error)
          && shoal_cluster_conf_read (conf, &job->cluster, error)
          && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error)
          && shoal_tls_conf_read (conf, &job->tls, error);

@@ -88,8 +88,11 @@ start_rpc (RunnerProcess *p, GError **error)
   ropts.max_connections = p->layout->conf.rpc_max_connections;
   ropts.idle_timeout_ms = (gint64) (p->layout->conf.rpc_idle_timeout * 1000);
   /* token holders first: half the places may go to connections that
-   * have not shown the job token, for UNPROVEN_TIMEOUT_S at most */
-  ropts.max_unproven = MAX (p->layout->conf.rpc_max_connections / 2, 2);
+   * have not shown the job token, for UNPROVEN_TIMEOUT_S at most (under
+   * a small cap, up to 16: a job's own burst of new connections is not
+   * cut short before their first calls) */
+  int cap = p->layout->conf.rpc_max_connections;
+  ropts.max_unproven = MAX (cap / 2, MIN (cap, 16));
   ropts.unproven_timeout_ms = UNPROVEN_TIMEOUT_S * 1000;
   ropts.threads = p->layout->conf.rpc_threads;
   /* every worker process but this one says when it is done */
