@@ -163,6 +163,11 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
           if (sl->center != NULL)
             memcpy (sl->center, h.format == STATE_FORMAT_CENTERS ? p + bytes * (size_t) (1 + server->state_per_value)
                                                                  : p, bytes);
+          /* SSP: the units come back each at its own stop step, which
+           * may lie more than the bound apart once a unit that said done
+           * stopped holding the others (ssp.h) */
+          if (sl->clocks != NULL)
+            shoal_clocks_resume (sl->clocks);
           g_cond_broadcast (&sl->changed);
           g_mutex_unlock (&sl->lock);
           restored++;
