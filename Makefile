@@ -374,13 +374,15 @@ test: deps
 	@echo '$(SANITIZE)' > $(BUILD)/sanitize
 	@test/run-tests.sh $(BUILD)
 
-# a longer chaos run than make test's one round (test/e2e/chaos.sh), and every fault
-# of the namespace hosts (test/e2e/netns_chaos.sh, SHOAL_NETNS_CHAOS_ALL=1):
-# SHOAL_CHAOS_ROUNDS rounds of each async scheme, SHOAL_CHAOS_SEED
+# a longer chaos run than make test's one round (test/e2e/chaos.sh):
+# SHOAL_CHAOS_ROUNDS rounds of faults in each scheme, SHOAL_CHAOS_TRIES
+# tries of each SIGINT-then-resume, concurrent run and orphan check,
+# SHOAL_CHAOS_SEED; then every fault of the namespace hosts
+# (test/e2e/netns_chaos.sh, SHOAL_NETNS_CHAOS_ALL=1)
 .PHONY: chaos
 chaos: deps
 	@$(MAKE) --no-print-directory all data
-	@bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
+	@SHOAL_CHAOS_TRIES=$${SHOAL_CHAOS_TRIES:-20} SHOAL_CHAOS_BACKUP_STOPS=1 bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
 	@SHOAL_NETNS_CHAOS_ALL=1 bash test/e2e/netns_chaos.sh $(BUILD)
 
 bench: deps

@@ -383,6 +383,29 @@ test_backup_drops_late (void)
   shoal_param_store_free (layout);
 }
 
+/* A resumed SSP job (issue 23): its units come back each at its own stop
+ * step, here 656 and 659 with bound 2 (a unit that said done stopped
+ * holding the other).  No unit waits for one not heard from since the
+ * resume, and once both pushed the bound holds again: the one ahead
+ * waits for the slowest, which never waits.  (Clocks left at 0 made both
+ * wait for ever.) */
+static void
+test_ssp_resume (void)
+{
+  ShoalClocks *c = shoal_clocks_new (2);
+  shoal_clocks_advance (c, 0, 700);
+  shoal_clocks_advance (c, 1, 701);
+  shoal_clocks_resume (c);
+  shoal_clocks_advance (c, 1, 659);
+  g_assert_true (shoal_clocks_may_go_on (c, 659, 2));   /* unit 0 not heard yet */
+  shoal_clocks_advance (c, 0, 656);
+  g_assert_true (shoal_clocks_may_go_on (c, 656, 2));   /* the slowest goes on */
+  g_assert_false (shoal_clocks_may_go_on (c, 659, 2));  /* 3 ahead: waits */
+  shoal_clocks_advance (c, 0, 657);
+  g_assert_true (shoal_clocks_may_go_on (c, 659, 2));
+  shoal_clocks_free (c);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -392,6 +415,7 @@ main (int argc, char **argv)
   g_test_add_func ("/consistency/lr-by-staleness", test_lr_by_staleness);
   g_test_add_func ("/consistency/ssp-bound", test_ssp_bound);
   g_test_add_func ("/consistency/ssp-wakes", test_ssp_wakes);
+  g_test_add_func ("/consistency/ssp-resume", test_ssp_resume);
   g_test_add_func ("/consistency/backup-drops-late", test_backup_drops_late);
   return g_test_run ();
 }

@@ -49,7 +49,8 @@ typedef struct {
 
 static void
 env_start_opts (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
-                int threads, gboolean threads_end_when_idle, gint64 next_call_wait_ms)
+                int threads, gboolean threads_end_when_idle, gint64 next_call_wait_ms, int max_unproven,
+                gint64 unproven_timeout_ms)
 {
   ShoalInitSpec init = { 0 };
   ShoalUpdaterConf upd;
@@ -74,6 +75,8 @@ env_start_opts (Env *env, ShoalUpdateMode mode, int contributors, int max_connec
   ropts.threads = threads;
   ropts.threads_end_when_idle = threads_end_when_idle;
   ropts.next_call_wait_ms = next_call_wait_ms;
+  ropts.max_unproven = max_unproven;
+  ropts.unproven_timeout_ms = unproven_timeout_ms;
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);
   env->port = shoal_rpc_server_port (env->rpc);
@@ -83,7 +86,7 @@ static void
 env_start (Env *env, ShoalUpdateMode mode, int contributors, int max_connections, gint64 idle_timeout_ms,
            int threads)
 {
-  env_start_opts (env, mode, contributors, max_connections, idle_timeout_ms, threads, FALSE, 0);
+  env_start_opts (env, mode, contributors, max_connections, idle_timeout_ms, threads, FALSE, 0, 0, 0);
 }
 
 static void
@@ -247,6 +250,63 @@ test_idle_connections (void)
   g_free (fds);
 }
 
+/* Token holders first (issue 23): connections that never send the job
+ * token fill every place (CAP of them, with no deadline), yet a client
+ * with the token connects and is served - the oldest unproven connection
+ * makes room - and the server never holds more than CAP; with a deadline,
+ * unproven connections are closed while a proven one stays. */
+enum { CAP = 64 };
+
+static void
+test_unproven_connections (void)
+{
+  Env env;
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, CAP, 0, KEEP, FALSE, 0, CAP / 2, 0);
+  int *fds = g_new (int, CAP);
+  /* said once a minute */
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*made no call with the job token fill their share (32)*");
+  for (int i = 0; i < CAP; i++)
+    fds[i] = raw_connect (env.port);
+  /* each beyond CAP / 2 closed the oldest: CAP / 2 stay */
+  wait_open (&env, CAP / 2);
+  g_test_assert_expected_messages ();
+  for (int round = 0; round < 3; round++)
+    {
+      ShoalRpcClient *c = client_new (&env);
+      ShoalServerStats st;
+      GError *error = NULL;
+      g_assert_true (shoal_rpc_client_stats (c, &st, &error));
+      g_assert_no_error (error);
+      shoal_rpc_client_free (c);
+    }
+  g_assert_cmpuint (shoal_rpc_server_reap (env.rpc), <=, CAP);
+  for (int i = 0; i < CAP; i++)
+    close (fds[i]);
+  env_stop (&env);
+
+  /* a deadline: the unproven ones go, the proven one stays */
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, CAP, 0, KEEP, FALSE, 0, CAP / 2, 200);
+  ShoalRpcClient *c = client_new (&env);
+  ShoalServerStats st;
+  GError *error = NULL;
+  g_assert_true (shoal_rpc_client_stats (c, &st, &error));
+  g_assert_no_error (error);
+  for (int i = 0; i < 8; i++)
+    fds[i] = raw_connect (env.port);
+  for (int i = 0; i < 8; i++)
+    {
+      char byte;
+      g_assert_cmpint (recv (fds[i], &byte, 1, 0), ==, 0);   /* closed by the server (bounded: SO_RCVTIMEO 10 s) */
+      close (fds[i]);
+    }
+  wait_open (&env, 1);
+  g_assert_true (shoal_rpc_client_stats (c, &st, &error));
+  g_assert_no_error (error);
+  shoal_rpc_client_free (c);
+  env_stop (&env);
+  g_free (fds);
+}
+
 /* threads_end_when_idle (a fuzz harness's listener): a call still gets a
  * thread at once, and once its connection closed, reap counts down to
  * nothing left - no call thread outlives its call. */
@@ -254,7 +314,7 @@ static void
 test_threads_end_when_idle (void)
 {
   Env env;
-  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, 16, 0, KEEP, TRUE, 0);
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, 16, 0, KEEP, TRUE, 0, 0, 0);
   int before = process_threads ();   /* the poller */
   for (int round = 0; round < 3; round++)
     {
@@ -281,7 +341,7 @@ test_waiting_threads_yield (void)
 {
   enum { CONNS = 16, ROUNDS = 3 };
   Env env;
-  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, CONNS + 4, 0, 1, FALSE, 60 * 1000);
+  env_start_opts (&env, SHOAL_UPDATE_ASYNC, 1, CONNS + 4, 0, 1, FALSE, 60 * 1000, 0, 0);
   int before = process_threads ();   /* the poller */
   int fds[CONNS], most = before;
   for (int i = 0; i < CONNS; i++)
@@ -551,6 +611,7 @@ main (int argc, char **argv)
   g_error_free (g_error_new_literal (SHOAL_ERROR, SHOAL_ERROR_RPC, "first error"));
   g_test_add_func ("/listener/idle-connections", test_idle_connections);
   g_test_add_func ("/listener/idle-timeout", test_idle_timeout);
+  g_test_add_func ("/listener/unproven-connections", test_unproven_connections);
   g_test_add_func ("/listener/threads-end-when-idle", test_threads_end_when_idle);
   g_test_add_func ("/listener/waiting-threads-yield", test_waiting_threads_yield);
   g_test_add_func ("/listener/blocked-calls-outgrow-pool", test_blocked_calls_outgrow_pool);

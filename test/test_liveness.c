@@ -454,7 +454,7 @@ test_trim_metrics (void)
                       "{\"time\":3.5,\"step\":200,\"phase\":\"test\"}\n";
   GError *error = NULL;
   double resume_clock = 0;
-  g_assert_true (shoal_workspace_trim_metrics (ws, 200, 3.6, &resume_clock, &error));
+  g_assert_true (shoal_workspace_trim_metrics (ws, 200, NULL, 0, 3.6, &resume_clock, &error));
   g_assert_no_error (error);
   g_assert_cmpfloat (resume_clock, ==, 3.6);
   char *text = read_text (ws, "metrics.jsonl");
@@ -462,11 +462,26 @@ test_trim_metrics (void)
   g_free (text);
   /* a test pass of the checkpoint's step ends after the checkpoint was
    * taken: its line stays, and the resumed clock goes on from it */
-  g_assert_true (shoal_workspace_trim_metrics (ws, 200, 3.2, &resume_clock, &error));
+  g_assert_true (shoal_workspace_trim_metrics (ws, 200, NULL, 0, 3.2, &resume_clock, &error));
   g_assert_no_error (error);
   g_assert_cmpfloat (resume_clock, ==, 3.5);
   text = read_text (ws, "metrics.jsonl");
   g_assert_cmpstr (text, ==, lines);
+  g_free (text);
+  /* asynchronous groups resume each at its own step */
+  write_text (ws, "metrics.jsonl",
+              "{\"time\":1.0,\"step\":100,\"group\":0,\"phase\":\"train\"}\n"
+              "{\"time\":1.1,\"step\":100,\"group\":1,\"phase\":\"train\"}\n"
+              "{\"time\":2.0,\"step\":110,\"group\":0,\"phase\":\"train\"}\n"
+              "{\"time\":2.1,\"step\":106,\"group\":1,\"phase\":\"train\"}\n"
+              "{\"time\":2.2,\"step\":110,\"group\":1,\"phase\":\"train\"}\n");
+  const gint64 group_steps[2] = { 105, 106 };
+  g_assert_true (shoal_workspace_trim_metrics (ws, 106, group_steps, 2, 2.15, &resume_clock, &error));
+  g_assert_no_error (error);
+  text = read_text (ws, "metrics.jsonl");
+  g_assert_cmpstr (text, ==, "{\"time\":1.0,\"step\":100,\"group\":0,\"phase\":\"train\"}\n"
+                             "{\"time\":1.1,\"step\":100,\"group\":1,\"phase\":\"train\"}\n"
+                             "{\"time\":2.1,\"step\":106,\"group\":1,\"phase\":\"train\"}\n");
   g_free (text);
   GBytes *blob = shoal_workspace_clock_blob (12.5);
   g_assert_cmpmem (g_bytes_get_data (blob, NULL), g_bytes_get_size (blob), "12.500000", 9);

@@ -57,8 +57,8 @@ test_refused (void)
   g_assert_null (net_under (conf, budget, &error));
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_cmpstr (error->message, ==,
-                   "budget.conf:5: [layer conv1] column matrix: needs 265.0 MiB, which brings the job's "
-                   "nets in this process to 265.3 MiB; job.memory_limit is 64.0 MiB");
+                   "budget.conf:5: [layer conv1] column matrix: needs 265.0 MiB, which brings what the job holds "
+                   "in this process to 265.3 MiB; job.memory_limit is 64.0 MiB");
   g_clear_error (&error);
   g_assert_cmpuint (shoal_memory_budget_used (budget), ==, 0);
 
@@ -221,7 +221,7 @@ test_forced (void)
   g_assert_null (net_under (conf, budget, &error));
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY);
   g_assert_cmpstr (error->message, ==,
-                   "budget.conf:4: [layer greedy] set-up: needs 16.0 MiB, which brings the job's nets "
+                   "budget.conf:4: [layer greedy] set-up: needs 16.0 MiB, which brings what the job holds "
                    "in this process to 16.0 MiB; job.memory_limit is 8.0 MiB");
   g_clear_error (&error);
   g_assert_cmpuint (shoal_memory_budget_used (budget), ==, 0);

@@ -8,6 +8,7 @@
  * SGD rate 0.5, so results are exact and compared bit for bit. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -399,6 +400,20 @@ test_shm_refusals (void)
       assert_error_has (error, bad[i].part);
       g_clear_error (&error);
     }
+  /* a NaN written into the region (issue 23: it read as "lower lr?" in
+   * every worker): refused, naming the region and the float, and the
+   * slice keeps its values */
+  float *grads = (float *) shoal_shm_region_data (region) + total;
+  size_t begin, end;
+  shoal_server_slice_range (env.server, 2, &begin, &end);
+  grads[begin + 5] = NAN;
+  gint32 two[] = { 2 };
+  g_assert_false (shoal_rpc_client_push_pull_shm (c, two, 1, 0, bases, -1, TRUE, FALSE, versions, &error));
+  assert_error_has (error, "slice 2: the gradient in the shared-memory region holds nan at float 5");
+  g_clear_error (&error);
+  for (size_t i = begin; i < end; i++)
+    g_assert_true (isfinite (shoal_server_values (env.server)[i]));
+  grads[begin + 5] = 0;
   /* the server still serves it */
   g_assert_true (shoal_rpc_client_push_pull_shm (c, all, NSLICES, 0, bases, -1, TRUE, FALSE, versions, &error));
   g_assert_no_error (error);

@@ -69,6 +69,9 @@ const ShoalOption shoal_cluster_options[] = {
   { "progress_timeout", SHOAL_OPT_FLOAT, "300", 1, 1e7, NULL,
     "a training process whose steps did not move this many seconds (wedged), or one never heard "
     "from this long after the start, is lost" },
+  { "stop_timeout", SHOAL_OPT_FLOAT, "30", 1, 86400, NULL,
+    "seconds a process told to stop (SIGINT, SIGTERM, its launcher gone) may take to checkpoint and "
+    "end; past it the process exits at once, whatever its links and peers do" },
   { "max_procs_per_core", SHOAL_OPT_INT, "8", 1, 4096, NULL,
     "processes of a job one machine may run per core: more is refused (shoal run --oversubscribe, "
     "shoal proc --oversubscribe start them anyway); more than one per core is warned about" },
@@ -215,6 +218,7 @@ shoal_cluster_conf_read (ShoalConf *conf, ShoalClusterConf *c, GError **error)
   c->heartbeat_interval = shoal_conf_get_float (conf, g, t, "heartbeat_interval");
   c->heartbeat_timeout = shoal_conf_get_float (conf, g, t, "heartbeat_timeout");
   c->progress_timeout = shoal_conf_get_float (conf, g, t, "progress_timeout");
+  c->stop_timeout = shoal_conf_get_float (conf, g, t, "stop_timeout");
   c->max_procs_per_core = (int) shoal_conf_get_int (conf, g, t, "max_procs_per_core");
   c->rpc_max_connections = (int) shoal_conf_get_int (conf, g, t, "rpc_max_connections");
   c->rpc_idle_timeout = shoal_conf_get_float (conf, g, t, "rpc_idle_timeout");

@@ -63,6 +63,7 @@ typedef struct {
   double heartbeat_interval; /* seconds between heartbeats (server/liveness.h) */
   double heartbeat_timeout;  /* seconds of silence that make a process lost */
   double progress_timeout;   /* seconds without a step (or never heard) that make a process lost */
+  double stop_timeout;       /* seconds a process told to stop may take before it exits at once */
   int max_procs_per_core;    /* processes per core on one machine before a job is refused */
   int rpc_max_connections;   /* connections an RPC server keeps open */
   double rpc_idle_timeout;   /* seconds before an idle RPC connection is closed */

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "core/tensor.h"
 
 static int current_threads = 1;
@@ -60,22 +61,6 @@ shoal_blas_set_idle_spin (int log2_cycles)
   return in_force;
 }
 
-/* VmSize of /proc/self/status in bytes; 0 when unknown. */
-static guint64
-mapped_bytes (void)
-{
-  char *status = NULL;
-  guint64 kib = 0;
-  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
-    {
-      const char *line = strstr (status, "VmSize:");
-      if (line != NULL)
-        kib = g_ascii_strtoull (line + strlen ("VmSize:"), NULL, 10);
-    }
-  g_free (status);
-  return kib * 1024;
-}
-
 gboolean
 shoal_blas_thread_headroom (GError **error)
 {
@@ -90,7 +75,7 @@ shoal_blas_thread_headroom (GError **error)
       return TRUE;
     }
   char *limit = shoal_format_bytes ((guint64) as.rlim_cur);
-  char *mapped = shoal_format_bytes (mapped_bytes ());
+  char *mapped = shoal_format_bytes (shoal_memory_of_process ("VmSize"));
   char *buffer = shoal_format_bytes (need);
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
                "the address-space limit (ulimit -v %" G_GUINT64_FORMAT " KiB, %s) leaves no room for "

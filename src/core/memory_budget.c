@@ -18,6 +18,7 @@
  * is freed. */
 #include "core/memory_budget.h"
 
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -102,7 +103,7 @@ shoal_memory_over_error (ShoalMemoryBudget *budget, GError **error, guint64 byte
   char *t = shoal_format_bytes (total);
   char *l = shoal_format_bytes (budget->limit);
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_MEMORY,
-               "needs %s, which brings the job's nets in this process to %s; %s is %s", b, t,
+               "needs %s, which brings what the job holds in this process to %s; %s is %s", b, t,
                budget->name, l);
   g_free (l);
   g_free (t);
@@ -156,6 +157,23 @@ ShoalMemoryCharge *
 shoal_memory_charge_current (void)
 {
   return g_private_get (&current_charge);
+}
+
+guint64
+shoal_memory_of_process (const char *field)
+{
+  char *status = NULL;
+  guint64 kib = 0;
+  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    {
+      char *key = g_strdup_printf ("\n%s:", field);
+      const char *line = strstr (status, key);
+      if (line != NULL)
+        kib = g_ascii_strtoull (line + strlen (key), NULL, 10);
+      g_free (key);
+    }
+  g_free (status);
+  return kib * 1024;
 }
 
 guint64

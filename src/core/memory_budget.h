@@ -29,7 +29,7 @@ void shoal_memory_charge_end (ShoalMemoryCharge *charge);
 ShoalMemoryCharge *shoal_memory_charge_current (void);
 /* Charges bytes to charge's budget (TRUE when charge is NULL or has no
  * budget).  FALSE with SHOAL_ERROR_MEMORY ("needs 2.2 GiB, which brings
- * the job's nets in this process to 2.3 GiB; job.memory_limit is 1.0
+ * what the job holds in this process to 2.3 GiB; job.memory_limit is 1.0
  * GiB") when it would cross the limit, and nothing charged; force
  * charges anyway (for allocators that cannot fail) and records the
  * first crossing in over_by / over_total for the net to report. */
@@ -43,6 +43,9 @@ void shoal_memory_budget_release (ShoalMemoryBudget *budget, guint64 bytes);
 /* The smaller of the machine's physical memory and this process's
  * address-space limit (ulimit -v); 0 when neither is known. */
 guint64 shoal_memory_of_machine (void);
+/* A size line of /proc/self/status ("VmRSS", "VmSize", "VmHWM") in
+ * bytes; 0 when unknown. */
+guint64 shoal_memory_of_process (const char *field);
 
 G_END_DECLS
 

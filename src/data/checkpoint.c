@@ -275,6 +275,14 @@ shoal_checkpoint_steps (ShoalCheckpoint *c, const char *name, gint64 steps[2])
   return (steps[0] >= 0) + (steps[1] >= 0);
 }
 
+gboolean
+shoal_checkpoint_has (ShoalCheckpoint *c, const char *name, gint64 step)
+{
+  gint64 steps[2];
+  shoal_checkpoint_steps (c, name, steps);
+  return step >= 0 && (steps[0] == step || steps[1] == step);
+}
+
 char **
 shoal_checkpoint_names (ShoalCheckpoint *c)
 {

@@ -29,6 +29,8 @@ gboolean shoal_checkpoint_save (ShoalCheckpoint *ckpt, gint64 step, const char *
 GBytes *shoal_checkpoint_load (ShoalCheckpoint *ckpt, const char *name, gint64 step, GError **error);
 /* The steps kept for name, newest first; returns how many (0, 1 or 2). */
 int shoal_checkpoint_steps (ShoalCheckpoint *ckpt, const char *name, gint64 steps[2]);
+/* Whether the store keeps name at step. */
+gboolean shoal_checkpoint_has (ShoalCheckpoint *ckpt, const char *name, gint64 step);
 /* Every name in the store (g_strfreev). */
 char **shoal_checkpoint_names (ShoalCheckpoint *ckpt);
 

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "data/lmdb_file.h"
+#include "data/lmdb_map_guard.h"
 
 #define MAP_ALIGN ((size_t) 64 << 10)
 #define MAP_MAX ((size_t) 1 << 40)
@@ -173,6 +174,8 @@ shoal_dataset_open (const char *path, GError **error)
   /* before any page is read through the map: a short file is a SIGBUS there */
   if (!shoal_lmdb_check_size (ds->env, path, error))
     goto fail;
+  /* and one cut short later says so (data/lmdb_map_guard.h) */
+  shoal_lmdb_map_guard (ds->env, path);
   rc = mdb_txn_begin (ds->env, NULL, MDB_RDONLY, &txn);
   if (rc == 0)
     rc = mdb_dbi_open (txn, NULL, 0, &ds->dbi);
@@ -204,6 +207,7 @@ shoal_dataset_open (const char *path, GError **error)
 fail:
   if (txn != NULL)
     mdb_txn_abort (txn);
+  shoal_lmdb_map_unguard (ds->env);
   if (ds->env != NULL)
     mdb_env_close (ds->env);
   g_free (ds->path);
@@ -223,6 +227,7 @@ shoal_dataset_unref (ShoalDataset *ds)
 {
   if (ds == NULL || !g_atomic_int_dec_and_test (&ds->refs))
     return;
+  shoal_lmdb_map_unguard (ds->env);
   mdb_env_close (ds->env);
   g_free (ds->path);
   g_free (ds);

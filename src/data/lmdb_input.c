@@ -500,12 +500,17 @@ source_close (Source *src)
 }
 
 /* The training cursor as of the next batch forward will consume: how many
- * epochs were started and the position in the current one. */
+ * epochs were started and the position in the current one.  Format 2
+ * adds the test cursor, so that a resumed run's test passes read the
+ * batches an uninterrupted run's would (format 1 restarts it at 0). */
 typedef struct {
   guint32 magic;
   guint32 format;
   guint64 epochs, pos, n;
+  guint64 test_pos, test_n;
 } CursorState;
+
+#define CURSOR_FORMAT1_BYTES G_STRUCT_OFFSET (CursorState, test_pos)
 
 #define CURSOR_MAGIC 0x52554349u  /* "ICUR" */
 
@@ -513,7 +518,7 @@ static GBytes *
 lmdb_input_save_state (ShoalLayer *layer)
 {
   LmdbInputPriv *p = layer->priv;
-  CursorState st = { CURSOR_MAGIC, 1, p->next_epochs, p->next_pos, p->train.n };
+  CursorState st = { CURSOR_MAGIC, 2, p->next_epochs, p->next_pos, p->train.n, p->test_pos, p->test.n };
   return g_bytes_new (&st, sizeof st);
 }
 
@@ -534,14 +539,24 @@ static gboolean
 lmdb_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
 {
   LmdbInputPriv *p = layer->priv;
-  CursorState st;
+  CursorState st = { 0 };
   gsize len = 0;
   const void *data = g_bytes_get_data (state, &len);
-  if (len != sizeof st || (memcpy (&st, data, sizeof st), st.magic != CURSOR_MAGIC) || st.format != 1)
+  if (len == sizeof st || len == CURSOR_FORMAT1_BYTES)
+    memcpy (&st, data, len);
+  if (st.magic != CURSOR_MAGIC || (st.format == 1 ? len != CURSOR_FORMAT1_BYTES : st.format != 2 || len != sizeof st))
     {
       shoal_layer_error (layer, error, NULL, "the checkpointed data cursor is damaged");
       return FALSE;
     }
+  if (st.format == 2 && (st.test_n != p->test.n || st.test_pos >= MAX (p->test.n, (guint64) 1)))
+    {
+      shoal_layer_error (layer, error, "test",
+                         "the checkpoint was made with %" G_GUINT64_FORMAT " test records, the dataset now "
+                         "gives %" G_GUINT64_FORMAT, st.test_n, p->test.n);
+      return FALSE;
+    }
+  p->test_pos = st.test_pos;
   if (st.n != p->train.n || st.pos > p->train.n)
     {
       shoal_layer_error (layer, error, "train",

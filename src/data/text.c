@@ -11,13 +11,28 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "data/dataset.h"
 
 #define READ_CHUNK (1u << 20)
 
-/* Appends the (gzip or plain) file to text. */
+/* The most text one import holds: a GByteArray's length is a guint, and
+ * the corpus (with the records written from it) must fit in memory: a
+ * quarter of it, as the array grows by doubling (its old and new buffer
+ * then take up to three times what it holds).  An endless input (/dev/zero, a
+ * pipe that never ends) stops here with an error instead of ending the
+ * process in GLib's overflow or out-of-memory abort. */
+static guint64
+max_text_bytes (void)
+{
+  guint64 limit = G_MAXUINT32 - READ_CHUNK;
+  guint64 machine = shoal_memory_of_machine ();
+  return machine > 0 ? MIN (limit, machine / 4) : limit;
+}
+
+/* Appends the (gzip or plain) file to text, up to `limit` bytes in all. */
 static gboolean
-read_file (const char *path, GByteArray *text, GError **error)
+read_file (const char *path, GByteArray *text, guint64 limit, GError **error)
 {
   errno = 0;
   gzFile f = gzopen (path, "rb");
@@ -44,6 +59,16 @@ read_file (const char *path, GByteArray *text, GError **error)
         }
       if (n == 0)
         break;
+      if ((guint64) text->len + (guint64) n > limit)
+        {
+          char *most = g_format_size_full (limit, G_FORMAT_SIZE_IEC_UNITS);
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                       "%s: the text passes %s, the most one import holds (the whole corpus is held in "
+                       "memory: under 4 GiB and a quarter of this machine's); give less text", path, most);
+          g_free (most);
+          ok = FALSE;
+          break;
+        }
       g_byte_array_append (text, buf, (guint) n);
     }
   g_free (buf);
@@ -153,11 +178,12 @@ shoal_import_text (const char *const *files, const char *out, int seq_len, doubl
     }
   guint nfiles = g_strv_length ((char **) files);
   GByteArray *text = g_byte_array_new ();
+  guint64 limit = max_text_bytes ();
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < nfiles; i++)
     {
       gsize from = text->len;
-      ok = read_file (files[i], text, error);
+      ok = read_file (files[i], text, limit, error);
       if (ok && text->len == from)
         {
           g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: empty file: nothing to learn from", files[i]);

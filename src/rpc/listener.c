@@ -47,7 +47,11 @@ typedef struct {
   ShoalThriftProtocol *protocol;
   GList open_link;          /* in rpc->open, under rpc->lock */
   GList idle_link;          /* in rpc->idle while the poller holds it, under rpc->lock */
+  gboolean idle;            /* idle_link is in rpc->idle, under rpc->lock */
   gint64 idle_since;        /* monotonic us it went idle, under rpc->lock */
+  GList unproven_link;      /* in rpc->unproven until a call proved the peer (shoal_rpc_listener_proven) */
+  gboolean unproven;        /* unproven_link is in rpc->unproven, under rpc->lock */
+  gint64 accepted_at;       /* monotonic us */
   gpointer data;            /* shoal_rpc_listener_set_conn_data; only its owner (see above) */
   GDestroyNotify destroy;
   GDestroyNotify after;     /* shoal_rpc_listener_after_reply; only the thread serving it */
@@ -63,6 +67,10 @@ struct _ShoalRpcListener {
   gboolean threads_end_when_idle;  /* shoal_rpc_listener_reap counts the pool's threads */
   int max_connections;      /* 0: no cap */
   gint64 idle_timeout_ms;   /* 0: none */
+  int max_unproven;         /* 0: connections are not told apart */
+  gint64 unproven_timeout_ms;  /* 0: none */
+  gint64 evicted;           /* unproven connections closed for newcomers since the last log line (poller only) */
+  gint64 evicted_logged_at; /* monotonic us of that line; 0: never */
   gint64 refused;           /* connections refused at the cap since the last log line (poller only) */
   gint64 refused_logged_at; /* monotonic us of that line; 0: never */
   gint64 accept_paused_until; /* monotonic us; 0: accepting (poller only) */
@@ -80,6 +88,7 @@ struct _ShoalRpcListener {
   GQueue open;              /* every connection not yet freed (Conn.open_link), under lock */
   guint closing;            /* connections taken out of `open` and being freed, under lock */
   GQueue idle;              /* the poller's connections (Conn.idle_link), oldest idle first, under lock */
+  GQueue unproven;          /* connections no call proved yet (Conn.unproven_link), oldest first, under lock */
   gint stopping;            /* atomic */
 };
 
@@ -155,6 +164,20 @@ run_after_reply (Conn *c)
     }
 }
 
+void
+shoal_rpc_listener_proven (void)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c == NULL)
+    return;
+  ShoalRpcListener *rpc = c->rpc;
+  g_mutex_lock (&rpc->lock);
+  if (c->unproven)
+    g_queue_unlink (&rpc->unproven, &c->unproven_link);
+  c->unproven = FALSE;
+  g_mutex_unlock (&rpc->lock);
+}
+
 gpointer
 shoal_rpc_listener_conn_data (void)
 {
@@ -170,6 +193,9 @@ conn_end (ShoalRpcListener *rpc, Conn *c)
   conn_data_clear (c);
   g_mutex_lock (&rpc->lock);
   g_queue_unlink (&rpc->open, &c->open_link);
+  if (c->unproven)
+    g_queue_unlink (&rpc->unproven, &c->unproven_link);
+  c->unproven = FALSE;
   rpc->closing++;
   if (c->fd >= 0)
     epoll_ctl (rpc->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);   /* it may never have been added */
@@ -197,10 +223,14 @@ conn_watch (ShoalRpcListener *rpc, Conn *c, int op)
   g_mutex_lock (&rpc->lock);
   c->idle_since = g_get_monotonic_time ();
   g_queue_push_tail_link (&rpc->idle, &c->idle_link);
+  c->idle = TRUE;
   int r = epoll_ctl (rpc->epoll_fd, op, c->fd, &ev);
   int err = errno;
   if (r < 0)
-    g_queue_unlink (&rpc->idle, &c->idle_link);
+    {
+      g_queue_unlink (&rpc->idle, &c->idle_link);
+      c->idle = FALSE;
+    }
   g_mutex_unlock (&rpc->lock);
   if (r < 0)
     {
@@ -311,6 +341,7 @@ conn_event (ShoalRpcListener *rpc, Conn *c)
 {
   g_mutex_lock (&rpc->lock);
   g_queue_unlink (&rpc->idle, &c->idle_link);
+  c->idle = FALSE;
   g_mutex_unlock (&rpc->lock);
   guint8 byte;
   gssize n;
@@ -337,6 +368,7 @@ expire_idle (ShoalRpcListener *rpc)
     {
       Conn *c = rpc->idle.head->data;
       g_queue_unlink (&rpc->idle, &c->idle_link);
+      c->idle = FALSE;
       g_ptr_array_add (expired, c);
     }
   g_mutex_unlock (&rpc->lock);
@@ -348,6 +380,80 @@ expire_idle (ShoalRpcListener *rpc)
       conn_end (rpc, c);
     }
   g_ptr_array_free (expired, TRUE);
+}
+
+/* Takes an idle connection from the poller's set, to end it.  Under the lock. */
+static void
+take_idle (ShoalRpcListener *rpc, Conn *c)
+{
+  g_queue_unlink (&rpc->idle, &c->idle_link);
+  c->idle = FALSE;
+  epoll_ctl (rpc->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+/* The poller: closes the idle connections that proved nothing within
+ * unproven_timeout_ms of their accept (one in a call ends with it, when
+ * its call fails, or stays if the call proves it). */
+static void
+expire_unproven (ShoalRpcListener *rpc)
+{
+  if (rpc->unproven_timeout_ms <= 0)
+    return;
+  gint64 limit = g_get_monotonic_time () - rpc->unproven_timeout_ms * 1000;
+  GPtrArray *expired = g_ptr_array_new ();
+  g_mutex_lock (&rpc->lock);
+  for (GList *l = rpc->unproven.head; l != NULL && ((Conn *) l->data)->accepted_at <= limit; l = l->next)
+    {
+      Conn *c = l->data;
+      if (!c->idle)
+        continue;
+      take_idle (rpc, c);
+      g_ptr_array_add (expired, c);
+    }
+  g_mutex_unlock (&rpc->lock);
+  for (guint i = 0; i < expired->len; i++)
+    {
+      Conn *c = expired->pdata[i];
+      g_debug ("%s: closing the connection from %s: no call with the job token within %" G_GINT64_FORMAT " ms",
+               rpc->name, c->peer, rpc->unproven_timeout_ms);
+      conn_end (rpc, c);
+    }
+  g_ptr_array_free (expired, TRUE);
+}
+
+/* The poller, before taking a new connection (after the batch's other
+ * events: it frees a connection): while unproven connections fill their
+ * share (max_unproven), or every place is taken, the oldest idle
+ * unproven one makes room - so connections that never show the job
+ * token cannot keep the job's own out. */
+static void
+evict_unproven (ShoalRpcListener *rpc)
+{
+  if (rpc->max_unproven <= 0)
+    return;
+  Conn *victim = NULL;
+  g_mutex_lock (&rpc->lock);
+  gboolean full = (rpc->max_connections > 0 && g_queue_get_length (&rpc->open) >= (guint) rpc->max_connections)
+                  || g_queue_get_length (&rpc->unproven) >= (guint) rpc->max_unproven;
+  for (GList *l = rpc->unproven.head; full && victim == NULL && l != NULL; l = l->next)
+    if (((Conn *) l->data)->idle)
+      victim = l->data;
+  if (victim != NULL)
+    take_idle (rpc, victim);
+  g_mutex_unlock (&rpc->lock);
+  if (victim == NULL)
+    return;
+  rpc->evicted++;
+  gint64 now = g_get_monotonic_time ();
+  if (rpc->evicted_logged_at == 0 || now - rpc->evicted_logged_at >= 60 * G_USEC_PER_SEC)
+    {
+      g_warning ("%s: port %d: connections that made no call with the job token fill their share (%d): "
+                 "closed the oldest, from %s, for a new one (%" G_GINT64_FORMAT " since the last such line)",
+                 rpc->name, rpc->port, rpc->max_unproven, victim->peer, rpc->evicted);
+      rpc->evicted = 0;
+      rpc->evicted_logged_at = now;
+    }
+  conn_end (rpc, victim);
 }
 
 /* The poller's wait in ms (-1: none): until the oldest idle connection
@@ -363,6 +469,13 @@ poll_timeout (ShoalRpcListener *rpc)
       g_mutex_lock (&rpc->lock);
       until = rpc->idle.head != NULL ? ((Conn *) rpc->idle.head->data)->idle_since + rpc->idle_timeout_ms * 1000
                                      : now + rpc->idle_timeout_ms * 1000;
+      g_mutex_unlock (&rpc->lock);
+    }
+  if (rpc->unproven_timeout_ms > 0)
+    {
+      g_mutex_lock (&rpc->lock);
+      if (rpc->unproven.head != NULL)
+        until = MIN (until, ((Conn *) rpc->unproven.head->data)->accepted_at + rpc->unproven_timeout_ms * 1000);
       g_mutex_unlock (&rpc->lock);
     }
   if (rpc->accept_paused_until > 0)
@@ -444,6 +557,7 @@ accept_some (ShoalRpcListener *rpc)
           accept_pause (rpc, TRUE);
           return;
         }
+      evict_unproven (rpc);
       if (rpc->max_connections > 0 && !room_for_one (rpc, fd, (struct sockaddr *) &addr, alen))
         continue;
       if (!shoal_socket_tune (fd, rpc->io_timeout_ms, &e))
@@ -461,8 +575,15 @@ accept_some (ShoalRpcListener *rpc)
       c->protocol = shoal_thrift_protocol_new (shoal_thrift_socket_transport (c->sock));
       c->open_link.data = c;
       c->idle_link.data = c;
+      c->unproven_link.data = c;
+      c->accepted_at = g_get_monotonic_time ();
       g_mutex_lock (&rpc->lock);
       g_queue_push_tail_link (&rpc->open, &c->open_link);
+      if (rpc->max_unproven > 0)
+        {
+          g_queue_push_tail_link (&rpc->unproven, &c->unproven_link);
+          c->unproven = TRUE;
+        }
       g_mutex_unlock (&rpc->lock);
       conn_watch (rpc, c, EPOLL_CTL_ADD);
     }
@@ -499,20 +620,25 @@ poller_main (gpointer data)
           g_warning ("%s: polling port %d: %s; no more calls served", rpc->name, rpc->port, g_strerror (errno));
           break;
         }
+      gboolean accepting = FALSE;
       for (int i = 0; i < n && !g_atomic_int_get (&rpc->stopping); i++)
         {
           if (ev[i].data.ptr == &rpc->wake[0])
             break;   /* stopping */
           else if (ev[i].data.ptr == &rpc->listen_fd)
-            accept_some (rpc);
+            accepting = TRUE;
           else
             conn_event (rpc, ev[i].data.ptr);
         }
+      /* last: making room may end a connection this batch had an event for */
+      if (accepting && !g_atomic_int_get (&rpc->stopping))
+        accept_some (rpc);
       if (g_atomic_int_get (&rpc->stopping))
         break;
       rpc->grow_at = shoal_thread_pool_grow (rpc->pool);
       backlog_update (rpc);
       expire_idle (rpc);
+      expire_unproven (rpc);
       if (rpc->accept_paused_until > 0 && g_get_monotonic_time () >= rpc->accept_paused_until)
         accept_pause (rpc, FALSE);
       shoal_thread_pool_reap (rpc->pool);
@@ -605,6 +731,8 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   rpc->max_connections = MAX (opts->max_connections, 0);
   rpc->threads_end_when_idle = opts->threads_end_when_idle;
   rpc->idle_timeout_ms = MAX (opts->idle_timeout_ms, 0);
+  rpc->max_unproven = MAX (opts->max_unproven, 0);
+  rpc->unproven_timeout_ms = rpc->max_unproven > 0 ? MAX (opts->unproven_timeout_ms, 0) : 0;
   rpc->listen_fd = fd;
   rpc->port = port;
   rpc->wake[0] = rpc->wake[1] = rpc->epoll_fd = rpc->backlog_fd = -1;
@@ -612,6 +740,7 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   g_mutex_init (&rpc->lock);
   g_queue_init (&rpc->open);
   g_queue_init (&rpc->idle);
+  g_queue_init (&rpc->unproven);
   /* the pool never needs more threads than connections: each carries one
    * call at a time (listener.h says why it must be able to grow that far) */
   ShoalThreadPoolOptions po = {

@@ -36,7 +36,15 @@
  * Bounds: at most max_connections connections at once; one past the cap
  * is closed as soon as it is accepted, with a log line naming the cap
  * (one a minute while it lasts); connections idle between calls for
- * idle_timeout_ms are closed.  Threads: the poller, at most
+ * idle_timeout_ms are closed.  Token holders first (max_unproven): a
+ * connection counts as unproven until a call on it passes the service's
+ * token check (shoal_rpc_listener_proven).  Unproven connections get
+ * unproven_timeout_ms to prove themselves, and while they fill their
+ * share or every place is taken, each new connection closes the oldest
+ * idle unproven one (a log line a minute): 512 connections that never
+ * send the token cannot lock the job's processes out.  A job's client
+ * sends its first call as soon as it connects, so it is proven long
+ * before max_unproven newer connections could push it out.  Threads: the poller, at most
  * max(threads, calls in progress) in the pool, so at most
  * max_connections + 1.
  *
@@ -76,6 +84,12 @@ typedef struct {
                                * no thread outlive its input (fuzz/fuzz_param_handler.c: GLib
                                * frees a thread's slice cache only when the thread ends, and
                                * LeakSanitizer reports a live pool thread's cache as lost) */
+  int max_unproven;           /* connections that have not proven themselves yet (no call of theirs
+                               * called shoal_rpc_listener_proven) kept at once: past it, or at
+                               * max_connections, a new one closes the oldest idle such one; 0: all
+                               * connections are alike */
+  gint64 unproven_timeout_ms; /* with max_unproven: an idle connection not proven this long after its
+                               * accept is closed; 0: never */
   gint64 next_call_wait_ms;   /* after a reply, how long its thread waits for the connection's next
                                * call while no other call waits for a thread (0:
                                * SHOAL_RPC_LISTENER_NEXT_CALL_MS) */
@@ -114,6 +128,12 @@ void shoal_rpc_listener_stop (ShoalRpcListener *listener);
 /* Inside a handler: "host:port" of the peer whose call the calling
  * thread serves, "?" elsewhere.  Borrowed, valid during the call. */
 const char *shoal_rpc_listener_peer (void);
+
+/* Inside a handler: the connection whose call the calling thread serves
+ * proved itself (the service checked the job token it sent): it no
+ * longer counts against max_unproven nor unproven_timeout_ms.  Outside a
+ * handler: nothing. */
+void shoal_rpc_listener_proven (void);
 
 /* Inside a handler: state kept with the connection whose call the
  * calling thread serves (a shared-memory region it attached), freed with

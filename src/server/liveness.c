@@ -34,6 +34,7 @@ struct _ShoalLiveness {
   Peer *peers;
   ShoalLostFunc on_lost;
   ShoalRejoinFunc on_rejoin;
+  ShoalDoneFunc on_done;
   gpointer data;
 };
 
@@ -72,6 +73,14 @@ shoal_liveness_set_callbacks (ShoalLiveness *lv, ShoalLostFunc on_lost, ShoalRej
   lv->on_lost = on_lost;
   lv->on_rejoin = on_rejoin;
   lv->data = data;
+  g_mutex_unlock (&lv->lock);
+}
+
+void
+shoal_liveness_set_on_done (ShoalLiveness *lv, ShoalDoneFunc on_done)
+{
+  g_mutex_lock (&lv->lock);
+  lv->on_done = on_done;
   g_mutex_unlock (&lv->lock);
 }
 
@@ -215,7 +224,11 @@ shoal_liveness_done (ShoalLiveness *lv, int rank)
   g_mutex_lock (&lv->lock);
   lv->peers[rank].said_done = TRUE;
   settle_done (lv, &lv->peers[rank]);
+  ShoalDoneFunc on_done = lv->peers[rank].state != SHOAL_RANK_LOST ? lv->on_done : NULL;
+  gpointer data = lv->data;
   g_mutex_unlock (&lv->lock);
+  if (on_done != NULL)
+    on_done (data, rank);
 }
 
 void

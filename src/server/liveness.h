@@ -58,6 +58,8 @@ typedef struct _ShoalLiveness ShoalLiveness;
 /* rank lost: why reads "no heartbeat for 15.2 s", ... */
 typedef void (*ShoalLostFunc) (gpointer data, int rank, const char *why);
 typedef void (*ShoalRejoinFunc) (gpointer data, int rank);
+/* rank said it is done (shoal_liveness_done) */
+typedef void (*ShoalDoneFunc) (gpointer data, int rank);
 
 /* A table of nranks ranks, seen from rank `self` (never watched);
  * nothing is watched until shoal_liveness_watch.  Clocks start at
@@ -66,6 +68,9 @@ ShoalLiveness *shoal_liveness_new (int nranks, int self, const ShoalLivenessRule
 void shoal_liveness_free (ShoalLiveness *lv);
 void shoal_liveness_set_callbacks (ShoalLiveness *lv, ShoalLostFunc on_lost, ShoalRejoinFunc on_rejoin,
                                    gpointer data);
+/* Also on_done (with the data of shoal_liveness_set_callbacks), called
+ * outside the table's lock. */
+void shoal_liveness_set_on_done (ShoalLiveness *lv, ShoalDoneFunc on_done);
 int shoal_liveness_nranks (ShoalLiveness *lv);
 
 /* Starts expecting word from `rank`, which holds workers (it says done

@@ -67,7 +67,10 @@ shoal_rpc_call_token_ok (ShoalRpcServer *rpc, const char *call, const gchar *tok
   for (gsize i = 0; i < n; i++)
     diff |= (guint8) token[i] ^ (guint8) rpc->token[rpc->token_len > 0 ? i % rpc->token_len : 0];
   if (diff == 0)
-    return TRUE;
+    {
+      shoal_rpc_listener_proven ();   /* its connection is the job's: it goes before unproven ones */
+      return TRUE;
+    }
   g_warning ("rpc: %s from %s refused: wrong job token", call, shoal_rpc_listener_peer ());
   return shoal_rpc_call_fault (err, SHOAL_PARAM_FAULT_BAD_TOKEN, "%s refused: wrong job token", call);
 }

@@ -27,6 +27,7 @@
 
 #include "core/codec.h"
 #include "core/error.h"
+#include "rpc/link_limit.h"
 #include "rpc/shm_region.h"
 #include "rpc/thrift_protocol.h"
 #include "rpc/thrift_socket.h"
@@ -325,8 +326,17 @@ call_end (ShoalRpcClient *c, gboolean ok, const char *call, int slice, ShoalPara
   else
     {
       char *what = call_name (call, slice);
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: %s: %s", c->peer, what,
-                   terr != NULL ? terr->message : "failed");
+      /* a link emulated slow enough to time calls out must not read as a
+       * network fault: the error names it */
+      ShoalLinkLimit link = shoal_link_limit_get_default ();
+      char *note = link.bytes_per_s > 0 || link.latency_us > 0
+                     ? g_strdup_printf (" (every link of this job is emulated at %g Mbit/s and %g ms latency: "
+                                        "[emulate] bandwidth_mbit and latency_ms)",
+                                        link.bytes_per_s * 8 / 1e6, (double) link.latency_us / 1000)
+                     : g_strdup ("");
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "%s: %s: %s%s", c->peer, what,
+                   terr != NULL ? terr->message : "failed", note);
+      g_free (note);
       g_free (what);
       disconnect (c);
     }

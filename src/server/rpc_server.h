@@ -43,6 +43,10 @@ typedef struct {
   size_t bridge_message_bytes;  /* with a sink: its largest message (shoal_group_net_max_message_bytes);
                                  * the default limit is raised to it where it passes 256 MiB */
   int max_connections;          /* connections kept open at once; 0: no cap */
+  int max_unproven;             /* connections no call with the job token came on yet, kept at once
+                                 * (rpc/listener.h: token holders first); 0: all alike */
+  gint64 unproven_timeout_ms;   /* with max_unproven: such a connection is closed this long after
+                                 * its accept; 0: never */
   gint64 idle_timeout_ms;       /* connections idle this long between calls are closed; 0: never */
   int threads;                  /* call threads kept (rpc/listener.h: more start while all are busy,
                                  * up to max_connections); <= 0: SHOAL_RPC_LISTENER_THREADS */

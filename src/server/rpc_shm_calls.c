@@ -5,6 +5,7 @@
  * do not cross the socket. */
 #include "server/rpc_calls.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "rpc/listener.h"
@@ -86,6 +87,24 @@ shoal_rpc_call_attach_shm (ShoalParamServiceIf *iface, const gchar *token, const
  * every push first (each update can run while the next slice's other
  * contributors are awaited, and a worker that sends these slices one by
  * one in any order finds them pushed), then SSP's wait, then the values. */
+/* The index of the first NaN or infinity in g[0 .. n), or n.  A region
+ * any process of the user's could write must not put NaN in every
+ * worker's values, where it would read as a diverged loss.  x * 0 is 0
+ * for every finite x and NaN otherwise: one sum tells, and vectorises. */
+static size_t
+first_not_finite (const float *g, size_t n)
+{
+  float probe = 0;
+  for (size_t i = 0; i < n; i++)
+    probe += g[i] * 0.0f;
+  if (probe == 0)
+    return n;
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite (g[i]))
+      return i;
+  return n;
+}
+
 gboolean
 shoal_rpc_call_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
                               const GByteArray *slices, const gint64 step, const gint64 wait_ms,
@@ -138,6 +157,15 @@ shoal_rpc_call_push_pull_shm (ShoalParamServiceIf *iface, GByteArray **_return, 
       /* the update that this push makes writes the worker's values too,
        * unless SSP holds the reply (then they are pulled after the wait) */
       float *grad = shm->grads + begin, *mirror = fetch ? shm->values + begin : NULL;
+      size_t bad = first_not_finite (grad, end - begin);
+      if (bad < end - begin)
+        {
+          ok = shoal_rpc_call_fault (err, SHOAL_PARAM_FAULT_REFUSED,
+                                     "push_pull_shm: slice %d: the gradient in the shared-memory region holds %g "
+                                     "at float %zu (the worker's loss diverged - lower [updater] lr? - or another "
+                                     "process wrote into the region); not applied", ids[i], grad[bad], bad);
+          break;
+        }
       if (clear_grads ? !shoal_server_push_consume (rpc->server, ids[i], grad, end - begin, step, &origin,
                                                     mirror, &ready[i], &mirrored[i], &e)
                       : !shoal_server_push_mirrored (rpc->server, ids[i], grad, end - begin, step, &origin,

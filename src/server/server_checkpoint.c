@@ -24,7 +24,12 @@ gboolean
 shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, GError **error)
 {
   g_mutex_lock (&server->checkpoint_lock);
-  if (step <= server->last_checkpoint)
+  /* SYNC: every unit asks at the same step, when no slice can move, so
+   * one save serves them all.  ASYNC: each group asks at its own step
+   * while the others push on; every request saves (its step, an older
+   * one included), so that the newest save holds every group's pushes up
+   * to its own request (worker/resume_plan.h). */
+  if (server->opts.mode == SHOAL_UPDATE_SYNC && step <= server->last_checkpoint)
     {
       g_mutex_unlock (&server->checkpoint_lock);
       return TRUE;
@@ -73,7 +78,7 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
   gboolean ok = shoal_checkpoint_save (ckpt, step, names, blobs, error);
   g_bytes_unref (blob);
   if (ok)
-    server->last_checkpoint = step;
+    server->last_checkpoint = MAX (server->last_checkpoint, step);
   g_mutex_unlock (&server->checkpoint_lock);
   return ok;
 }
@@ -158,6 +163,11 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
           if (sl->center != NULL)
             memcpy (sl->center, h.format == STATE_FORMAT_CENTERS ? p + bytes * (size_t) (1 + server->state_per_value)
                                                                  : p, bytes);
+          /* SSP: the units come back each at its own stop step, which
+           * may lie more than the bound apart once a unit that said done
+           * stopped holding the others (ssp.h) */
+          if (sl->clocks != NULL)
+            shoal_clocks_resume (sl->clocks);
           g_cond_broadcast (&sl->changed);
           g_mutex_unlock (&sl->lock);
           restored++;
@@ -177,7 +187,7 @@ shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, G
   else if (!ok)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is truncated", step);
   if (ok)
-    server->last_checkpoint = step;
+    server->last_checkpoint = MAX (server->last_checkpoint, step);
   g_bytes_unref (blob);
   return ok;
 }

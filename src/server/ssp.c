@@ -9,6 +9,7 @@ shoal_clocks_new (int units)
   c->units = units;
   c->clock = g_new0 (gint64, units);
   c->dropped = g_new0 (gboolean, units);
+  c->unheard = g_new0 (gboolean, units);
   return c;
 }
 
@@ -19,7 +20,18 @@ shoal_clocks_free (ShoalClocks *c)
     return;
   g_free (c->clock);
   g_free (c->dropped);
+  g_free (c->unheard);
   g_free (c);
+}
+
+void
+shoal_clocks_resume (ShoalClocks *c)
+{
+  for (int u = 0; u < c->units; u++)
+    {
+      c->clock[u] = 0;
+      c->unheard[u] = TRUE;
+    }
 }
 
 void
@@ -27,6 +39,7 @@ shoal_clocks_advance (ShoalClocks *c, int unit, gint64 step)
 {
   g_return_if_fail (unit >= 0 && unit < c->units);
   c->clock[unit] = MAX (c->clock[unit], step + 1);
+  c->unheard[unit] = FALSE;
   /* a dropped unit (a rejoined process) counts again once it caught up */
   if (c->dropped[unit] && c->clock[unit] >= shoal_clocks_slowest (c, NULL))
     c->dropped[unit] = FALSE;
@@ -50,7 +63,7 @@ shoal_clocks_slowest (const ShoalClocks *c, int *which)
 {
   int slowest = -1;
   for (int u = 0; u < c->units; u++)
-    if (!c->dropped[u] && (slowest < 0 || c->clock[u] < c->clock[slowest]))
+    if (!c->dropped[u] && !c->unheard[u] && (slowest < 0 || c->clock[u] < c->clock[slowest]))
       slowest = u;
   if (which != NULL)
     *which = slowest;

@@ -23,11 +23,16 @@ typedef struct {
   int units;
   gint64 *clock;   /* units entries */
   gboolean *dropped;
+  gboolean *unheard;   /* since a resume: no push yet, so no clock to hold anyone to */
 } ShoalClocks;
 
 /* Every clock starts at 0.  Free with shoal_clocks_free. */
 ShoalClocks *shoal_clocks_new (int units);
 void shoal_clocks_free (ShoalClocks *clocks);
+/* A resumed job: its units resume each at its own step (an asynchronous
+ * stop), which the servers learn from their pushes.  Until a unit's
+ * first push it holds nobody back; that push sets its clock. */
+void shoal_clocks_resume (ShoalClocks *clocks);
 
 /* Unit `unit` pushed step `step`: its clock becomes step + 1 (never
  * goes back). */

@@ -79,7 +79,10 @@ typedef struct {
 int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, const ShoalLaunchOptions *o);
 
 /* SIGINT and SIGTERM ask the workers of this process to stop at their next
- * step with a checkpoint (worker.h); a second signal ends the process. */
-void shoal_install_stop_handlers (void);
+ * step with a checkpoint (worker.h); a second signal ends the process, and
+ * so does `stop_timeout_s` passing after the first (a stop that waits on
+ * a peer or link that does not answer): it exits with status 1, saying
+ * so on stderr. */
+void shoal_install_stop_handlers (double stop_timeout_s);
 
 #endif

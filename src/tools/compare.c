@@ -485,6 +485,27 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
   return g_string_free (d, FALSE);
 }
 
+/* An earlier comparison's results are not overwritten without --force. */
+static gboolean
+out_is_free (const char *out, GError **error)
+{
+  static const char *const results[] = { "report.md", "results.csv", NULL };
+  for (int i = 0; results[i] != NULL; i++)
+    {
+      char *path = g_build_filename (out, results[i], NULL);
+      gboolean there = g_file_test (path, G_FILE_TEST_EXISTS);
+      g_free (path);
+      if (there)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "--out %s holds an earlier comparison (%s): give another --out, or --force to replace it",
+                       out, results[i]);
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
 /* ---- the command -------------------------------------------------------- */
 
 int
@@ -496,9 +517,9 @@ shoal_cmd_compare (int argc, char **argv)
   char *workers_arg = NULL;
   GArray *workers = NULL;
   char **overrides = NULL;
-  double target = 0;
+  double target = NAN;   /* NaN: not given (0 is given, and refused) */
   int repeats = 1, points = 10;
-  gboolean quiet = FALSE;
+  gboolean quiet = FALSE, force = FALSE;
   GOptionEntry entries[] = {
     { "schemes", 's', 0, G_OPTION_ARG_STRING, &schemes_arg,
       "comma list of schemes (conf/NAME.conf) or topology files; default: every conf in --conf-dir", "LIST" },
@@ -519,6 +540,8 @@ shoal_cmd_compare (int argc, char **argv)
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &workers_arg,
       "a scale sweep: every scheme at each of these worker counts (e.g. 1,2,4,8), with speedup, "
       "efficiency and time to target against workers (scale.csv, scale-*.png, report.md)", "LIST" },
+    { "force", 'f', 0, G_OPTION_ARG_NONE, &force,
+      "replace an earlier comparison in --out (its report.md, results.csv, figures and runs)", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines from the runs", NULL },
     { "serve", 0, 0, G_OPTION_ARG_STRING, &serve,
       "watch the runs in a browser as they train, every scheme overlaid (shoal serve); a port alone listens "
@@ -551,7 +574,7 @@ shoal_cmd_compare (int argc, char **argv)
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--points %d: at least one test pass per run", points);
       goto out;
     }
-  target_given = target != 0;
+  target_given = !isnan (target);
   if (target_given && !(target > 0 && target <= 1))
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
@@ -654,6 +677,8 @@ shoal_cmd_compare (int argc, char **argv)
   plan.repeats = repeats;
   plan.quiet = quiet;
   plan.out = out != NULL ? out : (out = g_build_filename ("compare", first->name, NULL));
+  if (!force && !out_is_free (out, &error))
+    goto out;
   if (g_mkdir_with_parents (out, 0755) != 0)
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "--out %s: cannot create: %s", out, g_strerror (errno));

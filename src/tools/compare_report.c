@@ -26,7 +26,8 @@ summarise (Scheme *s, double target)
   for (guint i = 0; i < s->runs->len; i++)
     {
       Run *r = g_ptr_array_index (s->runs, i);
-      if (r->log == NULL)
+      /* a run cut short (SIGINT: 130) or failed is not one of the "runs ok" */
+      if (r->log == NULL || r->status != 0)
         continue;
       const ShoalRunPoint *final = shoal_run_log_final (r->log);
       double acc = final->value;

@@ -208,7 +208,7 @@ static int
 import_text_main (int argc, char **argv)
 {
   char **in = NULL, *out = NULL;
-  int seq_len = 0;
+  int seq_len = -1;   /* -1: not given */
   double val_fraction = 0.05;
   gboolean any_bytes = FALSE, force = FALSE, created = FALSE;
   GError *error = NULL;
@@ -240,7 +240,7 @@ import_text_main (int argc, char **argv)
   for (int i = 1; i < argc; i++)
     g_ptr_array_add (files, argv[i]);
   g_ptr_array_add (files, NULL);
-  if (out == NULL || files->len == 1 || seq_len == 0)
+  if (out == NULL || files->len == 1 || seq_len == -1)
     {
       rc = usage_error (ctx, "text", "--in, --out and --seq-len are required");
       goto done;

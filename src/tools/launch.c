@@ -40,8 +40,10 @@
 #include "worker/net_check.h"
 #include "worker/metrics.h"
 #include "worker/runner.h"
+#include "worker/resume_plan.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
+#include "worker/workspace_lock.h"
 
 /* After the last worker process ended, server-only processes get this
  * long to notice and exit before they are stopped. */
@@ -130,9 +132,10 @@ typedef struct {
   const char *conf_path, *token_path, *metrics_path;
   char *tls_dir;            /* credentials this launcher made ([tls] mode = all without any); NULL: none */
   char *endpoint_list;
-  char resume_arg[32];         /* "" for a fresh run */
+  const ShoalResumePlan *resume;  /* NULL for a fresh run */
   char host_workers[16];
   int beat[2];                 /* the heartbeat pipe: read end here, write end in every child */
+  int lock_fd;                 /* the workspace's lock (worker/workspace_lock.h), inherited by every child */
   sigset_t old_mask;
   pid_t parent;
   Child *children;
@@ -189,7 +192,7 @@ file_size (const char *path)
 static gboolean
 spawn (Launch *L, int r, gboolean rejoin, GError **error)
 {
-  char rank[16];
+  char rank[16], resume_step[32];
   g_snprintf (rank, sizeof rank, "%d", r);
   const char *argv[24] = { "shoal", "proc", L->conf_path, "--rank", rank, "--endpoints", L->endpoint_list,
                            "--token-file", L->token_path, "--workspace", L->workspace,
@@ -197,10 +200,11 @@ spawn (Launch *L, int r, gboolean rejoin, GError **error)
   int argc = 13;
   if (rejoin)
     argv[argc++] = "--rejoin";
-  else if (L->resume_arg[0] != '\0')
+  else if (L->resume != NULL)
     {
+      g_snprintf (resume_step, sizeof resume_step, "%" G_GINT64_FORMAT, L->resume->rank_steps[r]);
       argv[argc++] = "--resume-step";
-      argv[argc++] = L->resume_arg;
+      argv[argc++] = resume_step;
     }
   if (L->o->quiet)
     argv[argc++] = "--quiet";
@@ -221,8 +225,11 @@ spawn (Launch *L, int r, gboolean rejoin, GError **error)
       prctl (PR_SET_PDEATHSIG, SIGTERM);
       if (getppid () != L->parent)
         _exit (1);
-      /* the heartbeat pipe's write end stays open across exec */
+      /* the heartbeat pipe's write end stays open across exec, and so
+       * does the workspace's lock: the claim lasts while any rank runs */
       fcntl (L->beat[1], F_SETFD, 0);
+      if (L->lock_fd >= 0)
+        fcntl (L->lock_fd, F_SETFD, 0);
       sigprocmask (SIG_SETMASK, &L->old_mask, NULL);
       execv ("/proc/self/exe", (char **) argv);
       _exit (127);
@@ -535,19 +542,6 @@ read_results (const char *path, int ngroups)
   return res;
 }
 
-/* The newest step every rank's checkpoint store has, or -1 with error. */
-static gint64
-common_checkpoint_step (const ShoalLayout *layout, const char *workspace, GError **error)
-{
-  GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
-  for (int r = 0; r < layout->nprocs; r++)
-    g_ptr_array_add (dirs, shoal_checkpoint_dir (workspace, r));
-  g_ptr_array_add (dirs, NULL);
-  gint64 step = shoal_checkpoint_common_step ((const char *const *) dirs->pdata, error);
-  g_ptr_array_free (dirs, TRUE);
-  return step;
-}
-
 int
 shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, const ShoalLaunchOptions *o)
 {
@@ -557,11 +551,12 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
   char *metrics_path = g_build_filename (workspace, "metrics.jsonl", NULL);
   char **endpoints = NULL;
   Launch L = { .layout = layout, .o = o, .workspace = workspace, .conf_path = conf_path,
-               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 },
+               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 }, .lock_fd = -1,
                .first_failed = -1, .fatal_rank = -1 };
   L.children = g_new0 (Child, layout->nprocs);
   gboolean resume = o->resume;
   gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */
+  ShoalResumePlan *plan = NULL;
   int status = 1, restarts = 0;
   char token[33];
 
@@ -583,22 +578,31 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
     }
   /* beats are read, never waited for: the write end must never block a rank */
   fcntl (L.beat[1], F_SETFL, fcntl (L.beat[1], F_GETFL) | O_NONBLOCK);
+  /* no other live run may use the workspace: taken before its
+   * checkpoints are read, held until the last rank ended */
+  if (g_mkdir_with_parents (workspace, 0755) != 0)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
+                   g_strerror (errno));
+      goto out;
+    }
+  if (!shoal_workspace_lock (workspace, -1, &error))
+    goto out;
 again:;
-  /* a resumed run continues from the newest step every rank checkpointed */
-  L.resume_arg[0] = '\0';
+  /* a resumed run continues from its ranks' checkpoints (worker/resume_plan.h) */
+  g_clear_pointer (&plan, shoal_resume_plan_free);
   double ckpt_clock = -1;
-  gint64 step = -1;
   if (resume)
     {
-      step = common_checkpoint_step (layout, workspace, &error);
-      if (step < 0)
+      plan = shoal_resume_plan_new (layout, workspace, &error);
+      if (plan == NULL)
         {
           g_prefix_error (&error, "%s: cannot resume: ", workspace);
           goto out;
         }
-      g_snprintf (L.resume_arg, sizeof L.resume_arg, "%" G_GINT64_FORMAT, step);
-      ckpt_clock = shoal_workspace_checkpoint_clock (workspace, layout->nprocs, step);
+      ckpt_clock = plan->clock;
     }
+  L.resume = plan;
   /* the run takes the workspace (a refused one leaves job.conf as it
    * was); the children read this conf: topology and overrides applied */
   char *moved = NULL;
@@ -610,11 +614,20 @@ again:;
   g_free (moved);
   if (!claimed)
     goto out;
+  L.lock_fd = shoal_workspace_lock_fd (workspace);
+  char *lock_fd = g_strdup_printf ("%d", L.lock_fd);
+  g_setenv ("SHOAL_WORKSPACE_LOCK_FD", lock_fd, TRUE);
+  g_free (lock_fd);
   if (resume && !o->quiet)
-    printf ("shoal run: resuming at step %s\n", L.resume_arg);
+    {
+      char *at = shoal_resume_plan_describe (plan);
+      printf ("shoal run: resuming at %s\n", at);
+      g_free (at);
+    }
   if (!make_token (token, &error) || !write_token (token_path, token, &error)
       || (!resume && !g_file_set_contents (metrics_path, "", 0, &error))
-      || (resume && !shoal_workspace_trim_metrics (workspace, step, ckpt_clock, &ckpt_clock, &error)))
+      || (resume && !shoal_workspace_trim_metrics (workspace, plan->rank_steps[0], plan->group_steps, plan->ngroups,
+                                                   ckpt_clock, &ckpt_clock, &error)))
     goto out;
   /* [tls] mode = all on one machine: a fresh CA and certificates per
    * start, like the token (docs/SECURITY.md) */
@@ -730,11 +743,13 @@ again:;
           resume = TRUE;
           own_restart = TRUE;
           GError *probe = NULL;
-          if (common_checkpoint_step (layout, workspace, &probe) < 0)
+          ShoalResumePlan *at = shoal_resume_plan_new (layout, workspace, &probe);
+          if (at == NULL)
             {
               fprintf (stderr, "shoal run: no checkpoint yet (%s); starting over\n", probe->message);
               resume = FALSE;
             }
+          shoal_resume_plan_free (at);
           g_clear_error (&probe);
           goto again;
         }
@@ -828,6 +843,8 @@ out:
       close (L.beat[0]);
       close (L.beat[1]);
     }
+  shoal_workspace_unlock (workspace);
+  shoal_resume_plan_free (plan);
   g_free (metrics_path);
   g_free (token_path);
   g_free (L.tls_dir);

@@ -33,7 +33,7 @@ top_k (const float *scores, size_t n, int k, int *best)
 }
 
 static gboolean
-predict_all (ShoalModel *m, FILE *out, int k, gint64 *samples, gint64 *correct, gboolean *labelled,
+predict_all (ShoalModel *m, FILE *out, int k, gint64 *samples, gint64 *correct, gint64 *labelled,
              GError **error)
 {
   ShoalNet *net = shoal_model_net (m);
@@ -55,8 +55,8 @@ predict_all (ShoalModel *m, FILE *out, int k, gint64 *samples, gint64 *correct, 
 
   float *scores = g_new (float, (gsize) width * (gsize) shoal_tensor_rows (&input->out));
   int *best = g_new (int, MAX (k, 1));
-  *samples = *correct = 0;
-  *labelled = input->label.data != NULL;
+  *samples = *correct = *labelled = 0;
+  gboolean has_labels = input->label.data != NULL;
   while (*samples < n)
     {
       shoal_net_forward (net, SHOAL_PHASE_TEST);
@@ -70,8 +70,10 @@ predict_all (ShoalModel *m, FILE *out, int k, gint64 *samples, gint64 *correct, 
         {
           const float *row = scores + (size_t) r * width;
           top_k (row, width, k, best);
-          float label = *labelled ? input->label.data[r] : -1;
-          if (*labelled && label >= 0 && best[0] == (int) label)
+          /* -1: a row without a label (CSV imported with --label-column -1) */
+          float label = has_labels ? input->label.data[r] : -1;
+          *labelled += label >= 0;
+          if (label >= 0 && best[0] == (int) label)
             (*correct)++;
           fprintf (out, "%" G_GINT64_FORMAT ",%g,%d", *samples, label, best[0]);
           for (int j = 0; j < k; j++)
@@ -138,8 +140,7 @@ shoal_cmd_predict (int argc, char **argv)
     }
   if (status == 0)
     {
-      gint64 samples = 0, correct = 0;
-      gboolean labelled = FALSE;
+      gint64 samples = 0, correct = 0, labelled = 0;
       if (!predict_all (m, out, k, &samples, &correct, &labelled, &error))
         status = 1;
       gboolean to_stdout = out == stdout;
@@ -156,8 +157,11 @@ shoal_cmd_predict (int argc, char **argv)
           FILE *report = out_path != NULL ? stdout : stderr;
           fprintf (report, "predicted %" G_GINT64_FORMAT " samples%s%s\n", samples,
                    out_path != NULL ? " into " : "", out_path != NULL ? out_path : "");
-          if (labelled && samples > 0)
-            fprintf (report, "accuracy: %.4f\n", (double) correct / (double) samples);
+          if (labelled > 0)
+            fprintf (report, "accuracy: %.4f%s\n", (double) correct / (double) labelled,
+                     labelled < samples ? " (of the rows with a label)" : "");
+          else
+            fprintf (report, "no labels in the data: no accuracy\n");
         }
     }
   if (error != NULL)

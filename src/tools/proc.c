@@ -292,7 +292,7 @@ shoal_cmd_proc (int argc, char **argv)
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
                            .rejoin = rejoin, .on_fatal = on_fatal,
                            .fatal_data = GINT_TO_POINTER (rank) };
-  shoal_install_stop_handlers ();
+  shoal_install_stop_handlers (job->cluster.stop_timeout);
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;

@@ -2,6 +2,7 @@
  * process when the cluster layout has one process, else through the
  * launcher (launch.c), one child per rank on loopback. */
 #include <glib.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,11 +20,28 @@ static volatile sig_atomic_t stop_signals;
  * signal must not end the rank before its checkpoint is written.  The
  * launcher escalates itself (SIGKILL after its grace). */
 static pid_t launcher_pid;
+/* [cluster] stop_timeout, whole seconds for alarm(2) */
+static unsigned stop_bound_s;
+
+/* The stop did not end in time: whatever it waits for (a stalled link, a
+ * peer that is gone) would hold this process for minutes or for ever. */
+static void
+on_stop_overdue (int sig)
+{
+  (void) sig;
+  static const char msg[] = "shoal: the stop did not end within [cluster] stop_timeout (a peer or link "
+                            "that does not answer?); exiting now\n";
+  if (write (STDERR_FILENO, msg, sizeof msg - 1) < 0)
+    _exit (1);
+  _exit (1);
+}
 
 static void
 on_stop_signal (int sig, siginfo_t *info, void *context)
 {
   (void) context;
+  if (stop_signals == 0)
+    alarm (stop_bound_s);
   if (stop_signals++ > 0)
     {
       if (launcher_pid > 0 && info != NULL && info->si_pid == launcher_pid)
@@ -37,8 +55,10 @@ on_stop_signal (int sig, siginfo_t *info, void *context)
 }
 
 void
-shoal_install_stop_handlers (void)
+shoal_install_stop_handlers (double stop_timeout_s)
 {
+  stop_bound_s = (unsigned) MAX (1.0, ceil (stop_timeout_s));
+  signal (SIGALRM, on_stop_overdue);
   const char *launcher = g_getenv ("SHOAL_LAUNCHER_PID");
   if (launcher != NULL && (pid_t) g_ascii_strtoll (launcher, NULL, 10) == getppid ())
     launcher_pid = getppid ();
@@ -171,7 +191,7 @@ shoal_cmd_run (int argc, char **argv)
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .resume = resume, .resume_step = -1,
                            .overwrite = force };
   ShoalRunResult result = { 0 };
-  shoal_install_stop_handlers ();
+  shoal_install_stop_handlers (job->cluster.stop_timeout);
   if (!shoal_run_job (job, &opts, &result, &error))
     {
       fprintf (stderr, "shoal run: %s\n", error->message);

@@ -209,6 +209,14 @@ shoal_run_log_read (const char *path, GError **error)
       if (!json_parser_load_from_data (parser, lines[i], -1, &local)
           || (root = json_parser_get_root (parser)) == NULL || JSON_NODE_TYPE (root) != JSON_NODE_OBJECT)
         {
+          if (lines[i + 1] == NULL)
+            {
+              /* no newline after it: a line still being written (a live
+               * run's file) or cut short by a crash; the rest is whole */
+              g_message ("%s:%d: the last line is cut short (a run still writing it?): left out", path, i + 1);
+              g_clear_error (&local);
+              break;
+            }
           g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s:%d: not a JSON object%s%s", path, i + 1,
                        local != NULL ? ": " : "", local != NULL ? local->message : "");
           g_clear_error (&local);

@@ -8,6 +8,7 @@
  * feeds it back.  The prime and what follows go to stdout. */
 #include <glib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -115,6 +116,9 @@ draw (const float *logits, int k, double temperature, ShoalRng *rng, double *p)
 int
 shoal_cmd_sample (int argc, char **argv)
 {
+  /* `shoal sample ... | head` ends with its reader, as text tools do (main
+   * ignores SIGPIPE for the RPC sockets; sampling has none) */
+  signal (SIGPIPE, SIG_DFL);
   char **overrides = NULL, *from = NULL, *prime = NULL;
   int length = 200;
   double temperature = 1.0;

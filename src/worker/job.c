@@ -392,6 +392,8 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->init_from = shoal_conf_get_string_list (conf, "job", t, "init_from", &ninit);
   char *alg = shoal_conf_get_string (conf, "job", t, "alg");
   job->cd_k = strcmp (alg, "cd") == 0 ? (int) shoal_conf_get_int (conf, "job", t, "cd_k") : 0;
+  /* a key that does nothing is a mistake the user should hear of */
+  gboolean cd_k_unused = job->cd_k == 0 && g_key_file_has_key (shoal_conf_keyfile (conf), "job", "cd_k", NULL);
   g_free (alg);
   job->max_seconds = shoal_conf_get_float (conf, "job", t, "max_seconds");
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
@@ -418,7 +420,17 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
       ok = FALSE;
     }
   if (ok)
-    ok = shoal_job_check_families (conf, job->cd_k, error) && read_updater (conf, &job->updater, error)
+    ok = shoal_job_check_families (conf, job->cd_k, error);
+  /* after the families' check: an RBM net under alg = bp is told that first */
+  if (ok && cd_k_unused)
+    {
+      shoal_conf_error (conf, error, "job", "cd_k",
+                        "cd_k sets the Gibbs steps of alg = cd; this job trains with alg = bp (remove cd_k, "
+                        "or set alg = cd)");
+      ok = FALSE;
+    }
+  if (ok)
+    ok = read_updater (conf, &job->updater, error)
          && shoal_cluster_conf_read (conf, &job->cluster, error)
          && shoal_emulate_conf_read (conf, &job->cluster, &job->emulate, error)
          && shoal_tls_conf_read (conf, &job->tls, error);

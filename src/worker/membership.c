@@ -54,12 +54,27 @@ set_fatal (ShoalMembership *m, GError *why)
     m->o.on_fatal (m->o.data, why);
 }
 
+/* SSP: the rank's units push no more; the others no longer wait for them. */
+static void
+drop_ssp_units (ShoalMembership *m, ShoalServer *server, int rank)
+{
+  const ShoalLayout *l = m->o.layout;
+  const ShoalProcess *p = &l->procs[rank];
+  if (server != NULL)
+    for (guint i = 0; i < p->workers->len; i++)
+      {
+        ShoalMember w = g_array_index (p->workers, ShoalMember, i);
+        /* SSP's unit ids, as the runner gives them (unit_id) */
+        shoal_server_drop_unit (server, m->o.group_pushes ? w.group
+                                                          : w.group * l->conf.nworkers_per_group + w.index);
+      }
+}
+
 /* A worker group's rank is dropped (asynchronous schemes). */
 static void
 drop (ShoalMembership *m, int rank)
 {
   const ShoalLayout *l = m->o.layout;
-  const ShoalProcess *p = &l->procs[rank];
   g_mutex_lock (&m->lock);
   ShoalServer *server = m->server;
   ShoalRpcServer *rpc = m->rpc;
@@ -72,14 +87,7 @@ drop (ShoalMembership *m, int rank)
     }
   if (rpc != NULL)
     shoal_rpc_server_finished (rpc, rank, TRUE);
-  if (server != NULL)
-    for (guint i = 0; i < p->workers->len; i++)
-      {
-        ShoalMember w = g_array_index (p->workers, ShoalMember, i);
-        /* SSP's unit ids, as the runner gives them (unit_id) */
-        shoal_server_drop_unit (server, m->o.group_pushes ? w.group
-                                                          : w.group * l->conf.nworkers_per_group + w.index);
-      }
+  drop_ssp_units (m, server, rank);
   if (server != NULL && l->group_sync)
     shoal_server_set_delta_scale (server, 1.0f / (float) MAX (shoal_membership_live_server_groups (m), 1));
   g_mutex_unlock (&m->lock);
@@ -173,6 +181,20 @@ on_rejoin (gpointer data, int rank)
   g_mutex_unlock (&m->lock);
 }
 
+/* A rank said done: its workers finished, or stopped (SIGINT) at their
+ * own step.  Under SSP a unit still training may wait for its clock
+ * (it went ahead by the bound), which will not move again: without this
+ * the stopping unit's call waited until the servers gave up, and it
+ * failed without its stop checkpoint. */
+static void
+on_done (gpointer data, int rank)
+{
+  ShoalMembership *m = data;
+  g_mutex_lock (&m->lock);
+  drop_ssp_units (m, m->server, rank);
+  g_mutex_unlock (&m->lock);
+}
+
 static void
 on_refused (gpointer data, int peer, const GError *why)
 {
@@ -206,6 +228,7 @@ shoal_membership_start (const ShoalMembershipOptions *opts, GError **error)
   ShoalLivenessRules rules = { (gint64) (c->heartbeat_timeout * 1e6), (gint64) (c->progress_timeout * 1e6) };
   m->liveness = shoal_liveness_new (l->nprocs, opts->rank, &rules, g_get_monotonic_time ());
   shoal_liveness_set_callbacks (m->liveness, on_lost, on_rejoin, m);
+  shoal_liveness_set_on_done (m->liveness, on_done);
   gboolean listens = shoal_layout_rank_listens (l, opts->rank);
   if (opts->rejoin)
     shoal_liveness_demote (m->liveness, opts->rank);

@@ -16,6 +16,7 @@
 #include "comm/param_client.h"
 #include "partition/partition.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "core/param.h"
 #include "server/group_sync.h"
 #include "server/rpc_client.h"
@@ -32,6 +33,7 @@
 #include "worker/worker.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
+#include "worker/workspace_lock.h"
 
 /* [job] init_from: initialises params from the init_from workspaces'
  * checkpoints, by name or as <param>_init_from renames them
@@ -79,8 +81,8 @@ claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step,
                opts->workspace, moved);
   g_free (moved);
   return resume_step < 0
-         || shoal_workspace_trim_metrics (opts->workspace, resume_step,
-                                          shoal_workspace_checkpoint_clock (opts->workspace, 1, resume_step),
+         || shoal_workspace_trim_metrics (opts->workspace, resume_step, NULL, 0,
+                                          shoal_workspace_checkpoint_clock (opts->workspace, 0, resume_step),
                                           resume_clock, error);
 }
 
@@ -125,9 +127,12 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   char *residual_name = g_strconcat (name, "/residuals", NULL);
   /* the job's clock, so that a resumed run's metrics go on from it */
   GBytes *clock = shoal_workspace_clock_blob (p->metrics != NULL ? shoal_metrics_elapsed (p->metrics) : 0);
-  const char *names[5] = { name, "clock", NULL, NULL, NULL };
-  GBytes *blobs[5] = { state, clock, NULL, NULL, NULL };
-  int nb = 2;
+  /* its samples counter and display window: a resumed run's metrics go on as if never stopped */
+  GBytes *progress = shoal_worker_save_progress (w);
+  char *progress_name = g_strconcat (name, "/progress", NULL);
+  const char *names[6] = { name, "clock", progress_name, NULL, NULL, NULL };
+  GBytes *blobs[6] = { state, clock, progress, NULL, NULL, NULL };
+  int nb = 3;
   if (params != NULL)
     names[nb] = "params", blobs[nb++] = params;
   if (residuals != NULL)
@@ -136,6 +141,8 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   shoal_progress_note ();   /* a long checkpoint is not a wedged process */
   g_bytes_unref (state);
   g_bytes_unref (clock);
+  g_bytes_unref (progress);
+  g_free (progress_name);
   if (params)
     g_bytes_unref (params);
   if (residuals)
@@ -167,6 +174,23 @@ load_residuals (RunnerProcess *p, WorkerSlot *slot, GError **error)
       ok = shoal_param_client_load_residuals (slot->client, blob, error);
       g_bytes_unref (blob);
     }
+  g_free (name);
+  g_free (unit);
+  return ok;
+}
+
+/* Resume: the unit's samples counter and display window as its
+ * checkpoint kept them; a checkpoint made before they were kept starts
+ * them from zero. */
+static gboolean
+load_progress (RunnerProcess *p, ShoalWorker *w, GError **error)
+{
+  char *unit = unit_name (w);
+  char *name = g_strconcat (unit, "/progress", NULL);
+  GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, NULL);
+  gboolean ok = blob == NULL || shoal_worker_load_progress (w, blob, error);
+  if (blob != NULL)
+    g_bytes_unref (blob);
   g_free (name);
   g_free (unit);
   return ok;
@@ -294,6 +318,79 @@ plan_units (RunnerProcess *p, GError **error)
       g_array_append_val (p->units, m);
     }
   return TRUE;
+}
+
+/* What the process holds besides the allocations the budget counts -
+ * its code and libraries, the datasets' pages the first net read through
+ * their maps, GLib's and LMDB's own - measured once the first net is
+ * built, and charged with the rest, so that [job] memory_limit bounds
+ * the process as the kernel sees it. */
+static gboolean
+charge_process_rest (RunnerProcess *p, GError **error)
+{
+  guint64 rss = shoal_memory_of_process ("VmRSS"), counted = shoal_memory_budget_used (p->job->memory_budget);
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, p->job->memory_budget);
+  gboolean ok = rss <= counted || shoal_memory_charge (&charge, rss - counted, FALSE, error);
+  shoal_memory_charge_end (&charge);
+  p->memory_held += charge.charged;
+  if (!ok)
+    g_prefix_error (error, "rank %d: the process itself (code, libraries, the datasets read): ", p->proc->rank);
+  return ok;
+}
+
+/* A checkpoint copies what it saves: the servers' slices (values and
+ * optimiser state) into one blob, group 0's first unit the params into
+ * another, and LMDB holds a blob's pages in memory until its transaction
+ * commits - twice the bytes.  The two saves come one after the other,
+ * each blob freed before the next: the larger counts.  It is reserved
+ * against [job] memory_limit at the start, so a run whose first
+ * checkpoint would pass the limit is refused now, not killed then. */
+static gboolean
+reserve_checkpoint_memory (RunnerProcess *p, GError **error)
+{
+  guint64 bytes = 2 * p->server_bytes;
+  for (guint i = 0; i < p->units->len; i++)
+    {
+      ShoalMember m = g_array_index (p->units, ShoalMember, i);
+      if (m.group == 0 && m.index == 0)
+        bytes = MAX (bytes, 2 * (guint64) shoal_group_net_params (p->layout_net)->total * sizeof (float));
+    }
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, p->job->memory_budget);
+  gboolean ok = shoal_memory_charge (&charge, bytes, FALSE, error);
+  shoal_memory_charge_end (&charge);
+  p->memory_held += charge.charged;
+  if (!ok)
+    g_prefix_error (error, "rank %d: checkpoint buffers (the servers' slices and the params, copied for the "
+                    "store): ", p->proc->rank);
+  return ok;
+}
+
+/* Resume: whether every unit of this process that saves state has it at
+ * the resume step.  A save that failed (the first checkpoint on a full
+ * disk: the servers' slices were written, the unit's state was not)
+ * leaves a step that only looks common. */
+static gboolean
+units_saved (RunnerProcess *p, const char *ckpt_dir, GError **error)
+{
+  ShoalCheckpoint *c = shoal_checkpoint_open (ckpt_dir, FALSE, error);
+  gboolean ok = c != NULL;
+  for (guint i = 0; ok && i < p->units->len; i++)
+    {
+      ShoalMember m = g_array_index (p->units, ShoalMember, i);
+      if (p->spread_net && m.index > 0)
+        continue;  /* a follower saves nothing of its own */
+      char *name = g_strdup_printf ("unit-%d-%d", m.group, m.index);
+      ok = shoal_checkpoint_has (c, name, p->resume_step);
+      if (!ok)
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                     "%s: the checkpoint of step %" G_GINT64_FORMAT " holds no state of %s (its save "
+                     "failed: a full disk?)", ckpt_dir, p->resume_step, name);
+      g_free (name);
+    }
+  shoal_checkpoint_close (c);
+  return ok;
 }
 
 /* Whether `unit` runs its group leader's commands (a spread net's
@@ -482,11 +579,20 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
           ok = state != NULL && shoal_group_net_load_state (slots[i].net, state, error);
           if (state != NULL)
             g_bytes_unref (state);
+          if (ok)
+            ok = load_progress (p, &slots[i].worker, error);
           if (ok && slots[i].client != NULL && shoal_param_client_has_residuals (slots[i].client))
             ok = load_residuals (p, &slots[i], error);
           if (!ok)
             break;
         }
+    }
+  if (ok && !p->opts->quiet)
+    {
+      char *held = shoal_format_bytes (shoal_memory_budget_used (p->job->memory_budget));
+      g_message ("rank %d: %s counted against [job] memory_limit (nets, servers, checkpoint buffers)",
+                 p->proc->rank, held);
+      g_free (held);
     }
   for (guint i = 0; ok && i < n; i++)
     {
@@ -594,7 +700,9 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
                        "not as rank %d", shoal_conf_origin (job->conf), opts->rank);
           return FALSE;
         }
-      return shoal_emulator_run (job, opts, result, error);
+      gboolean done = shoal_emulator_run (job, opts, result, error);
+      shoal_workspace_unlock (opts->workspace);
+      return done;
     }
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
@@ -620,6 +728,10 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     }
   p.proc = &p.layout->procs[rank];
   if (!prepare_workspace (opts, &created_workspace, error))
+    goto out;
+  /* before its checkpoints are read: another live run's are not this one's
+   * (a rank: its launcher's claim, or under mpirun / srun its rank's) */
+  if (!shoal_workspace_lock (opts->workspace, opts->endpoints != NULL ? rank : -1, error))
     goto out;
   /* [emulate] links: before this process opens or accepts any connection */
   ShoalLinkLimit link = { shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
@@ -670,12 +782,20 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
           g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
           goto out;
         }
-      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
     }
   shoal_threads_apply (job->threads, (int) p.proc->workers->len, opts->host_workers);
 
   if (!plan_units (&p, error))
     goto out;
+  if (opts->resume && !opts->rejoin)
+    {
+      if (!units_saved (&p, ckpt_dir, error))
+        {
+          g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
+          goto out;
+        }
+      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
+    }
   if (opts->endpoints != NULL)
     {
       /* heartbeats from now on: building the net and loading data may take a while */
@@ -720,6 +840,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       shoal_layout_log (p.layout);
     }
 
+  if (!charge_process_rest (&p, error))
+    goto out;
   /* the run is accepted (conf, net and data are good): now it takes the
    * workspace, so a run that failed before leaves it as it was */
   if (!claim_workspace (job, opts, p.resume_step, &resume_clock, error))
@@ -727,7 +849,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
   if (p.ckpt == NULL)
     goto out;
-  if (!runner_start_servers (&p, error))
+  if (!runner_start_servers (&p, error) || !reserve_checkpoint_memory (&p, error))
     goto out;
   shoal_membership_attach (p.membership, p.server, p.rpc);
   if (p.server != NULL && p.layout->group_sync && !runner_start_group_sync (&p, error))
@@ -826,12 +948,19 @@ out:
   if (p.units != NULL)
     g_array_free (p.units, TRUE);
   shoal_server_free (p.server);
+  shoal_memory_budget_release (job->memory_budget, p.memory_held);
   shoal_checkpoint_close (p.ckpt);
   shoal_membership_free (p.membership);
   shoal_layout_free (p.layout);
+  shoal_workspace_unlock (opts->workspace);
   /* a run refused before it wrote anything leaves no empty folder behind
-   * (g_rmdir removes only an empty one) */
+   * (g_rmdir removes only an empty one; the lock file is this run's) */
   if (!ok && created_workspace)
-    g_rmdir (opts->workspace);
+    {
+      char *lock = g_build_filename (opts->workspace, "lock", NULL);
+      g_unlink (lock);
+      g_free (lock);
+      g_rmdir (opts->workspace);
+    }
   return ok;
 }

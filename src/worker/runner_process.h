@@ -39,6 +39,9 @@ typedef struct {
   ShoalGroupWire *wire;          /* spread net: to them */
   ShoalGroupNet *layout_net;     /* the param layout; also the first unit's net when there is one */
   ShoalServer *server;           /* this process's server group, or NULL */
+  guint64 memory_held;           /* charged to [job] memory_limit besides the nets: the servers'
+                                  * slices and the checkpoint buffers (given back at the end) */
+  guint64 server_bytes;          /* of which the servers' slices */
   int server_group;
   ShoalRpcServer *rpc;
   ShoalMetricsWriter *metrics;

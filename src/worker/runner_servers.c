@@ -9,11 +9,15 @@
 
 #include "cluster/endpoints.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "worker/worker.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */
 #define TARGET_SLICE_BYTES (512u << 10)
+/* A connection that sent no call with the job token this long after it
+ * was accepted is closed (rpc/listener.h); the job's own send one at once. */
+#define UNPROVEN_TIMEOUT_S 10
 gboolean
 runner_endpoint_options (RunnerProcess *p, int rank, ShoalRpcClientOptions *o, char **host, GError **error)
 {
@@ -83,6 +87,13 @@ start_rpc (RunnerProcess *p, GError **error)
   ropts.liveness = shoal_membership_liveness (p->membership);
   ropts.max_connections = p->layout->conf.rpc_max_connections;
   ropts.idle_timeout_ms = (gint64) (p->layout->conf.rpc_idle_timeout * 1000);
+  /* token holders first: half the places may go to connections that
+   * have not shown the job token, for UNPROVEN_TIMEOUT_S at most (under
+   * a small cap, up to 16: a job's own burst of new connections is not
+   * cut short before their first calls) */
+  int cap = p->layout->conf.rpc_max_connections;
+  ropts.max_unproven = MAX (cap / 2, MIN (cap, 16));
+  ropts.unproven_timeout_ms = UNPROVEN_TIMEOUT_S * 1000;
   ropts.threads = p->layout->conf.rpc_threads;
   /* every worker process but this one says when it is done */
   ropts.expected_shutdowns = p->layout->nworker_procs - (proc->workers->len > 0 ? 1 : 0);
@@ -120,9 +131,20 @@ runner_start_servers (RunnerProcess *p, GError **error)
     }
   ShoalServerOptions sopts;
   shoal_runner_server_options (p->layout, group_pushes, p->nslices, &sopts);
+  /* the slices' values and optimiser state count against [job]
+   * memory_limit with the nets (core/memory_budget.h): refused before
+   * they are allocated when they would pass it */
+  ShoalMemoryCharge charge;
+  shoal_memory_charge_begin (&charge, p->job->memory_budget);
   p->server = shoal_server_new (shoal_group_net_params (p->layout_net), &p->job->updater, &sopts, error);
+  shoal_memory_charge_end (&charge);
+  p->memory_held += charge.charged;
+  p->server_bytes = charge.charged;
   if (p->server == NULL)
-    return FALSE;
+    {
+      g_prefix_error (error, "rank %d: its servers' slices: ", proc->rank);
+      return FALSE;
+    }
   for (int s = 0; s < p->nslices; s++)
     for (guint i = 0; i < proc->servers->len; i++)
       if (g_array_index (proc->servers, ShoalMember, i).index == shoal_layout_server_of_slice (p->layout, s % p->layout->nslices))

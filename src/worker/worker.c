@@ -142,6 +142,46 @@ shoal_train_window_line (ShoalTrainWindow *win, ShoalMetricsWriter *metrics, gbo
   return sps;
 }
 
+#define PROGRESS_MAGIC 0x47525053u  /* "SPRG" */
+
+typedef struct {
+  guint32 magic, nothers;
+  gint64 samples_seen, window_samples, window_steps;
+  double window_loss, window_acc, others_weight;
+  double others_sum[SHOAL_METRICS_MAX_OTHERS];
+} ProgressBlob;
+
+GBytes *
+shoal_worker_save_progress (const ShoalWorker *w)
+{
+  ProgressBlob b = { PROGRESS_MAGIC, (guint32) w->window.others.n, w->samples_seen, w->window.samples,
+                     w->window.steps, w->window.loss, w->window.acc, w->window.others.weight, { 0 } };
+  memcpy (b.others_sum, w->window.others.sum, sizeof b.others_sum);
+  return g_bytes_new (&b, sizeof b);
+}
+
+gboolean
+shoal_worker_load_progress (ShoalWorker *w, GBytes *blob, GError **error)
+{
+  ProgressBlob b;
+  gsize len = 0;
+  const void *data = g_bytes_get_data (blob, &len);
+  if (len != sizeof b || (memcpy (&b, data, sizeof b), b.magic != PROGRESS_MAGIC)
+      || b.nothers > SHOAL_METRICS_MAX_OTHERS || b.samples_seen < 0 || b.window_steps < 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "[group %d worker %d] the checkpointed metrics "
+                   "progress is damaged", w->group, w->worker);
+      return FALSE;
+    }
+  w->samples_seen = b.samples_seen;
+  /* the names come back with the window's next step */
+  w->window = (ShoalTrainWindow) { .loss = b.window_loss, .acc = b.window_acc, .samples = b.window_samples,
+                                   .steps = (int) b.window_steps,
+                                   .others = { .n = (int) b.nothers, .weight = b.others_weight } };
+  memcpy (w->window.others.sum, b.others_sum, sizeof b.others_sum);
+  return TRUE;
+}
+
 static volatile gint stop_requested;
 
 void
@@ -370,7 +410,6 @@ train_loop (ShoalWorker *w)
 
   double train_seconds = 0;
   gint64 total_samples = 0;
-  ShoalTrainWindow window = { 0 };
   gint64 window_start = g_get_monotonic_time ();
   double peer_wait_before = shoal_group_net_peer_wait_seconds (w->net);
   gint64 next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq : G_MAXINT64;
@@ -379,7 +418,7 @@ train_loop (ShoalWorker *w)
   gint64 t_wait = g_get_monotonic_time ();
   if (!shoal_param_client_fetch (w->client, &w->error))
     return FALSE;
-  window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+  w->window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
   w->steps_done = w->start_step;
   for (gint64 step = w->start_step; step < job->train_steps && ok; step++)
     {
@@ -389,7 +428,7 @@ train_loop (ShoalWorker *w)
           ok = stop_with_group (w, step - 1);
           break;
         }
-      window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+      w->window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
       /* backup workers: a unit whose gradients came late got the newest
        * values and goes on at their step */
       gint64 at = shoal_param_client_catch_up_step (w->client, step);
@@ -419,6 +458,18 @@ train_loop (ShoalWorker *w)
           ok = !w->keep_step_state || shoal_param_client_stop_at (w->client, step, &w->error);
           break;
         }
+      /* the test of this step before a stop or checkpoint here: the
+       * checkpoint then holds the test cursor past it, and a run resumed
+       * from this step (which does not test it again) reads the test
+       * batches an uninterrupted one would */
+      if (w->tester && step > w->start_step && step >= next_test)
+        {
+          /* >=: a unit that caught up (backup workers) may skip the step itself */
+          gint64 t0 = g_get_monotonic_time ();
+          run_test (w, step);
+          next_test = (step / job->test_freq + 1) * job->test_freq;
+          window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
+        }
       if (step > w->start_step && stops_at (w, step))
         {
           /* before the checkpoint: units of the group in other processes
@@ -445,14 +496,6 @@ train_loop (ShoalWorker *w)
           ok = FALSE;
           break;
         }
-      if (w->tester && step > w->start_step && step >= next_test)
-        {
-          /* >=: a unit that caught up (backup workers) may skip the step itself */
-          gint64 t0 = g_get_monotonic_time ();
-          run_test (w, step);
-          next_test = (step / job->test_freq + 1) * job->test_freq;
-          window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
-        }
 
       if (delay_us > 0 && step >= delay_from)
         injected_sleep (delay_us);
@@ -470,7 +513,7 @@ train_loop (ShoalWorker *w)
         }
       shoal_param_client_step_done (w->client, step);
       shoal_progress_note ();
-      window.compute_s += (double) (g_get_monotonic_time () - t_compute) / 1e6;
+      w->window.compute_s += (double) (g_get_monotonic_time () - t_compute) / 1e6;
 
       if (!isfinite (loss))
         {
@@ -489,18 +532,18 @@ train_loop (ShoalWorker *w)
           break;
         }
 
-      int rows = shoal_train_window_add (&window, w->net, loss);
+      int rows = shoal_train_window_add (&w->window, w->net, loss);
       total_samples += rows;
       w->samples_seen += rows;
       w->steps_done = step + 1;
 
-      if (window.steps == job->disp_freq || step + 1 == job->train_steps)
+      if (w->window.steps == job->disp_freq || step + 1 == job->train_steps)
         {
           gint64 now = g_get_monotonic_time ();
           double secs = (double) (now - window_start) / 1e6;
           train_seconds += secs;
           double peer_wait = shoal_group_net_peer_wait_seconds (w->net);
-          shoal_train_window_line (&window, w->metrics, w->log_progress, w->group, w->worker, step + 1,
+          shoal_train_window_line (&w->window, w->metrics, w->log_progress, w->group, w->worker, step + 1,
                                    w->samples_seen, secs, peer_wait - peer_wait_before, NULL);
           peer_wait_before = peer_wait;
           window_start = g_get_monotonic_time ();

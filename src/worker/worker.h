@@ -23,6 +23,16 @@
 
 G_BEGIN_DECLS
 
+/* The train line's window: what the steps since the last line add up. */
+typedef struct {
+  double loss, acc;                /* sums over the steps */
+  double compute_s, wait_s;        /* the caller's clock: seconds computing, waiting for the servers */
+  gint64 samples;
+  int steps;
+  gboolean has_accuracy;           /* the net reports an accuracy (the metric of type accuracy) */
+  ShoalOtherMetrics others;
+} ShoalTrainWindow;
+
 typedef struct _ShoalWorker {
   const ShoalJob *job;             /* borrowed */
   ShoalGroupNet *net;              /* borrowed: the worker's (partitioned) net; k = 1 is a plain net */
@@ -53,6 +63,7 @@ typedef struct _ShoalWorker {
   gint64 steps_done;
   gint64 steps_skipped;            /* steps a late unit skipped to catch up (backup workers) */
   gint64 samples_seen;             /* rows trained on (metrics.jsonl's "samples") */
+  ShoalTrainWindow window;         /* kept in checkpoints with samples_seen (shoal_worker_save_progress) */
   gboolean budget_end;             /* with stopped: [job] max_seconds ended training, the unit tested
                                     * as at train_steps */
   double test_loss, test_accuracy; /* of the last test run; accuracy < 0 if the net has none */
@@ -69,16 +80,6 @@ typedef struct {
 
 /* ---- one step and its lines, as every clock runs them (the real
  * worker loop below and the virtual clock, worker/emulator.c) ---------- */
-
-/* The train line's window: what the steps since the last line add up. */
-typedef struct {
-  double loss, acc;                /* sums over the steps */
-  double compute_s, wait_s;        /* the caller's clock: seconds computing, waiting for the servers */
-  gint64 samples;
-  int steps;
-  gboolean has_accuracy;           /* the net reports an accuracy (the metric of type accuracy) */
-  ShoalOtherMetrics others;
-} ShoalTrainWindow;
 
 /* One training step's computation: forward and backward of the unit's
  * net and the updater's gradient clipping.  ready (may be NULL) is
@@ -100,6 +101,12 @@ double shoal_train_window_line (ShoalTrainWindow *window, ShoalMetricsWriter *me
  * be NULL). */
 ShoalEvalResult shoal_worker_test (ShoalGroupNet *net, const ShoalJob *job, ShoalMetricsWriter *metrics,
                                    gboolean log, int group, int worker, gint64 step, gint64 samples_seen);
+/* What the unit's metrics carry from step to step - samples_seen and
+ * the display window under way - as a checkpoint blob, so that a resumed
+ * run writes the lines an uninterrupted one would.  Load: FALSE with
+ * error when the blob is not one. */
+GBytes *shoal_worker_save_progress (const ShoalWorker *w);
+gboolean shoal_worker_load_progress (ShoalWorker *w, GBytes *blob, GError **error);
 
 /* Asks every worker of the process to stop at its next step boundary,
  * with a checkpoint (async-signal-safe: SIGINT / SIGTERM handlers). */

@@ -11,6 +11,7 @@
 #include "data/checkpoint.h"
 #include "worker/metrics.h"
 #include "worker/workspace.h"
+#include "worker/workspace_lock.h"
 
 /* What an earlier run leaves in a workspace. */
 static const char *const run_files[] = { "checkpoint", "job.conf", "metrics.jsonl", NULL };
@@ -22,8 +23,8 @@ may_change (const char *group, const char *key)
   static const char *const job[] = { "train_steps", "epochs", "test_freq", "test_steps", "disp_freq",
                                      "checkpoint_freq", "max_seconds", "metrics_interval", "threads", NULL };
   static const char *const cluster[] = { "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
-                                         "max_procs_per_core", "rpc_max_connections", "rpc_idle_timeout",
-                                         "rpc_threads", NULL };
+                                         "stop_timeout", "max_procs_per_core", "rpc_max_connections",
+                                         "rpc_idle_timeout", "rpc_threads", NULL };
   if (strcmp (group, "updater") == 0)
     return TRUE;
   if (strcmp (group, "job") == 0)
@@ -232,6 +233,9 @@ shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean resume, 
                    g_strerror (errno));
       return FALSE;
     }
+  /* no other live run may write here (a run holding it already: a no-op) */
+  if (!shoal_workspace_lock (workspace, -1, error))
+    return FALSE;
   if (resume ? !check_same_run (workspace, conf, error) : !move_aside (workspace, overwrite, moved_to, error))
     return FALSE;
   /* the conf as run, overrides applied: the run can be repeated from it */
@@ -270,26 +274,19 @@ shoal_workspace_store_clock (ShoalCheckpoint *c, gint64 step)
 }
 
 double
-shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step)
+shoal_workspace_checkpoint_clock (const char *workspace, int rank, gint64 step)
 {
-  double latest = -1;
-  for (int r = 0; r < nranks; r++)
-    {
-      char *dir = shoal_checkpoint_dir (workspace, r);
-      ShoalCheckpoint *c = g_file_test (dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_open (dir, FALSE, NULL) : NULL;
-      g_free (dir);
-      if (c == NULL)
-        continue;
-      latest = MAX (latest, shoal_workspace_store_clock (c, step));
-      shoal_checkpoint_close (c);
-    }
-  return latest;
+  char *dir = shoal_checkpoint_dir (workspace, rank);
+  ShoalCheckpoint *c = g_file_test (dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_open (dir, FALSE, NULL) : NULL;
+  g_free (dir);
+  double t = shoal_workspace_store_clock (c, step);
+  shoal_checkpoint_close (c);
+  return t;
 }
 
-
 gboolean
-shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, double *resume_clock,
-                              GError **error)
+shoal_workspace_trim_metrics (const char *workspace, gint64 step, const gint64 *group_steps, int ngroups,
+                              double clock, double *resume_clock, GError **error)
 {
   if (resume_clock != NULL)
     *resume_clock = clock;
@@ -313,8 +310,11 @@ shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, 
     {
       if (lines[i][0] == '\0')
         continue;
-      double s, t;
-      gboolean past = shoal_metrics_line_number (lines[i], "step", &s) ? s > (double) step
+      double s, t, g;
+      gint64 limit = step;
+      if (shoal_metrics_line_number (lines[i], "group", &g) && g >= 0 && g < ngroups)
+        limit = group_steps[(int) g];
+      gboolean past = shoal_metrics_line_number (lines[i], "step", &s) ? s > (double) limit
                       : clock >= 0 && shoal_metrics_line_number (lines[i], "time", &t) && t > clock;
       if (past)
         dropped++;
@@ -328,8 +328,7 @@ shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, 
   g_strfreev (lines);
   gboolean ok = dropped == 0 || g_file_set_contents (path, kept->str, (gssize) kept->len, error);
   if (dropped > 0 && ok)
-    g_message ("%s: %d line%s of the run past the checkpoint of step %" G_GINT64_FORMAT " dropped", path, dropped,
-               dropped == 1 ? "" : "s", step);
+    g_message ("%s: %d line%s of the run past its checkpoint dropped", path, dropped, dropped == 1 ? "" : "s");
   g_string_free (kept, TRUE);
   g_free (text);
   g_free (path);

@@ -1,5 +1,7 @@
 /* Which run owns a workspace.  job.conf, metrics.jsonl and checkpoint/
  * must describe one run: the run whose checkpoints they are.
+ * - The workspace is this run's alone while it runs: the claim takes its
+ *   lock (worker/workspace_lock.h) and refuses a run that finds it held.
  * - A fresh run into a workspace an earlier run wrote moves that run's
  *   files aside, into WORKSPACE/previous/N/, and says where (with
  *   `overwrite`, shoal run --force, it removes them instead).
@@ -35,22 +37,24 @@ gboolean shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean
                                 char **moved_to, GError **error);
 
 /* The job's clock (seconds) when the checkpoint of `step` was taken: the
- * latest "clock" blob of that step in the stores of ranks 0 .. nranks -
- * 1, or -1 when none has one (an older checkpoint). */
-double shoal_workspace_checkpoint_clock (const char *workspace, int nranks, gint64 step);
+ * latest "clock" blob of that step in rank `rank`'s store, or -1 when it
+ * has none (an older checkpoint, a server-only rank). */
+double shoal_workspace_checkpoint_clock (const char *workspace, int rank, gint64 step);
 /* The same from one store this process holds open (LMDB allows one open
  * environment per file and process). */
 double shoal_workspace_store_clock (ShoalCheckpoint *store, gint64 step);
 
 /* Resume: rewrites WORKSPACE/metrics.jsonl without the lines a killed run
- * wrote past the checkpoint - a "step" beyond `step`, or no step and a
- * "time" beyond `clock` (when clock >= 0).  Nothing when the file does
+ * wrote past the checkpoint - a "step" beyond its group's step
+ * (group_steps[g] for groups 0 .. ngroups - 1; `step` for the others and
+ * lines without a group), or no step and a "time" beyond `clock` (when
+ * clock >= 0).  Nothing when the file does
  * not exist.  *resume_clock (may be NULL): where the resumed run's clock
  * goes on from - `clock`, or the latest "time" of a kept line where that
  * is later (a test pass of the checkpoint's step runs after its
  * checkpoint was taken, and its line stays), so times never go back. */
-gboolean shoal_workspace_trim_metrics (const char *workspace, gint64 step, double clock, double *resume_clock,
-                                       GError **error);
+gboolean shoal_workspace_trim_metrics (const char *workspace, gint64 step, const gint64 *group_steps, int ngroups,
+                                       double clock, double *resume_clock, GError **error);
 
 /* The blob a unit saves beside its state: the job's clock, seconds. */
 GBytes *shoal_workspace_clock_blob (double seconds);

@@ -47,6 +47,12 @@ cmp "$dir/a" "$dir/b"
 [ "$(head -c 4 "$dir/a")" = "def " ]
 [ "$(wc -c <"$dir/a")" -eq $((4 + 120 + 1)) ]
 
+# piped into head, it ends with its reader (SIGPIPE) instead of generating
+# its whole --length (issue 23: it ran on, SIGPIPE ignored); bounded at 60 s
+status=0
+timeout -k 5 60 bash -c "$(declare -f sample); $(declare -p model build dir); sample --length 1000000000 | head -c 100" \
+  >/dev/null 2>&1 || status=$?
+[ "$status" -ne 124 ] && [ "$status" -ne 137 ] || { echo "shoal sample | head -c 100 ran on"; exit 1; }
 status=0
 sample --prime $'\x01' --length 5 2>"$dir/err" >/dev/null || status=$?
 [ "$status" -eq 1 ]

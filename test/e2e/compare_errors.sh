@@ -81,6 +81,39 @@ expect 1 "shoal run: -o cluster.async_lr: [cluster] async_lr: sets the lr of asy
   run "$job" -o cluster.async_lr=none
 expect 1 "shoal run: -o job.max_seconds: [job] max_seconds: -1 is out of range [0, 1000000000]" \
   run "$job" -o job.max_seconds=-1
+# issue 23: --target 0 is refused (it once meant the default); an earlier
+# comparison's report is not overwritten without --force; cd_k does
+# nothing under alg = bp; --seq-len 0 is out of range, not missing
+expect 2 "shoal compare: --target 0: a test accuracy is above 0 and at most 1" compare "$job" --target 0 --out "$dir/c"
+mkdir -p "$dir/old" && echo "earlier" >"$dir/old/report.md"
+expect 1 "shoal compare: --out $dir/old holds an earlier comparison (report.md): give another --out, or --force to replace it" \
+  compare "$job" --schemes downpour --out "$dir/old"
+[ "$(cat "$dir/old/report.md")" = earlier ] || { echo "FAIL: the earlier report was overwritten"; failures=$((failures + 1)); }
+expect 1 "shoal run: -o job.cd_k: [job] cd_k: cd_k sets the Gibbs steps of alg = cd; this job trains with alg = bp (remove cd_k, or set alg = cd)" \
+  run "$job" -o job.cd_k=3
+"$shoal" import text --in README.md --out "$dir/t" --seq-len 0 >"$dir/out" 2>"$dir/err"
+grep -q "^shoal import text: --seq-len must be 1 to 1048576" "$dir/err" \
+  || { echo "FAIL: --seq-len 0: $(head -1 "$dir/err")"; failures=$((failures + 1)); }
+# a live run's metrics.jsonl may end in a line still being written: plot
+# leaves that line out and draws the rest; a broken line elsewhere is an error
+mkdir -p "$dir/live"
+cat >"$dir/live/metrics.jsonl" <<'JSON'
+{"time":1.0,"step":10,"group":0,"worker":0,"phase":"train","loss":1.5,"accuracy":0.5,"samples":640}
+{"time":1.5,"step":10,"group":0,"worker":0,"phase":"test","loss":1.4,"accuracy":0.55,"samples":640}
+{"time":2.0,"step":20,"group":0,"worker":0,"phase":"train","loss":1.1,"accuracy":0.6,"samples":1280}
+{"time":2.5,"step":20,"group":0,"worker":0,"phase":"test","loss":1.0,"accuracy":0.65,"samples":1280}
+JSON
+printf '{"time":3.0,"step":30,"gro' >>"$dir/live/metrics.jsonl"
+if "$shoal" plot "$dir/live" --out "$dir/live.png" >"$dir/out" 2>"$dir/err" \
+   && grep -q "metrics.jsonl:5: the last line is cut short (a run still writing it?): left out" "$dir/err"; then
+  echo "ok: plot of a metrics file whose last line is cut short"
+else
+  echo "FAIL: plot of a metrics file whose last line is cut short: $(cat "$dir/err")"
+  failures=$((failures + 1))
+fi
+sed -i '2s/.*/{"time":1.5,"st/' "$dir/live/metrics.jsonl"
+"$shoal" plot "$dir/live" --out "$dir/live.png" >"$dir/out" 2>"$dir/err" && { echo "FAIL: a broken line inside was accepted"; failures=$((failures + 1)); }
+grep -q "metrics.jsonl:2: not a JSON object" "$dir/err" || { echo "FAIL: the broken line: $(cat "$dir/err")"; failures=$((failures + 1)); }
 
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
 echo "compare_errors: ok"

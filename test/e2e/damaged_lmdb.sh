@@ -54,4 +54,27 @@ expect 1 "$dir/ws: cannot resume: checkpoint: $ckpt: truncated: the file has 819
   run examples/fashion-mnist/mlp.conf "${small[@]}" -o job.train_steps=20 --workspace "$dir/ws" --resume
 [ "$(stat -c %s "$ckpt")" -eq 8192 ] || { echo "FAIL: the damaged checkpoint was written to"; failures=$((failures + 1)); }
 
+# cut short while a run reads it (issue 23): another program truncates the
+# training set mid-run.  The next read through the map past the new end
+# says which file shrank, exit 1 (it was a SIGBUS, exit 135, no word).
+cp -r build/data/fashion-mnist/train "$dir/live"
+SHOAL_INJECT_STEP_DELAY=0:20@5 timeout -k 5 120 "$shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" \
+  -o job.train_steps=100000 -o "layer data.train=$dir/live" --workspace "$dir/ws-live" >"$dir/out" 2>"$dir/err" &
+pid=$!
+for _ in $(seq 600); do  # until it trains (bounded: 60 s)
+  [ -s "$dir/ws-live/metrics.jsonl" ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+truncate -s 16384 "$dir/live/data.mdb"
+status=0
+wait "$pid" || status=$?
+if [ "$status" -ne 1 ] || ! grep -qF "$dir/live/data.mdb: the file shrank while this process read it" "$dir/err"; then
+  echo "FAIL: a training set truncated mid-run: exit $status"
+  cat "$dir/err"
+  failures=$((failures + 1))
+else
+  echo "ok: a training set truncated mid-run: exit 1, naming the file"
+fi
+
 [ "$failures" -eq 0 ]

@@ -74,3 +74,26 @@ rc=0
   --workspace "$ws" 2>"$dir/err" >/dev/null || rc=$?
 check_full "$ws" rank-1 "$dir/err" "$rc"
 echo "ok: separate server: checkpoint of step $failed_step refused, step $kept kept"
+
+# 3. the first checkpoint fails midway: the servers' slices were saved, the
+#    unit's state (with the params by name) was not.  --resume must not
+#    claim that step: it says what is missing, exit 1 (it once said
+#    "resuming at step 5" and failed with MDB_NOTFOUND)
+umount "$dir/mnt"
+rm -rf "$ws"
+mount -t tmpfs -o size=3m tmpfs "$dir/mnt" || fail "mount"
+rc=0
+"$build/shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" --workspace "$ws" 2>"$dir/err" >/dev/null || rc=$?
+[ "$rc" -eq 1 ] && grep -q "checkpoint of step 5: .*No space left on device" "$dir/err" \
+  || { cat "$dir/err"; fail "the first checkpoint: exit $rc without 'No space left on device'"; }
+rm -rf "$dir/ws-first"
+cp -a "$ws" "$dir/ws-first"
+umount "$dir/mnt"
+rc=0
+"$build/shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" --workspace "$dir/ws-first" --resume \
+  >"$dir/out" 2>"$dir/err" || rc=$?
+[ "$rc" -eq 1 ] || { cat "$dir/out" "$dir/err"; fail "--resume after a failed first checkpoint: exit $rc"; }
+grep -q "resuming at step" "$dir/err" "$dir/out" && { cat "$dir/err"; fail "--resume claimed a step it cannot load"; }
+grep -q "cannot resume: .*the checkpoint of step 5 holds no state of unit-0-0" "$dir/err" \
+  || { cat "$dir/err"; fail "--resume did not say what the checkpoint lacks"; }
+echo "ok: a failed first checkpoint: --resume refused, naming what is missing"

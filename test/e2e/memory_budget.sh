@@ -49,7 +49,7 @@ data="$build/data/fashion-mnist"
 [ -f "$data/train/data.mdb" ] || data=build/data/fashion-mnist   # sanitizer builds read the plain build's
 [ -f "$data/train/data.mdb" ] || { echo "SKIP: no $data (make data)"; exit 77; }
 sed -i "s|DATA|$data|" "$dir/conv.conf"
-want=".conf:18: [layer conv1] column matrix: needs 9.1 MiB, which brings the job's nets in this process to 9.1 MiB; job.memory_limit is 8.0 MiB"
+want=".conf:18: [layer conv1] column matrix: needs 9.1 MiB, which brings what the job holds in this process to 9.1 MiB; job.memory_limit is 8.0 MiB"
 
 for sep in false true; do
   rc=0

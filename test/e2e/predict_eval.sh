@@ -56,6 +56,13 @@ diff <(head -101 "$dir/pred.csv" | cut -d, -f1-3) <(head -101 "$dir/csv.csv" | c
   || fail "CSV predictions differ from the dataset's"
 "$build/shoal" eval "$dir/ws/job.conf" --from "$dir/ws" --data "$dir/small.csv" | grep -qx "samples: 100" \
   || fail "eval on the CSV"
+# the same CSV without its labels (issue 23: "accuracy: 0.0000"): no accuracy is made up
+cut -d, -f2- "$dir/small.csv" >"$dir/nolabels.csv"
+"$build/shoal" predict "$dir/ws/job.conf" --from "$dir/ws" --data "$dir/nolabels.csv" --label-column -1 \
+  --out "$dir/nolab.csv" >"$dir/nolab.out"
+grep -qx "no labels in the data: no accuracy" "$dir/nolab.out" || { cat "$dir/nolab.out"; fail "predict without labels"; }
+grep -q "^accuracy" "$dir/nolab.out" && fail "an accuracy without labels"
+diff <(cut -d, -f3 "$dir/csv.csv") <(cut -d, -f3 "$dir/nolab.csv") >/dev/null || fail "predictions differ without labels"
 ls /tmp | grep -q '^shoal-data-' && fail "a temporary dataset was left in /tmp" || true
 
 expect_error() {
