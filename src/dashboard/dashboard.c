@@ -24,7 +24,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,29 +68,6 @@ static const Asset asset_table[] = {
   { "/app.css", "app.css", "text/css; charset=utf-8", NULL },
   { "/chart.js", NULL, "text/javascript; charset=utf-8", NULL },
 };
-
-char *
-shoal_dashboard_new_token (GError **error)
-{
-  guint8 bytes[16];
-  gsize got = 0;
-  while (got < sizeof bytes)
-    {
-      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        {
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "cannot make a token: getrandom: %s", g_strerror (errno));
-          return NULL;
-        }
-      got += (gsize) n;
-    }
-  GString *s = g_string_new (NULL);
-  for (gsize i = 0; i < sizeof bytes; i++)
-    g_string_append_printf (s, "%02x", bytes[i]);
-  return g_string_free (s, FALSE);
-}
 
 /* The page's folder: $SHOAL_DASHBOARD_DIR, else a build tree's (beside
  * the binary: BUILD/dashboard), else the installed one. */

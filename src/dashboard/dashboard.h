@@ -46,9 +46,6 @@ void shoal_dashboard_run (ShoalDashboard *d);
  * caller's signal handling is left as it was). */
 void shoal_dashboard_start_thread (ShoalDashboard *d);
 
-/* A token of 32 hex characters from the kernel's random source. */
-char *shoal_dashboard_new_token (GError **error);
-
 G_END_DECLS
 
 #endif

@@ -24,13 +24,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/token.h"
 #include "cluster/endpoints.h"
 #include "cluster/layout.h"
 #include "server/heartbeat.h"
@@ -61,30 +61,6 @@ launcher_signals (sigset_t *set)
   sigaddset (set, SIGTERM);
   sigaddset (set, SIGHUP);
   sigaddset (set, SIGCHLD);
-}
-
-/* 32 hex characters from the kernel's random source. */
-static gboolean
-make_token (char out[33], GError **error)
-{
-  guint8 bytes[16];
-  gsize got = 0;
-  while (got < sizeof bytes)
-    {
-      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        {
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "cannot make a job token: getrandom: %s",
-                       g_strerror (errno));
-          return FALSE;
-        }
-      got += (gsize) n;
-    }
-  for (gsize i = 0; i < sizeof bytes; i++)
-    g_snprintf (out + 2 * i, 3, "%02x", bytes[i]);
-  return TRUE;
 }
 
 /* Written with mode 0600 even when the file existed with another mode:
@@ -558,7 +534,7 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
   gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */
   ShoalResumePlan *plan = NULL;
   int status = 1, restarts = 0;
-  char token[33];
+  char *token = NULL;
 
   /* every rank runs here: their processes and worker threads share this machine's cores */
   int threads = 0;
@@ -624,7 +600,7 @@ again:;
       printf ("shoal run: resuming at %s\n", at);
       g_free (at);
     }
-  if (!make_token (token, &error) || !write_token (token_path, token, &error)
+  if ((token = shoal_token_new (&error)) == NULL || !write_token (token_path, token, &error)
       || (!resume && !g_file_set_contents (metrics_path, "", 0, &error))
       || (resume && !shoal_workspace_trim_metrics (workspace, plan->rank_steps[0], plan->group_steps, plan->ngroups,
                                                    ckpt_clock, &ckpt_clock, &error)))
@@ -829,7 +805,9 @@ out:
       fprintf (stderr, "shoal run: %s\n", error->message);
       g_error_free (error);
     }
-  explicit_bzero (token, sizeof token);
+  if (token != NULL)
+    explicit_bzero (token, strlen (token));
+  g_free (token);
   for (int r = 0; r < layout->nprocs; r++)
     g_free (L.children[r].lost_why);
   g_free (L.first_failed_how);

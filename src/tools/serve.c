@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/token.h"
 #include "dashboard/dashboard.h"
 #include "tools/commands.h"
 
@@ -35,7 +36,7 @@ shoal_serve_beside (const char *dir, const char *where, const char *who, GError 
   if (g_mkdir_with_parents (dir, 0755) != 0)
     g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno), "%s: cannot create: %s", dir,
                  g_strerror (errno));
-  else if ((token = shoal_dashboard_new_token (error)) != NULL)
+  else if ((token = shoal_token_new (error)) != NULL)
     {
       char *dirs[] = { (char *) dir, NULL };
       ShoalDashboardOptions o = { .dirs = dirs, .listen = listen, .token = token, .token_if_remote = TRUE,

@@ -1,0 +1,30 @@
+/* Random tokens (core/token.h). */
+#include "core/token.h"
+
+#include <errno.h>
+#include <sys/random.h>
+
+#include "core/error.h"
+
+char *
+shoal_token_new (GError **error)
+{
+  guint8 bytes[16];
+  gsize got = 0;
+  while (got < sizeof bytes)
+    {
+      ssize_t n = getrandom (bytes + got, sizeof bytes - got, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "cannot make a token: getrandom: %s", g_strerror (errno));
+          return NULL;
+        }
+      got += (gsize) n;
+    }
+  char *hex = g_malloc (2 * sizeof bytes + 1);
+  for (gsize i = 0; i < sizeof bytes; i++)
+    g_snprintf (hex + 2 * i, 3, "%02x", bytes[i]);
+  return hex;
+}
