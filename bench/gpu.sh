@@ -33,7 +33,11 @@
 #                      bench/rnn_torch.py --device (cuDNN GRU/LSTM, Adam)
 # then whole `shoal run`s: the MLP with the update on the GPU and on the
 # host, and Downpour with two one-worker groups sharing the GPU.
-# FP32 on both sides (TF32 off); BENCH_GPU_TF32=1 allows TF32 on both.
+# FP32 on both sides (TF32 off) by default.  BENCH_GPU_PRECISION=tf32
+# allows TF32 on both; =bf16 runs shoal's [job] precision = bf16 against
+# torch.autocast(bfloat16) (mlp and cnn), and adds whole `shoal run`s of
+# the CNN in fp32 and bf16 with their test accuracies.  BENCH_GPU_BATCH=N
+# changes the batch of mlp and cnn on both sides (default the confs', 64).
 #
 # First run on an NVIDIA H200 on 2026-11-26 (docs/GPU.md, bench/README.md).
 set -u -o pipefail
@@ -46,8 +50,12 @@ MODELS=${BENCH_GPU_MODELS:-mlp cnn gru lstm}
 STEPS=${BENCH_GPU_STEPS:-300}
 WARMUP=${BENCH_GPU_WARMUP:-30}
 REPEATS=${BENCH_GPU_REPEATS:-3}
-TF32=${BENCH_GPU_TF32:-0}
-# 0: skip test_gpu, or the whole shoal runs (a second pass at TF32, say)
+PRECISION=${BENCH_GPU_PRECISION:-fp32}
+case $PRECISION in fp32|tf32|bf16) ;; *) echo "bench/gpu: BENCH_GPU_PRECISION is fp32, tf32 or bf16" >&2; exit 2 ;; esac
+BATCH=${BENCH_GPU_BATCH:-}
+# an extended regex of the sides to time (default all), e.g. 'shoal gpu$|torch'
+SIDES=${BENCH_GPU_SIDES:-}
+# 0: skip test_gpu, or the whole shoal runs (a second pass at another precision, say)
 WITH_TESTS=${BENCH_GPU_TEST:-1}
 WITH_RUNS=${BENCH_GPU_RUNS:-1}
 RES=$B/bench/gpu
@@ -143,22 +151,24 @@ run () {
   fi
 
   # 3. throughput
-  local shoal_tf32=() torch_tf32=""
-  [ "$TF32" = 1 ] && shoal_tf32=(-o job.precision=tf32) && torch_tf32=--tf32
+  # the precision's options on each side
+  local shoal_precision=(-o "job.precision=$PRECISION") torch_precision="" batch_opts=() torch_batch=()
+  [ "$PRECISION" = fp32 ] || torch_precision=--$PRECISION
+  [ -n "$BATCH" ] && batch_opts=(-o "layer data.batch_size=$BATCH") && torch_batch=(--batch "$BATCH")
   local summary=$RES/summary.txt
   local -A torch_med=() shoal_med=()
   {
-    echo "Training throughput, FP32$([ "$TF32" = 1 ] && echo " (TF32 allowed)"): mlp, cnn: Fashion-MNIST, batch 64;"
+    echo "Training throughput, precision $PRECISION: mlp, cnn: Fashion-MNIST, batch ${BATCH:-64};"
     echo "gru, lstm: the char-RNN (2 levels of 256, Adam, clip_norm 5), batch 32 x 100 bytes;"
     echo "median of $REPEATS runs of $STEPS steps after $WARMUP (samples/s)"
     printf '%-5s %-18s %12s %10s   %s\n' model side samples/s step_ms device
   } >"$summary"
   for m in $MODELS; do
-    local conf=examples/fashion-mnist/$m.conf shoal_data=(--data "$data") torch_cmd=()
+    local conf=examples/fashion-mnist/$m.conf shoal_data=(--data "$data" "${batch_opts[@]}") torch_cmd=()
     local sides=("shoal gpu" "shoal gpu host-upd" "shoal gpu fwd+bwd" "shoal cpu" "torch gpu")
     case $m in
       mlp|cnn)
-        torch_cmd=(python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" $torch_tf32) ;;
+        torch_cmd=(python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" $torch_precision "${torch_batch[@]}") ;;
       gru|lstm)
         # the char-RNN (examples/char-rnn) on the text prepare cut
         # (.gpudata): shoal's LMDB import of it against the same bytes
@@ -169,20 +179,22 @@ run () {
         shoal_data=(-o "layer data.data=$TEXT_DATA" -o "layer gru.type=$m" -o "layer embed.vocab_size=$vocab"
                     -o "layer logits.num_output=$vocab")
         sides=("shoal gpu" "shoal gpu host-upd" "shoal gpu fwd+bwd" "torch gpu")
+        [ "$PRECISION" = bf16 ] && die "BENCH_GPU_PRECISION=bf16 is for mlp and cnn (shoal's recurrent layers keep FP32)"
         torch_cmd=(python3 bench/rnn_torch.py --conf "$conf" --files "$TEXT_FILE" --cell "$m" --device cuda:0
-                   --no-eval --window 25 $torch_tf32) ;;
+                   --no-eval --window 25 $torch_precision) ;;
       *) die "unknown model $m (mlp, cnn, gru, lstm)" ;;
     esac
     for side in "${sides[@]}"; do
+      [ -n "$SIDES" ] && ! [[ $side =~ $SIDES ]] && continue
       local rates="" ms="" dev="" line="" i
       for ((i = 0; i < REPEATS; i++)); do
         local log=$RES/${m}-${side// /_}-$i.log
         case $side in
-          "shoal gpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_tf32[@]}" --device cuda:0 \
+          "shoal gpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update device >"$log" 2>&1 ;;
-          "shoal gpu host-upd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_tf32[@]}" --device cuda:0 \
+          "shoal gpu host-upd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update host >"$log" 2>&1 ;;
-          "shoal gpu fwd+bwd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_tf32[@]}" --device cuda:0 \
+          "shoal gpu fwd+bwd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update none >"$log" 2>&1 ;;
           "shoal cpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" --device cpu --threads "$(nproc)" \
                          --steps "$((STEPS / 3))" --warmup "$((WARMUP / 3))" >"$log" 2>&1 ;;
@@ -216,20 +228,29 @@ run () {
   # no parameter-server scheme).  The rate: the sum of the groups' own.
   {
     echo
-    echo "whole runs (shoal run, $((STEPS * 4)) steps, samples/s of training summed over the groups):"
+    if [ "$PRECISION" = bf16 ]; then
+      echo "whole runs (shoal run of examples/fashion-mnist/cnn.conf, 3 epochs, samples/s of training):"
+    else
+      echo "whole runs (shoal run, $((STEPS * 4)) steps, samples/s of training summed over the groups):"
+    fi
   } >>"$summary"
   local run_name conf_args runs=("mlp device update" "mlp host update" "downpour 2 groups")
+  [ "$PRECISION" = bf16 ] && runs=("cnn fp32" "cnn bf16")
   [ "$WITH_RUNS" = 1 ] || runs=()
   for run_name in "${runs[@]}"; do
     case $run_name in
       "mlp device update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true) ;;
       "mlp host update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=false) ;;
+      # the CNN's whole schedule (3 epochs), the same seed, at each precision
+      "cnn fp32"|"cnn bf16") conf_args=(examples/fashion-mnist/cnn.conf -o "job.precision=${run_name#cnn }") ;;
       *) conf_args=(examples/fashion-mnist/mlp.conf --topology conf/downpour.conf -o cluster.nworkers_per_group=1
                     -o cluster.nworkers_per_procs=1) ;;
     esac
     local log=$RES/run-${run_name// /_}.log ws=$RES/ws-${run_name// /_}
     rm -rf "$ws"
-    timeout 300 "$B/shoal" run "${conf_args[@]}" "${shoal_tf32[@]}" -o cluster.gpus=0 -o job.epochs=0 -o "job.train_steps=$((STEPS * 4))" \
+    local length=(-o job.epochs=0 -o "job.train_steps=$((STEPS * 4))") precision=("${shoal_precision[@]}")
+    [[ $run_name == cnn* ]] && length=() && precision=()
+    timeout 300 "$B/shoal" run "${conf_args[@]}" "${precision[@]}" -o cluster.gpus=0 "${length[@]}" \
       -o "layer data.train=$data/train" -o "layer data.test=$data/test" --workspace "$ws" >"$log" 2>&1
     local runs_rc=$?
     printf '%-22s %12s   %s\n' "$run_name" \
@@ -240,8 +261,9 @@ run () {
   echo "==== throughput on $gpu"
   cat "$summary"
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-    cp "$summary" "$OUT/summary$([ "$TF32" = 1 ] && echo -tf32).txt" 2>/dev/null
+    cp "$summary" "$OUT/summary-$PRECISION${BATCH:+-b$BATCH}.txt" 2>/dev/null
     cp "$RES/test_gpu.log" "$OUT/" 2>/dev/null
+    cp "$RES"/run-*.log "$OUT/" 2>/dev/null
   fi
   [ "$rc" -eq 0 ]
 }

@@ -11,7 +11,11 @@ per step.  Prints one line that bench/gpu.sh parses:
     final_loss=... device="NVIDIA H100 80GB HBM3" tf32=0 ...
 
 FP32 throughout by default (TF32 off for cuDNN and matmul), as shoal's
-default; --tf32 allows it on both (shoal: [job] precision = tf32).
+default; --tf32 allows it on both (shoal: [job] precision = tf32);
+--bf16 runs the forward and the loss under torch.autocast(bfloat16)
+with FP32 weights and optimiser (shoal: [job] precision = bf16), TF32
+allowed for what stays FP32 as in shoal.  --batch changes the conf's
+batch size (shoal: -o "layer data.batch_size=N").
 """
 
 import argparse
@@ -33,18 +37,20 @@ def main():
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--window", type=int, default=25)
     p.add_argument("--tf32", action="store_true")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--batch", type=int)
     args = p.parse_args()
 
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
-    hp_args = argparse.Namespace(model=args.model, conf=None, batch_size=None, lr=None, momentum=None,
+    hp_args = argparse.Namespace(model=args.model, conf=None, batch_size=args.batch, lr=None, momentum=None,
                                  weight_decay=None, scale=None, mean=None, std=None)
     hp, hp_log = tt.hyper_params(hp_args)
     print("hyper-parameters: " + " ".join(hp_log), file=sys.stderr)
-    torch.backends.cudnn.allow_tf32 = args.tf32
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32 or args.bf16
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32 or args.bf16
     dev = torch.device(args.device)
     torch.manual_seed(0)
     x, y = tt.load(torch, args.data, "train", args.model)
@@ -69,7 +75,8 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(tt.batch(xb, 0, bs, hp)), yb)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = F.cross_entropy(net(tt.batch(xb, 0, bs, hp)), yb)
         loss.backward()
         opt.step()
     torch.cuda.synchronize(dev)
@@ -82,7 +89,7 @@ def main():
     print(f"gpu_torch samples_per_sec={statistics.median(rates) if rates else mean:.1f} "
           f"mean_samples_per_sec={mean:.1f} step_ms={1000 * (end - t0) / args.steps:.3f} "
           f"final_loss={loss.item():.4f} batch={bs} steps={args.steps} model={args.model} "
-          f"tf32={int(args.tf32)} torch={torch.__version__} cudnn={torch.backends.cudnn.version()} "
+          f"tf32={int(args.tf32)} bf16={int(args.bf16)} torch={torch.__version__} cudnn={torch.backends.cudnn.version()} "
           f'device="{name}"')
 
 

@@ -206,7 +206,7 @@ main (int argc, char **argv)
   printf ("gpu_train samples_per_sec=%.1f mean_samples_per_sec=%.1f step_ms=%.3f final_loss=%.4f "
           "batch=%d steps=%d warmup=%d window=%d update=%s rule=%s precision=%s conf=%s device=\"%s\"\n",
           median, mean, 1000 * (end - t0) / steps, loss, batch, steps, warmup, window, update,
-          shoal_updater_kind_name (job->updater.kind), job->precision == SHOAL_PRECISION_TF32 ? "tf32" : "fp32",
+          shoal_updater_kind_name (job->updater.kind), shoal_precision_name (job->precision),
           conf_path, dev);
   g_free (dev);
   g_free (rates);

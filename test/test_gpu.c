@@ -1531,7 +1531,8 @@ test_precision (void)
   const char *base = "[job]\ntrain_steps = 1\n%s[layer x]\ntype = feed\nshape = 4,8\n";
   struct { const char *line; gboolean ok; ShoalPrecision want; } cases[] = {
     { "", TRUE, SHOAL_PRECISION_FP32 }, { "precision = tf32\n", TRUE, SHOAL_PRECISION_TF32 },
-    { "precision = fp32\n", TRUE, SHOAL_PRECISION_FP32 }, { "precision = bf16\n", FALSE, 0 },
+    { "precision = fp32\n", TRUE, SHOAL_PRECISION_FP32 }, { "precision = bf16\n", TRUE, SHOAL_PRECISION_BF16 },
+    { "precision = fp16\n", FALSE, 0 },
   };
   for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
     {
@@ -1587,6 +1588,66 @@ test_precision (void)
   g_assert_cmpfloat (worst[1], >, worst[0]);
 }
 
+/* The largest |gpu - cpu| of a conv's output after one train forward,
+ * relative to the largest |cpu|, at `precision`. */
+static double
+conv_error_at (ShoalPrecision precision)
+{
+  shoal_device_set_precision (precision);
+  Pair p = pair_new ("[layer x]\ntype = feed\nshape = 8,16,10,10\n"
+                     "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 8\nkernel = 3\npad = 1\n"
+                     TARGET ("8,8,10,10", "conv"));
+  shoal_net_forward (p.cpu, SHOAL_PHASE_TRAIN);
+  shoal_net_forward (p.gpu, SHOAL_PHASE_TRAIN);
+  ShoalLayer *c = shoal_net_find (p.cpu, "conv"), *g = shoal_net_find (p.gpu, "conv");
+  float *hg = download (&g->out);
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < shoal_tensor_count (&c->out); i++)
+    scale = MAX (scale, fabs (c->out.data[i]));
+  for (size_t i = 0; i < shoal_tensor_count (&c->out); i++)
+    worst = MAX (worst, fabs ((double) hg[i] - c->out.data[i]) / scale);
+  g_free (hg);
+  pair_free (&p);
+  shoal_device_set_precision (SHOAL_PRECISION_FP32);
+  return worst;
+}
+
+/* [job] precision = bf16: dense products and convolutions on bfloat16
+ * operands with FP32 sums, everything else FP32.  Against the CPU's FP32
+ * every output, gradient and param stays within 3e-2 of the tensor's
+ * largest value (bfloat16 keeps 8 significant bits: each operand is off
+ * by up to 2^-9 relative, and the sums of products keep that order); a
+ * short last batch, no bias and a strided convolution included.  And the
+ * rounding shows: a convolution's bf16 output is further from FP32 than
+ * TF32's, which is further than FP32's own (so no layer fell back to
+ * FP32 unseen). */
+static void
+test_bf16 (void)
+{
+  if (!have_gpu ())
+    return;
+  const double rtol = 3e-2;
+  shoal_device_set_precision (SHOAL_PRECISION_BF16);
+  compare_conf ("[layer x]\ntype = feed\nshape = 6,40\nneed_grad = true\n"
+                "[layer fc]\ntype = dense\nsrc = x\nnum_output = 12\n" TARGET ("6,12", "fc"), rtol);
+  compare_conf ("[layer x]\ntype = feed\nshape = 4,3,9,9\nneed_grad = true\n"
+                "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 5\nkernel = 3\nstride = 2\npad = 1\n"
+                TARGET ("4,5,5,5", "conv"), rtol);
+  compare_conf ("[layer x]\ntype = feed\nshape = 3,2,7,6\nneed_grad = true\n"
+                "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 4\nkernel_h = 3\nkernel_w = 2\nbias = false\n"
+                TARGET ("3,4,5,5", "conv"), rtol);
+  shoal_device_set_precision (SHOAL_PRECISION_FP32);
+  if (!have_real_gpu ())
+    return;
+  double fp32 = conv_error_at (SHOAL_PRECISION_FP32), tf32 = conv_error_at (SHOAL_PRECISION_TF32),
+         bf16 = conv_error_at (SHOAL_PRECISION_BF16);
+  g_test_message ("conv 8x16x10x10, 3x3x16 filters, against the CPU: fp32 %.2g, tf32 %.2g, bf16 %.2g", fp32, tf32,
+                  bf16);
+  g_assert_cmpfloat (bf16, <, rtol);
+  g_assert_cmpfloat (bf16, >, tf32);
+  g_assert_cmpfloat (bf16, >, 1e-4);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1607,6 +1668,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/partitioned-group-refused", test_partitioned_group_refused);
   g_test_add_func ("/gpu/dense", test_dense);
   g_test_add_func ("/gpu/conv", test_conv);
+  g_test_add_func ("/gpu/bf16", test_bf16);
   g_test_add_func ("/gpu/pooling", test_pooling);
   g_test_add_func ("/gpu/lrn", test_lrn);
   g_test_add_func ("/gpu/activations", test_activations);

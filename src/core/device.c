@@ -41,9 +41,26 @@ shoal_precision_parse (const char *name, ShoalPrecision *p)
     *p = SHOAL_PRECISION_FP32;
   else if (strcmp (name, "tf32") == 0)
     *p = SHOAL_PRECISION_TF32;
+  else if (strcmp (name, "bf16") == 0)
+    *p = SHOAL_PRECISION_BF16;
   else
     return FALSE;
   return TRUE;
+}
+
+const char *
+shoal_precision_name (ShoalPrecision p)
+{
+  switch (p)
+    {
+    case SHOAL_PRECISION_TF32:
+      return "tf32";
+    case SHOAL_PRECISION_BF16:
+      return "bf16";
+    case SHOAL_PRECISION_FP32:
+    default:
+      return "fp32";
+    }
 }
 
 const ShoalDeviceBackend *

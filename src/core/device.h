@@ -48,18 +48,25 @@ shoal_device_cuda (int index)
 }
 
 /* The arithmetic of a GPU net's matrix products and convolutions:
- * IEEE FP32 as on the CPU, or TF32 tensor cores (products of operands
- * rounded to 10-bit mantissas, FP32 accumulation).  One setting per
- * process ([job] precision), read when a net's device context is made:
- * set it before making nets.  Default FP32. */
+ * IEEE FP32 as on the CPU; TF32 tensor cores (operands rounded to
+ * 10-bit mantissas, FP32 accumulation); or BF16 tensor cores (operands
+ * rounded to bfloat16's 7-bit mantissas, FP32 accumulation; activations,
+ * parameters, gradients and the updater's state stay FP32 in memory,
+ * so the FP32 values are the master copy and, bfloat16 having FP32's
+ * exponent range, no loss scaling is needed).  One setting per process
+ * ([job] precision), read when a net's device context is made: set it
+ * before making nets.  Default FP32.  CPU nets always compute in FP32. */
 typedef enum {
   SHOAL_PRECISION_FP32,
-  SHOAL_PRECISION_TF32
+  SHOAL_PRECISION_TF32,
+  SHOAL_PRECISION_BF16
 } ShoalPrecision;
 void shoal_device_set_precision (ShoalPrecision precision);
 ShoalPrecision shoal_device_precision (void);
-/* "fp32", "tf32"; FALSE for any other name. */
+/* "fp32", "tf32", "bf16"; FALSE for any other name. */
 gboolean shoal_precision_parse (const char *name, ShoalPrecision *precision);
+/* The name shoal_precision_parse reads ("fp32", "tf32", "bf16"). */
+const char *shoal_precision_name (ShoalPrecision precision);
 
 /* Makes `device` the calling thread's current GPU (CUDA keeps one per
  * thread); nothing on the CPU.  Every entry point that launches work on

@@ -423,7 +423,8 @@ cuda_context_new (int index, GError **error)
 {
   ShoalDeviceContext *ctx = g_new0 (ShoalDeviceContext, 1);
   ctx->device = (ShoalDevice) { SHOAL_DEVICE_CUDA, index };
-  ctx->tf32 = shoal_device_precision () == SHOAL_PRECISION_TF32;
+  ctx->tf32 = shoal_device_precision () != SHOAL_PRECISION_FP32;
+  ctx->bf16 = shoal_device_precision () == SHOAL_PRECISION_BF16;
 
   cudaError_t status = cudaSetDevice (index);
   if (status == cudaSuccess)

@@ -26,7 +26,8 @@ struct _ShoalDeviceContext {
   cudaStream_t copy;            /* param uploads and gradient downloads */
   cublasHandle_t blas;          /* bound to compute */
   cudnnHandle_t dnn;            /* bound to compute */
-  gboolean tf32;                /* [job] precision = tf32: GEMMs and convolutions on TF32 tensor cores */
+  gboolean tf32;                /* [job] precision tf32 or bf16: tensor cores may round FP32 operands */
+  gboolean bf16;                /* [job] precision = bf16: GEMMs and convolutions on BF16 tensor cores */
   size_t workspace_want;        /* the most any layer asked for at set-up */
   size_t workspace_bytes;       /* allocated */
   void *workspace;
@@ -75,6 +76,13 @@ void *shoal_gpu_workspace (const ShoalLayer *layer, size_t bytes);
 /* Device memory owned by a layer's GPU state: zeroed, NULL with error. */
 float *shoal_gpu_alloc_floats (const ShoalLayer *layer, size_t count, GError **error);
 void shoal_gpu_free (void *p);
+
+/* C = alpha op(A) op(B) + beta C in column-major FP32 storage, at the
+ * context's precision: cublasSgemm for fp32 and tf32 (its math mode),
+ * BF16 tensor cores with FP32 sums for bf16 (gemm.c). */
+cublasStatus_t shoal_gpu_gemm (const ShoalDeviceContext *ctx, cublasOperation_t op_a, cublasOperation_t op_b,
+                               int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                               int ldb, float beta, float *c, int ldc);
 
 /* An NCHW float tensor descriptor (n, c, h, w); set again when rows change. */
 gboolean shoal_gpu_set_4d (cudnnTensorDescriptor_t desc, int n, int c, int h, int w);

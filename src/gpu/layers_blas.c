@@ -46,8 +46,8 @@ dense_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
   if (n == 0)
     return;
   if (!GPU_BLAS (layer, "forward",
-                 cublasSgemm (ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, g->o, n, g->d, &one,
-                              layer->params[0]->value.data, g->d, x->data, g->d, &zero, layer->out.data, g->o)))
+                 shoal_gpu_gemm (ctx, CUBLAS_OP_T, CUBLAS_OP_N, g->o, n, g->d, one, layer->params[0]->value.data,
+                                 g->d, x->data, g->d, zero, layer->out.data, g->o)))
     return;
   if (layer->nparams > 1)
     GPU_BLAS (layer, "forward",
@@ -67,16 +67,16 @@ dense_gpu_backward (ShoalLayer *layer)
   if (n == 0)
     return;
   GPU_BLAS (layer, "backward",
-            cublasSgemm (ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, g->d, g->o, n, &one, x->data, g->d, dy, g->o, &one,
-                         layer->params[0]->grad.data, g->d));
+            shoal_gpu_gemm (ctx, CUBLAS_OP_N, CUBLAS_OP_T, g->d, g->o, n, one, x->data, g->d, dy, g->o, one,
+                            layer->params[0]->grad.data, g->d));
   if (layer->nparams > 1)
     GPU_BLAS (layer, "backward",
               cublasSgemv (ctx->blas, CUBLAS_OP_N, g->o, n, &one, dy, g->o, ctx->ones, 1, &one,
                            layer->params[1]->grad.data, 1));
   if (layer->src_grad[0] != NULL)
     GPU_BLAS (layer, "backward",
-              cublasSgemm (ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->d, n, g->o, &one, layer->params[0]->value.data,
-                           g->d, dy, g->o, &zero, layer->src_grad[0]->data, g->d));
+              shoal_gpu_gemm (ctx, CUBLAS_OP_N, CUBLAS_OP_N, g->d, n, g->o, one, layer->params[0]->value.data, g->d,
+                              dy, g->o, zero, layer->src_grad[0]->data, g->d));
 }
 
 static void

@@ -95,8 +95,8 @@ hidden_pre (ShoalLayer *layer, RbmGpu *g, const float *v, float *pre, int n, con
 {
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   GPU_CUDA (layer, phase, shoal_k_broadcast_rows (layer->params[1]->value.data, n, g->nh, pre, ctx->compute));
-  GPU_BLAS (layer, phase, cublasSgemm (ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, g->nh, n, g->nv, &one,
-                                       layer->params[0]->value.data, g->nv, v, g->nv, &one, pre, g->nh));
+  GPU_BLAS (layer, phase, shoal_gpu_gemm (ctx, CUBLAS_OP_T, CUBLAS_OP_N, g->nh, n, g->nv, one,
+                                          layer->params[0]->value.data, g->nv, v, g->nv, one, pre, g->nh));
 }
 
 static void
@@ -113,8 +113,8 @@ visible_mean (ShoalLayer *layer, RbmGpu *g, const float *h, float *pv, int n, co
 {
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   GPU_CUDA (layer, phase, shoal_k_broadcast_rows (g->vis->params[0]->value.data, n, g->nv, pv, ctx->compute));
-  GPU_BLAS (layer, phase, cublasSgemm (ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->nv, n, g->nh, &one,
-                                       layer->params[0]->value.data, g->nv, h, g->nh, &one, pv, g->nv));
+  GPU_BLAS (layer, phase, shoal_gpu_gemm (ctx, CUBLAS_OP_N, CUBLAS_OP_N, g->nv, n, g->nh, one,
+                                          layer->params[0]->value.data, g->nv, h, g->nh, one, pv, g->nv));
   if (!g->gv)
     GPU_CUDA (layer, phase, shoal_k_sigmoid_in_place (pv, (size_t) n * g->nv, ctx->compute));
 }
@@ -181,10 +181,10 @@ rbm_hidden_gpu_backward (ShoalLayer *layer)
     }
   /* dW (nh, nv) row-major = column-major (nv, nh): += w vk^T phk - w v0^T ph0 */
   float *dw = layer->params[0]->grad.data;
-  GPU_BLAS (layer, "backward", cublasSgemm (ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, g->nv, g->nh, n, &w, g->vk, g->nv,
-                                            g->phk, g->nh, &one, dw, g->nv));
-  GPU_BLAS (layer, "backward", cublasSgemm (ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, g->nv, g->nh, n, &mw, v0, g->nv,
-                                            g->ph0, g->nh, &one, dw, g->nv));
+  GPU_BLAS (layer, "backward", shoal_gpu_gemm (ctx, CUBLAS_OP_N, CUBLAS_OP_T, g->nv, g->nh, n, w, g->vk, g->nv,
+                                               g->phk, g->nh, one, dw, g->nv));
+  GPU_BLAS (layer, "backward", shoal_gpu_gemm (ctx, CUBLAS_OP_N, CUBLAS_OP_T, g->nv, g->nh, n, mw, v0, g->nv, g->ph0,
+                                               g->nh, one, dw, g->nv));
   /* dc += w (column sums of phk - ph0) */
   float *dc = layer->params[1]->grad.data;
   GPU_BLAS (layer, "backward", cublasSgemv (ctx->blas, CUBLAS_OP_N, g->nh, n, &w, g->phk, g->nh, ctx->ones, 1, &one,

@@ -51,9 +51,11 @@ const ShoalOption shoal_job_options[] = {
     "and the updater's state on the GPU and updates them there, so that only data and metrics cross "
     "PCIe in a step (docs/GPU.md); false: gradients go down and values up at every step, and the "
     "host updates them, as for a server in another process" },
-  { "precision", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|tf32",
-    "GPU workers' matrix products and convolutions: fp32 (IEEE, as on the CPU) or tf32 (TF32 tensor "
-    "cores: operands rounded to 10-bit mantissas, FP32 sums; docs/GPU.md); the CPU computes in fp32 either way" },
+  { "precision", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|tf32|bf16",
+    "GPU workers' matrix products and convolutions: fp32 (IEEE, as on the CPU), tf32 (TF32 tensor "
+    "cores: operands rounded to 10-bit mantissas, FP32 sums) or bf16 (bfloat16 tensor cores: operands "
+    "rounded to 7-bit mantissas, FP32 sums, every value kept in FP32 between layers; docs/GPU.md); the "
+    "CPU computes in fp32 whatever this says" },
   { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
     "in SHOAL_PLUGIN_PATH and the installed plugin directory" },
@@ -399,7 +401,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->metrics_interval = shoal_conf_get_float (conf, "job", t, "metrics_interval");
   job->device_update = shoal_conf_get_bool (conf, "job", t, "device_update");
   char *precision = shoal_conf_get_string (conf, "job", t, "precision");
-  /* the table's choices were checked: only fp32 and tf32 get here */
+  /* the table's choices were checked: only fp32, tf32 and bf16 get here */
   if (!shoal_precision_parse (precision, &job->precision))
     job->precision = SHOAL_PRECISION_FP32;
   g_free (precision);
