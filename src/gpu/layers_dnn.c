@@ -51,15 +51,17 @@ math_allowed (const ShoalDeviceContext *ctx, cudnnMathType_t m)
  * and reads the layer's tensors directly.  In bf16 the plan is bfloat16
  * with FP32 sums (cuDNN's "pseudo bfloat16" configuration), as
  * PyTorch's autocast runs a convolution: each pass rounds the FP32
- * operands it reads into bfloat16 copies the layer keeps (x, W, dy), and
- * turns the bfloat16 results back into the FP32 tensors (y with its bias
- * in the same pass, dx, and dW added into the FP32 gradient), so every
+ * operands it reads into bfloat16 copies the layer keeps (x, W, dy), in
+ * the channels-last (NHWC) layout tensor cores take, and turns the
+ * bfloat16 results back into the FP32 NCHW tensors (y with its bias in
+ * the same pass, dx, and dW added into the FP32 gradient), so every
  * other layer, the updater and the params see FP32 only.  Where cuDNN has
  * no bfloat16 algorithm for a layer's shapes, that layer keeps an FP32
  * plan (TF32 allowed) and says so once. */
 
 typedef struct {
   cudnnDataType_t type;                       /* of x, W and y; sums in FP32 either way */
+  cudnnTensorFormat_t format;                 /* NCHW (FP32, the layer's own tensors) or NHWC (bfloat16 copies) */
   cudnnTensorDescriptor_t x, y;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
@@ -185,9 +187,9 @@ conv_choose (ShoalLayer *layer, ConvPlan *p, GError **error)
 static gboolean
 conv_plan_rows (const ConvGpu *g, ConvPlan *p, int rows)
 {
-  return cudnnSetTensor4dDescriptor (p->x, CUDNN_TENSOR_NCHW, p->type, MAX (rows, 1), g->c, g->h, g->w)
+  return cudnnSetTensor4dDescriptor (p->x, p->format, p->type, MAX (rows, 1), g->c, g->h, g->w)
              == CUDNN_STATUS_SUCCESS
-         && cudnnSetTensor4dDescriptor (p->y, CUDNN_TENSOR_NCHW, p->type, MAX (rows, 1), g->f, g->oh, g->ow)
+         && cudnnSetTensor4dDescriptor (p->y, p->format, p->type, MAX (rows, 1), g->f, g->oh, g->ow)
                 == CUDNN_STATUS_SUCCESS;
 }
 
@@ -209,12 +211,15 @@ conv_plan_clear (ConvPlan *p)
   memset (p, 0, sizeof *p);
 }
 
-/* Descriptors of `type` for the layer's geometry and cuDNN's algorithms
- * for them; FALSE with error (the plan cleared) when cuDNN refuses. */
+/* Descriptors of `type` in `format` for the layer's geometry and cuDNN's
+ * algorithms for them; FALSE with error (the plan cleared) when cuDNN
+ * refuses. */
 static gboolean
-conv_plan_init (ShoalLayer *layer, ConvGpu *g, ConvPlan *p, cudnnDataType_t type, GError **error)
+conv_plan_init (ShoalLayer *layer, ConvGpu *g, ConvPlan *p, cudnnDataType_t type, cudnnTensorFormat_t format,
+                GError **error)
 {
   p->type = type;
+  p->format = format;
   if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&p->x), error)
       || !GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&p->y), error)
       || !GPU_DNN_SETUP (layer, cudnnCreateFilterDescriptor (&p->wd), error)
@@ -229,8 +234,8 @@ conv_plan_init (ShoalLayer *layer, ConvGpu *g, ConvPlan *p, cudnnDataType_t type
                         error))
       goto fail;
   if (!conv_plan_rows (g, p, g->rows)
-      || !GPU_DNN_SETUP (layer, cudnnSetFilter4dDescriptor (p->wd, type, CUDNN_TENSOR_NCHW, g->f, g->c, g->kh,
-                                                            g->kw), error))
+      || !GPU_DNN_SETUP (layer, cudnnSetFilter4dDescriptor (p->wd, type, format, g->f, g->c, g->kh, g->kw),
+                        error))
     {
       if (error != NULL && *error == NULL)
         shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN refused its tensor shapes", layer->name);
@@ -297,7 +302,7 @@ conv_gpu_setup (ShoalLayer *layer, GError **error)
   if (shoal_gpu_ctx (layer)->bf16)
     {
       GError *refused = NULL;
-      if (conv_plan_init (layer, g, &g->plan, CUDNN_DATA_BFLOAT16, &refused))
+      if (conv_plan_init (layer, g, &g->plan, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, &refused))
         {
           if (!conv_bf16_buffers (layer, g, error))
             return FALSE;
@@ -308,7 +313,7 @@ conv_gpu_setup (ShoalLayer *layer, GError **error)
                  layer->name, refused->message);
       g_clear_error (&refused);
     }
-  if (!conv_plan_init (layer, g, &g->plan, CUDNN_DATA_FLOAT, error))
+  if (!conv_plan_init (layer, g, &g->plan, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, error))
     return FALSE;
   shoal_gpu_workspace_reserve (shoal_gpu_ctx (layer), g->plan.ws);
   return TRUE;
@@ -333,6 +338,12 @@ conv_rows (ShoalLayer *layer, ConvGpu *g, const char *phase)
   return TRUE;
 }
 
+static size_t
+conv_plane (int h, int w)
+{
+  return (size_t) h * (size_t) w;
+}
+
 static gboolean
 conv_bf16 (const ConvGpu *g)
 {
@@ -354,15 +365,16 @@ conv_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
     return;
   if (conv_bf16 (g))
     {
-      size_t ny = shoal_tensor_count (&layer->out);
-      if (GPU_CUDA (layer, "forward", shoal_k_to_bf16 (x->data, g->xb, shoal_tensor_count (x), ctx->compute))
-          && GPU_CUDA (layer, "forward", shoal_k_to_bf16 (w, g->wb, shoal_tensor_count (&layer->params[0]->value),
-                                                          ctx->compute))
+      int rows = shoal_tensor_rows (x);
+      if (GPU_CUDA (layer, "forward", shoal_k_to_bf16_nhwc (x->data, g->xb, rows, g->c, conv_plane (g->h, g->w),
+                                                            ctx->compute))
+          && GPU_CUDA (layer, "forward", shoal_k_to_bf16_nhwc (w, g->wb, g->f, g->c, conv_plane (g->kh, g->kw),
+                                                               ctx->compute))
           && GPU_DNN (layer, "forward",
                       cudnnConvolutionForward (ctx->dnn, &one, g->plan.x, g->xb, g->plan.wd, g->wb, g->plan.fwd,
                                                g->plan.fwd_algo, ws, g->plan.ws, &zero, g->plan.y, g->yb)))
-        GPU_CUDA (layer, "forward", shoal_k_from_bf16_bias (g->yb, bias, layer->out.data, ny, g->f,
-                                                            (size_t) g->oh * (size_t) g->ow, ctx->compute));
+        GPU_CUDA (layer, "forward", shoal_k_from_bf16_nhwc (g->yb, bias, layer->out.data, rows, g->f,
+                                                            conv_plane (g->oh, g->ow), FALSE, ctx->compute));
       return;
     }
   GPU_DNN (layer, "forward",
@@ -381,13 +393,15 @@ conv_backward_bf16 (ShoalLayer *layer, ConvGpu *g, void *ws)
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   ShoalTensor *dx = layer->src_grad[0];
   ShoalTensor *dw = &layer->params[0]->grad;
+  int rows = shoal_tensor_rows (&layer->grad);
   if (!GPU_CUDA (layer, "backward",
-                 shoal_k_to_bf16 (layer->grad.data, g->yb, shoal_tensor_count (&layer->grad), ctx->compute))
+                 shoal_k_to_bf16_nhwc (layer->grad.data, g->yb, rows, g->f, conv_plane (g->oh, g->ow), ctx->compute))
       || !GPU_DNN (layer, "backward",
                    cudnnConvolutionBackwardFilter (ctx->dnn, &one, g->plan.x, g->xb, g->plan.y, g->yb,
                                                    g->plan.bwd_filter, g->plan.filter_algo, ws, g->plan.ws, &zero,
                                                    g->plan.wd, g->dwb))
-      || !GPU_CUDA (layer, "backward", shoal_k_add_bf16 (g->dwb, dw->data, shoal_tensor_count (dw), ctx->compute)))
+      || !GPU_CUDA (layer, "backward", shoal_k_from_bf16_nhwc (g->dwb, NULL, dw->data, g->f, g->c,
+                                                               conv_plane (g->kh, g->kw), TRUE, ctx->compute)))
     return;
   if (dx != NULL
       && GPU_DNN (layer, "backward",
@@ -395,8 +409,8 @@ conv_backward_bf16 (ShoalLayer *layer, ConvGpu *g, void *ws)
                                                 g->plan.bwd_data, g->plan.data_algo, ws, g->plan.ws, &zero,
                                                 g->plan.x, g->xb)))
     GPU_CUDA (layer, "backward",
-              shoal_k_from_bf16_bias (g->xb, NULL, dx->data, shoal_tensor_count (dx), g->c,
-                                      (size_t) g->h * (size_t) g->w, ctx->compute));
+              shoal_k_from_bf16_nhwc (g->xb, NULL, dx->data, rows, g->c, conv_plane (g->h, g->w), FALSE,
+                                      ctx->compute));
 }
 
 static void
