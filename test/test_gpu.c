@@ -1619,7 +1619,8 @@ conv_error_at (ShoalPrecision precision)
  * every output, gradient and param stays within 3e-2 of the tensor's
  * largest value (bfloat16 keeps 8 significant bits: each operand is off
  * by up to 2^-9 relative, and the sums of products keep that order); a
- * short last batch, no bias and a strided convolution included.  And the
+ * convolution of channels in multiples of 8 (bfloat16) and two that keep
+ * FP32 (other channel counts), no bias and a stride included.  And the
  * rounding shows: a convolution's bf16 output is further from FP32 than
  * TF32's, which is further than FP32's own (so no layer fell back to
  * FP32 unseen). */
@@ -1638,6 +1639,10 @@ test_bf16 (void)
   compare_conf ("[layer x]\ntype = feed\nshape = 3,2,7,6\nneed_grad = true\n"
                 "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 4\nkernel_h = 3\nkernel_w = 2\nbias = false\n"
                 TARGET ("3,4,5,5", "conv"), rtol);
+  /* channels in multiples of 8: the bfloat16 plan (the two above keep FP32) */
+  compare_conf ("[layer x]\ntype = feed\nshape = 3,8,7,7\nneed_grad = true\n"
+                "[layer conv]\ntype = conv\nsrc = x\nnum_filters = 16\nkernel = 3\nstride = 2\n"
+                TARGET ("3,16,3,3", "conv"), rtol);
   shoal_device_set_precision (SHOAL_PRECISION_FP32);
   if (!have_real_gpu ())
     return;

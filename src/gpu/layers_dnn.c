@@ -55,9 +55,13 @@ math_allowed (const ShoalDeviceContext *ctx, cudnnMathType_t m)
  * the channels-last (NHWC) layout tensor cores take, and turns the
  * bfloat16 results back into the FP32 NCHW tensors (y with its bias in
  * the same pass, dx, and dW added into the FP32 gradient), so every
- * other layer, the updater and the params see FP32 only.  Where cuDNN has
- * no bfloat16 algorithm for a layer's shapes, that layer keeps an FP32
- * plan (TF32 allowed) and says so once. */
+ * other layer, the updater and the params see FP32 only.  A layer whose
+ * input or output channels are not multiples of 8 keeps an FP32 plan
+ * (TF32 allowed) and says so once: cuDNN's bfloat16 tensor-core kernels
+ * need them so, and its other bfloat16 kernels ran LeNet's convolutions
+ * (1 and 20 input channels) 2 to 3 times slower than FP32 on an H100,
+ * in NCHW and NHWC alike (docs/GPU.md).  So does a layer for whose
+ * shapes cuDNN has no bfloat16 algorithm. */
 
 typedef struct {
   cudnnDataType_t type;                       /* of x, W and y; sums in FP32 either way */
@@ -299,7 +303,10 @@ conv_gpu_setup (ShoalLayer *layer, GError **error)
       shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN refused its tensor shapes", layer->name);
       return FALSE;
     }
-  if (shoal_gpu_ctx (layer)->bf16)
+  if (shoal_gpu_ctx (layer)->bf16 && (g->c % 8 != 0 || g->f % 8 != 0))
+    g_message ("layer '%s': %d input and %d output channels: bfloat16 tensor cores take multiples of 8, so it "
+               "computes in FP32 with TF32", layer->name, g->c, g->f);
+  else if (shoal_gpu_ctx (layer)->bf16)
     {
       GError *refused = NULL;
       if (conv_plan_init (layer, g, &g->plan, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, &refused))
