@@ -49,11 +49,12 @@ shoal_device_cuda (int index)
 
 /* The arithmetic of a GPU net's matrix products and convolutions:
  * IEEE FP32 as on the CPU; TF32 tensor cores (operands rounded to
- * 10-bit mantissas, FP32 accumulation); or BF16 tensor cores (operands
- * rounded to bfloat16's 7-bit mantissas, FP32 accumulation; activations,
- * parameters, gradients and the updater's state stay FP32 in memory,
- * so the FP32 values are the master copy and, bfloat16 having FP32's
- * exponent range, no loss scaling is needed).  One setting per process
+ * 10-bit mantissas, FP32 accumulation); or BF16 tensor cores for the
+ * matrix products (operands rounded to bfloat16's 7-bit mantissas, FP32
+ * accumulation) with convolutions as TF32; activations, parameters,
+ * gradients and the updater's state stay FP32 in memory, so the FP32
+ * values are the master copy and, bfloat16 having FP32's exponent range,
+ * no loss scaling is needed.  One setting per process
  * ([job] precision), read when a net's device context is made: set it
  * before making nets.  Default FP32.  CPU nets always compute in FP32. */
 typedef enum {

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "gpu/kernels.h"
-#include "gpu/kernels_bf16.h"
 
 static const float one = 1.0f, zero = 0.0f;
 
@@ -44,69 +43,51 @@ math_allowed (const ShoalDeviceContext *ctx, cudnnMathType_t m)
   return ctx->tf32 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
-/* ---- convolution --------------------------------------------------------
- *
- * A convolution runs on one plan: its descriptors in one data type and
- * the algorithms cuDNN chose for them.  In fp32 and tf32 the plan is FP32
- * and reads the layer's tensors directly.  In bf16 the plan is bfloat16
- * with FP32 sums (cuDNN's "pseudo bfloat16" configuration), as
- * PyTorch's autocast runs a convolution: each pass rounds the FP32
- * operands it reads into bfloat16 copies the layer keeps (x, W, dy), in
- * the channels-last (NHWC) layout tensor cores take, and turns the
- * bfloat16 results back into the FP32 NCHW tensors (y with its bias in
- * the same pass, dx, and dW added into the FP32 gradient), so every
- * other layer, the updater and the params see FP32 only.  A layer whose
- * input or output channels are not multiples of 8 keeps an FP32 plan
- * (TF32 allowed) and says so once: cuDNN's bfloat16 tensor-core kernels
- * need them so, and its other bfloat16 kernels ran LeNet's convolutions
- * (1 and 20 input channels) 2 to 3 times slower than FP32 on an H100,
- * in NCHW and NHWC alike (docs/GPU.md).  So does a layer for whose
- * shapes cuDNN has no bfloat16 algorithm. */
+/* ---- convolution -------------------------------------------------------- */
+
+/* [job] precision = bf16 leaves convolutions on FP32 plans with TF32
+ * allowed (ctx->tf32 is set for bf16 too).  cuDNN's bfloat16
+ * convolutions through this API (bfloat16 copies of x, W, dy, FP32 sums)
+ * were built and measured on an H100: LeNet at batch 512 ran 131k
+ * samples/s in NCHW and 110k in NHWC against FP32's 344-369k, and with
+ * 32/64 filters (channels in multiples of 8, tensor-core shapes) 56k
+ * against 321k; PyTorch's autocast lost too (0.82x).  docs/GPU.md. */
 
 typedef struct {
-  cudnnDataType_t type;                       /* of x, W and y; sums in FP32 either way */
-  cudnnTensorFormat_t format;                 /* NCHW (FP32, the layer's own tensors) or NHWC (bfloat16 copies) */
-  cudnnTensorDescriptor_t x, y;
+  int c, h, w, f, kh, kw, oh, ow;
+  int rows;                                   /* rows the descriptors hold */
+  cudnnTensorDescriptor_t x, y, bias;
   cudnnFilterDescriptor_t wd;
   cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;
   cudnnConvolutionFwdAlgo_t fwd_algo;
   cudnnConvolutionBwdDataAlgo_t data_algo;
   cudnnConvolutionBwdFilterAlgo_t filter_algo;
   size_t ws;                                  /* workspace of the three algorithms at `rows` */
-} ConvPlan;
-
-typedef struct {
-  int c, h, w, f, kh, kw, oh, ow, sh, sw, ph, pw;
-  int rows;                                   /* rows the descriptors hold */
-  cudnnTensorDescriptor_t y32, bias;          /* the FP32 output and bias (bias add and its gradient) */
-  ConvPlan plan;
-  uint16_t *xb, *wb, *yb, *dwb;               /* a bfloat16 plan's operand copies (yb also holds dy) */
 } ConvGpu;
 
 static gboolean
-conv_workspace (ShoalLayer *layer, ConvPlan *p, GError **error)
+conv_workspace (ShoalLayer *layer, ConvGpu *g, GError **error)
 {
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   size_t a = 0, b = 0, c = 0;
-  if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionForwardWorkspaceSize (ctx->dnn, p->x, p->wd, p->fwd, p->y,
-                                                                       p->fwd_algo, &a), error)
-      || !GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardDataWorkspaceSize (ctx->dnn, p->wd, p->y,
-                                                                               p->bwd_data, p->x,
-                                                                               p->data_algo, &b), error)
-      || !GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardFilterWorkspaceSize (ctx->dnn, p->x, p->y,
-                                                                                 p->bwd_filter, p->wd,
-                                                                                 p->filter_algo, &c), error))
+  if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionForwardWorkspaceSize (ctx->dnn, g->x, g->wd, g->fwd, g->y,
+                                                                       g->fwd_algo, &a), error)
+      || !GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardDataWorkspaceSize (ctx->dnn, g->wd, g->y,
+                                                                               g->bwd_data, g->x,
+                                                                               g->data_algo, &b), error)
+      || !GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardFilterWorkspaceSize (ctx->dnn, g->x, g->y,
+                                                                                 g->bwd_filter, g->wd,
+                                                                                 g->filter_algo, &c), error))
     return FALSE;
-  p->ws = MAX (a, MAX (b, c));
+  g->ws = MAX (a, MAX (b, c));
   return TRUE;
 }
 
 /* The first algorithm of cuDNN's heuristics (sorted by expected speed)
- * that runs, fits the workspace limit and keeps FP32 exact unless tensor
- * cores are allowed; each direction on its own descriptor with that
- * algorithm's math.  FALSE with error when a direction has none. */
+ * that runs, fits the workspace limit and keeps FP32 exact unless TF32 is
+ * allowed; each direction on its own descriptor with that algorithm's math. */
 static gboolean
-conv_choose (ShoalLayer *layer, ConvPlan *p, GError **error)
+conv_choose (ShoalLayer *layer, ConvGpu *g, GError **error)
 {
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   size_t limit = workspace_limit ();
@@ -114,21 +95,21 @@ conv_choose (ShoalLayer *layer, ConvPlan *p, GError **error)
   int n = 0;
   gboolean found = FALSE;
 
-  if (!GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (p->fwd, base), error)
-      || !GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (p->bwd_data, base), error)
-      || !GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (p->bwd_filter, base), error))
+  if (!GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->fwd, base), error)
+      || !GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_data, base), error)
+      || !GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_filter, base), error))
     return FALSE;
 
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionForwardAlgorithm_v7 (ctx->dnn, p->x, p->wd, p->fwd, p->y,
+  if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionForwardAlgorithm_v7 (ctx->dnn, g->x, g->wd, g->fwd, g->y,
                                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                                       &n, fp), error))
     return FALSE;
   for (int i = 0; i < n && !found; i++)
     if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= limit && math_allowed (ctx, fp[i].mathType))
       {
-        p->fwd_algo = fp[i].algo;
-        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (p->fwd, ctx->tf32 ? fp[i].mathType : base),
+        g->fwd_algo = fp[i].algo;
+        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->fwd, ctx->tf32 ? fp[i].mathType : base),
                                error);
         if (!found)
           return FALSE;
@@ -142,16 +123,16 @@ conv_choose (ShoalLayer *layer, ConvPlan *p, GError **error)
 
   found = FALSE;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardDataAlgorithm_v7 (ctx->dnn, p->wd, p->y, p->bwd_data,
-                                                                           p->x,
+  if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardDataAlgorithm_v7 (ctx->dnn, g->wd, g->y, g->bwd_data,
+                                                                           g->x,
                                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                            &n, dp), error))
     return FALSE;
   for (int i = 0; i < n && !found; i++)
     if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= limit && math_allowed (ctx, dp[i].mathType))
       {
-        p->data_algo = dp[i].algo;
-        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (p->bwd_data,
+        g->data_algo = dp[i].algo;
+        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_data,
                                                                    ctx->tf32 ? dp[i].mathType : base), error);
         if (!found)
           return FALSE;
@@ -166,14 +147,14 @@ conv_choose (ShoalLayer *layer, ConvPlan *p, GError **error)
   found = FALSE;
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardFilterAlgorithm_v7 (
-                                 ctx->dnn, p->x, p->y, p->bwd_filter, p->wd,
+                                 ctx->dnn, g->x, g->y, g->bwd_filter, g->wd,
                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp), error))
     return FALSE;
   for (int i = 0; i < n && !found; i++)
     if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= limit && math_allowed (ctx, wp[i].mathType))
       {
-        p->filter_algo = wp[i].algo;
-        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (p->bwd_filter,
+        g->filter_algo = wp[i].algo;
+        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_filter,
                                                                    ctx->tf32 ? wp[i].mathType : base), error);
         if (!found)
           return FALSE;
@@ -184,95 +165,7 @@ conv_choose (ShoalLayer *layer, ConvPlan *p, GError **error)
                          "cuDNN offers no backward-filter convolution algorithm for layer '%s'", layer->name);
       return FALSE;
     }
-  return conv_workspace (layer, p, error);
-}
-
-/* The plan's x and y descriptors for `rows` rows. */
-static gboolean
-conv_plan_rows (const ConvGpu *g, ConvPlan *p, int rows)
-{
-  return cudnnSetTensor4dDescriptor (p->x, p->format, p->type, MAX (rows, 1), g->c, g->h, g->w)
-             == CUDNN_STATUS_SUCCESS
-         && cudnnSetTensor4dDescriptor (p->y, p->format, p->type, MAX (rows, 1), g->f, g->oh, g->ow)
-                == CUDNN_STATUS_SUCCESS;
-}
-
-static void
-conv_plan_clear (ConvPlan *p)
-{
-  if (p->x)
-    cudnnDestroyTensorDescriptor (p->x);
-  if (p->y)
-    cudnnDestroyTensorDescriptor (p->y);
-  if (p->wd)
-    cudnnDestroyFilterDescriptor (p->wd);
-  if (p->fwd)
-    cudnnDestroyConvolutionDescriptor (p->fwd);
-  if (p->bwd_data)
-    cudnnDestroyConvolutionDescriptor (p->bwd_data);
-  if (p->bwd_filter)
-    cudnnDestroyConvolutionDescriptor (p->bwd_filter);
-  memset (p, 0, sizeof *p);
-}
-
-/* Descriptors of `type` in `format` for the layer's geometry and cuDNN's
- * algorithms for them; FALSE with error (the plan cleared) when cuDNN
- * refuses. */
-static gboolean
-conv_plan_init (ShoalLayer *layer, ConvGpu *g, ConvPlan *p, cudnnDataType_t type, cudnnTensorFormat_t format,
-                GError **error)
-{
-  p->type = type;
-  p->format = format;
-  if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&p->x), error)
-      || !GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&p->y), error)
-      || !GPU_DNN_SETUP (layer, cudnnCreateFilterDescriptor (&p->wd), error)
-      || !GPU_DNN_SETUP (layer, cudnnCreateConvolutionDescriptor (&p->fwd), error)
-      || !GPU_DNN_SETUP (layer, cudnnCreateConvolutionDescriptor (&p->bwd_data), error)
-      || !GPU_DNN_SETUP (layer, cudnnCreateConvolutionDescriptor (&p->bwd_filter), error))
-    goto fail;
-  cudnnConvolutionDescriptor_t convs[3] = { p->fwd, p->bwd_data, p->bwd_filter };
-  for (int i = 0; i < 3; i++)
-    if (!GPU_DNN_SETUP (layer, cudnnSetConvolution2dDescriptor (convs[i], g->ph, g->pw, g->sh, g->sw, 1, 1,
-                                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                        error))
-      goto fail;
-  if (!conv_plan_rows (g, p, g->rows)
-      || !GPU_DNN_SETUP (layer, cudnnSetFilter4dDescriptor (p->wd, type, format, g->f, g->c, g->kh, g->kw),
-                        error))
-    {
-      if (error != NULL && *error == NULL)
-        shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN refused its tensor shapes", layer->name);
-      goto fail;
-    }
-  int n, c, h, w;
-  if (!GPU_DNN_SETUP (layer, cudnnGetConvolution2dForwardOutputDim (p->fwd, p->x, p->wd, &n, &c, &h, &w),
-                      error))
-    goto fail;
-  if (c != g->f || h != g->oh || w != g->ow)
-    {
-      shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN computes a %dx%dx%d output, the layer %dx%dx%d",
-                         layer->name, c, h, w, g->f, g->oh, g->ow);
-      goto fail;
-    }
-  if (conv_choose (layer, p, error))
-    return TRUE;
-fail:
-  conv_plan_clear (p);
-  return FALSE;
-}
-
-/* The bfloat16 copies of x, W, y (and dy) and of dW, as device memory. */
-static gboolean
-conv_bf16_buffers (ShoalLayer *layer, ConvGpu *g, GError **error)
-{
-  size_t x = layer->srcs[0]->out.capacity, y = layer->out.capacity;
-  size_t w = (size_t) g->f * (size_t) g->c * (size_t) g->kh * (size_t) g->kw;
-  /* two bfloat16 values a float; the allocator counts floats */
-  return (g->xb = (uint16_t *) shoal_gpu_alloc_floats (layer, (x + 1) / 2, error)) != NULL
-         && (g->yb = (uint16_t *) shoal_gpu_alloc_floats (layer, (y + 1) / 2, error)) != NULL
-         && (g->wb = (uint16_t *) shoal_gpu_alloc_floats (layer, (w + 1) / 2, error)) != NULL
-         && (g->dwb = (uint16_t *) shoal_gpu_alloc_floats (layer, (w + 1) / 2, error)) != NULL;
+  return conv_workspace (layer, g, error);
 }
 
 static gboolean
@@ -289,40 +182,46 @@ conv_gpu_setup (ShoalLayer *layer, GError **error)
   g->ow = out->dim[3];
   g->kh = shoal_layer_opt_int_or (layer, "kernel_h", 0, "kernel");
   g->kw = shoal_layer_opt_int_or (layer, "kernel_w", 0, "kernel");
-  g->sh = shoal_layer_opt_int_or (layer, "stride_h", 0, "stride");
-  g->sw = shoal_layer_opt_int_or (layer, "stride_w", 0, "stride");
-  g->ph = shoal_layer_opt_int_or (layer, "pad_h", -1, "pad");
-  g->pw = shoal_layer_opt_int_or (layer, "pad_w", -1, "pad");
+  int sh = shoal_layer_opt_int_or (layer, "stride_h", 0, "stride"), sw = shoal_layer_opt_int_or (layer, "stride_w", 0, "stride");
+  int ph = shoal_layer_opt_int_or (layer, "pad_h", -1, "pad"), pw = shoal_layer_opt_int_or (layer, "pad_w", -1, "pad");
   g->rows = in->dim[0];
 
-  if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->y32), error)
-      || !GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->bias), error))
+  if (!GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->x), error)
+      || !GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->y), error)
+      || !GPU_DNN_SETUP (layer, cudnnCreateTensorDescriptor (&g->bias), error)
+      || !GPU_DNN_SETUP (layer, cudnnCreateFilterDescriptor (&g->wd), error)
+      || !GPU_DNN_SETUP (layer, cudnnCreateConvolutionDescriptor (&g->fwd), error)
+      || !GPU_DNN_SETUP (layer, cudnnCreateConvolutionDescriptor (&g->bwd_data), error)
+      || !GPU_DNN_SETUP (layer, cudnnCreateConvolutionDescriptor (&g->bwd_filter), error))
     return FALSE;
-  if (!shoal_gpu_set_4d (g->y32, g->rows, g->f, g->oh, g->ow) || !shoal_gpu_set_4d (g->bias, 1, g->f, 1, 1))
+  cudnnConvolutionDescriptor_t convs[3] = { g->fwd, g->bwd_data, g->bwd_filter };
+  for (int i = 0; i < 3; i++)
+    if (!GPU_DNN_SETUP (layer, cudnnSetConvolution2dDescriptor (convs[i], ph, pw, sh, sw, 1, 1,
+                                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                        error))
+      return FALSE;
+  if (!shoal_gpu_set_4d (g->x, g->rows, g->c, g->h, g->w) || !shoal_gpu_set_4d (g->y, g->rows, g->f, g->oh, g->ow)
+      || !shoal_gpu_set_4d (g->bias, 1, g->f, 1, 1)
+      || !GPU_DNN_SETUP (layer, cudnnSetFilter4dDescriptor (g->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g->f,
+                                                            g->c, g->kh, g->kw), error))
     {
-      shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN refused its tensor shapes", layer->name);
+      if (error != NULL && *error == NULL)
+        shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN refused its tensor shapes", layer->name);
       return FALSE;
     }
-  if (shoal_gpu_ctx (layer)->bf16 && (g->c % 8 != 0 || g->f % 8 != 0))
-    g_message ("layer '%s': %d input and %d output channels: bfloat16 tensor cores take multiples of 8, so it "
-               "computes in FP32 with TF32", layer->name, g->c, g->f);
-  else if (shoal_gpu_ctx (layer)->bf16)
-    {
-      GError *refused = NULL;
-      if (conv_plan_init (layer, g, &g->plan, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, &refused))
-        {
-          if (!conv_bf16_buffers (layer, g, error))
-            return FALSE;
-          shoal_gpu_workspace_reserve (shoal_gpu_ctx (layer), g->plan.ws);
-          return TRUE;
-        }
-      g_message ("layer '%s': no bfloat16 convolution for its shapes (%s); it computes in FP32 with TF32",
-                 layer->name, refused->message);
-      g_clear_error (&refused);
-    }
-  if (!conv_plan_init (layer, g, &g->plan, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, error))
+  int n, c, h, w;
+  if (!GPU_DNN_SETUP (layer, cudnnGetConvolution2dForwardOutputDim (g->fwd, g->x, g->wd, &n, &c, &h, &w),
+                      error))
     return FALSE;
-  shoal_gpu_workspace_reserve (shoal_gpu_ctx (layer), g->plan.ws);
+  if (c != g->f || h != g->oh || w != g->ow)
+    {
+      shoal_layer_error (layer, error, NULL, "layer '%s': cuDNN computes a %dx%dx%d output, the layer %dx%dx%d",
+                         layer->name, c, h, w, g->f, g->oh, g->ow);
+      return FALSE;
+    }
+  if (!conv_choose (layer, g, error))
+    return FALSE;
+  shoal_gpu_workspace_reserve (shoal_gpu_ctx (layer), g->ws);
   return TRUE;
 }
 
@@ -335,8 +234,8 @@ conv_rows (ShoalLayer *layer, ConvGpu *g, const char *phase)
     return TRUE;
   g->rows = rows;
   GError *error = NULL;
-  if (!conv_plan_rows (g, &g->plan, rows) || !shoal_gpu_set_4d (g->y32, rows, g->f, g->oh, g->ow)
-      || !conv_workspace (layer, &g->plan, &error))
+  if (!shoal_gpu_set_4d (g->x, rows, g->c, g->h, g->w) || !shoal_gpu_set_4d (g->y, rows, g->f, g->oh, g->ow)
+      || !conv_workspace (layer, g, &error))
     {
       GPU_DNN (layer, phase, CUDNN_STATUS_BAD_PARAM);
       g_clear_error (&error);
@@ -345,79 +244,24 @@ conv_rows (ShoalLayer *layer, ConvGpu *g, const char *phase)
   return TRUE;
 }
 
-static size_t
-conv_plane (int h, int w)
-{
-  return (size_t) h * (size_t) w;
-}
-
-static gboolean
-conv_bf16 (const ConvGpu *g)
-{
-  return g->plan.type == CUDNN_DATA_BFLOAT16;
-}
-
 static void
 conv_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
 {
   ConvGpu *g = layer->gpu_priv;
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
-  const ShoalTensor *x = &layer->srcs[0]->out;
-  const float *w = layer->params[0]->value.data, *bias = layer->nparams > 1 ? layer->params[1]->value.data : NULL;
   (void) phase;
-  if (shoal_tensor_rows (x) == 0 || !conv_rows (layer, g, "forward"))
+  if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !conv_rows (layer, g, "forward"))
     return;
-  void *ws = shoal_gpu_workspace (layer, g->plan.ws);
-  if (ws == NULL && g->plan.ws > 0)
+  void *ws = shoal_gpu_workspace (layer, g->ws);
+  if (ws == NULL && g->ws > 0)
     return;
-  if (conv_bf16 (g))
-    {
-      int rows = shoal_tensor_rows (x);
-      if (GPU_CUDA (layer, "forward", shoal_k_to_bf16_nhwc (x->data, g->xb, rows, g->c, conv_plane (g->h, g->w),
-                                                            ctx->compute))
-          && GPU_CUDA (layer, "forward", shoal_k_to_bf16_nhwc (w, g->wb, g->f, g->c, conv_plane (g->kh, g->kw),
-                                                               ctx->compute))
-          && GPU_DNN (layer, "forward",
-                      cudnnConvolutionForward (ctx->dnn, &one, g->plan.x, g->xb, g->plan.wd, g->wb, g->plan.fwd,
-                                               g->plan.fwd_algo, ws, g->plan.ws, &zero, g->plan.y, g->yb)))
-        GPU_CUDA (layer, "forward", shoal_k_from_bf16_nhwc (g->yb, bias, layer->out.data, rows, g->f,
-                                                            conv_plane (g->oh, g->ow), FALSE, ctx->compute));
-      return;
-    }
   GPU_DNN (layer, "forward",
-           cudnnConvolutionForward (ctx->dnn, &one, g->plan.x, x->data, g->plan.wd, w, g->plan.fwd, g->plan.fwd_algo,
-                                    ws, g->plan.ws, &zero, g->plan.y, layer->out.data));
-  if (bias != NULL)
-    GPU_DNN (layer, "forward", cudnnAddTensor (ctx->dnn, &one, g->bias, bias, &one, g->y32, layer->out.data));
-}
-
-/* The bfloat16 backward: dy rounded once into the y copy, dW from the
- * forward's x copy added into the FP32 gradient, then dx through the x
- * copy's memory (the forward's x is not needed once dW is made). */
-static void
-conv_backward_bf16 (ShoalLayer *layer, ConvGpu *g, void *ws)
-{
-  ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
-  ShoalTensor *dx = layer->src_grad[0];
-  ShoalTensor *dw = &layer->params[0]->grad;
-  int rows = shoal_tensor_rows (&layer->grad);
-  if (!GPU_CUDA (layer, "backward",
-                 shoal_k_to_bf16_nhwc (layer->grad.data, g->yb, rows, g->f, conv_plane (g->oh, g->ow), ctx->compute))
-      || !GPU_DNN (layer, "backward",
-                   cudnnConvolutionBackwardFilter (ctx->dnn, &one, g->plan.x, g->xb, g->plan.y, g->yb,
-                                                   g->plan.bwd_filter, g->plan.filter_algo, ws, g->plan.ws, &zero,
-                                                   g->plan.wd, g->dwb))
-      || !GPU_CUDA (layer, "backward", shoal_k_from_bf16_nhwc (g->dwb, NULL, dw->data, g->f, g->c,
-                                                               conv_plane (g->kh, g->kw), TRUE, ctx->compute)))
-    return;
-  if (dx != NULL
-      && GPU_DNN (layer, "backward",
-                  cudnnConvolutionBackwardData (ctx->dnn, &one, g->plan.wd, g->wb, g->plan.y, g->yb,
-                                                g->plan.bwd_data, g->plan.data_algo, ws, g->plan.ws, &zero,
-                                                g->plan.x, g->xb)))
-    GPU_CUDA (layer, "backward",
-              shoal_k_from_bf16_nhwc (g->xb, NULL, dx->data, rows, g->c, conv_plane (g->h, g->w), FALSE,
-                                      ctx->compute));
+           cudnnConvolutionForward (ctx->dnn, &one, g->x, layer->srcs[0]->out.data, g->wd,
+                                    layer->params[0]->value.data, g->fwd, g->fwd_algo, ws, g->ws, &zero, g->y,
+                                    layer->out.data));
+  if (layer->nparams > 1)
+    GPU_DNN (layer, "forward",
+             cudnnAddTensor (ctx->dnn, &one, g->bias, layer->params[1]->value.data, &one, g->y, layer->out.data));
 }
 
 static void
@@ -428,27 +272,22 @@ conv_gpu_backward (ShoalLayer *layer)
   ShoalTensor *dx = layer->src_grad[0];
   if (shoal_tensor_rows (&layer->srcs[0]->out) == 0 || !conv_rows (layer, g, "backward"))
     return;
-  void *ws = shoal_gpu_workspace (layer, g->plan.ws);
-  if (ws == NULL && g->plan.ws > 0)
+  void *ws = shoal_gpu_workspace (layer, g->ws);
+  if (ws == NULL && g->ws > 0)
     return;
   if (layer->nparams > 1)
     GPU_DNN (layer, "backward",
-             cudnnConvolutionBackwardBias (ctx->dnn, &one, g->y32, layer->grad.data, &one, g->bias,
+             cudnnConvolutionBackwardBias (ctx->dnn, &one, g->y, layer->grad.data, &one, g->bias,
                                            layer->params[1]->grad.data));
-  if (conv_bf16 (g))
-    {
-      conv_backward_bf16 (layer, g, ws);
-      return;
-    }
   GPU_DNN (layer, "backward",
-           cudnnConvolutionBackwardFilter (ctx->dnn, &one, g->plan.x, layer->srcs[0]->out.data, g->plan.y,
-                                           layer->grad.data, g->plan.bwd_filter, g->plan.filter_algo, ws,
-                                           g->plan.ws, &one, g->plan.wd, layer->params[0]->grad.data));
+           cudnnConvolutionBackwardFilter (ctx->dnn, &one, g->x, layer->srcs[0]->out.data, g->y, layer->grad.data,
+                                           g->bwd_filter, g->filter_algo, ws, g->ws, &one, g->wd,
+                                           layer->params[0]->grad.data));
   if (dx != NULL)
     GPU_DNN (layer, "backward",
-             cudnnConvolutionBackwardData (ctx->dnn, &one, g->plan.wd, layer->params[0]->value.data, g->plan.y,
-                                           layer->grad.data, g->plan.bwd_data, g->plan.data_algo, ws, g->plan.ws,
-                                           &zero, g->plan.x, dx->data));
+             cudnnConvolutionBackwardData (ctx->dnn, &one, g->wd, layer->params[0]->value.data, g->y,
+                                           layer->grad.data, g->bwd_data, g->data_algo, ws, g->ws, &zero, g->x,
+                                           dx->data));
 }
 
 static void
@@ -457,15 +296,20 @@ conv_gpu_finalize (ShoalLayer *layer)
   ConvGpu *g = layer->gpu_priv;
   if (g == NULL)
     return;
-  conv_plan_clear (&g->plan);
-  if (g->y32)
-    cudnnDestroyTensorDescriptor (g->y32);
+  if (g->x)
+    cudnnDestroyTensorDescriptor (g->x);
+  if (g->y)
+    cudnnDestroyTensorDescriptor (g->y);
   if (g->bias)
     cudnnDestroyTensorDescriptor (g->bias);
-  shoal_gpu_free (g->xb);
-  shoal_gpu_free (g->yb);
-  shoal_gpu_free (g->wb);
-  shoal_gpu_free (g->dwb);
+  if (g->wd)
+    cudnnDestroyFilterDescriptor (g->wd);
+  if (g->fwd)
+    cudnnDestroyConvolutionDescriptor (g->fwd);
+  if (g->bwd_data)
+    cudnnDestroyConvolutionDescriptor (g->bwd_data);
+  if (g->bwd_filter)
+    cudnnDestroyConvolutionDescriptor (g->bwd_filter);
   g_free (g);
   layer->gpu_priv = NULL;
 }
