@@ -1526,8 +1526,8 @@ test_server_on_device_refused (void)
 
 /* [job] precision: fp32 by default, tf32 and bf16 taken, anything else
  * refused naming the key; a TF32 net's dense products differ from the
- * CPU's by TF32's rounding (10-bit mantissas), a BF16 net's by more
- * (7-bit), an FP32 net's by float sums only. */
+ * CPU's by TF32's rounding (10-bit mantissas), a BF16 net's by at least
+ * as much, an FP32 net's by float sums only. */
 static void
 test_precision (void)
 {
@@ -1589,10 +1589,12 @@ test_precision (void)
   g_assert_cmpfloat (worst[0], <, 1e-5);
   g_assert_cmpfloat (worst[1], <, 1e-2);
   g_assert_cmpfloat (worst[2], <, 3e-2);
-  /* TF32 rounds the operands to 10 bits, bfloat16 to 7: it shows, and
-   * in that order, where FP32 does not */
+  /* TF32 rounds the operands to 10 bits: it shows, where FP32 does not.
+   * bf16 lets cuBLAS round them to 7 bits, or to TF32's 10 where it has
+   * no faster bfloat16 kernel (the H100's cuBLAS 12 chose TF32 here:
+   * bitwise the same result), so never less than TF32 */
   g_assert_cmpfloat (worst[1], >, worst[0]);
-  g_assert_cmpfloat (worst[2], >, worst[1]);
+  g_assert_cmpfloat (worst[2], >=, worst[1]);
 }
 
 /* [job] precision = bf16: dense products on bfloat16 operands with FP32

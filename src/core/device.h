@@ -49,9 +49,10 @@ shoal_device_cuda (int index)
 
 /* The arithmetic of a GPU net's matrix products and convolutions:
  * IEEE FP32 as on the CPU; TF32 tensor cores (operands rounded to
- * 10-bit mantissas, FP32 accumulation); or BF16 tensor cores for the
- * matrix products (operands rounded to bfloat16's 7-bit mantissas, FP32
- * accumulation) with convolutions as TF32; activations, parameters,
+ * 10-bit mantissas, FP32 accumulation); or BF16, which lets cuBLAS run
+ * the matrix products on bfloat16 tensor cores (operands rounded to
+ * 7-bit mantissas, FP32 accumulation) where it has a faster kernel than
+ * TF32's, with convolutions as TF32; activations, parameters,
  * gradients and the updater's state stay FP32 in memory, so the FP32
  * values are the master copy and, bfloat16 having FP32's exponent range,
  * no loss scaling is needed.  One setting per process

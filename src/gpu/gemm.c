@@ -2,10 +2,12 @@
  *
  * fp32 and tf32 go through cublasSgemm (the context's cuBLAS handle
  * carries the TF32 math mode).  bf16 asks cublasGemmEx for
- * CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS rounds the FP32 operands to
- * bfloat16 inside the kernel and sums in FP32, so no bfloat16 copy of
- * the weights or activations is made or kept, and the FP32 values stay
- * the master copy the updater works on. */
+ * CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS may round the FP32 operands to
+ * bfloat16 inside the kernel (or to TF32, where that kernel is faster)
+ * and sums in FP32, so no bfloat16 copy of the weights or activations is
+ * made or kept, and the FP32 values stay the master copy the updater
+ * works on.  The same permission as PyTorch's
+ * torch.set_float32_matmul_precision ("medium"). */
 #include "gpu/gpu.h"
 
 cublasStatus_t

@@ -53,8 +53,9 @@ const ShoalOption shoal_job_options[] = {
     "host updates them, as for a server in another process" },
   { "precision", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|tf32|bf16",
     "GPU workers' matrix products and convolutions: fp32 (IEEE, as on the CPU), tf32 (TF32 tensor "
-    "cores: operands rounded to 10-bit mantissas, FP32 sums) or bf16 (dense and RBM products on bfloat16 "
-    "tensor cores: operands rounded to 7-bit mantissas, FP32 sums; convolutions as tf32; every value kept "
+    "cores: operands rounded to 10-bit mantissas, FP32 sums) or bf16 (dense and RBM products may run on "
+    "bfloat16 tensor cores where cuBLAS has faster kernels than TF32's: operands rounded to 7-bit mantissas, FP32 "
+    "sums; convolutions as tf32; every value kept "
     "in FP32 between layers; docs/GPU.md); the CPU computes in fp32 whatever this says" },
   { "plugins", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "shared libraries of layer types to load (shoal/plugin.h); a name without '/' is looked for "
