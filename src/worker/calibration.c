@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/updater.h"
 #include "server/server.h"
-#include "worker/runner.h"
+#include "worker/job_run.h"
 #include "worker/threads.h"
 
 #define GROUP "calibration"

@@ -42,7 +42,7 @@
 #include <glib.h>
 
 #include "worker/job.h"
-#include "worker/runner.h"
+#include "worker/job_run.h"
 
 G_BEGIN_DECLS
 

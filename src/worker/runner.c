@@ -27,26 +27,12 @@
 #include "worker/fault_timer.h"
 #include "worker/membership.h"
 #include "worker/metrics.h"
-#include "worker/named_params.h"
 #include "worker/process_report.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
 #include "worker/workspace.h"
 #include "worker/workspace_claim.h"
 #include "worker/workspace_lock.h"
-
-/* [job] init_from: initialises params from the init_from workspaces'
- * checkpoints, by name or as <param>_init_from renames them
- * (worker/named_params.h). */
-gboolean
-shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
-{
-  int copied = 0;
-  if (!shoal_named_params_init (store, job->conf, (const char *const *) job->init_from, &copied, error))
-    return FALSE;
-  g_message ("init_from: %d of %u params initialised by name", copied, store->params->len);
-  return TRUE;
-}
 
 /* *created: the folder was not there before (a refused run removes it
  * again while it is empty, see shoal_run_job's end). */
@@ -209,94 +195,12 @@ worker_thread (gpointer data)
   return NULL;
 }
 
-ShoalGroupNet *
-shoal_runner_unit_net (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit, int unit_size,
-                       gboolean per_group, gboolean on_device, const ShoalGroupWire *wire, GError **error)
-{
-  ShoalNetOptions nopts = { .seed = job->seed, .group = unit.group, .cd_k = job->cd_k,
-                            .budget = job->memory_budget };
-  if (on_device)
-    nopts.device = shoal_cluster_device (&job->cluster, unit.group, unit.index);
-  if (per_group)
-    {
-      /* worker w of the group reads shard group * k + w of groups * k */
-      nopts.shard_index = unit.group;
-      nopts.shard_count = c->nworker_groups;
-    }
-  else
-    {
-      nopts.shard_index = unit.group * c->nworkers_per_group + unit.index;
-      nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
-      nopts.worker = unit.index;
-    }
-  ShoalGroupNet *net = wire != NULL ? shoal_group_net_new_spread (job->conf, unit_size, &nopts, wire, error)
-                                    : shoal_group_net_new (job->conf, unit_size, &nopts, error);
-  if (net == NULL)
-    return NULL;
-  shoal_param_store_init_values (shoal_group_net_params (net), job->seed);
-  if (job->init_from != NULL && job->init_from[0] != NULL
-      && !shoal_runner_init_from (job, shoal_group_net_params (net), error))
-    {
-      shoal_group_net_free (net);
-      return NULL;
-    }
-  return net;
-}
-
 static ShoalGroupNet *
 build_net (RunnerProcess *p, ShoalMember unit, GError **error)
 {
   /* a process of servers only builds the net for its layout: no GPU */
   return shoal_runner_unit_net (p->job, &p->layout->conf, unit, p->unit_size, p->whole_groups || p->spread_net,
                                 p->units->len > 0, p->wire, error);
-}
-
-gboolean
-shoal_runner_groups_as_one (ShoalJob *job, const ShoalClusterConf *c, gboolean *whole, gboolean *spread_net,
-                            GError **error)
-{
-  *whole = c->nworkers_per_procs >= c->nworkers_per_group;
-  *spread_net = FALSE;
-  if (*whole)
-    return TRUE;
-  gboolean batch_only = TRUE;
-  if (!shoal_partition_batch_only (job->conf, c->nworkers_per_group, job->memory_budget, &batch_only, error))
-    return FALSE;
-  *spread_net = !batch_only;
-  return TRUE;
-}
-
-/* A batch-split group spread over processes without a group net: each
- * worker reads its share of the group's batch (batch_size is the
- * group's) and pushes its own gradient. */
-gboolean
-shoal_runner_share_batch (ShoalJob *job, int k, GError **error)
-{
-  GKeyFile *kf = shoal_conf_keyfile (job->conf);
-  char **groups = g_key_file_get_groups (kf, NULL);
-  gboolean ok = TRUE;
-  for (int i = 0; ok && groups[i] != NULL; i++)
-    {
-      if (!g_str_has_prefix (groups[i], "layer ") || !g_key_file_has_key (kf, groups[i], "batch_size", NULL))
-        continue;
-      gint64 batch = 0;
-      char *raw = g_key_file_get_value (kf, groups[i], "batch_size", NULL);
-      g_ascii_string_to_signed (g_strstrip (raw), 10, 1, G_MAXINT, &batch, NULL);
-      g_free (raw);
-      if (batch % k != 0)
-        {
-          shoal_conf_error (job->conf, error, groups[i], "batch_size",
-                            "%" G_GINT64_FORMAT " rows cannot be shared evenly by the %d workers of a group "
-                            "spread over processes", batch, k);
-          ok = FALSE;
-          break;
-        }
-      char *o = g_strdup_printf ("%s.batch_size=%" G_GINT64_FORMAT, groups[i], batch / k);
-      ok = shoal_conf_override (job->conf, o, error);
-      g_free (o);
-    }
-  g_strfreev (groups);
-  return ok;
 }
 
 /* The units of this process: one per group whose workers all live here,

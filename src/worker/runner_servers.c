@@ -4,7 +4,6 @@
  * the sync of this server group with the slices' masters. */
 #include "worker/runner_process.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "cluster/endpoints.h"
@@ -12,9 +11,6 @@
 #include "core/memory_budget.h"
 #include "worker/worker.h"
 
-/* Slices of about this many bytes, so that large models are sent in
- * pieces that pipeline and small ones still update layer by layer. */
-#define TARGET_SLICE_BYTES (512u << 10)
 /* A connection that sent no call with the job token this long after it
  * was accepted is closed (rpc/listener.h); the job's own send one at once. */
 #define UNPROVEN_TIMEOUT_S 10
@@ -34,18 +30,6 @@ runner_endpoint_options (RunnerProcess *p, int rank, ShoalRpcClientOptions *o, c
   o->host = *host;
   o->token = p->opts->token;
   return TRUE;
-}
-
-/* How many slices: the layout's count times whatever brings slices near
- * TARGET_SLICE_BYTES; every process computes the same from the same net.
- * Being a multiple, slice s is served like the layout's slice s % nslices. */
-int
-shoal_runner_slice_count (const ShoalLayout *layout, size_t total_floats)
-{
-  size_t bytes = total_floats * sizeof (float);
-  size_t per = (size_t) layout->nslices * TARGET_SLICE_BYTES;
-  size_t factor = MAX ((size_t) 1, (bytes + per - 1) / per);
-  return (int) MIN ((size_t) layout->nslices * factor, MAX (total_floats / 16, (size_t) 1));
 }
 
 /* On SIGINT/SIGTERM the workers everywhere stop at their next step, save a
@@ -158,53 +142,6 @@ runner_start_servers (RunnerProcess *p, GError **error)
   if (p->opts->endpoints == NULL)
     return TRUE;
   return start_rpc (p, error);
-}
-
-void
-shoal_runner_server_options (const ShoalLayout *layout, gboolean group_pushes, int nslices,
-                             ShoalServerOptions *out)
-{
-  ShoalServerOptions sopts = { .mode = layout->mode,
-                               .sync_contributors = group_pushes ? 1 : layout->sync_contributors,
-                               .nslices = nslices,
-                               .keep_baseline = layout->group_sync };
-  /* Asynchronous schemes compared on equal terms with synchronous ones:
-   * the g groups (or g*k spread workers) pushing to one server group each
-   * move it by lr/g, so one round of their pushes goes as far as one
-   * synchronous step with the job's lr; likewise a Hogwild master adds
-   * each group's delta weighted 1/g (model averaging). */
-  const ShoalClusterConf *c = &layout->conf;
-  if (layout->mode == SHOAL_UPDATE_ASYNC)
-    {
-      int groups_here = c->nworker_groups / c->nserver_groups;
-      int pushers = group_pushes ? groups_here : groups_here * c->nworkers_per_group;
-      /* [cluster] async_lr: groups (the above, the default), none (Dean
-       * et al.'s Downpour: every update at lr), staleness (Zhang et al.:
-       * lr / the update's staleness, measured by the server) */
-      sopts.lr_scale = c->async_lr == SHOAL_ASYNC_LR_GROUPS ? 1.0f / (float) MAX (pushers, 1) : 1.0f;
-      sopts.lr_by_staleness = c->async_lr == SHOAL_ASYNC_LR_STALENESS;
-      if (layout->group_sync)
-        sopts.delta_scale = 1.0f / (float) c->nserver_groups;
-      sopts.elastic_center = layout->group_sync && c->hogwild_sync == SHOAL_HOGWILD_ELASTIC;
-      if (c->staleness >= 0)
-        {
-          /* SSP: the units pushing here count their steps (unit_id) */
-          sopts.ssp_units = group_pushes ? c->nworker_groups : c->nworker_groups * c->nworkers_per_group;
-          sopts.ssp_bound = c->staleness;
-        }
-    }
-  else
-    {
-      if (c->backup_workers > 0 && !group_pushes)
-        sopts.backup_workers = c->backup_workers;
-      /* [cluster] sync_lr: k workers' batches in one step */
-      double k = c->nworkers_per_group;
-      sopts.lr_scale = c->sync_lr == SHOAL_SYNC_LR_LINEAR ? (float) k
-                       : c->sync_lr == SHOAL_SYNC_LR_SQRT ? (float) sqrt (k)
-                                                          : 1.0f;
-      sopts.lr_warmup = c->sync_lr_warmup;
-    }
-  *out = sopts;
 }
 
 /* Hogwild: the sync thread beside this process's server group, told
