@@ -97,7 +97,7 @@ THRIFT_IDL := $(wildcard thrift/*.thrift)
 GEN_STAMP := $(BUILD)/gen/.stamp
 
 LIB_SRC := $(wildcard src/core/*.c src/rpc/*.c src/layers/*.c src/net/*.c src/partition/*.c src/comm/*.c src/cluster/*.c \
-  src/server/*.c src/worker/*.c src/data/*.c)
+  src/server/*.c src/metrics/*.c src/workspace/*.c src/job/*.c src/worker/*.c src/emulate/*.c src/run/*.c src/data/*.c)
 ifeq ($(CUDA),1)
 LIB_SRC += $(wildcard src/gpu/*.c)
 GPU_CU_SRC := $(wildcard src/gpu/*.cu)

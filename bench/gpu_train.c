@@ -34,8 +34,8 @@
 #include "core/updater.h"
 #include "net/net.h"
 #include "server/server.h"
-#include "worker/job.h"
-#include "worker/runner.h"
+#include "job/job.h"
+#include "run/runner.h"
 
 static int
 cmp_double (const void *a, const void *b)

@@ -4,7 +4,7 @@
 #include <glib.h>
 #include <stdio.h>
 
-#include "worker/workspace.h"
+#include "workspace/workspace.h"
 
 int
 main (int argc, char **argv)

@@ -69,7 +69,7 @@
 #include "server/rpc_server.h"
 #include "server/rpc_types.h"
 #include "server/server.h"
-#include "worker/runner.h"
+#include "run/runner.h"
 
 #define MIB (1024.0 * 1024.0)
 

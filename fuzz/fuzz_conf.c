@@ -13,7 +13,7 @@
 #include "core/conf.h"
 #include "fuzz_common.h"
 #include "net/net.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 

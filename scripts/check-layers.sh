@@ -13,7 +13,7 @@
 set -u
 
 # Lowest first.
-LAYERS=(core rpc layers gpu data net partition server comm cluster worker dashboard tools)
+LAYERS=(core rpc layers gpu data net partition server comm cluster metrics workspace job worker emulate run dashboard tools)
 # What each folder may use besides itself (and core, which every folder may use).
 declare -A ALLOWED=(
   [core]=""
@@ -26,9 +26,14 @@ declare -A ALLOWED=(
   [server]="rpc data"
   [comm]="rpc server partition layers"   # layers: shoal_param_client_push_ready's param range alone
   [cluster]="rpc partition server"   # rpc: [tls] makes the TLS context the links use
-  [worker]="rpc layers data net partition server comm cluster"
+  [metrics]="rpc net server cluster"   # rpc: a process's report goes over a Thrift socket
+  [workspace]="rpc data cluster metrics"   # rpc: the lock's shared memory; metrics: trimmed on resume
+  [job]="layers data net partition cluster workspace"   # workspace: trained models and params by name are read from one
+  [worker]="net partition server comm cluster metrics job"
+  [emulate]="rpc data partition server comm cluster metrics workspace job worker"
+  [run]="rpc data net partition server comm cluster metrics workspace job worker emulate"
   [dashboard]=""
-  [tools]="rpc layers data net partition server cluster worker dashboard"   # rpc: shoal certs makes the TLS credentials
+  [tools]="rpc layers data net partition server cluster metrics workspace job worker emulate run dashboard"   # rpc: shoal certs makes the TLS credentials
 )
 declare -A level
 for i in "${!LAYERS[@]}"; do level[${LAYERS[$i]}]=$i; done

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "net/net.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 /* Lines 1-10; groups appended by a test start at line 11. */
 #define BASE                                                                   \

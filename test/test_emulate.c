@@ -13,12 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cluster/emulate.h"
+#include "cluster/emulate_conf.h"
 #include "core/error.h"
 #include "rpc/link_limit.h"
 #include "rpc/thrift_socket.h"
 #include "server/server.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 /* ---- the conf --------------------------------------------------------------- */
 

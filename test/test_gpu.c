@@ -26,7 +26,7 @@
 #include "net/net.h"
 #include "partition/partition.h"
 #include "server/server.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "layers/recurrent.h"
 #include "support/temp_tree.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/group_wire.h"
+#include "comm/thrift_wire.h"
 #include "comm/mailbox.h"
 #include "server/rpc_client.h"
 #include "core/error.h"

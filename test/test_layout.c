@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cluster/layout.h"
-#include "worker/job.h"
+#include "job/job.h"
 #include "core/error.h"
 
 static ShoalClusterConf

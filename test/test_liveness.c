@@ -13,7 +13,7 @@
 #include "server/group_sync.h"
 #include "server/liveness.h"
 #include "server/ssp.h"
-#include "worker/workspace_claim.h"
+#include "workspace/workspace_claim.h"
 
 #define S(x) ((gint64) ((x) * 1e6))
 

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "net/net.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #define MiB ((guint64) 1 << 20)
 

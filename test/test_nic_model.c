@@ -6,7 +6,7 @@
  * end in begin order.  Times are virtual nanoseconds, exact. */
 #include <glib.h>
 
-#include "worker/nic_model.h"
+#include "emulate/nic_model.h"
 
 #define GBIT 125000000.0     /* 1 Gbit/s in bytes/s */
 #define MB 1000000ull        /* 1 MB crosses 1 Gbit/s in 8 ms */

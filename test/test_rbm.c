@@ -11,7 +11,7 @@
 #include "layers/rbm.h"
 #include "support/expect.h"
 #include "support/gradcheck.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 static ShoalNet *
 build (const char *text, ShoalConf **conf, int cd_k)

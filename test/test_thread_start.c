@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "core/thread_start.h"
 #include "support/address_limit.h"
-#include "worker/fault_timer.h"
-#include "worker/metrics.h"
-#include "worker/process_report.h"
+#include "emulate/fault_timer.h"
+#include "metrics/metrics.h"
+#include "metrics/process_report.h"
 
 static const char hint[] = " (no room for its stack under ulimit -v, or too many threads: ulimit -u)";
 

@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "support/temp_tree.h"
-#include "worker/workspace_lock.h"
+#include "workspace/workspace_lock.h"
 
 typedef struct {
   pid_t pid;

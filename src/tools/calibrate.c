@@ -7,8 +7,8 @@
 #include <stdio.h>
 
 #include "tools/commands.h"
-#include "worker/calibration.h"
-#include "worker/job.h"
+#include "emulate/calibration.h"
+#include "job/job.h"
 
 int
 shoal_cmd_calibrate (int argc, char **argv)

@@ -5,8 +5,8 @@
 
 #include "cluster/layout.h"
 #include "dashboard/dashboard.h"
-#include "worker/job.h"
-#include "worker/model.h"
+#include "job/job.h"
+#include "job/model.h"
 
 int shoal_cmd_run (int argc, char **argv);
 int shoal_cmd_proc (int argc, char **argv);

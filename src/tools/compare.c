@@ -22,10 +22,10 @@
 #include "data/dataset.h"
 #include "tools/commands.h"
 #include "tools/compare.h"
-#include "worker/calibration.h"
-#include "worker/emulator.h"
-#include "worker/job.h"
-#include "worker/runner.h"
+#include "emulate/calibration.h"
+#include "emulate/emulator.h"
+#include "job/job.h"
+#include "run/runner.h"
 
 static void
 run_free (gpointer data)

@@ -9,7 +9,7 @@
 
 #include "partition/partition.h"
 #include "tools/commands.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 static void
 print_partition (ShoalGroupNet *g)

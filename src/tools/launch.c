@@ -36,14 +36,14 @@
 #include "server/heartbeat.h"
 #include "rpc/tls_certs.h"
 #include "tools/commands.h"
-#include "worker/cluster_log.h"
-#include "worker/net_check.h"
-#include "worker/metrics.h"
-#include "worker/runner.h"
-#include "worker/resume_plan.h"
-#include "worker/workspace.h"
-#include "worker/workspace_claim.h"
-#include "worker/workspace_lock.h"
+#include "metrics/cluster_log.h"
+#include "job/net_check.h"
+#include "metrics/metrics.h"
+#include "run/runner.h"
+#include "workspace/resume_plan.h"
+#include "workspace/workspace.h"
+#include "workspace/workspace_claim.h"
+#include "workspace/workspace_lock.h"
 
 /* After the last worker process ended, server-only processes get this
  * long to notice and exit before they are stopped. */

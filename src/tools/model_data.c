@@ -9,7 +9,7 @@
 #include "data/import.h"
 #include "layers/layer.h"
 #include "tools/commands.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 #include <shoal/plugin.h>
 

@@ -15,8 +15,8 @@
 #include "core/error.h"
 #include "core/thread_start.h"
 #include "tools/commands.h"
-#include "worker/runner.h"
-#include "worker/workspace.h"
+#include "run/runner.h"
+#include "workspace/workspace.h"
 
 /* Rank r listens on this + r unless --base-port says otherwise. */
 #define DEFAULT_BASE_PORT 47000

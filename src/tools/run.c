@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "tools/commands.h"
-#include "worker/job.h"
-#include "worker/runner.h"
+#include "job/job.h"
+#include "run/runner.h"
 #include "worker/worker.h"
 
 static volatile sig_atomic_t stop_signals;

@@ -18,8 +18,8 @@
 #include "layers/recurrent.h"
 #include "net/net.h"
 #include "tools/commands.h"
-#include "worker/job.h"
-#include "worker/named_params.h"
+#include "job/job.h"
+#include "job/named_params.h"
 
 typedef struct {
   char *input;     /* the text_input layer's name */

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "core/conf.h"
-#include "worker/named_params.h"
+#include "job/named_params.h"
 
 /* Slices of about this many bytes, so that large models are sent in
  * pieces that pipeline and small ones still update layer by layer. */

@@ -10,7 +10,7 @@
 #include "cluster/layout.h"
 #include "partition/partition.h"
 #include "server/server.h"
-#include "worker/job.h"
+#include "job/job.h"
 
 G_BEGIN_DECLS
 

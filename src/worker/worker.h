@@ -15,11 +15,11 @@
 
 #include <glib.h>
 
-#include "cluster/emulate.h"
+#include "cluster/emulate_conf.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
-#include "worker/job.h"
-#include "worker/metrics.h"
+#include "job/job.h"
+#include "metrics/metrics.h"
 
 G_BEGIN_DECLS
 

@@ -1,0 +1,285 @@
+/* `shoal calibrate`'s measurements and their file (calibration.h). */
+#include "emulate/calibration.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster/layout.h"
+#include "core/error.h"
+#include "core/updater.h"
+#include "server/server.h"
+#include "worker/job_run.h"
+#include "worker/threads.h"
+
+#define GROUP "calibration"
+
+/* keys of a layer that say where its data are or how many rows a step
+ * takes (the steps are scaled to a unit's rows), not what the model is */
+static gboolean
+not_the_model (const char *key)
+{
+  return strcmp (key, "train") == 0 || strcmp (key, "test") == 0 || strcmp (key, "data") == 0
+         || strcmp (key, "batch_size") == 0;
+}
+
+char *
+shoal_calibration_fingerprint (ShoalJob *job)
+{
+  GKeyFile *kf = shoal_conf_keyfile (job->conf);
+  GString *text = g_string_new (NULL);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  for (int i = 0; groups[i] != NULL; i++)
+    {
+      if (!g_str_has_prefix (groups[i], "layer ") && strcmp (groups[i], "updater") != 0)
+        continue;
+      g_string_append_printf (text, "[%s]\n", groups[i]);
+      char **keys = g_key_file_get_keys (kf, groups[i], NULL, NULL);
+      for (int k = 0; keys != NULL && keys[k] != NULL; k++)
+        if (!not_the_model (keys[k]))
+          {
+            char *v = g_key_file_get_value (kf, groups[i], keys[k], NULL);
+            g_string_append_printf (text, "%s=%s\n", keys[k], v != NULL ? g_strstrip (v) : "");
+            g_free (v);
+          }
+      g_strfreev (keys);
+    }
+  g_string_append_printf (text, "alg=%d\n", job->cd_k);
+  g_strfreev (groups);
+  char *sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, text->str, -1);
+  g_string_free (text, TRUE);
+  char *out = g_strndup (sum, 16);
+  g_free (sum);
+  return out;
+}
+
+/* VmRSS of /proc/self/status in bytes; 0 when unknown. */
+static gint64
+resident_bytes (void)
+{
+  char *status = NULL;
+  gint64 kib = 0;
+  if (g_file_get_contents ("/proc/self/status", &status, NULL, NULL))
+    {
+      const char *line = strstr (status, "VmRSS:");
+      if (line != NULL)
+        kib = g_ascii_strtoll (line + strlen ("VmRSS:"), NULL, 10);
+    }
+  g_free (status);
+  return kib * 1024;
+}
+
+static int
+by_value (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+static double
+median (const double *v, int n)
+{
+  double *s = g_memdup2 (v, sizeof (double) * (gsize) n);
+  qsort (s, (size_t) n, sizeof (double), by_value);
+  double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  g_free (s);
+  return m;
+}
+
+double
+shoal_calibration_median_ms (const ShoalCalibration *cal)
+{
+  return cal->nsteps > 0 ? median (cal->step_ms, cal->nsteps) : 0;
+}
+
+/* ns per byte of one server's update of every param (the job's updater,
+ * one slice, one core), the median of 9 passes after 2 warm-ups. */
+static gboolean
+measure_update (ShoalJob *job, ShoalParamStore *store, double *ns_per_byte, GError **error)
+{
+  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
+  ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
+  if (server == NULL)
+    return FALSE;
+  shoal_server_host_all (server);
+  size_t n = store->total;
+  float *grad = g_new (float, n);
+  for (size_t i = 0; i < n; i++)
+    grad[i] = (float) ((int) (i % 17) - 8) * 1e-6f;
+  enum { WARM = 2, REPS = 9 };
+  double t[REPS];
+  gboolean ok = TRUE;
+  for (int r = 0; ok && r < WARM + REPS; r++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      gint64 ready = 0;
+      ShoalPushOrigin origin = { -1, -1 };
+      ok = shoal_server_push_from (server, 0, grad, n, r, &origin, &ready, error);
+      if (r >= WARM)
+        t[r - WARM] = (double) (g_get_monotonic_time () - t0) * 1e3 / ((double) n * sizeof (float));
+    }
+  g_free (grad);
+  shoal_server_free (server);
+  if (ok)
+    *ns_per_byte = median (t, REPS);
+  return ok;
+}
+
+gboolean
+shoal_calibration_measure (ShoalJob *job, int steps, ShoalCalibration *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  g_return_val_if_fail (steps >= 1, FALSE);
+  out->threads = shoal_threads_apply (job->threads, 1, 0);
+  gint64 rss0 = resident_bytes ();
+  ShoalMember first = { 0, 0 };
+  ShoalClusterConf one = job->cluster;
+  one.nworker_groups = one.nworkers_per_group = one.nworkers_per_procs = 1;
+  ShoalGroupNet *net = shoal_runner_unit_net (job, &one, first, 1, TRUE, FALSE, NULL, error);
+  if (net == NULL)
+    return FALSE;
+  ShoalParamStore *store = shoal_group_net_params (net);
+  enum { WARM = 3 };
+  out->step_ms = g_new (double, steps);
+  out->nsteps = steps;
+  for (int i = 0; i < WARM + steps; i++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      shoal_group_net_train_step (net, NULL, NULL);
+      if (i >= WARM)
+        out->step_ms[i - WARM] = (double) (g_get_monotonic_time () - t0) / 1000.0;
+      shoal_param_store_zero_grads (store);
+    }
+  out->unit_bytes = MAX (resident_bytes () - rss0, 0);
+  out->batch = shoal_group_net_batch_size (net);
+  gboolean ok = measure_update (job, store, &out->update_ns_per_byte, error);
+  shoal_group_net_free (net);
+  if (!ok)
+    {
+      shoal_calibration_clear (out);
+      return FALSE;
+    }
+  out->model = shoal_calibration_fingerprint (job);
+  out->updater = g_strdup (shoal_updater_kind_name (job->updater.kind));
+  char host[256] = "";
+  gethostname (host, sizeof host - 1);
+  out->host = g_strdup (host);
+  return TRUE;
+}
+
+gboolean
+shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **error)
+{
+  GKeyFile *kf = g_key_file_new ();
+  g_key_file_set_comment (kf, NULL, NULL,
+                          " shoal calibrate: what the virtual clock's timing model measured for one model on "
+                          "one machine\n (docs/SCALE.md); give it with -o emulate.calibration=FILE", NULL);
+  g_key_file_set_string (kf, GROUP, "model", cal->model);
+  g_key_file_set_string (kf, GROUP, "host", cal->host);
+  g_key_file_set_integer (kf, GROUP, "threads", cal->threads);
+  g_key_file_set_integer (kf, GROUP, "batch", cal->batch);
+  g_key_file_set_string (kf, GROUP, "updater", cal->updater);
+  g_key_file_set_double (kf, GROUP, "update_ns_per_byte", cal->update_ns_per_byte);
+  g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
+  g_key_file_set_double_list (kf, GROUP, "step_ms", cal->step_ms, (gsize) cal->nsteps);
+  char *sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) cal->step_ms,
+                                           sizeof (double) * (gsize) cal->nsteps);
+  g_key_file_set_string (kf, GROUP, "step_ms_sha256", sum);
+  g_free (sum);
+  gboolean ok = g_key_file_save_to_file (kf, path, error);
+  g_key_file_free (kf);
+  if (!ok)
+    g_prefix_error (error, "%s: ", path);
+  return ok;
+}
+
+static gboolean
+damaged (GError **error, const char *path, const char *key, const char *why)
+{
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: [calibration] %s: %s (run `shoal calibrate` again)", path,
+               key, why);
+  return FALSE;
+}
+
+gboolean
+shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  GKeyFile *kf = g_key_file_new ();
+  GError *local = NULL;
+  gboolean ok = FALSE;
+  if (!g_key_file_load_from_file (kf, path, G_KEY_FILE_NONE, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? SHOAL_ERROR_IO
+                                                                                                 : SHOAL_ERROR_CONF,
+                   "[emulate] calibration: %s: %s", path, local->message);
+      g_error_free (local);
+      g_key_file_free (kf);
+      return FALSE;
+    }
+  gsize n = 0;
+  char *model = g_key_file_get_string (kf, GROUP, "model", NULL);
+  char *sum = g_key_file_get_string (kf, GROUP, "step_ms_sha256", NULL);
+  double *steps = g_key_file_get_double_list (kf, GROUP, "step_ms", &n, NULL);
+  double per_byte = g_key_file_get_double (kf, GROUP, "update_ns_per_byte", &local);
+  GError *no_batch = NULL;
+  int batch = g_key_file_get_integer (kf, GROUP, "batch", &no_batch);
+  char *mine = shoal_calibration_fingerprint (job);
+  char *check = steps != NULL ? g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) steps,
+                                                             sizeof (double) * n)
+                              : NULL;
+  if (model == NULL)
+    damaged (error, path, "model", "missing: not a calibration file");
+  else if (strcmp (model, mine) != 0)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                 "%s: [calibration] model: %s is another model's calibration (this job's model is %s: other "
+                 "layers or updater); run `shoal calibrate` on this job", path, model, mine);
+  else if (steps == NULL || n == 0)
+    damaged (error, path, "step_ms", "missing or not a list of numbers");
+  else if (sum == NULL || strcmp (sum, check) != 0)
+    damaged (error, path, "step_ms_sha256", "does not match step_ms: the file was changed or cut short");
+  else if (local != NULL || !(per_byte >= 0) || !isfinite (per_byte))
+    damaged (error, path, "update_ns_per_byte", "missing or not a number >= 0");
+  else if (no_batch != NULL || batch < 1)
+    damaged (error, path, "batch", "missing or not a number of rows >= 1");
+  else
+    {
+      ok = TRUE;
+      for (gsize i = 0; ok && i < n; i++)
+        if (!(steps[i] > 0) || !isfinite (steps[i]))
+          ok = damaged (error, path, "step_ms", "a step time is not a number above 0");
+    }
+  if (ok)
+    {
+      out->model = g_steal_pointer (&model);
+      out->step_ms = g_steal_pointer (&steps);
+      out->nsteps = (int) n;
+      out->update_ns_per_byte = per_byte;
+      out->batch = batch;
+      out->updater = g_key_file_get_string (kf, GROUP, "updater", NULL);
+      out->host = g_key_file_get_string (kf, GROUP, "host", NULL);
+      out->threads = g_key_file_get_integer (kf, GROUP, "threads", NULL);
+      out->unit_bytes = g_key_file_get_int64 (kf, GROUP, "unit_bytes", NULL);
+    }
+  g_clear_error (&local);
+  g_clear_error (&no_batch);
+  g_free (model);
+  g_free (sum);
+  g_free (steps);
+  g_free (mine);
+  g_free (check);
+  g_key_file_free (kf);
+  return ok;
+}
+
+void
+shoal_calibration_clear (ShoalCalibration *cal)
+{
+  g_free (cal->model);
+  g_free (cal->updater);
+  g_free (cal->step_ms);
+  g_free (cal->host);
+  memset (cal, 0, sizeof *cal);
+}

@@ -1,0 +1,52 @@
+/* What the virtual clock's timing model measures on this machine for one
+ * model (docs/SCALE.md, "Calibration"): `shoal calibrate JOB.conf` writes
+ * it, [emulate] calibration = FILE reads it back, so the same run,
+ * compare or sweep repeats exactly and says where its times came from.
+ *
+ *   - the compute: every step of a run of `steps` steps of one worker's
+ *     batch (after a warm-up), in the order measured; the virtual clock
+ *     draws each step's time from them;
+ *   - the servers: the update's cost per byte of gradient, for the job's
+ *     updater, on one core of this machine (a server process's update of
+ *     every slice, as ShoalServer applies it);
+ *   - memory: what one unit's net holds (resident bytes it added).
+ *
+ * The file is a GKeyFile with a [calibration] group; `model` is a hash of
+ * the job's layer and updater sections (not the data paths), so a file
+ * of another model is refused by name. */
+#ifndef SHOAL_CALIBRATION_H
+#define SHOAL_CALIBRATION_H
+
+#include <glib.h>
+
+#include "job/job.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char *model;                 /* the fingerprint */
+  char *updater;               /* the updater kind measured */
+  double *step_ms;             /* nsteps, as measured */
+  int nsteps;
+  int batch;                   /* rows of the measured steps (the job's batch) */
+  double update_ns_per_byte;
+  gint64 unit_bytes;           /* resident bytes of one unit's net */
+  int threads;                 /* BLAS threads the steps ran with */
+  char *host;                  /* where it was measured */
+} ShoalCalibration;
+
+/* The model's fingerprint (free it). */
+char *shoal_calibration_fingerprint (ShoalJob *job);
+/* Measures the job's model here: `steps` timed steps. */
+gboolean shoal_calibration_measure (ShoalJob *job, int steps, ShoalCalibration *out, GError **error);
+gboolean shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **error);
+/* Reads path and checks it is of job's model; errors name the file and
+ * the key. */
+gboolean shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, GError **error);
+void shoal_calibration_clear (ShoalCalibration *cal);
+/* The median of the measured steps. */
+double shoal_calibration_median_ms (const ShoalCalibration *cal);
+
+G_END_DECLS
+
+#endif /* SHOAL_CALIBRATION_H */

@@ -1,0 +1,1087 @@
+/* The virtual clock: every unit and server group of a layout in this
+ * process, on a discrete-event scheduler (emulator.h says what is
+ * emulated and how).
+ *
+ * Why one process and no threads: a unit's step only reads its own
+ * params, so its forward and backward can run the moment the step
+ * begins, however much virtual time they are said to take; what the
+ * servers see is then only a matter of when each push arrives, which the
+ * scheduler decides.  Events are kept in a heap ordered by (virtual
+ * nanoseconds, creation number), so ties are broken the same way every
+ * run and nothing depends on which thread ran first.
+ *
+ * A unit's life: STEP (begin step t: test if due, compute, cost c) ->
+ * SEND at +c of its first slice -> ARRIVE at the server (push_from) ->
+ * the reply leaves once the server's rule allows it (SYNC: the step is
+ * applied; SSP: the bound holds) and comes back as REPLY -> SEND of the
+ * next slice ... -> after the last REPLY, STEP t + 1.  Hogwild's group
+ * sync: a slice due after a push goes to its master (SYNC_ARRIVE) and
+ * back (SYNC_REPLY), one slice at a time per server group. */
+#include "emulate/emulator.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/emulate_conf.h"
+#include "cluster/layout.h"
+#include "core/error.h"
+#include "core/param.h"
+#include "comm/param_client.h"
+#include "partition/partition.h"
+#include "rpc/link_limit.h"
+#include "server/server.h"
+#include "emulate/calibration.h"
+#include "emulate/event_queue.h"
+#include "emulate/nic_model.h"
+#include "metrics/metrics.h"
+#include "worker/threads.h"
+#include "worker/worker.h"
+#include "workspace/workspace.h"
+#include "workspace/workspace_claim.h"
+
+/* ---- events ---------------------------------------------------------------- */
+
+typedef enum {
+  EV_STEP,         /* a: unit */
+  EV_SEND,         /* a: unit: its next slice leaves */
+  EV_ARRIVE,       /* a: unit, b: slice, step */
+  EV_REPLY,        /* a: unit */
+  EV_SYNC_ARRIVE,  /* a: server group, b: slice */
+  EV_SYNC_REPLY,   /* a: server group, b: slice */
+  EV_APPLY,        /* a: unit, b: slice, step: a server core is done with the push */
+  EV_FAULT,
+  EV_TICK          /* process lines */
+} EventKind;
+
+/* ---- the model ------------------------------------------------------------- */
+
+typedef struct {
+  int group, first_worker, nworkers;
+  int id;                    /* ShoalPushOrigin.unit: SSP's clock id */
+  int rank;                  /* the process it would run in */
+  int server_group;
+  ShoalGroupNet *net;
+  ShoalParamStore *store;
+  ShoalSlowdown *slowdown;
+  ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
+  double machine;            /* its machine's factor ([emulate] machine_factor) */
+  double rows_factor;        /* calibrated steps: its rows per thread / the calibration's rows */
+  gboolean pushed;           /* its gradients went out: the store's grads are cleared before the next step */
+  gint64 *have_version;      /* per slice */
+  gboolean tester, dead, finished, budget_end;
+
+  gint64 step;               /* the step in flight (between STEP and the last REPLY) */
+  int chain;                 /* slices of the step sent so far */
+  gboolean fetch;            /* this step's replies carry values */
+  gint64 compute_end;        /* virtual ns */
+  gint64 next_test;
+  gint64 steps_done, steps_skipped, samples_seen;
+
+  ShoalTrainWindow win;      /* the train line's window (virtual seconds) */
+  gint64 w_start;
+  double train_seconds;      /* virtual, the whole run */
+  double test_loss, test_accuracy;
+} Unit;
+
+/* A reply a server holds back until its rule allows it. */
+typedef struct {
+  int unit;
+  gint64 step, ready;
+  gboolean fetch;
+} Waiting;
+
+typedef struct {
+  gboolean busy;
+  float *buf;                /* the slice in flight (delta, or replica and d) */
+} SyncState;
+
+typedef struct {
+  ShoalJob *job;
+  const ShoalRunOptions *opts;
+  ShoalLayout *layout;
+  int nslices;
+  gboolean group_pushes;
+  int unit_size;
+  Unit *units;
+  int nunits;
+  int nsg;                   /* server groups */
+  ShoalServer **servers;     /* per server group */
+  gboolean *server_dead;     /* per server group: its processes were lost */
+  GArray **waiting;          /* per server group x slice: Waiting */
+  SyncState *sync;           /* per server group (Hogwild) */
+  ShoalMetricsWriter *metrics;
+  ShoalEventQueue queue;
+  gint64 now;                /* virtual ns */
+  ShoalNicModel *nic;        /* the links, NICs and core between processes */
+  gint64 latency_ns;
+  gint64 step_ns;            /* one unit's compute per step, before its slowdown (no calibration) */
+  ShoalCalibration cal;      /* [emulate] calibration: measured steps; nsteps 0: none */
+  double update_ns_per_byte; /* a server core's update cost */
+  gint64 *core_free;         /* per rank: when its server core is free (virtual ns) */
+  guint64 *sent, *received;  /* per rank, bytes between processes */
+  gboolean *rank_moved;      /* per rank: something to report since the last tick */
+  gint64 *decided_step;      /* SYNC time budget: per group, the step whose boundary decided */
+  gboolean *decided_stop;
+  gint64 *sg_updates, *sg_dropped;  /* per server group: the counts at the last process lines */
+  gint64 pending;            /* events of units and syncs in the heap: the run goes on while > 0 */
+  GError *failure;
+  gboolean stopped;
+} Emu;
+
+static void
+schedule (Emu *e, gint64 t, EventKind kind, int a, int b, gint64 step)
+{
+  /* a tick or a fault alone does not keep the run going */
+  if (kind != EV_TICK && kind != EV_FAULT)
+    e->pending++;
+  shoal_event_queue_push (&e->queue, t, kind, a, b, step);
+}
+
+static double
+vseconds (gint64 ns)
+{
+  return (double) ns / 1e9;
+}
+
+/* A message of `bytes` from rank `from` to rank `to` begins now: the
+ * event comes when it has crossed the NICs, links and core it shares
+ * with the other messages in flight (nic_model.h) and the latency after
+ * that; inside a process at once.  Counts the bytes for the process
+ * lines. */
+static void
+transmit (Emu *e, int from, int to, gsize bytes, EventKind kind, int a, int b, gint64 step)
+{
+  if (from == to)
+    {
+      schedule (e, e->now, kind, a, b, step);
+      return;
+    }
+  e->sent[from] += bytes;
+  e->received[to] += bytes;
+  e->rank_moved[from] = e->rank_moved[to] = TRUE;
+  if (bytes == 0 || !shoal_nic_model_limited (e->nic))
+    {
+      schedule (e, e->now + e->latency_ns, kind, a, b, step);
+      return;
+    }
+  ShoalTimedEvent ev = { .kind = kind, .a = a, .b = b, .step = step };
+  e->pending++;   /* it is queued when it has crossed */
+  shoal_nic_model_start (e->nic, e->now, from, to, bytes, &ev);
+}
+
+static int
+server_rank (Emu *e, int sg, int slice)
+{
+  return shoal_layout_server_rank (e->layout, sg, shoal_layout_server_of_slice (e->layout, slice % e->layout->nslices));
+}
+
+static size_t
+slice_floats (Emu *e, int slice, size_t *begin)
+{
+  size_t b, end;
+  shoal_server_slice_range (e->servers[0], slice, &b, &end);
+  if (begin != NULL)
+    *begin = b;
+  return end - b;
+}
+
+static void
+fail (Emu *e, GError *error)
+{
+  if (e->failure == NULL)
+    e->failure = error;
+  else
+    g_error_free (error);
+}
+
+/* The param client's rule (comm/param_client.h); n_push and n_fetch are
+ * 1 in SYNC, as the runner sets them only for the asynchronous schemes. */
+static int
+n_push (Emu *e)
+{
+  return e->layout->mode == SHOAL_UPDATE_ASYNC ? e->layout->conf.n_push : 1;
+}
+
+static int
+n_fetch (Emu *e)
+{
+  return e->layout->mode == SHOAL_UPDATE_ASYNC ? e->layout->conf.n_fetch : 1;
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+static void
+run_test (Emu *e, Unit *u, gint64 step)
+{
+  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
+  ShoalEvalResult r = shoal_worker_test (u->net, e->job, e->metrics, !e->opts->quiet, u->group, u->first_worker,
+                                         step, u->samples_seen);
+  u->test_loss = r.loss;
+  u->test_accuracy = r.accuracy;
+}
+
+/* The train line of the window ending with step `last` at `at`. */
+static void
+train_line (Emu *e, Unit *u, gint64 last, gint64 at)
+{
+  double secs = vseconds (at - u->w_start);
+  u->train_seconds += secs;
+  shoal_metrics_set_vtime (e->metrics, vseconds (at));
+  shoal_train_window_line (&u->win, e->metrics, !e->opts->quiet, u->group, u->first_worker, last, u->samples_seen,
+                           secs, 0, " (virtual)");
+  u->w_start = at;
+}
+
+/* A "process" line per rank that moved bytes or serves slices. */
+static void
+process_lines (Emu *e, gboolean final)
+{
+  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
+  for (int sg = 0; sg < e->nsg; sg++)
+    {
+      ShoalServerStats st;
+      shoal_server_stats (e->servers[sg], &st);
+      ShoalStaleness h;
+      shoal_server_take_staleness (e->servers[sg], &h);
+      gint64 updates = st.updates - e->sg_updates[sg], dropped = st.dropped - e->sg_dropped[sg];
+      e->sg_updates[sg] = st.updates;
+      e->sg_dropped[sg] = st.dropped;
+      int rank = server_rank (e, sg, 0);
+      if (updates == 0 && dropped == 0 && h.count == 0 && !final)
+        continue;
+      ShoalProcessRecord r = { .rank = rank, .bytes_sent = e->sent[rank], .bytes_received = e->received[rank],
+                               .serves = TRUE, .updates = updates, .dropped = dropped, .staleness = &h };
+      shoal_metrics_write_process (e->metrics, &r);
+      e->rank_moved[rank] = FALSE;
+    }
+  for (int r = 0; r < e->layout->nprocs; r++)
+    if (e->rank_moved[r] || (final && (e->sent[r] > 0 || e->received[r] > 0)))
+      {
+        ShoalProcessRecord rec = { .rank = r, .bytes_sent = e->sent[r], .bytes_received = e->received[r] };
+        shoal_metrics_write_process (e->metrics, &rec);
+        e->rank_moved[r] = FALSE;
+      }
+}
+
+/* ---- units ------------------------------------------------------------------ */
+
+static gboolean
+any_running (Emu *e)
+{
+  for (int i = 0; i < e->nunits; i++)
+    if (!e->units[i].dead && !e->units[i].finished)
+      return TRUE;
+  return FALSE;
+}
+
+static void
+finish_unit (Emu *e, Unit *u)
+{
+  u->finished = TRUE;
+  if (u->win.steps > 0)
+    train_line (e, u, u->steps_done, u->compute_end);
+  if (u->tester)
+    run_test (e, u, u->steps_done);
+}
+
+/* [job] max_seconds in virtual seconds.  A SYNC group's units stop at
+ * the same step: the first of them at a boundary decides for all. */
+static gboolean
+budget_spent (Emu *e, Unit *u, gint64 step)
+{
+  double max = e->job->max_seconds;
+  if (max <= 0)
+    return FALSE;
+  gboolean spent = vseconds (e->now) >= max;
+  if (e->layout->mode != SHOAL_UPDATE_SYNC)
+    return spent;
+  int g = u->group;
+  if (step == e->decided_step[g])
+    return e->decided_stop[g];
+  if (step < e->decided_step[g])
+    return FALSE;  /* a late backup worker behind its group: it catches up first */
+  e->decided_step[g] = step;
+  e->decided_stop[g] = spent;
+  return spent;
+}
+
+static void on_send (Emu *e, Unit *u);
+
+/* One step's compute on the unit's machine: a measured step drawn from
+ * the calibration (else step_ms), its share of the group's batch, times
+ * its machine's factor, plus [emulate] step_delay. */
+static double
+step_seconds (Emu *e, Unit *u)
+{
+  double ms;
+  if (e->cal.nsteps > 0)
+    ms = e->cal.step_ms[shoal_rng_u32 (&u->rng) % (guint32) e->cal.nsteps] * u->rows_factor;
+  else
+    ms = (double) e->step_ns / 1e6;
+  ms *= u->machine;
+  if (e->job->emulate.step_delay.kind != SHOAL_DELAY_NONE)
+    ms += shoal_delay_draw_ms (&e->job->emulate.step_delay, &u->rng);
+  return ms / 1e3;
+}
+
+static void
+on_step (Emu *e, Unit *u)
+{
+  if (u->dead || u->finished)
+    return;
+  const ShoalJob *job = e->job;
+  gint64 step = u->step;
+  if (step > 0)
+    u->win.wait_s += vseconds (e->now - u->compute_end);
+  /* backup workers: a unit whose gradients came late got newer values
+   * and goes on at their step (shoal_param_client_catch_up_step) */
+  if (e->layout->mode == SHOAL_UPDATE_SYNC && step > 0)
+    {
+      gint64 at = G_MAXINT64;
+      for (int s = 0; s < e->nslices; s++)
+        at = MIN (at, u->have_version[s]);
+      if (at > step)
+        {
+          u->steps_skipped += at - step;
+          step = u->step = MIN (at, job->train_steps);
+          u->steps_done = step;
+        }
+    }
+  if (step >= job->train_steps)
+    {
+      finish_unit (e, u);
+      return;
+    }
+  if (step > 0 && budget_spent (e, u, step))
+    {
+      g_message ("[group %d worker %d] time budget of %g virtual s spent at step %" G_GINT64_FORMAT, u->group,
+                 u->first_worker, job->max_seconds, step);
+      u->budget_end = TRUE;
+      finish_unit (e, u);
+      return;
+    }
+  if (shoal_worker_stop_requested ())
+    {
+      e->stopped = TRUE;
+      return;
+    }
+  if (u->tester && step > 0 && step >= u->next_test)
+    {
+      run_test (e, u, step);
+      u->next_test = (step / job->test_freq + 1) * job->test_freq;
+    }
+
+  /* the step's computation, now, as a real worker runs it; its cost in
+   * virtual time */
+  if (u->pushed)
+    shoal_param_store_zero_grads (u->store);
+  u->pushed = FALSE;
+  double loss = shoal_worker_compute_step (u->net, &job->updater, NULL, NULL);
+  if (!isfinite (loss))
+    {
+      GError *err = NULL;
+      g_set_error (&err, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                   "[group %d worker %d] step %" G_GINT64_FORMAT ": the loss is %g; lower [updater] lr?", u->group,
+                   u->first_worker, step, loss);
+      fail (e, err);
+      return;
+    }
+  double c = step_seconds (e, u);
+  c += shoal_slowdown_extra_s (u->slowdown, c);
+  gint64 cost = (gint64) llround (c * 1e9);
+  u->compute_end = e->now + cost;
+  u->win.compute_s += c;
+
+  int rows = shoal_train_window_add (&u->win, u->net, loss);
+  u->samples_seen += rows;
+  u->steps_done = step + 1;
+  if (u->win.steps == job->disp_freq || step + 1 == job->train_steps)
+    train_line (e, u, step + 1, u->compute_end);
+
+  if (shoal_push_due (n_push (e), step))
+    {
+      /* the comm thread's send buffer: the mean of the summed steps */
+      /* the comm thread's send buffer is the store's gradients: nothing
+       * writes them before the next step, which begins after the last
+       * reply (so a unit holds no second copy) */
+      shoal_push_mean (u->store->grads, u->store->total, n_push (e));
+      u->pushed = TRUE;
+      u->chain = 0;
+      u->fetch = shoal_fetch_due (n_fetch (e), step);
+      schedule (e, u->compute_end, EV_SEND, (int) (u - e->units), 0, step);
+    }
+  else
+    {
+      /* gradients keep adding up; the next step begins at once */
+      u->step = step + 1;
+      schedule (e, u->compute_end, EV_STEP, (int) (u - e->units), 0, 0);
+    }
+}
+
+/* The comm thread sends slices from the top of the buffer down, as
+ * backward completes them. */
+static int
+chain_slice (Emu *e, Unit *u)
+{
+  return e->nslices - 1 - u->chain;
+}
+
+static void
+on_send (Emu *e, Unit *u)
+{
+  if (u->dead)
+    return;
+  int s = chain_slice (e, u);
+  size_t n = slice_floats (e, s, NULL);
+  transmit (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float), EV_ARRIVE, (int) (u - e->units), s,
+            u->step);
+}
+
+/* A held reply whose rule now allows it: its values leave the server
+ * now (into the unit's params: nothing reads them before the reply
+ * arrives) and arrive after the link. */
+static void
+release (Emu *e, int sg, int s, const Waiting *w)
+{
+  Unit *u = &e->units[w->unit];
+  size_t b = 0, n = slice_floats (e, s, &b);
+  gsize bytes = 0;
+  if (w->fetch)
+    {
+      GError *err = NULL;
+      if (!shoal_server_pull (e->servers[sg], s, u->store->values + b, n, w->ready, 0, &u->have_version[s], &err))
+        {
+          fail (e, err);
+          return;
+        }
+      bytes = n * sizeof (float);
+    }
+  transmit (e, server_rank (e, sg, s), u->rank, bytes, EV_REPLY, w->unit, s, w->step);
+}
+
+/* Releases, in arrival order, every held reply of the slice whose rule
+ * holds now (SYNC: the step was applied; SSP: the bound). */
+static void
+release_ready (Emu *e, int sg, int s)
+{
+  GArray *list = e->waiting[sg * e->nslices + s];
+  ShoalServer *server = e->servers[sg];
+  gint64 version = shoal_server_slice_version (server, s);
+  for (guint i = 0; i < list->len;)
+    {
+      Waiting w = g_array_index (list, Waiting, i);
+      Unit *u = &e->units[w.unit];
+      if (u->dead)
+        {
+          g_array_remove_index (list, i);
+          continue;
+        }
+      if (version >= w.ready && shoal_server_bound_ok (server, s, u->id, w.step))
+        {
+          g_array_remove_index (list, i);
+          release (e, sg, s, &w);
+          continue;
+        }
+      i++;
+    }
+}
+
+static void start_syncs (Emu *e, int sg);
+static void on_apply (Emu *e, Unit *u, int s, gint64 step);
+
+/* A push that reached its server waits for the server process's core
+ * (one update at a time, update_ns_per_byte each byte) and is applied
+ * when the core is done with it (on_apply). */
+static void
+on_arrive (Emu *e, Unit *u, int s, gint64 step)
+{
+  if (u->dead)
+    return;
+  if (e->update_ns_per_byte <= 0)
+    {
+      on_apply (e, u, s, step);
+      return;
+    }
+  int rank = server_rank (e, u->server_group, s);
+  size_t n = slice_floats (e, s, NULL);
+  gint64 begin = MAX (e->now, e->core_free[rank]);
+  e->core_free[rank] = begin + (gint64) llround ((double) (n * sizeof (float)) * e->update_ns_per_byte);
+  schedule (e, e->core_free[rank], EV_APPLY, (int) (u - e->units), s, step);
+}
+
+static void
+on_apply (Emu *e, Unit *u, int s, gint64 step)
+{
+  if (u->dead)
+    return;
+  int sg = u->server_group;
+  size_t b = 0, n = slice_floats (e, s, &b);
+  ShoalPushOrigin origin = { u->have_version[s], u->id };
+  gint64 ready = 0;
+  GError *err = NULL;
+  if (!shoal_server_push_from (e->servers[sg], s, u->store->grads + b, n, step, &origin, &ready, &err))
+    {
+      fail (e, err);
+      return;
+    }
+  Waiting w = { (int) (u - e->units), step, ready, u->fetch };
+  g_array_append_val (e->waiting[sg * e->nslices + s], w);
+  release_ready (e, sg, s);
+  if (e->layout->group_sync)
+    start_syncs (e, sg);
+}
+
+static void
+on_reply (Emu *e, Unit *u)
+{
+  if (u->dead)
+    return;
+  u->chain++;
+  if (u->chain < e->nslices)
+    on_send (e, u);
+  else
+    {
+      u->step++;
+      on_step (e, u);
+    }
+}
+
+/* ---- Hogwild's group sync ---------------------------------------------------- */
+
+static gboolean
+elastic (Emu *e)
+{
+  return e->layout->conf.hogwild_sync == SHOAL_HOGWILD_ELASTIC;
+}
+
+/* The sync thread of server group sg, if idle: the lowest due slice
+ * (shoal_server_wait_sync_due's order) goes to its master. */
+static void
+start_syncs (Emu *e, int sg)
+{
+  SyncState *st = &e->sync[sg];
+  ShoalServer *server = e->servers[sg];
+  float alpha = (float) e->layout->conf.elastic_alpha;
+  while (!st->busy && !e->server_dead[sg] && e->failure == NULL)
+    {
+      int due = -1;
+      for (int s = 0; s < e->nslices && due < 0; s++)
+        if (shoal_server_updates_since_sync (server, s) >= e->layout->conf.sync_freq)
+          due = s;
+      if (due < 0)
+        return;
+      size_t b = 0, n = slice_floats (e, due, &b);
+      float *buf = st->buf + b;
+      int master = shoal_layout_master_group_of_slice (e->layout, due % e->layout->nslices);
+      GError *err = NULL;
+      gboolean ok = elastic (e) ? shoal_server_take_values (server, due, buf, n, &err)
+                                : shoal_server_take_delta (server, due, buf, n, &err);
+      if (ok && master == sg && elastic (e))
+        /* the group's own center, in its process */
+        ok = shoal_server_elastic_exchange (server, due, buf, buf, n, alpha, &err)
+             && shoal_server_elastic_merge (server, due, buf, n, &err);
+      if (!ok)
+        {
+          fail (e, err);
+          return;
+        }
+      if (master == sg || e->server_dead[master])
+        continue;  /* its own master; or a master lost with its group: the replica goes on alone */
+      st->busy = TRUE;
+      transmit (e, server_rank (e, sg, due), server_rank (e, master, due), n * sizeof (float), EV_SYNC_ARRIVE, sg,
+                due, 0);
+    }
+}
+
+static void
+on_sync_arrive (Emu *e, int sg, int s)
+{
+  int master = shoal_layout_master_group_of_slice (e->layout, s % e->layout->nslices);
+  size_t b = 0, n = slice_floats (e, s, &b);
+  float *buf = e->sync[sg].buf + b;
+  GError *err = NULL;
+  if (e->server_dead[master])
+    {
+      e->sync[sg].busy = FALSE;
+      start_syncs (e, sg);
+      return;
+    }
+  gboolean ok = elastic (e) ? shoal_server_elastic_exchange (e->servers[master], s, buf, buf, n,
+                                                             (float) e->layout->conf.elastic_alpha, &err)
+                            : shoal_server_apply_delta (e->servers[master], s, buf, buf, n, &err);
+  if (!ok)
+    {
+      fail (e, err);
+      return;
+    }
+  transmit (e, server_rank (e, master, s), server_rank (e, sg, s), n * sizeof (float), EV_SYNC_REPLY, sg, s, 0);
+}
+
+static void
+on_sync_reply (Emu *e, int sg, int s)
+{
+  SyncState *st = &e->sync[sg];
+  st->busy = FALSE;
+  if (e->server_dead[sg])
+    return;
+  size_t b = 0, n = slice_floats (e, s, &b);
+  GError *err = NULL;
+  gboolean ok = elastic (e) ? shoal_server_elastic_merge (e->servers[sg], s, st->buf + b, n, &err)
+                            : shoal_server_merge_master (e->servers[sg], s, st->buf + b, n, &err);
+  if (!ok)
+    {
+      fail (e, err);
+      return;
+    }
+  start_syncs (e, sg);
+}
+
+/* ---- a lost group ---------------------------------------------------------- */
+
+static void
+on_fault (Emu *e)
+{
+  const ShoalClusterConf *c = &e->layout->conf;
+  int g = e->job->emulate.fault_group;
+  g_message ("[emulate] fault: group %d is lost at virtual %.3f s", g, vseconds (e->now));
+  for (int i = 0; i < e->nunits; i++)
+    if (e->units[i].group == g && !e->units[i].finished)
+      e->units[i].dead = TRUE;
+  /* the server group living in its processes (Hogwild) goes with it */
+  if (!c->server_worker_separate && e->layout->mode == SHOAL_UPDATE_ASYNC && e->nsg > 1)
+    e->server_dead[shoal_layout_server_group_of (e->layout, g)] = TRUE;
+  GError *err = NULL;
+  if (e->layout->mode == SHOAL_UPDATE_SYNC)
+    g_set_error (&err, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                 "[emulate] group %d was lost at virtual %.3f s: a synchronous step needs every worker of the "
+                 "group, so the job fails (as under shoal run)", g, vseconds (e->now));
+  else if (c->all_groups_required)
+    g_set_error (&err, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                 "[emulate] group %d was lost at virtual %.3f s and [cluster] all_groups_required = true: the "
+                 "job fails (false: the other groups finish it)", g, vseconds (e->now));
+  if (err != NULL)
+    fail (e, err);
+}
+
+/* ---- building ------------------------------------------------------------------ */
+
+/* the step-time streams: the job seed mixed with "steptime" */
+#define STEP_SEED_MIX G_GUINT64_CONSTANT (0x7374657074696d65)
+
+/* Units as the runner makes them in its processes, all here. */
+static gboolean
+build_units (Emu *e, GError **error)
+{
+  const ShoalClusterConf *c = &e->layout->conf;
+  int k = c->nworkers_per_group;
+  gboolean whole = FALSE, spread_net = FALSE;
+  if (!shoal_runner_groups_as_one (e->job, c, &whole, &spread_net, error))
+    return FALSE;
+  /* a group spread over processes as one net: one net here too (its
+   * results equal the spread ones; the bridges cost nothing) */
+  gboolean per_group = whole || spread_net;
+  if (!per_group && !shoal_runner_share_batch (e->job, k, error))
+    return FALSE;
+  e->group_pushes = per_group;
+  e->unit_size = per_group ? k : 1;
+  e->nunits = per_group ? c->nworker_groups : c->nworker_groups * k;
+  e->units = g_new0 (Unit, e->nunits);
+  for (int i = 0; i < e->nunits; i++)
+    {
+      Unit *u = &e->units[i];
+      u->group = per_group ? i : i / k;
+      u->first_worker = per_group ? 0 : i % k;
+      u->nworkers = e->unit_size;
+      u->id = i;
+      u->rank = shoal_layout_worker_rank (e->layout, u->group, u->first_worker);
+      u->server_group = shoal_layout_server_group_of (e->layout, u->group);
+      u->tester = u->first_worker == 0;
+      u->test_accuracy = -1;
+      u->next_test = e->job->test_freq > 0 ? e->job->test_freq : G_MAXINT64;
+      ShoalMember m = { u->group, u->first_worker };
+      u->net = shoal_runner_unit_net (e->job, c, m, e->unit_size, per_group, TRUE, NULL, error);
+      if (u->net == NULL)
+        return FALSE;
+      u->store = shoal_group_net_params (u->net);
+      u->slowdown = shoal_slowdown_new (&e->job->emulate, &e->job->cluster, e->job->seed, u->group, u->first_worker,
+                                        u->nworkers);
+      /* a calibrated step of cal.batch rows scaled to the rows each of
+       * its threads computes */
+      if (e->cal.batch > 0)
+        u->rows_factor = (double) shoal_group_net_batch_size (u->net) / e->cal.batch / e->unit_size;
+      /* its own stream for step times, apart from the slowdown's */
+      shoal_rng_seed (&u->rng, e->job->seed ^ STEP_SEED_MIX, (guint64) i);
+      u->machine = 1;
+      if (e->job->emulate.machine_factor.kind != SHOAL_DELAY_NONE)
+        u->machine = MAX (shoal_delay_draw_ms (&e->job->emulate.machine_factor, &u->rng), 1e-3);
+      if (u->slowdown != NULL)
+        {
+          char *how = shoal_slowdown_describe (u->slowdown);
+          g_message ("[group %d worker %d] [emulate] slowed: %s", u->group, u->first_worker, how);
+          g_free (how);
+        }
+    }
+  return TRUE;
+}
+
+static gboolean
+build_servers (Emu *e, GError **error)
+{
+  const ShoalClusterConf *c = &e->layout->conf;
+  ShoalParamStore *layout_store = e->units[0].store;
+  e->nslices = shoal_runner_slice_count (e->layout, layout_store->served);
+  e->nsg = c->nserver_groups;
+  if (e->layout->mode == SHOAL_UPDATE_SYNC && c->backup_workers > 0 && e->group_pushes)
+    {
+      shoal_conf_error (e->job->conf, error, "cluster", "backup_workers",
+                        "this group runs as one net and pushes one gradient per step: there is no late "
+                        "worker's gradient to drop");
+      return FALSE;
+    }
+  ShoalServerOptions sopts;
+  shoal_runner_server_options (e->layout, e->group_pushes, e->nslices, &sopts);
+  e->servers = g_new0 (ShoalServer *, e->nsg);
+  e->server_dead = g_new0 (gboolean, e->nsg);
+  e->sync = g_new0 (SyncState, e->nsg);
+  e->sg_updates = g_new0 (gint64, e->nsg);
+  e->sg_dropped = g_new0 (gint64, e->nsg);
+  e->waiting = g_new0 (GArray *, (gsize) e->nsg * (gsize) e->nslices);
+  for (int sg = 0; sg < e->nsg; sg++)
+    {
+      e->servers[sg] = shoal_server_new (layout_store, &e->job->updater, &sopts, error);
+      if (e->servers[sg] == NULL)
+        return FALSE;
+      shoal_server_host_all (e->servers[sg]);
+      if (e->layout->group_sync)
+        e->sync[sg].buf = shoal_alloc_floats (layout_store->total);
+      for (int s = 0; s < e->nslices; s++)
+        e->waiting[sg * e->nslices + s] = g_array_new (FALSE, FALSE, sizeof (Waiting));
+    }
+  for (int i = 0; i < e->nunits; i++)
+    {
+      Unit *u = &e->units[i];
+      u->have_version = g_new0 (gint64, e->nslices);
+      /* the first fetch: every slice at version 0, free */
+      for (int s = 0; s < e->nslices; s++)
+        {
+          size_t b = 0, n = slice_floats (e, s, &b);
+          if (!shoal_server_pull (e->servers[u->server_group], s, u->store->values + b, n, 0, 0,
+                                  &u->have_version[s], error))
+            return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static void
+emu_free (Emu *e)
+{
+  for (int i = 0; i < e->nunits; i++)
+    {
+      Unit *u = &e->units[i];
+      shoal_group_net_free (u->net);
+      shoal_slowdown_free (u->slowdown);
+      g_free (u->have_version);
+    }
+  g_free (e->units);
+  for (int sg = 0; sg < e->nsg; sg++)
+    {
+      shoal_server_free (e->servers[sg]);
+      shoal_free_aligned (e->sync[sg].buf);
+      for (int s = 0; s < e->nslices; s++)
+        g_array_free (e->waiting[sg * e->nslices + s], TRUE);
+    }
+  g_free (e->servers);
+  g_free (e->server_dead);
+  g_free (e->sync);
+  g_free (e->waiting);
+  g_free (e->sg_updates);
+  g_free (e->sg_dropped);
+  g_free (e->sent);
+  g_free (e->received);
+  g_free (e->rank_moved);
+  g_free (e->decided_step);
+  g_free (e->decided_stop);
+  shoal_event_queue_clear (&e->queue);
+  shoal_nic_model_free (e->nic);
+  g_free (e->core_free);
+  shoal_calibration_clear (&e->cal);
+  shoal_metrics_close (e->metrics);
+  shoal_layout_free (e->layout);
+  if (e->failure != NULL)
+    g_error_free (e->failure);
+}
+
+/* What holds the units that never finished (the queue ran dry). */
+static GError *
+deadlock_error (Emu *e)
+{
+  GString *who = g_string_new (NULL);
+  for (int i = 0; i < e->nunits; i++)
+    if (!e->units[i].dead && !e->units[i].finished)
+      g_string_append_printf (who, "%s%d.%d at step %" G_GINT64_FORMAT, who->len ? ", " : "", e->units[i].group,
+                              e->units[i].first_worker, e->units[i].step);
+  GError *err = NULL;
+  gboolean lost = e->job->emulate.fault_group >= 0;
+  g_set_error (&err, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+               "virtual %.3f s: units %s wait for pushes that never come%s", vseconds (e->now), who->str,
+               lost && e->layout->conf.staleness >= 0
+                 ? " (SSP: the lost group's clock never moves on, as under shoal run until the RPC timeout)"
+               : lost ? " (from the lost group)" : "");
+  g_string_free (who, TRUE);
+  return err;
+}
+
+/* ---- the run -------------------------------------------------------------------- */
+
+static gboolean
+save_params (Emu *e, GError **error)
+{
+  Unit *u = &e->units[0];
+  char *dir = shoal_checkpoint_dir (e->opts->workspace, 0);
+  ShoalCheckpoint *ckpt = shoal_checkpoint_open (dir, TRUE, error);
+  g_free (dir);
+  if (ckpt == NULL)
+    return FALSE;
+  GBytes *params = shoal_param_store_to_bytes (u->store);
+  const char *names[] = { "params", NULL };
+  GBytes *blobs[] = { params, NULL };
+  gboolean ok = shoal_checkpoint_save (ckpt, u->steps_done, names, blobs, error);
+  g_bytes_unref (params);
+  shoal_checkpoint_close (ckpt);
+  return ok;
+}
+
+gboolean
+shoal_emulator_measure_step_ms (ShoalJob *job, double *step_ms, GError **error)
+{
+  ShoalNetOptions nopts = { .seed = job->seed, .shard_count = 1, .cd_k = job->cd_k, .budget = job->memory_budget };
+  ShoalGroupNet *net = shoal_group_net_new (job->conf, 1, &nopts, error);
+  if (net == NULL)
+    return FALSE;
+  ShoalParamStore *store = shoal_group_net_params (net);
+  shoal_param_store_init_values (store, job->seed);
+  shoal_threads_apply (job->threads, 1, 0);
+  enum { WARM = 2, TIMED = 9 };
+  double t[TIMED];
+  for (int i = 0; i < WARM + TIMED; i++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      shoal_group_net_train_step (net, NULL, NULL);
+      if (i >= WARM)
+        t[i - WARM] = (double) (g_get_monotonic_time () - t0) / 1000.0;
+      shoal_param_store_zero_grads (store);
+    }
+  shoal_group_net_free (net);
+  /* the median */
+  for (int i = 1; i < TIMED; i++)
+    for (int j = i; j > 0 && t[j - 1] > t[j]; j--)
+      {
+        double x = t[j];
+        t[j] = t[j - 1];
+        t[j - 1] = x;
+      }
+  *step_ms = t[TIMED / 2];
+  return TRUE;
+}
+
+gboolean
+shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
+{
+  if (result != NULL)
+    *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
+  if (opts->resume)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "%s: a virtual-clock run keeps no checkpoint to resume from; run it again: it repeats exactly",
+                   shoal_conf_origin (job->conf));
+      return FALSE;
+    }
+  Emu emu = { .job = job, .opts = opts }, *e = &emu;
+  gboolean ok = FALSE;
+  e->layout = shoal_layout_new (&job->cluster, job->conf, error);
+  if (e->layout == NULL)
+    return FALSE;
+  double step_ms = job->emulate.step_ms;
+  if (job->emulate.calibration != NULL)
+    {
+      /* measured steps, drawn one per step; the file says where from */
+      if (!shoal_calibration_load (job->emulate.calibration, job, &e->cal, error))
+        {
+          shoal_layout_free (e->layout);
+          return FALSE;
+        }
+      g_message ("[emulate] calibration %s (model %s, measured on %s with %d BLAS thread%s): %d steps, median "
+                 "%.3f ms; a server's update %.4f ns/byte", job->emulate.calibration, e->cal.model,
+                 e->cal.host != NULL ? e->cal.host : "?", e->cal.threads, e->cal.threads == 1 ? "" : "s",
+                 e->cal.nsteps, shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte);
+      if (step_ms <= 0)
+        step_ms = shoal_calibration_median_ms (&e->cal);
+      else
+        e->cal.nsteps = 0;   /* a fixed step_ms given beside it wins */
+    }
+  /* an earlier run's files move aside (worker/workspace_claim.h) */
+  char *moved = NULL;
+  ok = shoal_workspace_claim (opts->workspace, job->conf, FALSE, opts->overwrite, &moved, error);
+  if (moved != NULL)
+    g_message ("%s held an earlier run: its files moved to %s", opts->workspace, moved);
+  g_free (moved);
+  if (!ok)
+    {
+      shoal_calibration_clear (&e->cal);
+      shoal_layout_free (e->layout);
+      return FALSE;
+    }
+  ok = FALSE;
+
+  e->update_ns_per_byte = job->emulate.update_ns_per_byte >= 0 ? job->emulate.update_ns_per_byte
+                                                                 : e->cal.update_ns_per_byte;
+  if (step_ms <= 0)
+    {
+      if (!shoal_emulator_measure_step_ms (job, &step_ms, error))
+        goto out;
+      g_message ("[emulate] measured one step of a group's batch: %.3f ms; give -o emulate.step_ms=%.3f to "
+                 "repeat this run's times exactly", step_ms, step_ms);
+    }
+  const ShoalClusterConf *c = &e->layout->conf;
+  shoal_threads_apply (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1, 0);
+  if (!build_units (e, error) || !build_servers (e, error))
+    goto out;
+  ShoalLayer *input = shoal_group_net_input (e->units[0].net);
+  if (input == NULL || input->ops->num_records == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
+                   shoal_conf_origin (job->conf));
+      goto out;
+    }
+  /* [job] epochs, as the runner reads them */
+  shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), shoal_tensor_rows (&input->out));
+  /* a unit of a group's k workers computes its share of the batch */
+  e->step_ns = (gint64) llround (step_ms * 1e6 / (double) c->nworkers_per_group);
+  e->nic = shoal_nic_model_new (e->layout->nprocs, shoal_link_limit_bytes_per_s (job->emulate.nic_mbit),
+                                shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
+                                shoal_link_limit_bytes_per_s (job->emulate.core_mbit));
+  e->core_free = g_new0 (gint64, e->layout->nprocs);
+  e->latency_ns = (gint64) llround (job->emulate.latency_ms * 1e6);
+  e->sent = g_new0 (guint64, e->layout->nprocs);
+  e->received = g_new0 (guint64, e->layout->nprocs);
+  e->rank_moved = g_new0 (gboolean, e->layout->nprocs);
+  e->decided_step = g_new0 (gint64, c->nworker_groups);
+  e->decided_stop = g_new0 (gboolean, c->nworker_groups);
+  for (int g = 0; g < c->nworker_groups; g++)
+    e->decided_step[g] = -1;
+
+  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
+  e->metrics = shoal_metrics_open (metrics_path, FALSE, error);
+  g_free (metrics_path);
+  if (e->metrics == NULL)
+    goto out;
+  if (!opts->quiet)
+    {
+      g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
+                 " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s, "
+                 "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte",
+                 job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
+                 shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
+                 e->cal.nsteps > 0 ? " (median; drawn from the calibration)" : "", job->emulate.bandwidth_mbit,
+                 job->emulate.nic_mbit, job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte);
+      shoal_layout_log (e->layout);
+    }
+
+  for (int i = 0; i < e->nunits; i++)
+    schedule (e, 0, EV_STEP, i, 0, 0);
+  if (job->emulate.fault_group >= 0)
+    schedule (e, (gint64) llround (job->emulate.fault_at * 1e9), EV_FAULT, 0, 0, 0);
+  gint64 tick_ns = (gint64) llround (job->metrics_interval * 1e9);
+  if (tick_ns > 0)
+    schedule (e, tick_ns, EV_TICK, 0, 0, 0);
+
+  while (e->pending > 0 && e->failure == NULL && !e->stopped)
+    {
+      /* a stop request ends the run at once, whatever the units wait for
+       * (SSP's held replies once let it run on) */
+      if (shoal_worker_stop_requested ())
+        {
+          e->stopped = TRUE;
+          break;
+        }
+      if (shoal_nic_model_next_end (e->nic) <= shoal_event_queue_next_time (&e->queue))
+        {
+          /* a message has crossed: it arrives a latency later */
+          ShoalTimedEvent crossed;
+          shoal_nic_model_pop (e->nic, &crossed);
+          e->now = crossed.t;
+          shoal_event_queue_push (&e->queue, crossed.t + e->latency_ns, crossed.kind, crossed.a, crossed.b,
+                                  crossed.step);
+          continue;
+        }
+      ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
+      e->now = ev.t;
+      if (ev.kind != EV_TICK && ev.kind != EV_FAULT)
+        e->pending--;
+      switch (ev.kind)
+        {
+        case EV_STEP:
+          on_step (e, &e->units[ev.a]);
+          break;
+        case EV_SEND:
+          on_send (e, &e->units[ev.a]);
+          break;
+        case EV_ARRIVE:
+          on_arrive (e, &e->units[ev.a], ev.b, ev.step);
+          break;
+        case EV_APPLY:
+          on_apply (e, &e->units[ev.a], ev.b, ev.step);
+          break;
+        case EV_REPLY:
+          on_reply (e, &e->units[ev.a]);
+          break;
+        case EV_SYNC_ARRIVE:
+          on_sync_arrive (e, ev.a, ev.b);
+          break;
+        case EV_SYNC_REPLY:
+          on_sync_reply (e, ev.a, ev.b);
+          break;
+        case EV_FAULT:
+          if (any_running (e))
+            on_fault (e);
+          break;
+        case EV_TICK:
+          process_lines (e, FALSE);
+          schedule (e, e->now + tick_ns, EV_TICK, 0, 0, 0);
+          break;
+        }
+    }
+  process_lines (e, TRUE);
+  if (e->failure == NULL && !e->stopped && any_running (e))
+    e->failure = deadlock_error (e);
+  if (e->failure != NULL)
+    {
+      g_propagate_error (error, g_steal_pointer (&e->failure));
+      goto out;
+    }
+  if (!e->stopped && !save_params (e, error))
+    goto out;
+  ok = TRUE;
+  if (result != NULL)
+    {
+      /* group 0's first unit, or where group 0 was lost the first unit
+       * of the lowest group that finished: a lost group's last test is
+       * no result of the job */
+      Unit *u = &e->units[0];
+      for (int i = 0; u->dead && i < e->nunits; i++)
+        if (!e->units[i].dead && e->units[i].tester)
+          u = &e->units[i];
+      *result = (ShoalRunResult) { .group = u->group, .worker = u->first_worker, .steps = u->steps_done,
+                                   .test_loss = u->test_loss, .test_accuracy = u->test_accuracy,
+                                   .samples_per_sec = u->train_seconds > 0 ? (double) u->samples_seen / u->train_seconds : 0,
+                                   .stopped = e->stopped };
+    }
+  if (e->stopped)
+    g_message ("stopped on request at virtual %.3f s (a virtual run keeps no checkpoint)", vseconds (e->now));
+
+out:
+  emu_free (e);
+  return ok;
+}

@@ -1,0 +1,336 @@
+/* Who owns a workspace, and its metrics on resume; see
+ * worker/workspace_claim.h. */
+#include "workspace/workspace_claim.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "data/checkpoint.h"
+#include "metrics/metrics.h"
+#include "workspace/workspace.h"
+#include "workspace/workspace_lock.h"
+
+/* What an earlier run leaves in a workspace. */
+static const char *const run_files[] = { "checkpoint", "job.conf", "metrics.jsonl", NULL };
+
+/* Keys a resumed run may change. */
+static gboolean
+may_change (const char *group, const char *key)
+{
+  static const char *const job[] = { "train_steps", "epochs", "test_freq", "test_steps", "disp_freq",
+                                     "checkpoint_freq", "max_seconds", "metrics_interval", "threads", NULL };
+  static const char *const cluster[] = { "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
+                                         "stop_timeout", "max_procs_per_core", "rpc_max_connections",
+                                         "rpc_idle_timeout", "rpc_threads", NULL };
+  if (strcmp (group, "updater") == 0)
+    return TRUE;
+  if (strcmp (group, "job") == 0)
+    return g_strv_contains (job, key);
+  if (strcmp (group, "cluster") == 0)
+    return g_strv_contains (cluster, key);
+  return FALSE;
+}
+
+static char *
+value_or_unset (GKeyFile *kf, const char *group, const char *key)
+{
+  char *v = g_key_file_get_value (kf, group, key, NULL);
+  if (v == NULL)
+    return g_strdup ("(not set)");
+  return g_strstrip (v);
+}
+
+/* The first key (in either conf) of a group and key that may not change,
+ * whose value differs; FALSE when there is none. */
+static gboolean
+first_difference (GKeyFile *was, GKeyFile *now, char **group_out, char **key_out)
+{
+  GKeyFile *pair[2] = { was, now };
+  for (int side = 0; side < 2; side++)
+    {
+      char **groups = g_key_file_get_groups (pair[side], NULL);
+      for (int g = 0; groups[g] != NULL; g++)
+        {
+          char **keys = g_key_file_get_keys (pair[side], groups[g], NULL, NULL);
+          for (int k = 0; keys != NULL && keys[k] != NULL; k++)
+            {
+              if (may_change (groups[g], keys[k]))
+                continue;
+              char *a = value_or_unset (was, groups[g], keys[k]);
+              char *b = value_or_unset (now, groups[g], keys[k]);
+              gboolean same = strcmp (a, b) == 0;
+              g_free (a);
+              g_free (b);
+              if (!same)
+                {
+                  *group_out = g_strdup (groups[g]);
+                  *key_out = g_strdup (keys[k]);
+                  g_strfreev (keys);
+                  g_strfreev (groups);
+                  return TRUE;
+                }
+            }
+          g_strfreev (keys);
+        }
+      g_strfreev (groups);
+    }
+  return FALSE;
+}
+
+/* A resumed run continues the run whose job.conf is there. */
+static gboolean
+check_same_run (const char *workspace, ShoalConf *conf, GError **error)
+{
+  char *path = g_build_filename (workspace, "job.conf", NULL);
+  GKeyFile *was = g_key_file_new ();
+  GError *e = NULL;
+  gboolean ok = TRUE;
+  if (!g_key_file_load_from_file (was, path, G_KEY_FILE_NONE, &e))
+    {
+      /* an older workspace without job.conf: the restore's own checks apply */
+      if (!g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        {
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: %s", path, e->message);
+          ok = FALSE;
+        }
+      g_clear_error (&e);
+    }
+  else
+    {
+      GKeyFile *now = shoal_conf_keyfile (conf);
+      char *group = NULL, *key = NULL;
+      if (first_difference (was, now, &group, &key))
+        {
+          char *a = value_or_unset (was, group, key);
+          char *b = value_or_unset (now, group, key);
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "%s: cannot resume: its checkpoints belong to another run: [%s] %s is %s there, %s "
+                       "in this job (--resume continues only the same model, data and layout; start this "
+                       "job without --resume, or in another --workspace)",
+                       workspace, group, key, a, b);
+          g_free (a);
+          g_free (b);
+          ok = FALSE;
+        }
+      g_free (group);
+      g_free (key);
+    }
+  g_key_file_free (was);
+  g_free (path);
+  return ok;
+}
+
+static gboolean
+remove_tree (const char *path, GError **error)
+{
+  GStatBuf st;
+  if (g_lstat (path, &st) != 0)
+    return TRUE;
+  if (S_ISDIR (st.st_mode))
+    {
+      GDir *dir = g_dir_open (path, 0, NULL);
+      const char *name;
+      while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+        {
+          char *child = g_build_filename (path, name, NULL);
+          gboolean ok = remove_tree (child, error);
+          g_free (child);
+          if (!ok)
+            {
+              g_dir_close (dir);
+              return FALSE;
+            }
+        }
+      if (dir != NULL)
+        g_dir_close (dir);
+    }
+  if (g_remove (path) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot remove: %s", path, g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* An earlier run's files move into WORKSPACE/previous/N (N the first free). */
+static gboolean
+move_aside (const char *workspace, gboolean overwrite, char **moved_to, GError **error)
+{
+  gboolean any = FALSE;
+  for (int i = 0; run_files[i] != NULL; i++)
+    {
+      char *p = g_build_filename (workspace, run_files[i], NULL);
+      any |= g_file_test (p, G_FILE_TEST_EXISTS);
+      g_free (p);
+    }
+  if (!any)
+    return TRUE;
+  if (overwrite)
+    {
+      for (int i = 0; run_files[i] != NULL; i++)
+        {
+          char *p = g_build_filename (workspace, run_files[i], NULL);
+          gboolean ok = remove_tree (p, error);
+          g_free (p);
+          if (!ok)
+            return FALSE;
+        }
+      return TRUE;
+    }
+  char *dest = NULL;
+  for (int n = 1; dest == NULL && n < 100000; n++)
+    {
+      char *leaf = g_strdup_printf ("%d", n);
+      char *d = g_build_filename (workspace, "previous", leaf, NULL);
+      g_free (leaf);
+      if (!g_file_test (d, G_FILE_TEST_EXISTS))
+        dest = d;
+      else
+        g_free (d);
+    }
+  if (dest == NULL || g_mkdir_with_parents (dest, 0755) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot make a place for the earlier run's files: %s",
+                   workspace, dest != NULL ? g_strerror (errno) : "previous/ is full");
+      g_free (dest);
+      return FALSE;
+    }
+  for (int i = 0; run_files[i] != NULL; i++)
+    {
+      char *from = g_build_filename (workspace, run_files[i], NULL);
+      char *to = g_build_filename (dest, run_files[i], NULL);
+      gboolean ok = !g_file_test (from, G_FILE_TEST_EXISTS) || g_rename (from, to) == 0;
+      if (!ok)
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot move it to %s: %s", from, to,
+                     g_strerror (errno));
+      g_free (from);
+      g_free (to);
+      if (!ok)
+        {
+          g_free (dest);
+          return FALSE;
+        }
+    }
+  if (moved_to != NULL)
+    *moved_to = dest;
+  else
+    g_free (dest);
+  return TRUE;
+}
+
+gboolean
+shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean resume, gboolean overwrite,
+                       char **moved_to, GError **error)
+{
+  if (moved_to != NULL)
+    *moved_to = NULL;
+  if (g_mkdir_with_parents (workspace, 0755) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
+                   g_strerror (errno));
+      return FALSE;
+    }
+  /* no other live run may write here (a run holding it already: a no-op) */
+  if (!shoal_workspace_lock (workspace, -1, error))
+    return FALSE;
+  if (resume ? !check_same_run (workspace, conf, error) : !move_aside (workspace, overwrite, moved_to, error))
+    return FALSE;
+  /* the conf as run, overrides applied: the run can be repeated from it */
+  char *path = g_build_filename (workspace, "job.conf", NULL);
+  gboolean ok = g_key_file_save_to_file (shoal_conf_keyfile (conf), path, error);
+  g_free (path);
+  return ok;
+}
+
+GBytes *
+shoal_workspace_clock_blob (double seconds)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd (buf, sizeof buf, "%.6f", seconds);
+  return g_bytes_new (buf, strlen (buf));
+}
+
+double
+shoal_workspace_store_clock (ShoalCheckpoint *c, gint64 step)
+{
+  double t = -1;
+  GBytes *b = c != NULL ? shoal_checkpoint_load (c, "clock", step, NULL) : NULL;
+  if (b != NULL)
+    {
+      gsize len = 0;
+      const char *data = g_bytes_get_data (b, &len);
+      char *text = g_strndup (data, len);
+      char *end = NULL;
+      double v = g_ascii_strtod (text, &end);
+      if (end != text && v >= 0)
+        t = v;
+      g_free (text);
+      g_bytes_unref (b);
+    }
+  return t;
+}
+
+double
+shoal_workspace_checkpoint_clock (const char *workspace, int rank, gint64 step)
+{
+  char *dir = shoal_checkpoint_dir (workspace, rank);
+  ShoalCheckpoint *c = g_file_test (dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_open (dir, FALSE, NULL) : NULL;
+  g_free (dir);
+  double t = shoal_workspace_store_clock (c, step);
+  shoal_checkpoint_close (c);
+  return t;
+}
+
+gboolean
+shoal_workspace_trim_metrics (const char *workspace, gint64 step, const gint64 *group_steps, int ngroups,
+                              double clock, double *resume_clock, GError **error)
+{
+  if (resume_clock != NULL)
+    *resume_clock = clock;
+  char *path = g_build_filename (workspace, "metrics.jsonl", NULL);
+  char *text = NULL;
+  gsize len = 0;
+  GError *e = NULL;
+  if (!g_file_get_contents (path, &text, &len, &e))
+    {
+      gboolean missing = g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+      if (!missing)
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", e->message);
+      g_error_free (e);
+      g_free (path);
+      return missing;
+    }
+  GString *kept = g_string_sized_new (len);
+  int dropped = 0;
+  char **lines = g_strsplit (text, "\n", -1);
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      if (lines[i][0] == '\0')
+        continue;
+      double s, t, g;
+      gint64 limit = step;
+      if (shoal_metrics_line_number (lines[i], "group", &g) && g >= 0 && g < ngroups)
+        limit = group_steps[(int) g];
+      gboolean past = shoal_metrics_line_number (lines[i], "step", &s) ? s > (double) limit
+                      : clock >= 0 && shoal_metrics_line_number (lines[i], "time", &t) && t > clock;
+      if (past)
+        dropped++;
+      else
+        {
+          g_string_append_printf (kept, "%s\n", lines[i]);
+          if (resume_clock != NULL && shoal_metrics_line_number (lines[i], "time", &t) && t > *resume_clock)
+            *resume_clock = t;
+        }
+    }
+  g_strfreev (lines);
+  gboolean ok = dropped == 0 || g_file_set_contents (path, kept->str, (gssize) kept->len, error);
+  if (dropped > 0 && ok)
+    g_message ("%s: %d line%s of the run past its checkpoint dropped", path, dropped, dropped == 1 ? "" : "s");
+  g_string_free (kept, TRUE);
+  g_free (text);
+  g_free (path);
+  return ok;
+}
