@@ -35,11 +35,11 @@ import time
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
 # Without a conf: the example's usual values.  A conf that leaves a key out
-# gets shoal's default for it (src/worker/job.c, src/layers/lmdb_input.c).
+# gets shoal's default for it (src/job/job.c, src/layers/lmdb_input.c).
 DEFAULTS = {"batch_size": 64, "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0,
             "scale": 1 / 255, "mean": 0.0, "std": 1.0}
 SHOAL_DEFAULTS = dict(DEFAULTS, lr=0.01, momentum=0.0)
-# shoal's [updater] schedule keys and their defaults (src/worker/job.c).
+# shoal's [updater] schedule keys and their defaults (src/job/job.c).
 SCHEDULE = {"lr_policy": "fixed", "gamma": "0.1", "power": "0.75", "step_size": "1000",
             "step_list": "", "lr_list": "", "warmup_steps": "0"}
 DATA_KEYS = ("batch_size", "scale", "mean", "std")   # keys of the input layer

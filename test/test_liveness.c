@@ -1,7 +1,7 @@
 /* Liveness without waiting: the rules of server/liveness.h on a clock the
  * test moves, the lost lists peers exchange, SSP dropping a lost unit,
  * Hogwild's slice masters moving off a lost group, and the workspace
- * claim (worker/workspace_claim.h): an earlier run moved aside, a resume
+ * claim (workspace/workspace_claim.h): an earlier run moved aside, a resume
  * of another run refused without touching job.conf, metrics trimmed to
  * the checkpoint. */
 #include <glib.h>

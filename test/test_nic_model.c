@@ -1,4 +1,4 @@
-/* The virtual clock's network (worker/nic_model.h) on scripted flows:
+/* The virtual clock's network (emulate/nic_model.h) on scripted flows:
  * two flows through one NIC each get half; an incast of n pushes into
  * one NIC ends at n x bytes / bandwidth; max-min fairness gives a flow
  * what a bottleneck elsewhere leaves it; rates change when a flow ends;

@@ -1,4 +1,4 @@
-/* One live run per workspace (worker/workspace_lock.h): another process
+/* One live run per workspace (workspace/workspace_lock.h): another process
  * holding it refuses the run, naming the holder; rank locks of jobs
  * started by other launchers collide only at a common rank; a holder that
  * ended leaves no claim; a record left by a dead process is no claim. */

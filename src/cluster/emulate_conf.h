@@ -12,7 +12,7 @@
  *       real: the job runs as always, its workers sleeping and its links
  *       waiting as below.  virtual: every unit of the layout runs in one
  *       process, driven by a discrete-event scheduler in virtual time
- *       (worker/emulator.h): as if each worker had a machine of its own.
+ *       (emulate/emulator.h): as if each worker had a machine of its own.
  *   step_ms = MS
  *       virtual: what one step of a group's batch costs one machine; a
  *       unit of a group of k workers takes step_ms / k.  0: measured once

@@ -1,5 +1,5 @@
 /* Topology files: a conf holding only a [cluster] section (the files in conf/)
- * whose keys replace the scheme keys of a job's [cluster].  The job loader (worker/job.h,
+ * whose keys replace the scheme keys of a job's [cluster].  The job loader (job/job.h,
  * shoal_job_load_topology) applies one as overrides on the job text with
  * its own [cluster] blanked out, so every other key keeps its line. */
 #ifndef SHOAL_TOPOLOGY_H

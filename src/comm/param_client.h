@@ -37,7 +37,7 @@ typedef struct _ShoalParamClient ShoalParamClient;
  * SYNC): step's gradients go out when shoal_push_due, summed over the
  * steps since the last push and sent as their mean (shoal_push_mean, so
  * lr means the same), and values come back when shoal_fetch_due.  The
- * client keeps it; the virtual clock (worker/emulator.c) asks it. */
+ * client keeps it; the virtual clock (emulate/emulator.c) asks it. */
 gboolean shoal_push_due (int n_push, gint64 step);
 gboolean shoal_fetch_due (int n_fetch, gint64 step);
 void shoal_push_mean (float *grads, size_t n, int n_push);

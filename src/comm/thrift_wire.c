@@ -1,4 +1,4 @@
-/* ShoalGroupWire over send_bridge calls (see comm/group_wire.h).
+/* ShoalGroupWire over send_bridge calls (see comm/thrift_wire.h).
  *
  * The pool is a stack per peer under the peer's lock, held only to push
  * or pop: connecting and calling happen outside it, so a slow peer or a

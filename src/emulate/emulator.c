@@ -921,7 +921,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
       else
         e->cal.nsteps = 0;   /* a fixed step_ms given beside it wins */
     }
-  /* an earlier run's files move aside (worker/workspace_claim.h) */
+  /* an earlier run's files move aside (workspace/workspace_claim.h) */
   char *moved = NULL;
   ok = shoal_workspace_claim (opts->workspace, job->conf, FALSE, opts->overwrite, &moved, error);
   if (moved != NULL)

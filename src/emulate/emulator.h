@@ -19,7 +19,7 @@
  *     its comm thread does (a push, then the reply), each message
  *     between two processes of the layout a flow through the per-pair
  *     link, the two processes' NICs and the core, shared max-min
- *     fairly with the flows in flight (worker/nic_model.h), then the
+ *     fairly with the flows in flight (emulate/nic_model.h), then the
  *     latency; a call to a server of its own process costs nothing;
  *   - a push waits for its server process's core (update_ns_per_byte);
  *     servers apply pushes in virtual-arrival order (ties in the order

@@ -1,4 +1,4 @@
-/* The emulator's event queue; see worker/event_queue.h.  A hand-written
+/* The emulator's event queue; see emulate/event_queue.h.  A hand-written
  * heap rather than GSequence: the queue holds one or two events per unit
  * and slice, pushed and popped millions of times in a long emulation,
  * and a flat array does that without an allocation per event. */

@@ -1,4 +1,4 @@
-/* The virtual clock's queue of future events (worker/emulator.c): a
+/* The virtual clock's queue of future events (emulate/emulator.c): a
  * binary min-heap ordered by (virtual time, creation number), so that
  * events due at the same instant run in the order they were scheduled
  * and a run never depends on which of two ties the heap met first. */

@@ -1,4 +1,4 @@
-/* The virtual clock's network (worker/emulator.c): messages between the
+/* The virtual clock's network (emulate/emulator.c): messages between the
  * processes of a layout as fluid flows through the NICs they cross.
  *
  * Every process (node) has a NIC with an out and an in bandwidth of its

@@ -6,7 +6,7 @@
  *            memory_limit, device_update, precision
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
- * [emulate]  a cluster that is not there (cluster/emulate.h; docs/SCHEMES.md, "Emulation")
+ * [emulate]  a cluster that is not there (cluster/emulate_conf.h; docs/SCHEMES.md, "Emulation")
  * [tls]      TLS on the links between hosts (cluster/tls_conf.h; docs/SECURITY.md)
  * Any other group except "layer NAME" is an error. */
 #ifndef SHOAL_JOB_H

@@ -1,5 +1,5 @@
 /* [job] init_from: params of other jobs' workspaces (the "params" blob
- * each checkpoint keeps, worker/workspace.h) initialise this job's by
+ * each checkpoint keeps, workspace/workspace.h) initialise this job's by
  * name - pre-training, greedy stacks of RBMs, an autoencoder unrolled
  * from them, `shoal sample`. */
 #ifndef SHOAL_NAMED_PARAMS_H

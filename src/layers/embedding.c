@@ -8,7 +8,7 @@
  * outside [0, vocab_size) looks up a zero vector and is reported once:
  * forward cannot fail, and a model that sees such ids was set up with
  * the wrong vocab_size (a job checks it against its text_input's data,
- * worker/families.h).  Backward adds each row of the output gradient
+ * job/families.h).  Backward adds each row of the output gradient
  * into the weight row it was read from; the ids get no gradient. */
 #include "layers/layer.h"
 

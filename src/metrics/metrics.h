@@ -14,12 +14,12 @@
  *              last such line: rank, bytes_sent, bytes_received (since
  *              the process started), and where it serves slices updates,
  *              dropped and the staleness summary and histogram;
- *   "cluster"  the launcher's view of the job (worker/cluster_log.h):
+ *   "cluster"  the launcher's view of the job (metrics/cluster_log.h):
  *              the layout, each rank's liveness, restarts.
  * Train and test lines end with "metrics": {LAYER: value} for the net's
  * metric layers other than the accuracy (an RBM's rbm_free_energy).
  * The clock fields are written in one place (line_begin in metrics.c):
- * a virtual-clock run (worker/emulator.h) adds "vtime", its virtual
+ * a virtual-clock run (emulate/emulator.h) adds "vtime", its virtual
  * seconds, beside "time"; readers that know it (tools/runlog.c) use it
  * in place of "time", others need not change. */
 #ifndef SHOAL_METRICS_H

@@ -1,7 +1,7 @@
 /* How the processes of a worker group spread over processes reach each
  * other: the group net (partition.h) sends bridge data, the leader's
  * commands and the followers' results as messages on numbered channels.
- * Over Thrift it is src/comm/group_wire.c; tests also run two halves of
+ * Over Thrift it is src/comm/thrift_wire.c; tests also run two halves of
  * a group in one process over a shared mailbox.
  *
  * Process j of the group holds workers j*per .. (j+1)*per - 1, per =

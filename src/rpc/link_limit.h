@@ -10,7 +10,7 @@
  * leave.  So a message of n bytes on an idle link arrives about
  * n / rate + latency after it was begun, and a request and its reply
  * cost two latencies: the model the virtual clock charges too
- * (worker/emulator.h, its per-pair links).  Links do not share a NIC
+ * (emulate/emulator.h, its per-pair links).  Links do not share a NIC
  * here: two sockets of one process each get the full rate (the virtual
  * clock's nic_mbit models a shared NIC; the real transport does not). */
 #ifndef SHOAL_LINK_LIMIT_H

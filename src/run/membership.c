@@ -1,5 +1,5 @@
 /* The ranks a process knows alive or lost, and what a loss means for it;
- * see worker/membership.h. */
+ * see run/membership.h. */
 #include "run/membership.h"
 
 #include <string.h>

@@ -1,5 +1,5 @@
 /* One process's share of a job: its worker threads with their param
- * clients, around the servers worker/runner_servers.c starts (their RPC
+ * clients, around the servers run/runner_servers.c starts (their RPC
  * service and, in Hogwild, the group sync with the slices' masters).
  * The same code runs a one-process job (every slice local, no Thrift at
  * all) and rank R of a cluster. */

@@ -1,4 +1,4 @@
-/* Private to worker/runner.c and worker/runner_servers.c: the state of
+/* Private to run/runner.c and run/runner_servers.c: the state of
  * one process's share of a job, which the two files build together (the
  * servers and their RPC service in runner_servers.c, the worker threads
  * in runner.c). */

@@ -1,4 +1,4 @@
-/* The server side of one process's share of a job (worker/runner.c runs
+/* The server side of one process's share of a job (run/runner.c runs
  * the workers): how many slices, the server group's options under each
  * scheme, the server group itself with its RPC service, and in Hogwild
  * the sync of this server group with the slices' masters. */

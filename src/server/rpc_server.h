@@ -7,7 +7,7 @@
  * serving.
  *
  * The same port takes the bridge messages of a worker group spread over
- * processes (send_bridge, src/comm/group_wire.h) into a bridge sink (the
+ * processes (send_bridge, src/comm/thrift_wire.h) into a bridge sink (the
  * process's ShoalMailbox, comm/mailbox.h).  A
  * process that holds such workers but no server slices runs this with
  * server == NULL: its param calls are refused, its shutdowns counted. */

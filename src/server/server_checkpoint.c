@@ -28,7 +28,7 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
    * one save serves them all.  ASYNC: each group asks at its own step
    * while the others push on; every request saves (its step, an older
    * one included), so that the newest save holds every group's pushes up
-   * to its own request (worker/resume_plan.h). */
+   * to its own request (workspace/resume_plan.h). */
   if (server->opts.mode == SHOAL_UPDATE_SYNC && step <= server->last_checkpoint)
     {
       g_mutex_unlock (&server->checkpoint_lock);

@@ -1,5 +1,5 @@
 /* shoal calibrate JOB.conf --out FILE: measures what the virtual clock's
- * timing model needs for this model on this machine (worker/calibration.h)
+ * timing model needs for this model on this machine (emulate/calibration.h)
  * and writes it, so that every later run, compare or sweep given
  * -o emulate.calibration=FILE repeats exactly and names where its times
  * came from. */

@@ -2,7 +2,7 @@
  *
  * `shoal run` on one machine is its own launcher: it resolves the conf
  * once (topology and overrides applied), takes the workspace for the run
- * (worker/workspace_claim.h: an earlier run's files move aside, a resume
+ * (workspace/workspace_claim.h: an earlier run's files move aside, a resume
  * must continue the same run), writes the conf with a fresh job token
  * into it, picks free loopback ports for the ranks that listen
  * (shoal_layout_rank_listens: servers, workers of a group spread over
@@ -97,7 +97,7 @@ typedef struct {
   gint64 progress;
   int rejoins;           /* times this rank was restarted to rejoin */
   gboolean rejoining;    /* its running process is such a restart */
-  const char *shown;     /* the state the last "cluster" line gave it (worker/cluster_log.h) */
+  const char *shown;     /* the state the last "cluster" line gave it (metrics/cluster_log.h) */
 } Child;
 
 /* One start of the job's processes. */
@@ -111,7 +111,7 @@ typedef struct {
   const ShoalResumePlan *resume;  /* NULL for a fresh run */
   char host_workers[16];
   int beat[2];                 /* the heartbeat pipe: read end here, write end in every child */
-  int lock_fd;                 /* the workspace's lock (worker/workspace_lock.h), inherited by every child */
+  int lock_fd;                 /* the workspace's lock (workspace/workspace_lock.h), inherited by every child */
   sigset_t old_mask;
   pid_t parent;
   Child *children;
@@ -565,7 +565,7 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
   if (!shoal_workspace_lock (workspace, -1, &error))
     goto out;
 again:;
-  /* a resumed run continues from its ranks' checkpoints (worker/resume_plan.h) */
+  /* a resumed run continues from its ranks' checkpoints (workspace/resume_plan.h) */
   g_clear_pointer (&plan, shoal_resume_plan_free);
   double ckpt_clock = -1;
   if (resume)

@@ -1,5 +1,5 @@
-/* The rules the real clock (worker/runner.c) and the virtual one
- * (worker/emulator.c) both apply: each unit's net, how groups run, the
+/* The rules the real clock (run/runner.c) and the virtual one
+ * (emulate/emulator.c) both apply: each unit's net, how groups run, the
  * slices and the server options. */
 #include "worker/job_run.h"
 
@@ -14,7 +14,7 @@
 
 /* [job] init_from: initialises params from the init_from workspaces'
  * checkpoints, by name or as <param>_init_from renames them
- * (worker/named_params.h). */
+ * (job/named_params.h). */
 gboolean
 shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
 {

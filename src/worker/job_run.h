@@ -1,6 +1,6 @@
 /* Running a job: what it takes and gives (ShoalRunOptions,
- * ShoalRunResult), and the rules the real clock (worker/runner.c) and the
- * virtual one (worker/emulator.c) both apply, so that they run the same
+ * ShoalRunResult), and the rules the real clock (run/runner.c) and the
+ * virtual one (emulate/emulator.c) both apply, so that they run the same
  * units, slices and server options. */
 #ifndef SHOAL_JOB_RUN_H
 #define SHOAL_JOB_RUN_H
@@ -39,11 +39,11 @@ typedef struct {
   /* A restarted rank joining its running job (shoal proc --rejoin): its
    * units resume from this rank's newest checkpoint (or begin at 0), a
    * Hogwild server group takes the current values from the slices'
-   * masters, and the others take the rank back (worker/membership.h). */
+   * masters, and the others take the rank back (run/membership.h). */
   gboolean rejoin;
   /* A one-process run (endpoints NULL) into a workspace an earlier run
    * wrote: remove its files instead of moving them to
-   * WORKSPACE/previous/N (worker/workspace_claim.h; shoal run --force). */
+   * WORKSPACE/previous/N (workspace/workspace_claim.h; shoal run --force). */
   gboolean overwrite;
   /* Called once, from any thread, when this process must stop the job
    * because a rank it needs was lost (or it was dropped); may be NULL.

@@ -79,7 +79,7 @@ typedef struct {
 } ShoalEvalResult;
 
 /* ---- one step and its lines, as every clock runs them (the real
- * worker loop below and the virtual clock, worker/emulator.c) ---------- */
+ * worker loop below and the virtual clock, emulate/emulator.c) ---------- */
 
 /* One training step's computation: forward and backward of the unit's
  * net and the updater's gradient clipping.  ready (may be NULL) is
@@ -115,7 +115,7 @@ gboolean shoal_worker_stop_requested (void);
 
 /* Asks every worker of the process to give up at its next step boundary,
  * without a checkpoint: the job cannot go on (a process it needs was
- * lost, worker/membership.h); workers then fail with SHOAL_ERROR_LOST.
+ * lost, run/membership.h); workers then fail with SHOAL_ERROR_LOST.
  * shoal_worker_abort_reset clears it for the next job of the process. */
 void shoal_worker_abort (void);
 gboolean shoal_worker_abort_requested (void);

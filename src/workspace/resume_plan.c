@@ -1,5 +1,5 @@
 /* Where a resumed multi-process job goes on from; see
- * worker/resume_plan.h. */
+ * workspace/resume_plan.h. */
 #include "workspace/resume_plan.h"
 
 #include "core/error.h"

@@ -1,4 +1,4 @@
-/* Reading and naming the parts of a workspace; see worker/workspace.h. */
+/* Reading and naming the parts of a workspace; see workspace/workspace.h. */
 #include "workspace/workspace.h"
 
 #include "core/error.h"

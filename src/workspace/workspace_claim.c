@@ -1,5 +1,5 @@
 /* Who owns a workspace, and its metrics on resume; see
- * worker/workspace_claim.h. */
+ * workspace/workspace_claim.h. */
 #include "workspace/workspace_claim.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Which run owns a workspace.  job.conf, metrics.jsonl and checkpoint/
  * must describe one run: the run whose checkpoints they are.
  * - The workspace is this run's alone while it runs: the claim takes its
- *   lock (worker/workspace_lock.h) and refuses a run that finds it held.
+ *   lock (workspace/workspace_lock.h) and refuses a run that finds it held.
  * - A fresh run into a workspace an earlier run wrote moves that run's
  *   files aside, into WORKSPACE/previous/N/, and says where (with
  *   `overwrite`, shoal run --force, it removes them instead).

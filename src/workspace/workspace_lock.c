@@ -1,4 +1,4 @@
-/* One live run per workspace; see worker/workspace_lock.h. */
+/* One live run per workspace; see workspace/workspace_lock.h. */
 #include "workspace/workspace_lock.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The virtual clock ([emulate] clock = virtual, worker/emulator.h): every
+# The virtual clock ([emulate] clock = virtual, emulate/emulator.h): every
 # unit in one process on a discrete-event scheduler.
 #  1. repeatable: the same conf and seed give the same metrics.jsonl, line
 #     for line, but for the wall-clock "time" - here with a slowed group,
