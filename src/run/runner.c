@@ -584,60 +584,52 @@ name_peers (const ShoalLayout *layout, const ShoalRunOptions *opts)
   g_strfreev (names);
 }
 
-gboolean
-shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
+/* [emulate] clock = virtual: the whole layout in this process. */
+static gboolean
+run_virtual (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
 {
-  RunnerProcess p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
-                .stop_step = G_MAXINT64 };
-  /* before any net of this process is made */
-  shoal_device_set_precision (job->precision);
-  double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
-  ShoalFaultTimer *fault = NULL;
-  gboolean ok = FALSE, created_workspace = FALSE;
-  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+  if (opts->endpoints != NULL)
     {
-      /* the whole layout in this process, on a virtual clock */
-      if (opts->endpoints != NULL)
-        {
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                       "%s: [emulate] clock = virtual runs every unit in one process: start it with `shoal run`, "
-                       "not as rank %d", shoal_conf_origin (job->conf), opts->rank);
-          return FALSE;
-        }
-      gboolean done = shoal_emulator_run (job, opts, result, error);
-      shoal_workspace_unlock (opts->workspace);
-      return done;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "%s: [emulate] clock = virtual runs every unit in one process: start it with `shoal run`, "
+                   "not as rank %d", shoal_conf_origin (job->conf), opts->rank);
+      return FALSE;
     }
-  if (result != NULL)
-    *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
-  shoal_worker_abort_reset ();
-  char *ckpt_dir = NULL;
+  gboolean done = shoal_emulator_run (job, opts, result, error);
+  shoal_workspace_unlock (opts->workspace);
+  return done;
+}
 
-  p.layout = shoal_layout_new (&job->cluster, job->conf, error);
-  if (p.layout == NULL)
-    return FALSE;
-  int rank = opts->endpoints != NULL ? opts->rank : 0;
-  if (opts->endpoints == NULL && p.layout->nprocs > 1)
+/* This process's place in the layout: p->proc, and its rank. */
+static gboolean
+find_rank (RunnerProcess *p, int *rank, GError **error)
+{
+  const ShoalRunOptions *opts = p->opts;
+  *rank = opts->endpoints != NULL ? opts->rank : 0;
+  if (opts->endpoints == NULL && p->layout->nprocs > 1)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
                    "%s: this cluster layout needs %d processes; start it with `shoal run` or `shoal proc`",
-                   shoal_conf_origin (job->conf), p.layout->nprocs);
-      goto out;
+                   shoal_conf_origin (p->job->conf), p->layout->nprocs);
+      return FALSE;
     }
-  if (rank < 0 || rank >= p.layout->nprocs)
+  if (*rank < 0 || *rank >= p->layout->nprocs)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d does not exist: the layout has %d processes",
-                   rank, p.layout->nprocs);
-      goto out;
+                   *rank, p->layout->nprocs);
+      return FALSE;
     }
-  p.proc = &p.layout->procs[rank];
-  if (!prepare_workspace (opts, &created_workspace, error))
-    goto out;
-  /* before its checkpoints are read: another live run's are not this one's
-   * (a rank: its launcher's claim, or under mpirun / srun its rank's) */
-  if (!shoal_workspace_lock (opts->workspace, opts->endpoints != NULL ? rank : -1, error))
-    goto out;
-  /* [emulate] links: before this process opens or accepts any connection */
+  p->proc = &p->layout->procs[*rank];
+  return TRUE;
+}
+
+/* [emulate] links and [tls]: before this process opens or accepts any
+ * connection. */
+static gboolean
+set_up_links (RunnerProcess *p, int rank, GError **error)
+{
+  ShoalJob *job = p->job;
+  const ShoalRunOptions *opts = p->opts;
   ShoalLinkLimit link = { shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
                           (gint64) (job->emulate.latency_ms * 1000) };
   shoal_link_limit_set_default (&link);
@@ -645,48 +637,268 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
     g_message ("[emulate] every link between processes: %s%g Mbit/s, %g ms latency",
                link.bytes_per_s > 0 ? "" : "no bandwidth limit, ", job->emulate.bandwidth_mbit,
                job->emulate.latency_ms);
-  /* [tls]: likewise before any connection */
   ShoalTls *tls = NULL;
   char **hosts = opts->hosts != NULL || opts->endpoints == NULL ? NULL : shoal_hosts_from_endpoints (opts->endpoints);
   gboolean tls_ok = shoal_tls_conf_open (&job->tls, job->conf, rank, opts->hosts != NULL ? opts->hosts : hosts,
                                          opts->tls_dir, &tls, error);
   g_strfreev (hosts);
   if (!tls_ok)
-    goto out;
+    return FALSE;
   shoal_tls_set_default (tls);
-  name_peers (p.layout, opts);
+  name_peers (p->layout, opts);
   if (tls != NULL && rank == 0)
     g_message ("[tls] links %s run TLS 1.3 with the job's certificates",
                shoal_tls_mode (tls) == SHOAL_TLS_ALL ? "between all ranks" : "between hosts");
-  ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
+  return TRUE;
+}
+
+/* p->resume_step: where a rejoining or resumed rank goes on from (-1: a
+ * fresh start). */
+static gboolean
+find_resume_step (RunnerProcess *p, int rank, const char *ckpt_dir, GError **error)
+{
+  const ShoalRunOptions *opts = p->opts;
+  const char *dirs[] = { ckpt_dir, NULL };
   if (opts->rejoin)
     {
       /* this rank's own newest checkpoint, if it made one: its units go on
        * from there, with the job's current values */
-      const char *dirs[] = { ckpt_dir, NULL };
       GError *none = NULL;
-      p.resume_step = g_file_test (ckpt_dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_common_step (dirs, &none) : -1;
+      p->resume_step = g_file_test (ckpt_dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_common_step (dirs, &none) : -1;
       if (none != NULL)
         g_message ("rank %d: rejoining at step 0 (%s)", rank, none->message);
       else
         g_message ("rank %d: rejoining at step %" G_GINT64_FORMAT " with the job's current values", rank,
-                   p.resume_step);
+                   p->resume_step);
       g_clear_error (&none);
     }
   else if (opts->resume)
     {
-      p.resume_step = opts->resume_step;
-      if (p.resume_step < 0)
-        {
-          const char *dirs[] = { ckpt_dir, NULL };
-          p.resume_step = shoal_checkpoint_common_step (dirs, error);
-        }
-      if (p.resume_step < 0)
+      p->resume_step = opts->resume_step;
+      if (p->resume_step < 0)
+        p->resume_step = shoal_checkpoint_common_step (dirs, error);
+      if (p->resume_step < 0)
         {
           g_prefix_error (error, "%s: cannot resume: ", opts->workspace);
-          goto out;
+          return FALSE;
         }
     }
+  return TRUE;
+}
+
+/* Multi-process: heartbeats from now on, since building the net and
+ * loading data may take a while. */
+static gboolean
+start_membership (RunnerProcess *p, int rank, GError **error)
+{
+  const ShoalRunOptions *opts = p->opts;
+  if (opts->endpoints == NULL)
+    return TRUE;
+  ShoalMembershipOptions mo = { .layout = p->layout, .rank = rank, .endpoints = opts->endpoints, .hosts = opts->hosts,
+                                .token = opts->token, .group_pushes = p->whole_groups || p->spread_net,
+                                .rejoin = opts->rejoin, .on_fatal = opts->on_fatal,
+                                .data = opts->fatal_data };
+  p->membership = shoal_membership_start (&mo, error);
+  return p->membership != NULL;
+}
+
+/* The first unit's net (the param layout), the job's epochs in steps and
+ * the slice count. */
+static gboolean
+build_layout_net (RunnerProcess *p, int rank, GError **error)
+{
+  ShoalJob *job = p->job;
+  if (!p->whole_groups && !p->spread_net
+      && !shoal_runner_share_batch (job, p->layout->conf.nworkers_per_group, error))
+    return FALSE;
+  if (p->spread_net && p->units->len > 0 && !open_wire (p, error))
+    return FALSE;
+  ShoalMember first = { 0, 0 };
+  if (p->units->len > 0)
+    first = g_array_index (p->units, ShoalMember, 0);
+  p->layout_net = build_net (p, first, error);
+  if (p->layout_net == NULL)
+    return FALSE;
+  ShoalLayer *input = shoal_group_net_input (p->layout_net);
+  /* a spread net's follower takes its steps from the leader: its workers
+   * may have no input of their own */
+  gboolean follower = p->units->len > 0 && is_follower (p, g_array_index (p->units, ShoalMember, 0));
+  if (!follower && (input == NULL || input->ops->num_records == NULL))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
+                   shoal_conf_origin (job->conf));
+      return FALSE;
+    }
+  int batch = input != NULL ? shoal_tensor_rows (&input->out) : 0;
+  if (!follower)
+    shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
+  p->nslices = shoal_runner_slice_count (p->layout, shoal_group_net_params (p->layout_net)->served);
+  if (!p->opts->quiet && rank == 0)
+    {
+      g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d per worker, updater %s, lr %g, %d slices",
+                 job->name, job->train_steps, batch, shoal_updater_kind_name (job->updater.kind),
+                 job->updater.schedule.lr, p->nslices);
+      shoal_group_net_log_summary (p->layout_net);
+      shoal_layout_log (p->layout);
+    }
+  return TRUE;
+}
+
+/* Every process writes metrics: workers their steps and tests, every
+ * process its traffic and its server's staleness; and in the lost group
+ * of [emulate] fault_group, the fault timer (*fault). */
+static gboolean
+start_reporting (RunnerProcess *p, int rank, double resume_clock, ShoalFaultTimer **fault, GError **error)
+{
+  ShoalJob *job = p->job;
+  const ShoalRunOptions *opts = p->opts;
+  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
+  p->metrics = shoal_metrics_open (metrics_path, opts->append_metrics || opts->resume, error);
+  g_free (metrics_path);
+  if (p->metrics == NULL)
+    return FALSE;
+  if (opts->endpoints == NULL && p->resume_step >= 0)
+    /* a resumed run's time goes on from its checkpoint's (the launcher
+     * does this for its ranks with SHOAL_JOB_START_US) */
+    shoal_metrics_continue_clock (p->metrics, resume_clock);
+  p->report = shoal_process_report_start (p->metrics, rank, p->server, job->metrics_interval, error);
+  if (p->report == NULL)
+    return FALSE;
+  if (job->emulate.fault_group >= 0 && p->proc->workers->len > 0
+      && g_array_index (p->proc->workers, ShoalMember, 0).group == job->emulate.fault_group)
+    {
+      /* emulate_conf.c made sure the group has processes of its own */
+      char *what = g_strdup_printf ("rank %d (group %d)", rank, job->emulate.fault_group);
+      *fault = shoal_fault_timer_start (job->emulate.fault_at, p->metrics, what, error);
+      g_free (what);
+      if (*fault == NULL)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* After the workers ended (ok: they succeeded): the group sync's result,
+ * the other ranks told, the RPC service drained and stopped, and a lost
+ * rank made the cause of whatever failed.  Returns the run's outcome. */
+static gboolean
+finish_run (RunnerProcess *p, gboolean ok, ShoalRunResult *result, GError **error)
+{
+  if (p->group_sync != NULL)
+    {
+      /* a sync that failed fails the run, unless the run failed first */
+      GError *sync_error = NULL;
+      if (!shoal_group_sync_stop (g_steal_pointer (&p->group_sync), &sync_error) && ok)
+        {
+          /* stolen: freeing sync_error below must not free what *error holds
+           * (it once printed "(null)") */
+          g_propagate_error (error, g_steal_pointer (&sync_error));
+          ok = FALSE;
+        }
+      g_clear_error (&sync_error);
+    }
+  if (p->opts->endpoints != NULL && p->proc->workers->len > 0)
+    say_done (p);
+  shoal_membership_self_done (p->membership);
+  if (p->rpc != NULL)
+    {
+      if (ok && p->server != NULL)
+        shoal_rpc_server_wait (p->rpc);
+      shoal_membership_attach (p->membership, NULL, NULL);
+      shoal_rpc_server_stop (p->rpc);
+      p->rpc = NULL;
+    }
+  GError *lost = NULL;
+  if (!shoal_membership_check (p->membership, ok, &lost))
+    {
+      g_clear_error (error);
+      g_propagate_error (error, lost);
+      ok = FALSE;
+    }
+  if (result != NULL)
+    result->lost_groups = shoal_membership_lost_groups (p->membership);
+  return ok;
+}
+
+/* Everything the run held, whether it succeeded (ok) or not; a run that
+ * failed early may have failed because a rank was lost, which then is
+ * its error. */
+static void
+release_process (RunnerProcess *p, gboolean ok, ShoalFaultTimer *fault, gboolean created_workspace, GError **error)
+{
+  const ShoalRunOptions *opts = p->opts;
+  if (p->membership != NULL && !ok && error != NULL && *error != NULL
+      && !g_error_matches (*error, SHOAL_ERROR, SHOAL_ERROR_LOST))
+    {
+      GError *lost = NULL;
+      if (!shoal_membership_check (p->membership, FALSE, &lost))
+        {
+          g_clear_error (error);
+          g_propagate_error (error, lost);
+        }
+    }
+  shoal_membership_attach (p->membership, NULL, NULL);
+  shoal_fault_timer_stop (fault);
+  shoal_process_report_stop (p->report);
+  shoal_group_sync_stop (p->group_sync, NULL);
+  if (p->layout_net != NULL)
+    shoal_group_net_finish (p->layout_net, ok);
+  if (p->rpc != NULL)
+    shoal_rpc_server_stop (p->rpc);
+  shoal_metrics_close (p->metrics);
+  /* worker 0's store may borrow the server's values: free the nets first */
+  shoal_group_net_free (p->layout_net);
+  shoal_thrift_wire_free (p->wire);
+  shoal_mailbox_free (p->mailbox);
+  if (p->units != NULL)
+    g_array_free (p->units, TRUE);
+  shoal_server_free (p->server);
+  shoal_memory_budget_release (p->job->memory_budget, p->memory_held);
+  shoal_checkpoint_close (p->ckpt);
+  shoal_membership_free (p->membership);
+  shoal_layout_free (p->layout);
+  shoal_workspace_unlock (opts->workspace);
+  /* a run refused before it wrote anything leaves no empty folder behind
+   * (g_rmdir removes only an empty one; the lock file is this run's) */
+  if (!ok && created_workspace)
+    {
+      char *lock = g_build_filename (opts->workspace, "lock", NULL);
+      g_unlink (lock);
+      g_free (lock);
+      g_rmdir (opts->workspace);
+    }
+}
+
+gboolean
+shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *result, GError **error)
+{
+  /* before any net of this process is made */
+  shoal_device_set_precision (job->precision);
+  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+    return run_virtual (job, opts, result, error);
+  RunnerProcess p = { .job = job, .opts = opts, .server_group = -1, .resume_step = -1,
+                      .stop_step = G_MAXINT64 };
+  double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
+  ShoalFaultTimer *fault = NULL;
+  gboolean ok = FALSE, created_workspace = FALSE;
+  if (result != NULL)
+    *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
+  shoal_worker_abort_reset ();
+  char *ckpt_dir = NULL;
+  int rank = 0;
+
+  p.layout = shoal_layout_new (&job->cluster, job->conf, error);
+  if (p.layout == NULL)
+    return FALSE;
+  if (!find_rank (&p, &rank, error) || !prepare_workspace (opts, &created_workspace, error))
+    goto out;
+  /* before its checkpoints are read: another live run's are not this one's
+   * (a rank: its launcher's claim, or under mpirun / srun its rank's) */
+  if (!shoal_workspace_lock (opts->workspace, opts->endpoints != NULL ? rank : -1, error)
+      || !set_up_links (&p, rank, error))
+    goto out;
+  ckpt_dir = shoal_checkpoint_dir (opts->workspace, rank);
+  if (!find_resume_step (&p, rank, ckpt_dir, error))
+    goto out;
   shoal_threads_apply (job->threads, (int) p.proc->workers->len, opts->host_workers);
 
   if (!plan_units (&p, error))
@@ -700,51 +912,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
         }
       g_message ("rank %d: resuming at step %" G_GINT64_FORMAT, rank, p.resume_step);
     }
-  if (opts->endpoints != NULL)
-    {
-      /* heartbeats from now on: building the net and loading data may take a while */
-      ShoalMembershipOptions mo = { .layout = p.layout, .rank = rank, .endpoints = opts->endpoints, .hosts = opts->hosts,
-                                    .token = opts->token, .group_pushes = p.whole_groups || p.spread_net,
-                                    .rejoin = opts->rejoin, .on_fatal = opts->on_fatal,
-                                    .data = opts->fatal_data };
-      p.membership = shoal_membership_start (&mo, error);
-      if (p.membership == NULL)
-        goto out;
-    }
-  if (!p.whole_groups && !p.spread_net && !shoal_runner_share_batch (job, p.layout->conf.nworkers_per_group, error))
-    goto out;
-  if (p.spread_net && p.units->len > 0 && !open_wire (&p, error))
-    goto out;
-  ShoalMember first = { 0, 0 };
-  if (p.units->len > 0)
-    first = g_array_index (p.units, ShoalMember, 0);
-  p.layout_net = build_net (&p, first, error);
-  if (p.layout_net == NULL)
-    goto out;
-  ShoalLayer *input = shoal_group_net_input (p.layout_net);
-  /* a spread net's follower takes its steps from the leader: its workers
-   * may have no input of their own */
-  gboolean follower = p.units->len > 0 && is_follower (&p, g_array_index (p.units, ShoalMember, 0));
-  if (!follower && (input == NULL || input->ops->num_records == NULL))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
-                   shoal_conf_origin (job->conf));
-      goto out;
-    }
-  int batch = input != NULL ? shoal_tensor_rows (&input->out) : 0;
-  if (!follower)
-    shoal_job_resolve_epochs (job, input->ops->num_records (input, SHOAL_PHASE_TRAIN), batch);
-  p.nslices = shoal_runner_slice_count (p.layout, shoal_group_net_params (p.layout_net)->served);
-  if (!opts->quiet && rank == 0)
-    {
-      g_message ("job '%s': %" G_GINT64_FORMAT " steps of batch %d per worker, updater %s, lr %g, %d slices",
-                 job->name, job->train_steps, batch, shoal_updater_kind_name (job->updater.kind),
-                 job->updater.schedule.lr, p.nslices);
-      shoal_group_net_log_summary (p.layout_net);
-      shoal_layout_log (p.layout);
-    }
-
-  if (!charge_process_rest (&p, error))
+  if (!start_membership (&p, rank, error) || !build_layout_net (&p, rank, error)
+      || !charge_process_rest (&p, error))
     goto out;
   /* the run is accepted (conf, net and data are good): now it takes the
    * workspace, so a run that failed before leaves it as it was */
@@ -758,113 +927,13 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   shoal_membership_attach (p.membership, p.server, p.rpc);
   if (p.server != NULL && p.layout->group_sync && !runner_start_group_sync (&p, error))
     goto out;
-
-  /* every process writes metrics: workers their steps and tests, every
-   * process its traffic and its server's staleness */
-  char *metrics_path = g_build_filename (opts->workspace, "metrics.jsonl", NULL);
-  p.metrics = shoal_metrics_open (metrics_path, opts->append_metrics || opts->resume, error);
-  g_free (metrics_path);
-  if (p.metrics == NULL)
+  if (!start_reporting (&p, rank, resume_clock, &fault, error))
     goto out;
-  if (opts->endpoints == NULL && p.resume_step >= 0)
-    /* a resumed run's time goes on from its checkpoint's (the launcher
-     * does this for its ranks with SHOAL_JOB_START_US) */
-    shoal_metrics_continue_clock (p.metrics, resume_clock);
-  p.report = shoal_process_report_start (p.metrics, rank, p.server, job->metrics_interval, error);
-  if (p.report == NULL)
-    goto out;
-  if (job->emulate.fault_group >= 0 && p.proc->workers->len > 0
-      && g_array_index (p.proc->workers, ShoalMember, 0).group == job->emulate.fault_group)
-    {
-      /* emulate.c made sure the group has processes of its own */
-      char *what = g_strdup_printf ("rank %d (group %d)", rank, job->emulate.fault_group);
-      fault = shoal_fault_timer_start (job->emulate.fault_at, p.metrics, what, error);
-      g_free (what);
-      if (fault == NULL)
-        goto out;
-    }
-  if (p.proc->workers->len > 0)
-    ok = run_workers (&p, result, error);
-  else
-    ok = TRUE;
-
-  if (p.group_sync != NULL)
-    {
-      /* a sync that failed fails the run, unless the run failed first */
-      GError *sync_error = NULL;
-      if (!shoal_group_sync_stop (g_steal_pointer (&p.group_sync), &sync_error) && ok)
-        {
-          /* stolen: freeing sync_error below must not free what *error holds
-           * (it once printed "(null)") */
-          g_propagate_error (error, g_steal_pointer (&sync_error));
-          ok = FALSE;
-        }
-      g_clear_error (&sync_error);
-    }
-  if (opts->endpoints != NULL && p.proc->workers->len > 0)
-    say_done (&p);
-  shoal_membership_self_done (p.membership);
-  if (p.rpc != NULL)
-    {
-      if (ok && p.server != NULL)
-        shoal_rpc_server_wait (p.rpc);
-      shoal_membership_attach (p.membership, NULL, NULL);
-      shoal_rpc_server_stop (p.rpc);
-      p.rpc = NULL;
-    }
-  /* a lost rank is the cause of whatever failed after it */
-  GError *lost = NULL;
-  if (!shoal_membership_check (p.membership, ok, &lost))
-    {
-      g_clear_error (error);
-      g_propagate_error (error, lost);
-      ok = FALSE;
-    }
-  if (result != NULL)
-    result->lost_groups = shoal_membership_lost_groups (p.membership);
+  ok = p.proc->workers->len > 0 ? run_workers (&p, result, error) : TRUE;
+  ok = finish_run (&p, ok, result, error);
 
 out:
   g_free (ckpt_dir);
-  if (p.membership != NULL && !ok && error != NULL && *error != NULL
-      && !g_error_matches (*error, SHOAL_ERROR, SHOAL_ERROR_LOST))
-    {
-      /* failed early (before the end's check): a loss may be the cause */
-      GError *lost = NULL;
-      if (!shoal_membership_check (p.membership, FALSE, &lost))
-        {
-          g_clear_error (error);
-          g_propagate_error (error, lost);
-        }
-    }
-  shoal_membership_attach (p.membership, NULL, NULL);
-  shoal_fault_timer_stop (fault);
-  shoal_process_report_stop (p.report);
-  shoal_group_sync_stop (p.group_sync, NULL);
-  if (p.layout_net != NULL)
-    shoal_group_net_finish (p.layout_net, ok);
-  if (p.rpc != NULL)
-    shoal_rpc_server_stop (p.rpc);
-  shoal_metrics_close (p.metrics);
-  /* worker 0's store may borrow the server's values: free the nets first */
-  shoal_group_net_free (p.layout_net);
-  shoal_thrift_wire_free (p.wire);
-  shoal_mailbox_free (p.mailbox);
-  if (p.units != NULL)
-    g_array_free (p.units, TRUE);
-  shoal_server_free (p.server);
-  shoal_memory_budget_release (job->memory_budget, p.memory_held);
-  shoal_checkpoint_close (p.ckpt);
-  shoal_membership_free (p.membership);
-  shoal_layout_free (p.layout);
-  shoal_workspace_unlock (opts->workspace);
-  /* a run refused before it wrote anything leaves no empty folder behind
-   * (g_rmdir removes only an empty one; the lock file is this run's) */
-  if (!ok && created_workspace)
-    {
-      char *lock = g_build_filename (opts->workspace, "lock", NULL);
-      g_unlink (lock);
-      g_free (lock);
-      g_rmdir (opts->workspace);
-    }
+  release_process (&p, ok, fault, created_workspace, error);
   return ok;
 }
