@@ -394,162 +394,193 @@ shoal_worker_train (ShoalWorker *w)
   return ok;
 }
 
-static gboolean
-train_loop (ShoalWorker *w)
+/* What the training loop carries from step to step. */
+typedef struct {
+  gint64 wedge_step, started_us, delay_from, delay_us, boundary_delay_us;   /* SHOAL_TEST_* injections */
+  ShoalPushStep push;          /* what each layer's push-ready hook sends */
+  double train_seconds;        /* summed over the display windows, tests left out */
+  gint64 total_samples;
+  gint64 window_start;
+  double peer_wait_before;     /* the group net's peer wait at the window's start */
+  gint64 next_test;
+} TrainLoop;
+
+static void
+train_loop_init (ShoalWorker *w, TrainLoop *l)
 {
-  gint64 wedge_step = injected_wedge_step (w->group, w->worker);
-  gint64 started_us = g_get_monotonic_time ();
-  gint64 delay_from = 0;
-  gint64 delay_us = injected_delay_us (w->group, &delay_from);
-  gint64 boundary_delay_us = injected_boundary_delay_us (w->group, w->worker);
   const ShoalJob *job = w->job;
-  const ShoalUpdaterConf *u = &job->updater;
-  ShoalParamStore *store = shoal_group_net_params (w->net);
-  ShoalPushStep push = { .client = w->client };
-  gboolean ok = TRUE;
+  *l = (TrainLoop) { .wedge_step = injected_wedge_step (w->group, w->worker),
+                     .started_us = g_get_monotonic_time (),
+                     .boundary_delay_us = injected_boundary_delay_us (w->group, w->worker),
+                     .push = { .client = w->client },
+                     .window_start = g_get_monotonic_time (),
+                     .peer_wait_before = shoal_group_net_peer_wait_seconds (w->net),
+                     .next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq
+                                                     : G_MAXINT64 };
+  l->delay_us = injected_delay_us (w->group, &l->delay_from);
+}
 
-  double train_seconds = 0;
-  gint64 total_samples = 0;
-  gint64 window_start = g_get_monotonic_time ();
-  double peer_wait_before = shoal_group_net_peer_wait_seconds (w->net);
-  gint64 next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq : G_MAXINT64;
-
-  shoal_param_store_zero_grads (store);
+/* Waits for the values of *step; with backup workers, a unit whose
+ * gradients came late got the newest values and goes on at their step
+ * (*step moves there).  FALSE: the loop ends, *ok says whether well. */
+static gboolean
+await_step (ShoalWorker *w, gint64 *step, gboolean *ok)
+{
+  const ShoalJob *job = w->job;
   gint64 t_wait = g_get_monotonic_time ();
-  if (!shoal_param_client_fetch (w->client, &w->error))
-    return FALSE;
-  w->window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
-  w->steps_done = w->start_step;
-  for (gint64 step = w->start_step; step < job->train_steps && ok; step++)
+  if (*step > w->start_step && !shoal_param_client_wait (w->client, &w->error))
     {
-      t_wait = g_get_monotonic_time ();
-      if (step > w->start_step && !shoal_param_client_wait (w->client, &w->error))
-        {
-          ok = stop_with_group (w, step - 1);
-          break;
-        }
-      w->window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
-      /* backup workers: a unit whose gradients came late got the newest
-       * values and goes on at their step */
-      gint64 at = shoal_param_client_catch_up_step (w->client, step);
-      if (at > step)
-        {
-          w->steps_skipped += at - step;
-          step = at;
-          w->steps_done = MIN (step, job->train_steps);
-          if (step >= job->train_steps)
-            break;
-        }
-      if (boundary_delay_us > 0 && step > w->start_step)
-        g_usleep ((gulong) boundary_delay_us);
-      if (step == wedge_step)
-        injected_spin ();
-      if (shoal_worker_abort_requested ())
-        {
-          g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_LOST,
-                       "[group %d worker %d] step %" G_GINT64_FORMAT ": the job cannot go on (a process "
-                       "it needs was lost)", w->group, w->worker, step);
-          ok = FALSE;
-          break;
-        }
-      if (step > w->start_step && budget_spent (w, step, started_us))
-        {
-          w->stopped = TRUE;
-          ok = !w->keep_step_state || shoal_param_client_stop_at (w->client, step, &w->error);
-          break;
-        }
-      /* the test of this step before a stop or checkpoint here: the
-       * checkpoint then holds the test cursor past it, and a run resumed
-       * from this step (which does not test it again) reads the test
-       * batches an uninterrupted one would */
-      if (w->tester && step > w->start_step && step >= next_test)
-        {
-          /* >=: a unit that caught up (backup workers) may skip the step itself */
-          gint64 t0 = g_get_monotonic_time ();
-          run_test (w, step);
-          next_test = (step / job->test_freq + 1) * job->test_freq;
-          window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
-        }
-      if (step > w->start_step && stops_at (w, step))
-        {
-          /* before the checkpoint: units of the group in other processes
-           * that went on into this step wait for this one's push */
-          w->stopped = TRUE;
-          ok = shoal_param_client_stop_at (w->client, step, &w->error);
-          break;
-        }
-      if (w->keep_step_state)
-        {
-          /* what this step may have to be given up to (stop_with_group) */
-          if (w->step_state != NULL)
-            g_bytes_unref (w->step_state);
-          w->step_state = shoal_group_net_save_state (w->net, &w->error);
-          if (w->step_state == NULL)
-            {
-              ok = FALSE;
-              break;
-            }
-        }
-      if (step > w->start_step && job->checkpoint_freq > 0 && step % job->checkpoint_freq == 0
-          && w->checkpoint != NULL && !w->checkpoint (w, step, &w->error))
-        {
-          ok = FALSE;
-          break;
-        }
-
-      if (delay_us > 0 && step >= delay_from)
-        injected_sleep (delay_us);
-      push.step = step;
-      /* forward and backward in one wake-up of the group's workers; an
-       * emulated straggler sends nothing before its step's end */
-      gint64 t_compute = g_get_monotonic_time ();
-      double loss = shoal_worker_compute_step (w->net, u, w->slowdown ? NULL : shoal_param_client_push_ready, &push);
-      if (w->slowdown != NULL)
-        {
-          /* [emulate]: as if computing took (factor x) longer, plus delays */
-          double extra = shoal_slowdown_extra_s (w->slowdown, (double) (g_get_monotonic_time () - t_compute) / 1e6);
-          if (extra > 0)
-            injected_sleep ((gint64) (extra * 1e6));
-        }
-      shoal_param_client_step_done (w->client, step);
-      shoal_progress_note ();
-      w->window.compute_s += (double) (g_get_monotonic_time () - t_compute) / 1e6;
-
-      if (!isfinite (loss))
-        {
-          /* a spread group that lost one of its processes, or a GPU
-           * failure, shows up as a NaN loss: say so when it is one */
-          if (!shoal_group_net_ok (w->net, &w->error)
-              || !shoal_net_device_error (shoal_group_net_worker (w->net, 0), &w->error))
-            {
-              ok = FALSE;
-              break;
-            }
-          g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
-                       "[group %d worker %d] step %" G_GINT64_FORMAT ": the loss is %g; lower [updater] lr?",
-                       w->group, w->worker, step, loss);
-          ok = FALSE;
-          break;
-        }
-
-      int rows = shoal_train_window_add (&w->window, w->net, loss);
-      total_samples += rows;
-      w->samples_seen += rows;
-      w->steps_done = step + 1;
-
-      if (w->window.steps == job->disp_freq || step + 1 == job->train_steps)
-        {
-          gint64 now = g_get_monotonic_time ();
-          double secs = (double) (now - window_start) / 1e6;
-          train_seconds += secs;
-          double peer_wait = shoal_group_net_peer_wait_seconds (w->net);
-          shoal_train_window_line (&w->window, w->metrics, w->log_progress, w->group, w->worker, step + 1,
-                                   w->samples_seen, secs, peer_wait - peer_wait_before, NULL);
-          peer_wait_before = peer_wait;
-          window_start = g_get_monotonic_time ();
-        }
+      *ok = stop_with_group (w, *step - 1);
+      return FALSE;
     }
-  /* the last step's updates must be in before the final checkpoint and test */
+  w->window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+  gint64 at = shoal_param_client_catch_up_step (w->client, *step);
+  if (at > *step)
+    {
+      w->steps_skipped += at - *step;
+      *step = at;
+      w->steps_done = MIN (*step, job->train_steps);
+      if (*step >= job->train_steps)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Whether the loop ends before this step's compute: a process the job
+ * needs was lost, the time budget is spent, or a stop was asked for at
+ * this step (*ok: whether it ended well).  The test due at this step runs
+ * first: the checkpoint then holds the test cursor past it, and a run
+ * resumed from this step (which does not test it again) reads the test
+ * batches an uninterrupted one would. */
+static gboolean
+ends_before (ShoalWorker *w, TrainLoop *l, gint64 step, gboolean *ok)
+{
+  const ShoalJob *job = w->job;
+  if (l->boundary_delay_us > 0 && step > w->start_step)
+    g_usleep ((gulong) l->boundary_delay_us);
+  if (step == l->wedge_step)
+    injected_spin ();
+  if (shoal_worker_abort_requested ())
+    {
+      g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_LOST,
+                   "[group %d worker %d] step %" G_GINT64_FORMAT ": the job cannot go on (a process "
+                   "it needs was lost)", w->group, w->worker, step);
+      *ok = FALSE;
+      return TRUE;
+    }
+  if (step > w->start_step && budget_spent (w, step, l->started_us))
+    {
+      w->stopped = TRUE;
+      *ok = !w->keep_step_state || shoal_param_client_stop_at (w->client, step, &w->error);
+      return TRUE;
+    }
+  if (w->tester && step > w->start_step && step >= l->next_test)
+    {
+      /* >=: a unit that caught up (backup workers) may skip the step itself */
+      gint64 t0 = g_get_monotonic_time ();
+      run_test (w, step);
+      l->next_test = (step / job->test_freq + 1) * job->test_freq;
+      l->window_start += g_get_monotonic_time () - t0;  /* test time is not training time */
+    }
+  if (step > w->start_step && stops_at (w, step))
+    {
+      /* before the checkpoint: units of the group in other processes
+       * that went on into this step wait for this one's push */
+      w->stopped = TRUE;
+      *ok = shoal_param_client_stop_at (w->client, step, &w->error);
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* Before the step: the state it may have to be given up to
+ * (stop_with_group) and the checkpoint due at it. */
+static gboolean
+save_step (ShoalWorker *w, gint64 step)
+{
+  const ShoalJob *job = w->job;
+  if (w->keep_step_state)
+    {
+      if (w->step_state != NULL)
+        g_bytes_unref (w->step_state);
+      w->step_state = shoal_group_net_save_state (w->net, &w->error);
+      if (w->step_state == NULL)
+        return FALSE;
+    }
+  return !(step > w->start_step && job->checkpoint_freq > 0 && step % job->checkpoint_freq == 0
+           && w->checkpoint != NULL && !w->checkpoint (w, step, &w->error));
+}
+
+/* Forward and backward in one wake-up of the group's workers, pushing
+ * each layer's gradients as they are ready; an emulated straggler sends
+ * nothing before its step's end.  Returns the step's loss. */
+static double
+compute_step (ShoalWorker *w, TrainLoop *l, gint64 step)
+{
+  if (l->delay_us > 0 && step >= l->delay_from)
+    injected_sleep (l->delay_us);
+  l->push.step = step;
+  gint64 t_compute = g_get_monotonic_time ();
+  double loss = shoal_worker_compute_step (w->net, &w->job->updater,
+                                           w->slowdown ? NULL : shoal_param_client_push_ready, &l->push);
+  if (w->slowdown != NULL)
+    {
+      /* [emulate]: as if computing took (factor x) longer, plus delays */
+      double extra = shoal_slowdown_extra_s (w->slowdown, (double) (g_get_monotonic_time () - t_compute) / 1e6);
+      if (extra > 0)
+        injected_sleep ((gint64) (extra * 1e6));
+    }
+  shoal_param_client_step_done (w->client, step);
+  shoal_progress_note ();
+  w->window.compute_s += (double) (g_get_monotonic_time () - t_compute) / 1e6;
+  return loss;
+}
+
+/* A loss that is not finite ends the run: a spread group that lost one of
+ * its processes, or a GPU failure, shows up as a NaN loss, so say so
+ * when it is one. */
+static gboolean
+loss_ok (ShoalWorker *w, gint64 step, double loss)
+{
+  if (isfinite (loss))
+    return TRUE;
+  if (!shoal_group_net_ok (w->net, &w->error)
+      || !shoal_net_device_error (shoal_group_net_worker (w->net, 0), &w->error))
+    return FALSE;
+  g_set_error (&w->error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+               "[group %d worker %d] step %" G_GINT64_FORMAT ": the loss is %g; lower [updater] lr?",
+               w->group, w->worker, step, loss);
+  return FALSE;
+}
+
+/* The step's rows and loss into the display window, and the window's
+ * line when it is full or the run's last step is done. */
+static void
+account_step (ShoalWorker *w, TrainLoop *l, gint64 step, double loss)
+{
+  const ShoalJob *job = w->job;
+  int rows = shoal_train_window_add (&w->window, w->net, loss);
+  l->total_samples += rows;
+  w->samples_seen += rows;
+  w->steps_done = step + 1;
+  if (w->window.steps == job->disp_freq || step + 1 == job->train_steps)
+    {
+      gint64 now = g_get_monotonic_time ();
+      double secs = (double) (now - l->window_start) / 1e6;
+      l->train_seconds += secs;
+      double peer_wait = shoal_group_net_peer_wait_seconds (w->net);
+      shoal_train_window_line (&w->window, w->metrics, w->log_progress, w->group, w->worker, step + 1,
+                               w->samples_seen, secs, peer_wait - l->peer_wait_before, NULL);
+      l->peer_wait_before = peer_wait;
+      l->window_start = g_get_monotonic_time ();
+    }
+}
+
+/* After the loop (ok: it ended well): the last step's updates in, the
+ * final checkpoint, and the final test unless the run was stopped. */
+static gboolean
+finish_training (ShoalWorker *w, const TrainLoop *l, gboolean ok)
+{
   if (ok && w->steps_done > w->start_step && !w->stopped)
     ok = shoal_param_client_wait (w->client, &w->error) || stop_with_group (w, w->steps_done - 1);
   else if (!ok)
@@ -558,7 +589,7 @@ train_loop (ShoalWorker *w)
       shoal_param_client_wait (w->client, &ignored);
       g_clear_error (&ignored);
     }
-  w->train_samples_per_sec = train_seconds > 0 ? (double) total_samples / train_seconds : 0;
+  w->train_samples_per_sec = l->train_seconds > 0 ? (double) l->total_samples / l->train_seconds : 0;
   if (ok && w->checkpoint != NULL)
     ok = w->checkpoint (w, w->steps_done, &w->error);
   if (w->step_state != NULL)
@@ -576,4 +607,37 @@ train_loop (ShoalWorker *w)
   if (w->tester)
     run_test (w, w->steps_done);
   return TRUE;
+}
+
+static gboolean
+train_loop (ShoalWorker *w)
+{
+  TrainLoop l;
+  train_loop_init (w, &l);
+  shoal_param_store_zero_grads (shoal_group_net_params (w->net));
+  gint64 t_wait = g_get_monotonic_time ();
+  if (!shoal_param_client_fetch (w->client, &w->error))
+    return FALSE;
+  w->window.wait_s += (double) (g_get_monotonic_time () - t_wait) / 1e6;
+  w->steps_done = w->start_step;
+  gboolean ok = TRUE;
+  for (gint64 step = w->start_step; step < w->job->train_steps && ok; step++)
+    {
+      if (!await_step (w, &step, &ok) || ends_before (w, &l, step, &ok))
+        break;
+      if (!save_step (w, step))
+        {
+          ok = FALSE;
+          break;
+        }
+      double loss = compute_step (w, &l, step);
+      if (!loss_ok (w, step, loss))
+        {
+          ok = FALSE;
+          break;
+        }
+      account_step (w, &l, step, loss);
+    }
+  /* the last step's updates must be in before the final checkpoint and test */
+  return finish_training (w, &l, ok);
 }
