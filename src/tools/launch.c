@@ -518,138 +518,155 @@ read_results (const char *path, int ngroups)
   return res;
 }
 
-int
-shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, const ShoalLaunchOptions *o)
+/* Every rank runs here: their processes and worker threads share this
+ * machine's cores; and the ranks build the net after the workspace is
+ * taken, so a net they cannot build must fail here, before an earlier
+ * run is moved aside. */
+static gboolean
+check_launch (ShoalJob *job, const ShoalLayout *layout, const ShoalLaunchOptions *o, GError **error)
 {
-  GError *error = NULL;
-  char *conf_path = g_build_filename (workspace, "job.conf", NULL);
-  char *token_path = g_build_filename (workspace, "token", NULL);
-  char *metrics_path = g_build_filename (workspace, "metrics.jsonl", NULL);
-  char **endpoints = NULL;
-  Launch L = { .layout = layout, .o = o, .workspace = workspace, .conf_path = conf_path,
-               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 }, .lock_fd = -1,
-               .first_failed = -1, .fatal_rank = -1 };
-  L.children = g_new0 (Child, layout->nprocs);
-  gboolean resume = o->resume;
-  gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */
-  ShoalResumePlan *plan = NULL;
-  int status = 1, restarts = 0;
-  char *token = NULL;
-
-  /* every rank runs here: their processes and worker threads share this machine's cores */
   int threads = 0;
   for (int r = 0; r < layout->nprocs; r++)
     threads += (int) layout->procs[r].workers->len;
-  if (!shoal_cluster_check_host_procs (job->conf, &layout->conf, layout->nprocs, threads,
-                                       (int) g_get_num_processors (), o->oversubscribe, "--oversubscribe", &error))
-    goto out;
-  /* the ranks build the net after the workspace is taken: a net they
-   * cannot build must fail here, before an earlier run is moved aside */
-  if (!shoal_job_check_net (job, &error))
-    goto out;
-  if (pipe2 (L.beat, O_CLOEXEC | O_NONBLOCK) != 0)
+  return shoal_cluster_check_host_procs (job->conf, &layout->conf, layout->nprocs, threads,
+                                         (int) g_get_num_processors (), o->oversubscribe, "--oversubscribe", error)
+         && shoal_job_check_net (job, error);
+}
+
+/* The heartbeat pipe and the workspace, locked: no other live run may use
+ * it, taken before its checkpoints are read, held until the last rank
+ * ended. */
+static gboolean
+open_launch (Launch *L, GError **error)
+{
+  if (pipe2 (L->beat, O_CLOEXEC | O_NONBLOCK) != 0)
     {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "heartbeat pipe: %s", g_strerror (errno));
-      goto out;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "heartbeat pipe: %s", g_strerror (errno));
+      return FALSE;
     }
   /* beats are read, never waited for: the write end must never block a rank */
-  fcntl (L.beat[1], F_SETFL, fcntl (L.beat[1], F_GETFL) | O_NONBLOCK);
-  /* no other live run may use the workspace: taken before its
-   * checkpoints are read, held until the last rank ended */
-  if (g_mkdir_with_parents (workspace, 0755) != 0)
+  fcntl (L->beat[1], F_SETFL, fcntl (L->beat[1], F_GETFL) | O_NONBLOCK);
+  if (g_mkdir_with_parents (L->workspace, 0755) != 0)
     {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", L->workspace,
                    g_strerror (errno));
-      goto out;
+      return FALSE;
     }
-  if (!shoal_workspace_lock (workspace, -1, &error))
-    goto out;
-again:;
-  /* a resumed run continues from its ranks' checkpoints (workspace/resume_plan.h) */
-  g_clear_pointer (&plan, shoal_resume_plan_free);
-  double ckpt_clock = -1;
+  return shoal_workspace_lock (L->workspace, -1, error);
+}
+
+/* One start takes the workspace: a resumed run continues from its ranks'
+ * checkpoints (*plan, and *ckpt_clock its time; workspace/resume_plan.h),
+ * a refused one leaves job.conf as it was; the children read this conf
+ * (topology and overrides applied), the new job token (*token) and the
+ * metrics.jsonl begun or trimmed to the checkpoint. */
+static gboolean
+take_workspace (Launch *L, ShoalJob *job, gboolean resume, gboolean own_restart, ShoalResumePlan **plan,
+                double *ckpt_clock, char **token, GError **error)
+{
+  const char *workspace = L->workspace;
+  g_clear_pointer (plan, shoal_resume_plan_free);
+  *ckpt_clock = -1;
   if (resume)
     {
-      plan = shoal_resume_plan_new (layout, workspace, &error);
-      if (plan == NULL)
+      *plan = shoal_resume_plan_new (L->layout, workspace, error);
+      if (*plan == NULL)
         {
-          g_prefix_error (&error, "%s: cannot resume: ", workspace);
-          goto out;
+          g_prefix_error (error, "%s: cannot resume: ", workspace);
+          return FALSE;
         }
-      ckpt_clock = plan->clock;
+      *ckpt_clock = (*plan)->clock;
     }
-  L.resume = plan;
-  /* the run takes the workspace (a refused one leaves job.conf as it
-   * was); the children read this conf: topology and overrides applied */
+  L->resume = *plan;
   char *moved = NULL;
-  gboolean claimed = shoal_workspace_claim (workspace, job->conf, resume, o->overwrite || own_restart, &moved,
-                                            &error);
+  gboolean claimed = shoal_workspace_claim (workspace, job->conf, resume, L->o->overwrite || own_restart, &moved,
+                                            error);
   if (moved != NULL)
     fprintf (stderr, "shoal run: %s held an earlier run: its checkpoint, job.conf and metrics.jsonl moved to %s\n",
              workspace, moved);
   g_free (moved);
   if (!claimed)
-    goto out;
-  L.lock_fd = shoal_workspace_lock_fd (workspace);
-  char *lock_fd = g_strdup_printf ("%d", L.lock_fd);
+    return FALSE;
+  L->lock_fd = shoal_workspace_lock_fd (workspace);
+  char *lock_fd = g_strdup_printf ("%d", L->lock_fd);
   g_setenv ("SHOAL_WORKSPACE_LOCK_FD", lock_fd, TRUE);
   g_free (lock_fd);
-  if (resume && !o->quiet)
+  if (resume && !L->o->quiet)
     {
-      char *at = shoal_resume_plan_describe (plan);
+      char *at = shoal_resume_plan_describe (*plan);
       printf ("shoal run: resuming at %s\n", at);
       g_free (at);
     }
-  if ((token = shoal_token_new (&error)) == NULL || !write_token (token_path, token, &error)
-      || (!resume && !g_file_set_contents (metrics_path, "", 0, &error))
-      || (resume && !shoal_workspace_trim_metrics (workspace, plan->rank_steps[0], plan->group_steps, plan->ngroups,
-                                                   ckpt_clock, &ckpt_clock, &error)))
-    goto out;
-  /* [tls] mode = all on one machine: a fresh CA and certificates per
-   * start, like the token (docs/SECURITY.md) */
+  if (*token != NULL)
+    explicit_bzero (*token, strlen (*token));
+  g_free (*token);
+  return (*token = shoal_token_new (error)) != NULL && write_token (L->token_path, *token, error)
+         && (resume || g_file_set_contents (L->metrics_path, "", 0, error))
+         && (!resume || shoal_workspace_trim_metrics (workspace, (*plan)->rank_steps[0], (*plan)->group_steps,
+                                                      (*plan)->ngroups, *ckpt_clock, ckpt_clock, error));
+}
+
+/* What one start of the ranks needs besides the workspace: [tls] mode =
+ * all on one machine makes a fresh CA and certificates per start, like
+ * the token (docs/SECURITY.md); the loopback endpoints (*endpoints); the
+ * children's records cleared. */
+static gboolean
+prepare_ranks (Launch *L, ShoalJob *job, char ***endpoints, GError **error)
+{
+  const ShoalLayout *layout = L->layout;
   if (job->tls.mode == SHOAL_TLS_ALL && job->tls.dir == NULL && job->tls.ca == NULL)
     {
-      g_free (L.tls_dir);
-      L.tls_dir = g_build_filename (workspace, "tls", NULL);
-      if (!shoal_tls_make_job_certs (L.tls_dir, job->name, layout->nprocs, 7, &error))
-        goto out;
+      g_free (L->tls_dir);
+      L->tls_dir = g_build_filename (L->workspace, "tls", NULL);
+      if (!shoal_tls_make_job_certs (L->tls_dir, job->name, layout->nprocs, 7, error))
+        return FALSE;
     }
-  g_strfreev (endpoints);
-  g_free (L.endpoint_list);
-  endpoints = shoal_endpoints_loopback (layout, &error);
-  if (endpoints == NULL)
-    goto out;
-  L.endpoint_list = g_strjoinv (",", endpoints);
+  g_strfreev (*endpoints);
+  g_free (L->endpoint_list);
+  L->endpoint_list = NULL;
+  *endpoints = shoal_endpoints_loopback (layout, error);
+  if (*endpoints == NULL)
+    return FALSE;
+  L->endpoint_list = g_strjoinv (",", *endpoints);
   for (int r = 0; r < layout->nprocs; r++)
-    g_free (L.children[r].lost_why);
-  memset (L.children, 0, sizeof (Child) * (gsize) layout->nprocs);
-  L.restarts = 0;
-  g_clear_pointer (&L.first_failed_how, g_free);
-  g_clear_pointer (&L.fatal_why, g_free);
-  L.first_failed = L.fatal_rank = -1;
+    g_free (L->children[r].lost_why);
+  memset (L->children, 0, sizeof (Child) * (gsize) layout->nprocs);
+  L->restarts = 0;
+  g_clear_pointer (&L->first_failed_how, g_free);
+  g_clear_pointer (&L->fatal_why, g_free);
+  L->first_failed = L->fatal_rank = -1;
+  return TRUE;
+}
 
+/* Starts every rank with the launcher's signals blocked (the caller
+ * restores L->old_mask after supervising them); a rank that cannot start
+ * stops the ones started before it. */
+static gboolean
+start_ranks (Launch *L, char **endpoints, double ckpt_clock, int restarts, GError **error)
+{
+  const ShoalLayout *layout = L->layout;
   sigset_t set;
   launcher_signals (&set);
-  sigprocmask (SIG_BLOCK, &set, &L.old_mask);
+  sigprocmask (SIG_BLOCK, &set, &L->old_mask);
   /* one clock origin for every process's metrics.jsonl lines; a resumed
    * run's goes on from its checkpoint's time */
   char *start_us = g_strdup_printf ("%" G_GINT64_FORMAT,
                                     g_get_real_time () - (ckpt_clock > 0 ? (gint64) (ckpt_clock * 1e6) : 0));
   g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
   g_free (start_us);
-  L.parent = getpid ();
+  L->parent = getpid ();
   /* a rank ignores a second stop signal from its launcher (tools/run.c) */
-  char *launcher = g_strdup_printf ("%d", (int) L.parent);
+  char *launcher = g_strdup_printf ("%d", (int) L->parent);
   g_setenv ("SHOAL_LAUNCHER_PID", launcher, TRUE);
   g_free (launcher);
   /* the launcher's own lines, on the ranks' clock */
-  shoal_metrics_close (L.cluster_log);
-  L.cluster_log = shoal_metrics_open (metrics_path, TRUE, NULL);
-  shoal_cluster_log_layout (L.cluster_log, layout, endpoints);
+  shoal_metrics_close (L->cluster_log);
+  L->cluster_log = shoal_metrics_open (L->metrics_path, TRUE, NULL);
+  shoal_cluster_log_layout (L->cluster_log, layout, endpoints);
   if (restarts > 0)
-    shoal_cluster_log_restart (L.cluster_log, -1, restarts, o->max_restarts,
+    shoal_cluster_log_restart (L->cluster_log, -1, restarts, L->o->max_restarts,
                                "a server process died: the job restarted from its last checkpoint");
-  char *beat_fd = g_strdup_printf ("%d", L.beat[1]);
+  char *beat_fd = g_strdup_printf ("%d", L->beat[1]);
   g_setenv ("SHOAL_HEARTBEAT_FD", beat_fd, TRUE);
   g_free (beat_fd);
   int started = 0;
@@ -657,29 +674,37 @@ again:;
   int all_workers = 0;
   for (int r = 0; r < layout->nprocs; r++)
     all_workers += (int) layout->procs[r].workers->len;
-  g_snprintf (L.host_workers, sizeof L.host_workers, "%d", all_workers);
-  for (int r = 0; r < layout->nprocs && spawn (&L, r, FALSE, &error); r++)
+  g_snprintf (L->host_workers, sizeof L->host_workers, "%d", all_workers);
+  for (int r = 0; r < layout->nprocs && spawn (L, r, FALSE, error); r++)
     started++;
-  if (started < layout->nprocs)
+  if (started == layout->nprocs)
+    return TRUE;
+  for (int r = 0; r < started; r++)
     {
-      for (int r = 0; r < started; r++)
-        {
-          kill (L.children[r].pid, SIGTERM);
-          waitpid (L.children[r].pid, NULL, 0);
-        }
-      sigprocmask (SIG_SETMASK, &L.old_mask, NULL);
-      goto out;
+      kill (L->children[r].pid, SIGTERM);
+      waitpid (L->children[r].pid, NULL, 0);
     }
-  if (!o->quiet)
-    fprintf (stderr, "shoal run: %d processes on loopback, workspace %s\n", layout->nprocs, workspace);
-  gboolean interrupted = supervise (&L);
-  sigprocmask (SIG_SETMASK, &L.old_mask, NULL);
+  sigprocmask (SIG_SETMASK, &L->old_mask, NULL);
+  return FALSE;
+}
 
-  int nfailed = 0, lost_groups = 0, server_deaths = 0;
-  GString *lost_names = g_string_new (NULL);
+/* How the ranks of one start ended. */
+typedef struct {
+  int nfailed;          /* ranks that failed (lost asynchronous groups aside) */
+  int lost_groups;      /* asynchronous groups the job went on without */
+  int server_deaths;    /* processes with servers killed from outside or lost */
+  GString *lost_names;  /* "group 1, group 3" */
+} RankTally;
+
+/* One line per rank on how it ended, and the tally. */
+static void
+tally_ranks (Launch *L, gboolean interrupted, RankTally *t)
+{
+  const ShoalLayout *layout = L->layout;
+  *t = (RankTally) { .lost_names = g_string_new (NULL) };
   for (int r = 0; r < layout->nprocs; r++)
     {
-      Child *c = &L.children[r];
+      Child *c = &L->children[r];
       char *who = describe_rank (layout, r);
       char *how = c->lost ? g_strdup_printf ("lost: %s; killed by shoal run", c->lost_why)
                           : describe_status (c->status);
@@ -688,19 +713,19 @@ again:;
       /* a process killed from outside (not stopped by this launcher), or lost */
       gboolean died = (WIFSIGNALED (c->status) && !c->stopped) || c->lost;
       if (!ok && died && servers && !tolerated_group_rank (layout, r) && !layout->group_sync)
-        server_deaths++;
+        t->server_deaths++;
       if (!ok && tolerated_group_rank (layout, r) && !interrupted)
         {
           /* an asynchronous scheme goes on without this group */
-          lost_groups++;
-          g_string_append_printf (lost_names, "%sgroup %d", lost_names->len ? ", " : "",
+          t->lost_groups++;
+          g_string_append_printf (t->lost_names, "%sgroup %d", t->lost_names->len ? ", " : "",
                                   g_array_index (layout->procs[r].workers, ShoalMember, 0).group);
           fprintf (stderr, "shoal run: %s: %s: the group is lost; the others go on\n", who, how);
         }
       else
         {
           if (!ok)
-            nfailed++;
+            t->nfailed++;
           fprintf (ok ? stdout : stderr, "%s%s: %s%s%s\n", ok ? "" : "shoal run: ", who, how,
                    !ok && c->stopped && !c->lost ? " (stopped by shoal run)" : "",
                    ok && c->rejoining ? " (restarted, rejoined the job)" : "");
@@ -708,33 +733,45 @@ again:;
       g_free (how);
       g_free (who);
     }
-  if (server_deaths > 0 && !interrupted)
+}
+
+/* A server process died: whether the job starts again (*restarts below
+ * --max-restarts), from the last checkpoint when there is one (*resume). */
+static gboolean
+restart_after_server_death (const Launch *L, int *restarts, gboolean *resume)
+{
+  const ShoalLaunchOptions *o = L->o;
+  if (*restarts >= o->max_restarts)
     {
-      g_string_free (lost_names, TRUE);
-      if (restarts < o->max_restarts)
-        {
-          restarts++;
-          fprintf (stderr, "shoal run: a server process died; restarting from the last checkpoint "
-                           "(restart %d of %d)\n", restarts, o->max_restarts);
-          resume = TRUE;
-          own_restart = TRUE;
-          GError *probe = NULL;
-          ShoalResumePlan *at = shoal_resume_plan_new (layout, workspace, &probe);
-          if (at == NULL)
-            {
-              fprintf (stderr, "shoal run: no checkpoint yet (%s); starting over\n", probe->message);
-              resume = FALSE;
-            }
-          shoal_resume_plan_free (at);
-          g_clear_error (&probe);
-          goto again;
-        }
       fprintf (stderr, "shoal run: a server process died%s; the job stops here. Its workspace keeps the "
                        "last checkpoint: continue with `shoal run ... --resume`\n",
                o->max_restarts == 0 ? " and --no-restart was given" : " too often");
-      lost_names = g_string_new (NULL);
+      return FALSE;
     }
+  (*restarts)++;
+  fprintf (stderr, "shoal run: a server process died; restarting from the last checkpoint "
+                   "(restart %d of %d)\n", *restarts, o->max_restarts);
+  *resume = TRUE;
+  GError *probe = NULL;
+  ShoalResumePlan *at = shoal_resume_plan_new (L->layout, L->workspace, &probe);
+  if (at == NULL)
+    {
+      fprintf (stderr, "shoal run: no checkpoint yet (%s); starting over\n", probe->message);
+      *resume = FALSE;
+    }
+  shoal_resume_plan_free (at);
+  g_clear_error (&probe);
+  return TRUE;
+}
 
+/* Each group's test result and the job's last word; returns the exit
+ * status. */
+static int
+report_results (const Launch *L, gboolean interrupted, const RankTally *t)
+{
+  const ShoalLayout *layout = L->layout;
+  const char *metrics_path = L->metrics_path;
+  int status;
   int ngroups = layout->conf.nworker_groups;
   GroupResult *res = read_results (metrics_path, ngroups);
   for (int g = 0; g < ngroups; g++)
@@ -751,23 +788,23 @@ again:;
       fprintf (stderr, "shoal run: interrupted\n");
       status = 130;
     }
-  else if (nfailed > 0)
+  else if (t->nfailed > 0)
     {
       /* the job's last word names what was lost and why, not what the
        * last ranks saw (a server process that stopped the job and exited:
        * "connection closed") */
-      fprintf (stderr, "shoal run: %d of %d processes failed", nfailed, layout->nprocs);
+      fprintf (stderr, "shoal run: %d of %d processes failed", t->nfailed, layout->nprocs);
       /* the rank that stopped the job says more than its exit status */
-      if (L.first_failed >= 0 && L.first_failed != L.fatal_rank)
+      if (L->first_failed >= 0 && L->first_failed != L->fatal_rank)
         {
-          char *who = describe_rank (layout, L.first_failed);
-          fprintf (stderr, "; first %s: %s", who, L.first_failed_how);
+          char *who = describe_rank (layout, L->first_failed);
+          fprintf (stderr, "; first %s: %s", who, L->first_failed_how);
           g_free (who);
         }
-      if (L.fatal_why != NULL)
+      if (L->fatal_why != NULL)
         {
-          char *who = describe_rank (layout, L.fatal_rank);
-          fprintf (stderr, "; %s stopped the job: %s", who, L.fatal_why);
+          char *who = describe_rank (layout, L->fatal_rank);
+          fprintf (stderr, "; %s stopped the job: %s", who, L->fatal_why);
           g_free (who);
         }
       fputc ('\n', stderr);
@@ -786,9 +823,9 @@ again:;
         }
       else
         {
-          if (lost_groups > 0)
-            printf ("%d worker group%s lost (%s); the job finished without %s\n", lost_groups,
-                    lost_groups == 1 ? "" : "s", lost_names->str, lost_groups == 1 ? "it" : "them");
+          if (t->lost_groups > 0)
+            printf ("%d worker group%s lost (%s); the job finished without %s\n", t->lost_groups,
+                    t->lost_groups == 1 ? "" : "s", t->lost_names->str, t->lost_groups == 1 ? "it" : "them");
           if (res[g0].accuracy >= 0)
             printf ("final test accuracy: %.4f\n", res[g0].accuracy);
           else
@@ -796,8 +833,76 @@ again:;
           status = 0;
         }
     }
-  g_string_free (lost_names, TRUE);
   g_free (res);
+  return status;
+}
+
+/* What the launcher held, given back whatever the outcome. */
+static void
+release_launch (Launch *L)
+{
+  for (int r = 0; r < L->layout->nprocs; r++)
+    g_free (L->children[r].lost_why);
+  g_free (L->first_failed_how);
+  g_free (L->fatal_why);
+  shoal_metrics_close (L->cluster_log);
+  g_free (L->children);
+  g_free (L->endpoint_list);
+  if (L->beat[0] >= 0)
+    {
+      close (L->beat[0]);
+      close (L->beat[1]);
+    }
+  shoal_workspace_unlock (L->workspace);
+  g_free (L->tls_dir);
+}
+
+int
+shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, const ShoalLaunchOptions *o)
+{
+  GError *error = NULL;
+  char *conf_path = g_build_filename (workspace, "job.conf", NULL);
+  char *token_path = g_build_filename (workspace, "token", NULL);
+  char *metrics_path = g_build_filename (workspace, "metrics.jsonl", NULL);
+  char **endpoints = NULL;
+  Launch L = { .layout = layout, .o = o, .workspace = workspace, .conf_path = conf_path,
+               .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 }, .lock_fd = -1,
+               .first_failed = -1, .fatal_rank = -1 };
+  L.children = g_new0 (Child, layout->nprocs);
+  gboolean resume = o->resume;
+  gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */
+  ShoalResumePlan *plan = NULL;
+  int status = 1, restarts = 0;
+  char *token = NULL;
+
+  if (!check_launch (job, layout, o, &error) || !open_launch (&L, &error))
+    goto out;
+  for (;;)
+    {
+      double ckpt_clock = -1;
+      if (!take_workspace (&L, job, resume, own_restart, &plan, &ckpt_clock, &token, &error)
+          || !prepare_ranks (&L, job, &endpoints, &error) || !start_ranks (&L, endpoints, ckpt_clock, restarts, &error))
+        goto out;
+      if (!o->quiet)
+        fprintf (stderr, "shoal run: %d processes on loopback, workspace %s\n", layout->nprocs, workspace);
+      gboolean interrupted = supervise (&L);
+      sigprocmask (SIG_SETMASK, &L.old_mask, NULL);
+      RankTally tally;
+      tally_ranks (&L, interrupted, &tally);
+      if (tally.server_deaths > 0 && !interrupted)
+        {
+          g_string_truncate (tally.lost_names, 0);
+          if (restart_after_server_death (&L, &restarts, &resume))
+            {
+              own_restart = TRUE;
+              g_string_free (tally.lost_names, TRUE);
+              continue;
+            }
+        }
+      status = report_results (&L, interrupted, &tally);
+      g_string_free (tally.lost_names, TRUE);
+      break;
+    }
 
 out:
   if (error != NULL)
@@ -808,24 +913,11 @@ out:
   if (token != NULL)
     explicit_bzero (token, strlen (token));
   g_free (token);
-  for (int r = 0; r < layout->nprocs; r++)
-    g_free (L.children[r].lost_why);
-  g_free (L.first_failed_how);
-  g_free (L.fatal_why);
-  shoal_metrics_close (L.cluster_log);
-  g_free (L.children);
-  g_free (L.endpoint_list);
+  release_launch (&L);
   g_strfreev (endpoints);
-  if (L.beat[0] >= 0)
-    {
-      close (L.beat[0]);
-      close (L.beat[1]);
-    }
-  shoal_workspace_unlock (workspace);
   shoal_resume_plan_free (plan);
   g_free (metrics_path);
   g_free (token_path);
-  g_free (L.tls_dir);
   g_free (conf_path);
   return status;
 }
