@@ -508,207 +508,219 @@ out_is_free (const char *out, GError **error)
 
 /* ---- the command -------------------------------------------------------- */
 
-int
-shoal_cmd_compare (int argc, char **argv)
+/* The command line of `shoal compare`. */
+typedef struct {
+  char *serve, *schemes_arg, *out, *budget_arg, *conf_dir, *emulate_file, *workers_arg;
+  char **overrides;
+  double target;   /* NaN: not given (0 is given, and refused) */
+  int repeats, points;
+  gboolean quiet, force;
+} CompareArgs;
+
+static void
+compare_args_clear (CompareArgs *a)
 {
-  char *serve = NULL;
-  ShoalDashboard *dashboard = NULL;
-  char *schemes_arg = NULL, *out = NULL, *budget_arg = NULL, *conf_dir = NULL, *emulate_file = NULL;
-  char *workers_arg = NULL;
-  GArray *workers = NULL;
-  char **overrides = NULL;
-  double target = NAN;   /* NaN: not given (0 is given, and refused) */
-  int repeats = 1, points = 10;
-  gboolean quiet = FALSE, force = FALSE;
+  g_free (a->serve);
+  g_free (a->schemes_arg);
+  g_free (a->workers_arg);
+  g_free (a->out);
+  g_free (a->budget_arg);
+  g_free (a->conf_dir);
+  g_strfreev (a->overrides);
+  g_free (a->emulate_file);
+}
+
+/* Parses the options into *a and checks them; *argc, *argv keep JOB.conf. */
+static gboolean
+parse_compare_args (int *argc, char ***argv, CompareArgs *a, GError **error)
+{
+  *a = (CompareArgs) { .target = NAN, .repeats = 1, .points = 10 };
   GOptionEntry entries[] = {
-    { "schemes", 's', 0, G_OPTION_ARG_STRING, &schemes_arg,
+    { "schemes", 's', 0, G_OPTION_ARG_STRING, &a->schemes_arg,
       "comma list of schemes (conf/NAME.conf) or topology files; default: every conf in --conf-dir", "LIST" },
-    { "repeats", 'n', 0, G_OPTION_ARG_INT, &repeats, "runs per scheme, repeat r with seed + r (default 1)", "N" },
-    { "out", 'O', 0, G_OPTION_ARG_FILENAME, &out, "directory for report.md, results.csv, the PNGs and the runs "
+    { "repeats", 'n', 0, G_OPTION_ARG_INT, &a->repeats, "runs per scheme, repeat r with seed + r (default 1)", "N" },
+    { "out", 'O', 0, G_OPTION_ARG_FILENAME, &a->out, "directory for report.md, results.csv, the PNGs and the runs "
       "(default compare/JOBNAME)", "DIR" },
-    { "budget", 'b', 0, G_OPTION_ARG_STRING, &budget_arg,
+    { "budget", 'b', 0, G_OPTION_ARG_STRING, &a->budget_arg,
       "per run: samples=N (all workers together) or seconds=S (of training); default: the job's own length "
       "for one group", "samples=N|seconds=S" },
-    { "target", 'T', 0, G_OPTION_ARG_DOUBLE, &target,
+    { "target", 'T', 0, G_OPTION_ARG_DOUBLE, &a->target,
       "test accuracy to time (0 < ACC <= 1); default: 95 percent of the best scheme's mean final accuracy", "ACC" },
-    { "points", 0, 0, G_OPTION_ARG_INT, &points, "test passes per run with a samples budget (default 10)", "N" },
-    { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides, "set a conf key in every run", "SECTION.KEY=VALUE" },
-    { "conf-dir", 0, 0, G_OPTION_ARG_FILENAME, &conf_dir, "where SCHEME.conf files are (default conf/)", "DIR" },
-    { "emulate", 'e', 0, G_OPTION_ARG_FILENAME, &emulate_file,
+    { "points", 0, 0, G_OPTION_ARG_INT, &a->points, "test passes per run with a samples budget (default 10)", "N" },
+    { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &a->overrides, "set a conf key in every run",
+      "SECTION.KEY=VALUE" },
+    { "conf-dir", 0, 0, G_OPTION_ARG_FILENAME, &a->conf_dir, "where SCHEME.conf files are (default conf/)", "DIR" },
+    { "emulate", 'e', 0, G_OPTION_ARG_FILENAME, &a->emulate_file,
       "a file with an [emulate] section for every run (stragglers, links, a lost group, the virtual clock; "
       "docs/SCHEMES.md); -o emulate.KEY=VALUE goes over it", "FILE" },
-    { "workers", 'w', 0, G_OPTION_ARG_STRING, &workers_arg,
+    { "workers", 'w', 0, G_OPTION_ARG_STRING, &a->workers_arg,
       "a scale sweep: every scheme at each of these worker counts (e.g. 1,2,4,8), with speedup, "
       "efficiency and time to target against workers (scale.csv, scale-*.png, report.md)", "LIST" },
-    { "force", 'f', 0, G_OPTION_ARG_NONE, &force,
+    { "force", 'f', 0, G_OPTION_ARG_NONE, &a->force,
       "replace an earlier comparison in --out (its report.md, results.csv, figures and runs)", NULL },
-    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "no progress lines from the runs", NULL },
-    { "serve", 0, 0, G_OPTION_ARG_STRING, &serve,
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "no progress lines from the runs", NULL },
+    { "serve", 0, 0, G_OPTION_ARG_STRING, &a->serve,
       "watch the runs in a browser as they train, every scheme overlaid (shoal serve); a port alone listens "
       "on loopback", "[ADDRESS:]PORT" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("JOB.conf - train one job under several schemes and compare them");
   g_option_context_add_main_entries (ctx, entries, NULL);
-  GError *error = NULL;
-  int status = 2;
-  GPtrArray *schemes = NULL;
-  Plan plan = { 0 };
-  ShoalJob *first = NULL;
-  gboolean target_given = FALSE;
+  gboolean parsed = g_option_context_parse (ctx, argc, argv, error);
+  g_option_context_free (ctx);
+  if (!parsed)
+    return FALSE;
+  if (*argc != 2)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected one JOB.conf");
+  else if (a->repeats < 1 || a->repeats > 1000)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--repeats %d: give 1 to 1000 runs per scheme", a->repeats);
+  else if (a->points < 1)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--points %d: at least one test pass per run", a->points);
+  else if (!isnan (a->target) && !(a->target > 0 && a->target <= 1))
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                 "--target %g: a test accuracy is above 0 and at most 1", a->target);
+  else
+    return TRUE;
+  return FALSE;
+}
 
-  if (!g_option_context_parse (ctx, &argc, &argv, &error))
-    goto out;
-  if (argc != 2)
+/* --emulate FILE: its keys go before the user's -o, which go over them. */
+static gboolean
+prepend_emulate_file (const char *emulate_file, char ***overrides, GError **error)
+{
+  char **emu = shoal_emulate_file_overrides (emulate_file, error);
+  if (emu == NULL)
     {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "expected one JOB.conf");
-      goto out;
+      g_prefix_error (error, "--emulate: ");
+      return FALSE;
     }
-  if (repeats < 1 || repeats > 1000)
-    {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--repeats %d: give 1 to 1000 runs per scheme", repeats);
-      goto out;
-    }
-  if (points < 1)
-    {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--points %d: at least one test pass per run", points);
-      goto out;
-    }
-  target_given = !isnan (target);
-  if (target_given && !(target > 0 && target <= 1))
-    {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                   "--target %g: a test accuracy is above 0 and at most 1", target);
-      goto out;
-    }
-  if (!parse_budget (budget_arg, &plan.budget, &error))
-    goto out;
-  if (workers_arg != NULL && (workers = shoal_compare_parse_workers (workers_arg, &error)) == NULL)
-    goto out;
-  if (emulate_file != NULL)
-    {
-      /* its keys first: the user's -o go over them */
-      char **emu = shoal_emulate_file_overrides (emulate_file, &error);
-      if (emu == NULL)
-        {
-          g_prefix_error (&error, "--emulate: ");
-          goto out;
-        }
-      char **all = g_new0 (char *, g_strv_length (emu) + (overrides ? g_strv_length (overrides) : 0) + 1);
-      int n = 0;
-      for (int i = 0; emu[i] != NULL; i++)
-        all[n++] = g_strdup (emu[i]);
-      for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
-        all[n++] = g_strdup (overrides[i]);
-      g_strfreev (emu);
-      g_strfreev (overrides);
-      overrides = all;
-    }
-  if (conf_dir == NULL)
-    conf_dir = default_conf_dir ();
-  schemes = resolve_schemes (schemes_arg, conf_dir, &error);
-  if (schemes == NULL)
-    goto out;
-  if (workers != NULL)
-    shoal_compare_expand (schemes, workers, scheme_free, run_free);
+  char **all = g_new0 (char *, g_strv_length (emu) + (*overrides ? g_strv_length (*overrides) : 0) + 1);
+  int n = 0;
+  for (int i = 0; emu[i] != NULL; i++)
+    all[n++] = g_strdup (emu[i]);
+  for (int i = 0; *overrides != NULL && (*overrides)[i] != NULL; i++)
+    all[n++] = g_strdup ((*overrides)[i]);
+  g_strfreev (emu);
+  g_strfreev (*overrides);
+  *overrides = all;
+  return TRUE;
+}
 
-  status = 1;
-  /* the job as the first scheme runs it: every error of the conf and the
-   * overrides shows here, before anything runs */
-  Scheme *s0 = g_ptr_array_index (schemes, 0);
-  first = load_scheme (argv[1], s0, overrides, &error);
-  if (first == NULL)
-    goto out;
+/* [emulate] clock = virtual: the step time every run is given (the conf's,
+ * the calibration's median, or measured once here and added to
+ * *overrides so that the runs repeat exactly); and the emulation's
+ * description for the report. */
+static gboolean
+plan_emulation (ShoalJob *first, Plan *plan, char ***overrides, GError **error)
+{
   gboolean measured = FALSE;
   if (first->emulate.clock == SHOAL_CLOCK_VIRTUAL)
     {
-      plan.virtual_clock = TRUE;
-      plan.step_ms = first->emulate.step_ms;
-      if (plan.step_ms <= 0 && first->emulate.calibration != NULL)
+      plan->virtual_clock = TRUE;
+      plan->step_ms = first->emulate.step_ms;
+      if (plan->step_ms <= 0 && first->emulate.calibration != NULL)
         {
           /* the calibration's measured steps: every run draws from them */
           ShoalCalibration cal;
-          if (!shoal_calibration_load (first->emulate.calibration, first, &cal, &error))
-            goto out;
-          plan.step_ms = shoal_calibration_median_ms (&cal);
+          if (!shoal_calibration_load (first->emulate.calibration, first, &cal, error))
+            return FALSE;
+          plan->step_ms = shoal_calibration_median_ms (&cal);
           shoal_calibration_clear (&cal);
         }
-      else if (plan.step_ms <= 0)
+      else if (plan->step_ms <= 0)
         {
           /* once, the same for every scheme and repeat: the runs repeat exactly */
-          if (!shoal_emulator_measure_step_ms (first, &plan.step_ms, &error))
-            goto out;
+          if (!shoal_emulator_measure_step_ms (first, &plan->step_ms, error))
+            return FALSE;
           measured = TRUE;
-          guint n = overrides ? g_strv_length (overrides) : 0;
-          overrides = g_renew (char *, overrides, n + 2);
-          overrides[n] = g_strdup_printf ("emulate.step_ms=%.3f", plan.step_ms);
-          overrides[n + 1] = NULL;
+          guint n = *overrides ? g_strv_length (*overrides) : 0;
+          *overrides = g_renew (char *, *overrides, n + 2);
+          (*overrides)[n] = g_strdup_printf ("emulate.step_ms=%.3f", plan->step_ms);
+          (*overrides)[n + 1] = NULL;
           printf ("virtual clock: one step of a group's batch measured once on this machine: %.3f ms, given to "
-                  "every run (-o emulate.step_ms=%.3f repeats it)\n", plan.step_ms, plan.step_ms);
+                  "every run (-o emulate.step_ms=%.3f repeats it)\n", plan->step_ms, plan->step_ms);
         }
     }
   if (shoal_emulate_active (&first->emulate))
-    plan.emulation = describe_emulation (first, plan.step_ms, measured);
+    plan->emulation = describe_emulation (first, plan->step_ms, measured);
+  return TRUE;
+}
+
+/* The other schemes' jobs load too (the first one's did): every error of
+ * the confs shows before anything runs. */
+static gboolean
+check_schemes (const char *job_path, GPtrArray *schemes, char **overrides, GError **error)
+{
   for (guint i = 1; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
-      ShoalJob *j = load_scheme (argv[1], s, overrides, &error);
+      ShoalJob *j = load_scheme (job_path, s, overrides, error);
       if (j == NULL)
-        goto out;
+        return FALSE;
       shoal_job_free (j);
     }
-  char *layer = input_layer (first, &error);
+  return TRUE;
+}
+
+/* plan->budget_samples: the budget given, or the job's own length. */
+static gboolean
+plan_budget_samples (ShoalJob *first, Plan *plan, GError **error)
+{
+  char *layer = input_layer (first, error);
   gint64 batch = 0;
-  if (layer == NULL || !batch_of (first, layer, &batch, &error))
-    {
-      g_free (layer);
-      goto out;
-    }
-  plan.budget_samples = plan.budget.amount;
-  if (plan.budget.kind == BUDGET_CONF && !conf_samples (first, layer, batch, &plan.budget_samples, &error))
-    {
-      g_free (layer);
-      goto out;
-    }
+  gboolean ok = layer != NULL && batch_of (first, layer, &batch, error);
+  plan->budget_samples = plan->budget.amount;
+  if (ok && plan->budget.kind == BUDGET_CONF)
+    ok = conf_samples (first, layer, batch, &plan->budget_samples, error);
   g_free (layer);
-  plan.job_path = argv[1];
-  plan.overrides = overrides;
-  plan.points = points;
-  plan.repeats = repeats;
-  plan.quiet = quiet;
-  plan.out = out != NULL ? out : (out = g_build_filename ("compare", first->name, NULL));
-  if (!force && !out_is_free (out, &error))
-    goto out;
-  if (g_mkdir_with_parents (out, 0755) != 0)
+  return ok;
+}
+
+/* --out (default compare/JOBNAME into *out): free of an earlier
+ * comparison unless --force, and made. */
+static gboolean
+prepare_out (ShoalJob *first, gboolean force, char **out, GError **error)
+{
+  if (*out == NULL)
+    *out = g_build_filename ("compare", first->name, NULL);
+  if (!force && !out_is_free (*out, error))
+    return FALSE;
+  if (g_mkdir_with_parents (*out, 0755) != 0)
     {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_IO, "--out %s: cannot create: %s", out, g_strerror (errno));
-      goto out;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "--out %s: cannot create: %s", *out, g_strerror (errno));
+      return FALSE;
     }
+  return TRUE;
+}
 
-  if (serve != NULL && (dashboard = shoal_serve_beside (out, serve, "shoal compare", &error)) == NULL)
-    goto out;
-
-  gboolean interrupted = FALSE;
+/* Every scheme, repeats times, until one is interrupted (*interrupted);
+ * returns how many runs failed. */
+static int
+run_all (Plan *plan, GPtrArray *schemes, gboolean *interrupted)
+{
   int failed = 0;
-  for (int r = 0; r < repeats && !interrupted; r++)
-    for (guint i = 0; i < schemes->len && !interrupted; i++)
+  *interrupted = FALSE;
+  for (int r = 0; r < plan->repeats && !*interrupted; r++)
+    for (guint i = 0; i < schemes->len && !*interrupted; i++)
       {
         Scheme *s = g_ptr_array_index (schemes, i);
         GError *e = NULL;
-        int st = run_one (&plan, s, r, &e);
+        int st = run_one (plan, s, r, &e);
         if (e != NULL)
           {
             fprintf (stderr, "shoal compare: %s: %s\n", s->name, e->message);
             g_error_free (e);
           }
-        interrupted = st == 130;
+        *interrupted = st == 130;
         failed += st != 0;
       }
+  return failed;
+}
 
-  gboolean ok = shoal_compare_report (schemes, &plan, &target, target_given, &error)
-                && (workers == NULL || shoal_compare_scale_report (schemes, &plan, target, &error));
-  if (!ok)
-    goto out;
+/* One line per scheme after the report, and the exit status. */
+static int
+summarize (GPtrArray *schemes, const char *out, double target, gboolean interrupted, int failed)
+{
   printf ("shoal compare: %s/report.md, results.csv and the figures; target accuracy %.4f\n", out, target);
   for (guint i = 0; i < schemes->len; i++)
     {
@@ -722,16 +734,66 @@ shoal_cmd_compare (int argc, char **argv)
   if (interrupted)
     {
       fprintf (stderr, "shoal compare: interrupted; the report covers the runs that were done\n");
-      status = 130;
+      return 130;
     }
-  else if (failed > 0)
+  if (failed > 0)
     {
       fprintf (stderr, "shoal compare: %d run%s failed (results.csv has their exit status)\n", failed,
                failed == 1 ? "" : "s");
-      status = 1;
+      return 1;
     }
-  else
-    status = 0;
+  return 0;
+}
+
+int
+shoal_cmd_compare (int argc, char **argv)
+{
+  CompareArgs a;
+  ShoalDashboard *dashboard = NULL;
+  GArray *workers = NULL;
+  GError *error = NULL;
+  int status = 2;
+  GPtrArray *schemes = NULL;
+  Plan plan = { 0 };
+  ShoalJob *first = NULL;
+
+  if (!parse_compare_args (&argc, &argv, &a, &error) || !parse_budget (a.budget_arg, &plan.budget, &error))
+    goto out;
+  if (a.workers_arg != NULL && (workers = shoal_compare_parse_workers (a.workers_arg, &error)) == NULL)
+    goto out;
+  if (a.emulate_file != NULL && !prepend_emulate_file (a.emulate_file, &a.overrides, &error))
+    goto out;
+  if (a.conf_dir == NULL)
+    a.conf_dir = default_conf_dir ();
+  schemes = resolve_schemes (a.schemes_arg, a.conf_dir, &error);
+  if (schemes == NULL)
+    goto out;
+  if (workers != NULL)
+    shoal_compare_expand (schemes, workers, scheme_free, run_free);
+
+  status = 1;
+  /* the job as the first scheme runs it: every error of the conf and the
+   * overrides shows here, before anything runs */
+  first = load_scheme (argv[1], g_ptr_array_index (schemes, 0), a.overrides, &error);
+  if (first == NULL || !plan_emulation (first, &plan, &a.overrides, &error)
+      || !check_schemes (argv[1], schemes, a.overrides, &error) || !plan_budget_samples (first, &plan, &error)
+      || !prepare_out (first, a.force, &a.out, &error))
+    goto out;
+  plan.job_path = argv[1];
+  plan.overrides = a.overrides;
+  plan.points = a.points;
+  plan.repeats = a.repeats;
+  plan.quiet = a.quiet;
+  plan.out = a.out;
+  if (a.serve != NULL && (dashboard = shoal_serve_beside (a.out, a.serve, "shoal compare", &error)) == NULL)
+    goto out;
+
+  gboolean interrupted = FALSE;
+  int failed = run_all (&plan, schemes, &interrupted);
+  gboolean target_given = !isnan (a.target);
+  if (shoal_compare_report (schemes, &plan, &a.target, target_given, &error)
+      && (workers == NULL || shoal_compare_scale_report (schemes, &plan, a.target, &error)))
+    status = summarize (schemes, a.out, a.target, interrupted, failed);
 
 out:
   if (error != NULL)
@@ -740,20 +802,12 @@ out:
       g_error_free (error);
     }
   shoal_dashboard_free (dashboard);
-  g_free (serve);
   shoal_job_free (first);
   if (schemes != NULL)
     g_ptr_array_free (schemes, TRUE);
-  g_free (schemes_arg);
-  g_free (workers_arg);
   if (workers != NULL)
     g_array_free (workers, TRUE);
-  g_free (out);
-  g_free (budget_arg);
-  g_free (conf_dir);
-  g_strfreev (overrides);
-  g_free (emulate_file);
+  compare_args_clear (&a);
   g_free (plan.emulation);
-  g_option_context_free (ctx);
   return status;
 }
