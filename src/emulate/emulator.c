@@ -723,7 +723,7 @@ build_units (Emu *e, GError **error)
       u->id = i;
       u->rank = shoal_layout_worker_rank (e->layout, u->group, u->first_worker);
       u->server_group = shoal_layout_server_group_of (e->layout, u->group);
-      u->tester = u->first_worker == 0;
+      u->tester = shoal_job_tests (e->job, u->group, u->first_worker);
       u->test_accuracy = -1;
       u->next_test = e->job->test_freq > 0 ? e->job->test_freq : G_MAXINT64;
       ShoalMember m = { u->group, u->first_worker };
