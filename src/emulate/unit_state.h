@@ -1,7 +1,7 @@
 /* What an emulated unit keeps between its events, and the one net the
  * units of the virtual clock borrow in turn for their steps.
  *
- * A unit of the virtual clock (worker/emulator.h) computes only during
+ * A unit of the virtual clock (emulate/emulator.h) computes only during
  * its own step events, one unit at a time; between them it needs far
  * less than a net: the values of the slices it received for its next
  * step, the gradient slices it has not pushed yet, and the net's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory of the virtual clock's units (worker/unit_state.h): UNITS
+# Memory of the virtual clock's units (emulate/unit_state.h): UNITS
 # emulated Downpour workers of the full Fashion-MNIST MLP (1.86 M params,
 # 7.11 MiB in fp32) in one process, one step each (enough: every unit's
 # state, slices and data shard are made and moved), then the run's own
