@@ -389,7 +389,7 @@ bench: deps
 	@$(MAKE) --no-print-directory EXTRA_PACKAGES="$(BENCH_PACKAGES)" deps
 	@$(MAKE) --no-print-directory all data
 	@status=0; \
-	for b in run.sh rpc.sh tls.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh dashboard.sh; do \
+	for b in run.sh rpc.sh tls.sh sandblaster.sh group.sh partition.sh spread.sh compress.sh steadiness.sh rnn.sh rbm.sh dashboard.sh emulate_memory.sh scale_sweep.sh; do \
 	  echo "==== bench/$$b"; bash bench/$$b $(BUILD) || status=1; \
 	done; exit $$status
 

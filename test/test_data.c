@@ -1075,6 +1075,84 @@ test_input_shards (void)
   input_fixture_free (&fx);
 }
 
+/* Labels of the next test batch. */
+static GArray *
+next_test_labels (ShoalNet *net)
+{
+  ShoalLayer *in = shoal_net_input (net);
+  shoal_net_forward (net, SHOAL_PHASE_TEST);
+  GArray *labels = g_array_new (FALSE, FALSE, sizeof (guint));
+  for (int r = 0; r < shoal_tensor_rows (&in->label); r++)
+    {
+      guint label = (guint) in->label.data[r];
+      g_array_append_val (labels, label);
+    }
+  return labels;
+}
+
+/* One net moved between three units (the virtual clock's units borrow
+ * one net, emulate/unit_state.h): each unit's state saved after the move
+ * (fresh) and loaded at every visit gives exactly the batches of the
+ * unit's own net - its shard, its shuffles (its group and worker seed
+ * them), across epochs, and its test cursor. */
+static void
+test_input_move (void)
+{
+  InputFixture fx = { 0 };
+  enum { UNITS = 3, VISITS = 5, BATCHES = 3 };
+  const int group[UNITS] = { 0, 1, 1 }, worker[UNITS] = { 0, 0, 1 };
+  GError *error = NULL;
+  input_fixture_datasets (&fx, 50, 13);
+  ShoalNet *own[UNITS];
+  for (int u = 0; u < UNITS; u++)
+    {
+      char *text = g_strdup_printf ("[layer data]\ntype = lmdb_input\ntrain = %s\ntest = %s\nbatch_size = 5\n",
+                                    fx.train, fx.test);
+      ShoalConf *conf = shoal_conf_load_data (text, "test.conf", &error);
+      g_free (text);
+      g_assert_no_error (error);
+      if (fx.confs == NULL)
+        fx.confs = g_ptr_array_new_with_free_func ((GDestroyNotify) shoal_conf_free);
+      g_ptr_array_add (fx.confs, conf);
+      ShoalNetOptions opts = { .seed = 9, .shard_index = u, .shard_count = UNITS, .group = group[u],
+                               .worker = worker[u] };
+      own[u] = shoal_net_new (conf, &opts, &error);
+      g_assert_no_error (error);
+    }
+  fx.net = input_net (&fx, "batch_size = 5", 0, UNITS, 9, &error);
+  g_assert_no_error (error);
+  GBytes *state[UNITS];
+  for (int u = 0; u < UNITS; u++)
+    {
+      shoal_net_move (fx.net, group[u], worker[u], u, UNITS);
+      state[u] = shoal_net_save_state (fx.net);
+    }
+  for (int v = 0; v < VISITS; v++)
+    for (int u = 0; u < UNITS; u++)
+      {
+        shoal_net_move (fx.net, group[u], worker[u], u, UNITS);
+        g_assert_true (shoal_net_load_state (fx.net, state[u], &error));
+        g_assert_no_error (error);
+        GArray *want = next_train_labels (own[u], BATCHES * 5), *got = next_train_labels (fx.net, BATCHES * 5);
+        g_assert_cmpmem (got->data, got->len * sizeof (guint), want->data, want->len * sizeof (guint));
+        g_array_unref (want);
+        g_array_unref (got);
+        want = next_test_labels (own[u]);
+        got = next_test_labels (fx.net);
+        g_assert_cmpmem (got->data, got->len * sizeof (guint), want->data, want->len * sizeof (guint));
+        g_array_unref (want);
+        g_array_unref (got);
+        g_bytes_unref (state[u]);
+        state[u] = shoal_net_save_state (fx.net);
+      }
+  for (int u = 0; u < UNITS; u++)
+    {
+      g_bytes_unref (state[u]);
+      shoal_net_free (own[u]);
+    }
+  input_fixture_free (&fx);
+}
+
 static void
 test_input_shuffle (void)
 {
@@ -1288,6 +1366,7 @@ main (int argc, char **argv)
   g_test_add_func ("/data/import/csv", test_import_csv);
   g_test_add_func ("/data/lmdb-input/shards", test_input_shards);
   g_test_add_func ("/data/lmdb-input/shuffle", test_input_shuffle);
+  g_test_add_func ("/data/lmdb-input/move", test_input_move);
   g_test_add_func ("/data/lmdb-input/test-phase", test_input_test_phase);
   g_test_add_func ("/data/lmdb-input/scaling", test_input_scaling);
   g_test_add_func ("/data/lmdb-input/errors", test_input_errors);

@@ -52,12 +52,16 @@ typedef struct {
   ShoalRecordKind kind;
   float mul, add;            /* value = raw * mul + add */
   int shard_index, shard_count;
+  int group, worker;         /* the unit whose stream rng0 is (the context at set-up or the last move) */
+  GHashTable *checked;       /* shards (count << 32 | index) whose records were decoded once */
 
   Source train, test;
   guint32 *order;            /* train shard's record indices, reshuffled per epoch */
   guint64 order_pos;         /* next entry of order; n: start a new epoch */
   guint64 epochs;            /* epochs started (order was reshuffled that often) */
   ShoalRng rng0;             /* layer->rng at set-up: replaying `epochs` shuffles from it rebuilds order */
+  ShoalRng rng;              /* the shuffles' stream, from rng0: the prefetch thread's own, so that
+                              * shoal_net_move's new seed in layer->rng never races with it */
   guint64 end_epochs[2], end_pos[2];  /* cursor after the batch in buf[b] */
   guint64 next_epochs, next_pos;      /* cursor after the last batch forward consumed */
   gboolean shuffle;
@@ -212,7 +216,7 @@ decode_into (LmdbInputPriv *p, Source *src, guint64 index, float *out, float *la
 }
 
 /* Runs in the prefetch thread (or in forward without prefetch); the only
- * user of layer->rng, order and the train cursor after set-up. */
+ * user of p->rng, order and the train cursor after set-up. */
 static void
 fill_train (ShoalLayer *layer, float *out, float *lab)
 {
@@ -225,7 +229,7 @@ fill_train (ShoalLayer *layer, float *out, float *lab)
           p->order_pos = 0;
           p->epochs++;
           if (p->shuffle)
-            shoal_rng_shuffle_u32 (&layer->rng, p->order, p->train.n);
+            shoal_rng_shuffle_u32 (&p->rng, p->order, p->train.n);
         }
       decode_into (p, &p->train, p->order[p->order_pos++], out + (size_t) r * p->row, lab + r);
     }
@@ -285,6 +289,81 @@ bind_front (ShoalLayer *layer, int rows)
   shoal_tensor_set_rows (&layer->label, rows);
 }
 
+static gint64
+shard_key (const LmdbInputPriv *p)
+{
+  return ((gint64) p->shard_count << 32) | p->shard_index;
+}
+
+/* The training cursor of a unit that has read nothing yet. */
+static void
+fresh_cursor (ShoalLayer *layer)
+{
+  LmdbInputPriv *p = layer->priv;
+  for (guint64 i = 0; i < p->train.n; i++)
+    p->order[i] = (guint32) shard_record (&p->train, i);
+  p->order_pos = p->train.n;   /* the first batch starts (and shuffles) an epoch */
+  p->epochs = 0;
+  p->next_epochs = 0;
+  p->next_pos = p->order_pos;
+  p->test_pos = 0;
+  p->rng0 = p->rng = layer->rng;
+}
+
+static void stop_prefetch (LmdbInputPriv *p);
+
+/* After shoal_net_move the context names another unit: the training
+ * source moves to that unit's shard and the cursors to its fresh start
+ * (its shard's order, layer->rng as set-up seeds it for that unit), as
+ * its own set-up would leave them; its state, loaded next, puts them
+ * where that unit was.  A shard's records are decoded and checked the
+ * first time the layer moves to it, as set-up checks its own. */
+static gboolean
+follow_context (ShoalLayer *layer, GError **error)
+{
+  LmdbInputPriv *p = layer->priv;
+  const ShoalLayerContext *ctx = layer->ctx;
+  int count = MAX (ctx->shard_count, 1);
+  if (p->shard_index == ctx->shard_index && p->shard_count == count && p->group == ctx->group
+      && p->worker == ctx->worker)
+    return TRUE;
+  stop_prefetch (p);
+  p->shard_index = p->train.shard_index = ctx->shard_index;
+  p->shard_count = p->train.shard_count = count;
+  p->group = ctx->group;
+  p->worker = ctx->worker;
+  p->train.n = shard_size (shoal_dataset_count (p->train.ds), p->shard_index, p->shard_count);
+  if (p->train.n == 0)
+    {
+      shoal_layer_error (layer, error, "train", "shard %d of %d is empty: the dataset holds only %" G_GUINT64_FORMAT
+                         " records", p->shard_index, p->shard_count, shoal_dataset_count (p->train.ds));
+      return FALSE;
+    }
+  gint64 key = shard_key (p);
+  if (!g_hash_table_contains (p->checked, &key))
+    {
+      GError *local = NULL;
+      if (!validate_shard (p, &p->train, &local))
+        {
+          data_error (layer, error, "train", local);
+          return FALSE;
+        }
+      gint64 *k = g_new (gint64, 1);
+      *k = key;
+      g_hash_table_add (p->checked, k);
+    }
+  g_free (p->order);
+  p->order = g_new (guint32, p->train.n);
+  fresh_cursor (layer);
+  if (p->prefetch)
+    {
+      p->stop = FALSE;
+      p->ready = FALSE;
+      return start_prefetch (layer, error);
+    }
+  return TRUE;
+}
+
 static gboolean
 lmdb_input_setup (ShoalLayer *layer, GError **error)
 {
@@ -299,6 +378,8 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
   p->prefetch = shoal_layer_opt_bool (layer, "prefetch");
   p->shard_index = layer->ctx->shard_index;
   p->shard_count = MAX (layer->ctx->shard_count, 1);
+  p->group = layer->ctx->group;
+  p->worker = layer->ctx->worker;
   if (p->shard_index < 0 || p->shard_index >= p->shard_count)
     {
       shoal_layer_error (layer, error, NULL, "shard %d of %d does not exist", p->shard_index,
@@ -338,6 +419,10 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
       data_error (layer, error, "test", local);
       return FALSE;
     }
+  p->checked = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  gint64 *key = g_new (gint64, 1);
+  *key = shard_key (p);
+  g_hash_table_add (p->checked, key);
   g_debug ("lmdb_input %s: checked %" G_GUINT64_FORMAT " records in %.0f ms", layer->name,
            p->train.n + p->test.n, (g_get_monotonic_time () - t0) / 1e3);
 
@@ -356,13 +441,7 @@ lmdb_input_setup (ShoalLayer *layer, GError **error)
     }
 
   p->order = g_new (guint32, p->train.n);
-  for (guint64 i = 0; i < p->train.n; i++)
-    p->order[i] = (guint32) shard_record (&p->train, i);
-  p->order_pos = p->train.n;   /* the first batch starts (and shuffles) an epoch */
-  p->epochs = 0;
-  p->next_epochs = 0;
-  p->next_pos = p->order_pos;
-  p->rng0 = layer->rng;
+  fresh_cursor (layer);
 
   for (int b = 0; b < 2; b++)
     {
@@ -518,6 +597,13 @@ static GBytes *
 lmdb_input_save_state (ShoalLayer *layer)
 {
   LmdbInputPriv *p = layer->priv;
+  GError *error = NULL;
+  if (!follow_context (layer, &error))
+    {
+      /* the caller moved the net without loading a state first */
+      g_critical ("%s", error->message);
+      g_error_free (error);
+    }
   CursorState st = { CURSOR_MAGIC, 2, p->next_epochs, p->next_pos, p->train.n, p->test_pos, p->test.n };
   return g_bytes_new (&st, sizeof st);
 }
@@ -539,6 +625,8 @@ static gboolean
 lmdb_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
 {
   LmdbInputPriv *p = layer->priv;
+  if (!follow_context (layer, error))
+    return FALSE;
   CursorState st = { 0 };
   gsize len = 0;
   const void *data = g_bytes_get_data (state, &len);
@@ -566,12 +654,12 @@ lmdb_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
     }
   stop_prefetch (p);
   /* rebuild the order of the current epoch by replaying its shuffles */
-  layer->rng = p->rng0;
+  p->rng = p->rng0;
   for (guint64 i = 0; i < p->train.n; i++)
     p->order[i] = (guint32) shard_record (&p->train, i);
   if (p->shuffle)
     for (guint64 e = 0; e < st.epochs; e++)
-      shoal_rng_shuffle_u32 (&layer->rng, p->order, p->train.n);
+      shoal_rng_shuffle_u32 (&p->rng, p->order, p->train.n);
   p->epochs = p->next_epochs = st.epochs;
   p->order_pos = p->next_pos = st.pos;
   if (p->prefetch)
@@ -608,6 +696,9 @@ lmdb_input_finalize (ShoalLayer *layer)
     }
   source_close (&p->train);
   source_close (&p->test);
+  if (p->checked != NULL)
+    g_hash_table_destroy (p->checked);
+  p->checked = NULL;
   g_free (p->order);
   p->order = NULL;
   for (int b = 0; b < 2; b++)

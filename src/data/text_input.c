@@ -41,7 +41,17 @@ typedef struct {
   Part train, test;
   guint64 epochs;   /* training passes begun */
   gboolean warned;
+  char *train_dir;
+  guint64 total;    /* sequences in train_dir */
+  int shard, shards;        /* of train (the context at set-up or the last move) */
+  GHashTable *parts;        /* after a move: every shard's Part read so far (owning their ids) by shard_key */
 } TextInputPriv;
+
+static gint64
+shard_key (int shard, int shards)
+{
+  return ((gint64) shards << 32) | shard;
+}
 
 /* Reads sequences [first, first + n) of the dataset at dir. */
 static gboolean
@@ -102,6 +112,80 @@ dataset_count (const char *dir, GError **error)
   return n;
 }
 
+/* Shard i of n of the training set: a contiguous block, so that its
+ * streams are text. */
+static gboolean
+load_shard (ShoalLayer *layer, int shard, int shards, Part *part, GError **error)
+{
+  TextInputPriv *p = layer->priv;
+  guint64 first = p->total * (guint64) shard / (guint64) shards;
+  guint64 n = p->total * (guint64) (shard + 1) / (guint64) shards - first;
+  p->shard = shard;
+  p->shards = shards;
+  if (n / (guint64) p->batch == 0)
+    {
+      shoal_layer_error (layer, error, "batch_size",
+                         "%s holds %" G_GUINT64_FORMAT " sequences of seq_len %d for shard %d of %d, "
+                         "fewer than %d streams of one sequence each: lower batch_size or import "
+                         "with a smaller --seq-len", p->train_dir, n, p->seq_len, shard, shards, p->batch);
+      return FALSE;
+    }
+  if (!load_part (layer, p->train_dir, first, n, part, error))
+    return FALSE;
+  part->rows = p->batch;
+  part->length = n / (guint64) p->batch;
+  return TRUE;
+}
+
+static void
+part_free (gpointer data)
+{
+  Part *part = data;
+  g_free (part->ids);
+  g_free (part);
+}
+
+/* After shoal_net_move the context names another unit: the training
+ * part becomes that unit's shard (read once, then kept) with its cursors
+ * at their start, as its own set-up leaves them; its state, loaded next,
+ * puts them where that unit was. */
+static gboolean
+follow_context (ShoalLayer *layer, GError **error)
+{
+  TextInputPriv *p = layer->priv;
+  int shard = layer->ctx->shard_index, shards = MAX (layer->ctx->shard_count, 1);
+  if (shard == p->shard && shards == p->shards)
+    return TRUE;
+  if (p->parts == NULL)
+    {
+      /* the set-up's part goes into the table, which owns it from now on */
+      p->parts = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, part_free);
+      gint64 *key = g_new (gint64, 1);
+      *key = shard_key (p->shard, p->shards);
+      g_hash_table_insert (p->parts, key, g_memdup2 (&p->train, sizeof p->train));
+    }
+  gint64 want = shard_key (shard, shards);
+  Part *part = g_hash_table_lookup (p->parts, &want);
+  if (part == NULL)
+    {
+      part = g_new0 (Part, 1);
+      if (!load_shard (layer, shard, shards, part, error))
+        {
+          part_free (part);
+          return FALSE;
+        }
+      gint64 *key = g_new (gint64, 1);
+      *key = want;
+      g_hash_table_insert (p->parts, key, part);
+    }
+  p->shard = shard;
+  p->shards = shards;
+  p->train = *part;
+  p->train.pos = p->test.pos = 0;
+  p->epochs = 0;
+  return TRUE;
+}
+
 static gboolean
 text_input_setup (ShoalLayer *layer, GError **error)
 {
@@ -133,26 +217,10 @@ text_input_setup (ShoalLayer *layer, GError **error)
           ok = FALSE;
         }
     }
+  p->total = total;
+  p->train_dir = g_strdup (train);
   if (ok)
-    {
-      /* shard i of n: a contiguous block, so that its streams are text */
-      guint64 first = total * (guint64) shard / (guint64) shards;
-      guint64 n = total * (guint64) (shard + 1) / (guint64) shards - first;
-      if (n / (guint64) p->batch == 0)
-        {
-          shoal_layer_error (layer, error, "batch_size",
-                             "%s holds %" G_GUINT64_FORMAT " sequences of seq_len %d for shard %d of %d, "
-                             "fewer than %d streams of one sequence each: lower batch_size or import "
-                             "with a smaller --seq-len", train, n, p->seq_len, shard, shards, p->batch);
-          ok = FALSE;
-        }
-      else
-        {
-          ok = load_part (layer, train, first, n, &p->train, error);
-          p->train.rows = p->batch;
-          p->train.length = n / (guint64) p->batch;
-        }
-    }
+    ok = load_shard (layer, shard, shards, &p->train, error);
   if (ok && g_file_test (val, G_FILE_TEST_IS_DIR))
     {
       guint64 n = dataset_count (val, &local);
@@ -183,7 +251,13 @@ static void
 text_input_finalize (ShoalLayer *layer)
 {
   TextInputPriv *p = layer->priv;
-  g_free (p->train.ids);
+  if (p->parts != NULL)
+    g_hash_table_destroy (p->parts);   /* owns train.ids */
+  else
+    g_free (p->train.ids);
+  p->parts = NULL;
+  g_free (p->train_dir);
+  p->train_dir = NULL;
   g_free (p->test.ids);
   p->train.ids = p->test.ids = NULL;
 }
@@ -250,6 +324,13 @@ static GBytes *
 text_input_save_state (ShoalLayer *layer)
 {
   TextInputPriv *p = layer->priv;
+  GError *error = NULL;
+  if (!follow_context (layer, &error))
+    {
+      /* the caller moved the net without loading a state first */
+      g_critical ("%s", error->message);
+      g_error_free (error);
+    }
   guint64 s[4] = { STATE_MAGIC, p->epochs, p->train.pos, p->test.pos };
   return g_bytes_new (s, sizeof s);
 }
@@ -258,6 +339,8 @@ static gboolean
 text_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
 {
   TextInputPriv *p = layer->priv;
+  if (!follow_context (layer, error))
+    return FALSE;
   guint64 s[4];
   gsize len = 0;
   const void *d = g_bytes_get_data (state, &len);

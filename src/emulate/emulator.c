@@ -26,6 +26,7 @@
 #include "cluster/emulate_conf.h"
 #include "cluster/layout.h"
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "core/param.h"
 #include "comm/param_client.h"
 #include "partition/partition.h"
@@ -34,6 +35,7 @@
 #include "emulate/calibration.h"
 #include "emulate/event_queue.h"
 #include "emulate/nic_model.h"
+#include "emulate/unit_state.h"
 #include "metrics/metrics.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
@@ -61,13 +63,11 @@ typedef struct {
   int id;                    /* ShoalPushOrigin.unit: SSP's clock id */
   int rank;                  /* the process it would run in */
   int server_group;
-  ShoalGroupNet *net;
-  ShoalParamStore *store;
+  ShoalUnitState hold;       /* its values, gradients and net state between its events */
   ShoalSlowdown *slowdown;
   ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
   double machine;            /* its machine's factor ([emulate] machine_factor) */
   double rows_factor;        /* calibrated steps: its rows per thread / the calibration's rows */
-  gboolean pushed;           /* its gradients went out: the store's grads are cleared before the next step */
   gint64 *have_version;      /* per slice */
   gboolean tester, dead, finished, budget_end;
 
@@ -103,6 +103,7 @@ typedef struct {
   int nslices;
   gboolean group_pushes;
   int unit_size;
+  ShoalSharedNet *shared;    /* the one net the units borrow for their steps */
   Unit *units;
   int nunits;
   int nsg;                   /* server groups */
@@ -110,6 +111,7 @@ typedef struct {
   gboolean *server_dead;     /* per server group: its processes were lost */
   GArray **waiting;          /* per server group x slice: Waiting */
   SyncState *sync;           /* per server group (Hogwild) */
+  ShoalGroupNet *net;        /* while building: the net, before it is shared */
   ShoalMetricsWriter *metrics;
   ShoalEventQueue queue;
   gint64 now;                /* virtual ns */
@@ -211,11 +213,25 @@ n_fetch (Emu *e)
 
 /* ---- metrics ---------------------------------------------------------------- */
 
+/* The net is u's from now on (unit_state.h). */
+static gboolean
+borrow (Emu *e, Unit *u)
+{
+  GError *err = NULL;
+  if (shoal_shared_net_borrow (e->shared, &u->hold, &err))
+    return TRUE;
+  g_prefix_error (&err, "[group %d worker %d] ", u->group, u->first_worker);
+  fail (e, err);
+  return FALSE;
+}
+
 static void
 run_test (Emu *e, Unit *u, gint64 step)
 {
+  if (!borrow (e, u))
+    return;
   shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
-  ShoalEvalResult r = shoal_worker_test (u->net, e->job, e->metrics, !e->opts->quiet, u->group, u->first_worker,
+  ShoalEvalResult r = shoal_worker_test (e->shared->net, e->job, e->metrics, !e->opts->quiet, u->group, u->first_worker,
                                          step, u->samples_seen);
   u->test_loss = r.loss;
   u->test_accuracy = r.accuracy;
@@ -374,10 +390,12 @@ on_step (Emu *e, Unit *u)
 
   /* the step's computation, now, as a real worker runs it; its cost in
    * virtual time */
-  if (u->pushed)
-    shoal_param_store_zero_grads (u->store);
-  u->pushed = FALSE;
-  double loss = shoal_worker_compute_step (u->net, &job->updater, NULL, NULL);
+  if (!borrow (e, u))
+    return;
+  ShoalGroupNet *net = e->shared->net;
+  ShoalParamStore *store = e->shared->store;
+  double loss = shoal_worker_compute_step (net, &job->updater, NULL, NULL);
+  shoal_unit_state_computed (e->shared, &u->hold);
   if (!isfinite (loss))
     {
       GError *err = NULL;
@@ -393,7 +411,7 @@ on_step (Emu *e, Unit *u)
   u->compute_end = e->now + cost;
   u->win.compute_s += c;
 
-  int rows = shoal_train_window_add (&u->win, u->net, loss);
+  int rows = shoal_train_window_add (&u->win, net, loss);
   u->samples_seen += rows;
   u->steps_done = step + 1;
   if (u->win.steps == job->disp_freq || step + 1 == job->train_steps)
@@ -401,14 +419,15 @@ on_step (Emu *e, Unit *u)
 
   if (shoal_push_due (n_push (e), step))
     {
-      /* the comm thread's send buffer: the mean of the summed steps */
-      /* the comm thread's send buffer is the store's gradients: nothing
-       * writes them before the next step, which begins after the last
-       * reply (so a unit holds no second copy) */
-      shoal_push_mean (u->store->grads, u->store->total, n_push (e));
-      u->pushed = TRUE;
+      /* the comm thread's send buffer is the store's gradients (the mean
+       * of the summed steps): nothing writes them before the next step,
+       * which begins after the last reply (so a unit holds no second
+       * copy) */
+      shoal_push_mean (store->grads, store->total, n_push (e));
       u->chain = 0;
       u->fetch = shoal_fetch_due (n_fetch (e), step);
+      if (u->fetch)
+        shoal_unit_state_drop_values (e->shared, &u->hold);  /* the replies bring the next step's */
       schedule (e, u->compute_end, EV_SEND, (int) (u - e->units), 0, step);
     }
   else
@@ -445,12 +464,13 @@ static void
 release (Emu *e, int sg, int s, const Waiting *w)
 {
   Unit *u = &e->units[w->unit];
-  size_t b = 0, n = slice_floats (e, s, &b);
+  size_t n = slice_floats (e, s, NULL);
   gsize bytes = 0;
   if (w->fetch)
     {
       GError *err = NULL;
-      if (!shoal_server_pull (e->servers[sg], s, u->store->values + b, n, w->ready, 0, &u->have_version[s], &err))
+      float *to = shoal_unit_state_values_slot (e->shared, &u->hold, s);
+      if (!shoal_server_pull (e->servers[sg], s, to, n, w->ready, 0, &u->have_version[s], &err))
         {
           fail (e, err);
           return;
@@ -516,15 +536,17 @@ on_apply (Emu *e, Unit *u, int s, gint64 step)
   if (u->dead)
     return;
   int sg = u->server_group;
-  size_t b = 0, n = slice_floats (e, s, &b);
+  size_t n = slice_floats (e, s, NULL);
   ShoalPushOrigin origin = { u->have_version[s], u->id };
   gint64 ready = 0;
   GError *err = NULL;
-  if (!shoal_server_push_from (e->servers[sg], s, u->store->grads + b, n, step, &origin, &ready, &err))
+  if (!shoal_server_push_from (e->servers[sg], s, shoal_unit_state_grads (e->shared, &u->hold, s), n, step, &origin,
+                               &ready, &err))
     {
       fail (e, err);
       return;
     }
+  shoal_unit_state_pushed (e->shared, &u->hold, s);
   Waiting w = { (int) (u - e->units), step, ready, u->fetch };
   g_array_append_val (e->waiting[sg * e->nslices + s], w);
   release_ready (e, sg, s);
@@ -669,7 +691,8 @@ on_fault (Emu *e)
 /* the step-time streams: the job seed mixed with "steptime" */
 #define STEP_SEED_MIX G_GUINT64_CONSTANT (0x7374657074696d65)
 
-/* Units as the runner makes them in its processes, all here. */
+/* Units as the runner makes them in its processes, all here, and the
+ * one net they borrow (unit_state.h), built as unit 0's. */
 static gboolean
 build_units (Emu *e, GError **error)
 {
@@ -687,6 +710,10 @@ build_units (Emu *e, GError **error)
   e->unit_size = per_group ? k : 1;
   e->nunits = per_group ? c->nworker_groups : c->nworker_groups * k;
   e->units = g_new0 (Unit, e->nunits);
+  ShoalMember first = { 0, 0 };
+  e->net = shoal_runner_unit_net (e->job, c, first, e->unit_size, per_group, TRUE, NULL, error);
+  if (e->net == NULL)
+    return FALSE;
   for (int i = 0; i < e->nunits; i++)
     {
       Unit *u = &e->units[i];
@@ -696,20 +723,17 @@ build_units (Emu *e, GError **error)
       u->id = i;
       u->rank = shoal_layout_worker_rank (e->layout, u->group, u->first_worker);
       u->server_group = shoal_layout_server_group_of (e->layout, u->group);
-      u->tester = u->first_worker == 0;
+      u->tester = shoal_job_tests (e->job, u->group, u->first_worker);
       u->test_accuracy = -1;
       u->next_test = e->job->test_freq > 0 ? e->job->test_freq : G_MAXINT64;
       ShoalMember m = { u->group, u->first_worker };
-      u->net = shoal_runner_unit_net (e->job, c, m, e->unit_size, per_group, TRUE, NULL, error);
-      if (u->net == NULL)
-        return FALSE;
-      u->store = shoal_group_net_params (u->net);
+      u->hold.place = shoal_runner_unit_options (e->job, c, m, per_group, TRUE);
       u->slowdown = shoal_slowdown_new (&e->job->emulate, &e->job->cluster, e->job->seed, u->group, u->first_worker,
                                         u->nworkers);
       /* a calibrated step of cal.batch rows scaled to the rows each of
        * its threads computes */
       if (e->cal.batch > 0)
-        u->rows_factor = (double) shoal_group_net_batch_size (u->net) / e->cal.batch / e->unit_size;
+        u->rows_factor = (double) shoal_group_net_batch_size (e->net) / e->cal.batch / e->unit_size;
       /* its own stream for step times, apart from the slowdown's */
       shoal_rng_seed (&u->rng, e->job->seed ^ STEP_SEED_MIX, (guint64) i);
       u->machine = 1;
@@ -725,11 +749,51 @@ build_units (Emu *e, GError **error)
   return TRUE;
 }
 
+/* The net goes to the units in turn; each unit begins with the servers'
+ * first values (its first fetch: every slice at version 0, free), which
+ * are the net's own. */
+static gboolean
+share_net (Emu *e, GError **error)
+{
+  size_t *begin = g_new (size_t, e->nslices), *end = g_new (size_t, e->nslices);
+  for (int s = 0; s < e->nslices; s++)
+    shoal_server_slice_range (e->servers[0], s, &begin[s], &end[s]);
+  e->shared = shoal_shared_net_new (g_steal_pointer (&e->net), e->nslices, begin, end);
+  g_free (begin);
+  g_free (end);
+  gboolean ok = TRUE;
+  for (int sg = 0; ok && sg < e->nsg; sg++)
+    for (int s = 0; ok && s < e->nslices; s++)
+      {
+        size_t b = 0, n = slice_floats (e, s, &b);
+        float *first = shoal_alloc_floats (n);
+        gint64 version = 0;
+        ok = shoal_server_pull (e->servers[sg], s, first, n, 0, 0, &version, error);
+        if (ok && memcmp (first, e->shared->initial + b, n * sizeof (float)) != 0)
+          {
+            g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
+                         "[emulate] server group %d's first values of slice %d are not the net's", sg, s);
+            ok = FALSE;
+          }
+        shoal_free_aligned (first);
+      }
+  for (int i = 0; ok && i < e->nunits; i++)
+    {
+      Unit *u = &e->units[i];
+      u->have_version = g_new0 (gint64, e->nslices);
+      for (int s = 0; s < e->nslices; s++)
+        u->have_version[s] = shoal_server_slice_version (e->servers[u->server_group], s);
+      ShoalNetOptions place = u->hold.place;
+      ok = shoal_unit_state_init (e->shared, &u->hold, &place, error);
+    }
+  return ok;
+}
+
 static gboolean
 build_servers (Emu *e, GError **error)
 {
   const ShoalClusterConf *c = &e->layout->conf;
-  ShoalParamStore *layout_store = e->units[0].store;
+  ShoalParamStore *layout_store = shoal_group_net_params (e->net);
   e->nslices = shoal_runner_slice_count (e->layout, layout_store->served);
   e->nsg = c->nserver_groups;
   if (e->layout->mode == SHOAL_UPDATE_SYNC && c->backup_workers > 0 && e->group_pushes)
@@ -758,20 +822,7 @@ build_servers (Emu *e, GError **error)
       for (int s = 0; s < e->nslices; s++)
         e->waiting[sg * e->nslices + s] = g_array_new (FALSE, FALSE, sizeof (Waiting));
     }
-  for (int i = 0; i < e->nunits; i++)
-    {
-      Unit *u = &e->units[i];
-      u->have_version = g_new0 (gint64, e->nslices);
-      /* the first fetch: every slice at version 0, free */
-      for (int s = 0; s < e->nslices; s++)
-        {
-          size_t b = 0, n = slice_floats (e, s, &b);
-          if (!shoal_server_pull (e->servers[u->server_group], s, u->store->values + b, n, 0, 0,
-                                  &u->have_version[s], error))
-            return FALSE;
-        }
-    }
-  return TRUE;
+  return share_net (e, error);
 }
 
 static void
@@ -780,11 +831,13 @@ emu_free (Emu *e)
   for (int i = 0; i < e->nunits; i++)
     {
       Unit *u = &e->units[i];
-      shoal_group_net_free (u->net);
+      shoal_unit_state_clear (e->shared, &u->hold);
       shoal_slowdown_free (u->slowdown);
       g_free (u->have_version);
     }
   g_free (e->units);
+  shoal_shared_net_free (e->shared);
+  shoal_group_net_free (e->net);
   for (int sg = 0; sg < e->nsg; sg++)
     {
       shoal_server_free (e->servers[sg]);
@@ -835,16 +888,45 @@ deadlock_error (Emu *e)
 
 /* ---- the run -------------------------------------------------------------------- */
 
+/* The unit whose numbers are the job's: group 0's first, or where group
+ * 0 was lost the first unit of the lowest group that finished (a lost
+ * group's last test is no result of the job). */
+static Unit *
+result_unit (Emu *e)
+{
+  Unit *u = &e->units[0];
+  for (int i = 0; u->dead && i < e->nunits; i++)
+    if (!e->units[i].dead && e->units[i].tester)
+      u = &e->units[i];
+  return u;
+}
+
+/* What the run held, from /proc/self/status: the e2e memory test and
+ * docs/SCALE.md read this line. */
+static void
+log_memory (Emu *e)
+{
+  double mib = 1024.0 * 1024.0;
+  double held = (double) e->shared->held_peak / mib;
+  g_message ("[emulate] memory: peak resident %.1f MiB (VmHWM), resident %.1f MiB, anonymous %.1f MiB; the "
+             "%d units held at most %.1f MiB of slices between their steps (%.2f MiB a unit)",
+             (double) shoal_memory_of_process ("VmHWM") / mib, (double) shoal_memory_of_process ("VmRSS") / mib,
+             (double) shoal_memory_of_process ("RssAnon") / mib, e->nunits, held, held / e->nunits);
+}
+
+/* The result unit's params. */
 static gboolean
 save_params (Emu *e, GError **error)
 {
-  Unit *u = &e->units[0];
+  Unit *u = result_unit (e);
+  if (!shoal_shared_net_borrow (e->shared, &u->hold, error))
+    return FALSE;
   char *dir = shoal_checkpoint_dir (e->opts->workspace, 0);
   ShoalCheckpoint *ckpt = shoal_checkpoint_open (dir, TRUE, error);
   g_free (dir);
   if (ckpt == NULL)
     return FALSE;
-  GBytes *params = shoal_param_store_to_bytes (u->store);
+  GBytes *params = shoal_param_store_to_bytes (e->shared->store);
   const char *names[] = { "params", NULL };
   GBytes *blobs[] = { params, NULL };
   gboolean ok = shoal_checkpoint_save (ckpt, u->steps_done, names, blobs, error);
@@ -948,7 +1030,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   shoal_threads_apply (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1, 0);
   if (!build_units (e, error) || !build_servers (e, error))
     goto out;
-  ShoalLayer *input = shoal_group_net_input (e->units[0].net);
+  ShoalLayer *input = shoal_group_net_input (e->shared->net);
   if (input == NULL || input->ops->num_records == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the net has no data input layer",
@@ -1066,13 +1148,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   ok = TRUE;
   if (result != NULL)
     {
-      /* group 0's first unit, or where group 0 was lost the first unit
-       * of the lowest group that finished: a lost group's last test is
-       * no result of the job */
-      Unit *u = &e->units[0];
-      for (int i = 0; u->dead && i < e->nunits; i++)
-        if (!e->units[i].dead && e->units[i].tester)
-          u = &e->units[i];
+      Unit *u = result_unit (e);
       *result = (ShoalRunResult) { .group = u->group, .worker = u->first_worker, .steps = u->steps_done,
                                    .test_loss = u->test_loss, .test_accuracy = u->test_accuracy,
                                    .samples_per_sec = u->train_seconds > 0 ? (double) u->samples_seen / u->train_seconds : 0,
@@ -1080,6 +1156,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
     }
   if (e->stopped)
     g_message ("stopped on request at virtual %.3f s (a virtual run keeps no checkpoint)", vseconds (e->now));
+  log_memory (e);
 
 out:
   emu_free (e);

@@ -20,6 +20,9 @@ const ShoalOption shoal_job_options[] = {
   { "epochs", SHOAL_OPT_FLOAT, "0", 0, 1e6, NULL, "training length in passes over the training set" },
   { "test_freq", SHOAL_OPT_INT, "0", 0, 1e12, NULL, "steps between test runs; 0 = only at the end" },
   { "test_steps", SHOAL_OPT_INT, "0", 0, 1e12, NULL, "batches per test run; 0 = whole test set" },
+  { "test_groups", SHOAL_OPT_INT, "0", 0, 1e9, NULL,
+    "worker groups that run test passes (their first worker), from group 0; 0 = every group "
+    "(a scale sweep of shoal compare tests group 0 only: its report reads no other)" },
   { "disp_freq", SHOAL_OPT_INT, "100", 1, 1e12, NULL, "steps between progress lines" },
   { "seed", SHOAL_OPT_INT, "1", 0, 9.2e18, NULL, "seed of every random stream of the job" },
   { "threads", SHOAL_OPT_INT, "0", 0, 1024, NULL,
@@ -387,6 +390,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->epochs = shoal_conf_get_float (conf, "job", t, "epochs");
   job->test_freq = (int) shoal_conf_get_int (conf, "job", t, "test_freq");
   job->test_steps = (int) shoal_conf_get_int (conf, "job", t, "test_steps");
+  job->test_groups = (int) shoal_conf_get_int (conf, "job", t, "test_groups");
   job->disp_freq = (int) shoal_conf_get_int (conf, "job", t, "disp_freq");
   job->seed = (guint64) shoal_conf_get_int (conf, "job", t, "seed");
   job->threads = (int) shoal_conf_get_int (conf, "job", t, "threads");
@@ -512,4 +516,10 @@ shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batch)
 {
   if (job->epochs > 0 && batch > 0)
     job->train_steps = (gint64) ceil (job->epochs * (double) records_per_epoch / batch);
+}
+
+gboolean
+shoal_job_tests (const ShoalJob *job, int group, int worker)
+{
+  return worker == 0 && (job->test_groups == 0 || group < job->test_groups);
 }

@@ -33,6 +33,7 @@ struct _ShoalJob {
   double epochs;            /* 0 when the job gave train_steps */
   int test_freq;            /* steps between test runs; 0 = only at the end */
   int test_steps;           /* batches per test run; 0 = the whole test set */
+  int test_groups;          /* groups that test, from 0; 0: every group */
   int disp_freq;            /* steps between progress lines */
   guint64 seed;
   int threads;              /* cores this process may use (worker/threads.h); 0 = its share */
@@ -64,6 +65,9 @@ gboolean shoal_job_add_plugins (ShoalJob *job, const char *const *plugins, GErro
 
 /* Resolves epochs into train_steps once the dataset size is known. */
 void shoal_job_resolve_epochs (ShoalJob *job, gint64 records_per_epoch, int batch);
+/* Whether worker `worker` of group `group` runs test passes: a group's
+ * first worker, in the groups [job] test_groups names. */
+gboolean shoal_job_tests (const ShoalJob *job, int group, int worker);
 
 /* The option tables, for `shoal help conf`. */
 extern const ShoalOption shoal_job_options[];

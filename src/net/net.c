@@ -456,6 +456,14 @@ charge_params (ShoalNet *net, ShoalLayer *layer, size_t floats, GError **error)
   return FALSE;
 }
 
+/* A stream per (layer, worker, group) so dropout masks differ by worker. */
+static void
+seed_layer (ShoalNet *net, ShoalLayer *layer)
+{
+  guint64 stream = g_str_hash (layer->name) ^ ((guint64) net->ctx.group << 40) ^ ((guint64) net->ctx.worker << 20);
+  shoal_rng_seed (&layer->rng, net->ctx.seed, stream);
+}
+
 static gboolean
 setup_layers (ShoalNet *net, GError **error)
 {
@@ -464,10 +472,7 @@ setup_layers (ShoalNet *net, GError **error)
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
       GError *local = NULL;
 
-      /* a stream per (layer, worker, group) so dropout masks differ by worker */
-      guint64 stream = g_str_hash (layer->name) ^ ((guint64) net->ctx.group << 40)
-                       ^ ((guint64) net->ctx.worker << 20);
-      shoal_rng_seed (&layer->rng, net->ctx.seed, stream);
+      seed_layer (net, layer);
 
       size_t params_before = net->store->total;
       if (!layer->ops->setup (layer, &local))
@@ -871,6 +876,18 @@ shoal_net_load_state (ShoalNet *net, GBytes *state, GError **error)
       return FALSE;
     }
   return TRUE;
+}
+
+void
+shoal_net_move (ShoalNet *net, int group, int worker, int shard_index, int shard_count)
+{
+  g_return_if_fail (net != NULL && shard_count > 0 && shard_index >= 0 && shard_index < shard_count);
+  net->ctx.group = group;
+  net->ctx.worker = worker;
+  net->ctx.shard_index = shard_index;
+  net->ctx.shard_count = shard_count;
+  for (guint i = 0; i < net->layers->len; i++)
+    seed_layer (net, g_ptr_array_index (net->layers, i));
 }
 
 void

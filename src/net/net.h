@@ -81,6 +81,15 @@ double shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer
 gboolean shoal_net_device_error (ShoalNet *net, GError **error);
 
 
+/* The net becomes another unit's, as if set up for it (the virtual
+ * clock's units borrow one net in turn, worker/unit_state.h): its
+ * context's group, worker and data shard change, every layer's random
+ * stream is seeded afresh for that unit, and the input layers whose
+ * set-up read the shard follow it at their next load_state (which must
+ * come before the next forward: shoal_net_load_state with the unit's
+ * state).  Param values and gradients are the caller's. */
+void shoal_net_move (ShoalNet *net, int group, int worker, int shard_index, int shard_count);
+
 G_END_DECLS
 
 #endif

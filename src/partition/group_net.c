@@ -283,6 +283,27 @@ make_links (ShoalGroupNet *g, GError **error)
   return TRUE;
 }
 
+ShoalNetOptions
+group_worker_options (const ShoalGroupNet *g, const ShoalNetOptions *opts, int w)
+{
+  ShoalNetOptions sub = { .shard_count = 1 };
+  if (opts != NULL)
+    sub = *opts;
+  sub.shard_count = MAX (sub.shard_count, 1);
+  if (g->k == 1)
+    {
+      sub.worker = 0;   /* the plain net is the group's whole net */
+      return sub;
+    }
+  if (shoal_plan_split_input (&g->plan))
+    {
+      sub.shard_index = sub.shard_index * g->k + w;
+      sub.shard_count *= g->k;
+    }
+  sub.worker = w;
+  return sub;
+}
+
 static gboolean
 build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts, GError **error)
 {
@@ -291,20 +312,10 @@ build_partitioned (ShoalGroupNet *g, ShoalNet *full, const ShoalNetOptions *opts
   if (!shoal_plan_make (pl, error))
     return FALSE;
   /* batch-split inputs read a shard each; a whole input reads the group's */
-  gboolean split_input = shoal_plan_split_input (pl);
   g->confs = g_new0 (ShoalConf *, k);
   for (int w = g->first; w < g->first + g->nlocal; w++)
     {
-      ShoalNetOptions sub = { .shard_count = 1 };
-      if (opts != NULL)
-        sub = *opts;
-      sub.shard_count = MAX (sub.shard_count, 1);
-      if (split_input)
-        {
-          sub.shard_index = sub.shard_index * k + w;
-          sub.shard_count *= k;
-        }
-      sub.worker = w;
+      ShoalNetOptions sub = group_worker_options (g, opts, w);
       g->confs[w] = shoal_plan_subnet_conf (pl, w, error);
       if (g->confs[w] == NULL)
         return FALSE;

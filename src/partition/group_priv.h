@@ -117,6 +117,9 @@ group_is_local (const ShoalGroupNet *g, int w)
   return w >= g->first && w < g->first + g->nlocal;
 }
 
+/* group_net.c: the options worker w's net of the group is built with
+ * (its worker index and data shard). */
+ShoalNetOptions group_worker_options (const ShoalGroupNet *g, const ShoalNetOptions *opts, int w);
 /* group_run.c: runs `cmd` on the local workers (the leader also on the
  * followers, through spread.c), waiting for all of them. */
 void group_run_command (ShoalGroupNet *g, Command cmd);

@@ -113,3 +113,14 @@ shoal_group_net_load_state (ShoalGroupNet *g, GBytes *state, GError **error)
   g_free (states);
   return ok;
 }
+
+void
+shoal_group_net_move (ShoalGroupNet *g, const ShoalNetOptions *opts)
+{
+  g_return_if_fail (g != NULL && g->wire == NULL && opts != NULL);
+  for (int w = 0; w < g->k; w++)
+    {
+      ShoalNetOptions sub = group_worker_options (g, opts, w);
+      shoal_net_move (g->nets[w], sub.group, sub.worker, sub.shard_index, sub.shard_count);
+    }
+}

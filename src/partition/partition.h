@@ -161,6 +161,12 @@ ShoalLayer *shoal_group_net_layer (ShoalGroupNet *group, guint i);
  * is the same for a group in one process and spread. */
 GBytes *shoal_group_net_save_state (ShoalGroupNet *group, GError **error);
 gboolean shoal_group_net_load_state (ShoalGroupNet *group, GBytes *state, GError **error);
+/* The group becomes another unit's (the virtual clock's units borrow one
+ * net in turn): each worker's net moves as shoal_net_move says, to the
+ * group, worker and shard that shoal_group_net_new gives them for `opts`.
+ * The unit's state (shoal_group_net_load_state) must be loaded before
+ * the next forward.  Groups in one process only. */
+void shoal_group_net_move (ShoalGroupNet *group, const ShoalNetOptions *opts);
 
 /* Profiling (benchmarks, `shoal inspect`): with timing on, every worker
  * times each layer's forward and backward, connection layers' waits for

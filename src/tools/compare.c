@@ -331,14 +331,14 @@ load_scheme (const char *job_path, const Scheme *s, char **overrides, GError **e
   return job;
 }
 
-/* Runs scheme s, repeat r.  Returns the exit status (130: interrupted);
- * a run that could not start is 1 with error set. */
-static int
-run_one (Plan *plan, Scheme *s, int r, GError **error)
+/* The job scheme s runs as repeat r, with its Run added to s->runs
+ * (status 1 until it ran); NULL with error when it cannot start. */
+static ShoalJob *
+prepare_run (Plan *plan, Scheme *s, int r, Run **run_out, GError **error)
 {
   ShoalJob *base = load_scheme (plan->job_path, s, plan->overrides, error);
   if (base == NULL)
-    return 1;
+    return NULL;
   char **scaled = NULL;
   if (s->workers > 0)
     {
@@ -348,7 +348,10 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
       gboolean have = group != NULL && batch_of (base, group, &job_batch, error);
       GPtrArray *extra = g_ptr_array_new_with_free_func (g_free);
       if (have)
-        shoal_compare_scale_overrides (s, &base->cluster, job_batch, group, base->emulate.step_ms, extra);
+        {
+          shoal_compare_scale_overrides (s, &base->cluster, job_batch, group, base->emulate.step_ms, extra);
+          shoal_compare_sweep_defaults (plan, base, job_batch, extra);
+        }
       g_free (group);
       shoal_job_free (base);
       scaled = with_overrides (plan->overrides, extra);
@@ -357,7 +360,7 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
       if (base == NULL)
         {
           g_strfreev (scaled);
-          return 1;
+          return NULL;
         }
     }
   char **user = scaled != NULL ? scaled : plan->overrides;
@@ -373,13 +376,14 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
   run->status = 1;
   run->workspace = g_strdup_printf ("%s/runs/%s-r%d", plan->out, s->name, r + 1);
   g_ptr_array_add (s->runs, run);
+  *run_out = run;
   if (layer == NULL || !batch_of (base, layer, &batch, error))
     {
       g_free (layer);
       shoal_job_free (base);
       g_ptr_array_free (more, TRUE);
       g_strfreev (scaled);
-      return 1;
+      return NULL;
     }
   g_free (layer);
   g_ptr_array_add (more, g_strdup_printf ("job.seed=%" G_GUINT64_FORMAT, run->seed));
@@ -411,28 +415,39 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
   ShoalJob *job = load_scheme (plan->job_path, s, all, error);
   g_strfreev (all);
   if (job == NULL)
-    return 1;
-  ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, error);
-  if (layout == NULL)
-    {
-      shoal_job_free (job);
-      return 1;
-    }
+    return NULL;
   printf ("==== %s, run %d of %d (seed %" G_GUINT64_FORMAT ", %" G_GINT64_FORMAT " steps%s): %s\n", s->name,
           r + 1, plan->repeats, run->seed, run->train_steps,
           plan->budget.kind == BUDGET_SECONDS ? " at most" : "", run->workspace);
   fflush (stdout);
+  return job;
+}
+
+/* Runs a prepared job (in this process, or the launcher's processes);
+ * returns its exit status (130: interrupted). */
+int
+shoal_compare_execute (const Plan *plan, const Scheme *s, ShoalJob *job, Run *run)
+{
+  GError *error = NULL;
+  ShoalLayout *layout = shoal_layout_new (&job->cluster, job->conf, &error);
+  if (layout == NULL)
+    {
+      fprintf (stderr, "shoal compare: %s: %s\n", s->name, error->message);
+      g_error_free (error);
+      return 1;
+    }
+  int status = 1;
   if (layout->nprocs > 1 && job->emulate.clock != SHOAL_CLOCK_VIRTUAL)
     {
       ShoalLaunchOptions lo = { .quiet = plan->quiet, .grace_s = 60 };
-      run->status = shoal_launch (job, layout, run->workspace, &lo);
+      status = shoal_launch (job, layout, run->workspace, &lo);
     }
   else
     {
       ShoalRunOptions opts = { .workspace = run->workspace, .quiet = plan->quiet, .resume_step = -1 };
       ShoalRunResult result = { 0 };
       GError *e = NULL;
-      run->status = shoal_run_job (job, &opts, &result, &e) ? (result.stopped ? 130 : 0) : 1;
+      status = shoal_run_job (job, &opts, &result, &e) ? (result.stopped ? 130 : 0) : 1;
       if (e != NULL)
         {
           fprintf (stderr, "shoal compare: %s: %s\n", s->name, e->message);
@@ -440,23 +455,29 @@ run_one (Plan *plan, Scheme *s, int r, GError **error)
         }
     }
   shoal_layout_free (layout);
-  shoal_job_free (job);
+  return status;
+}
+
+/* What a run that ended left: its metrics. */
+void
+shoal_compare_collect (Run *run, const Scheme *s)
+{
   char *metrics = g_build_filename (run->workspace, "metrics.jsonl", NULL);
   GError *e = NULL;
   run->log = shoal_run_log_read (metrics, &e);
   if (run->log == NULL)
     {
-      fprintf (stderr, "shoal compare: %s run %d: %s\n", s->name, r + 1, e->message);
+      fprintf (stderr, "shoal compare: %s run %d: %s\n", s->name, run->repeat + 1, e->message);
       g_error_free (e);
     }
   else if (run->log->tests->len == 0)
     {
-      fprintf (stderr, "shoal compare: %s run %d: no test result in %s\n", s->name, r + 1, metrics);
+      fprintf (stderr, "shoal compare: %s run %d: no test result in %s\n", s->name, run->repeat + 1, metrics);
       g_clear_pointer (&run->log, shoal_run_log_free);
     }
   g_free (metrics);
-  return run->status;
 }
+
 
 /* The [emulate] keys as the runs got them, for the report's header. */
 static char *
@@ -513,7 +534,7 @@ typedef struct {
   char *serve, *schemes_arg, *out, *budget_arg, *conf_dir, *emulate_file, *workers_arg;
   char **overrides;
   double target;   /* NaN: not given (0 is given, and refused) */
-  int repeats, points;
+  int repeats, points, jobs;
   gboolean quiet, force;
 } CompareArgs;
 
@@ -556,6 +577,9 @@ parse_compare_args (int *argc, char ***argv, CompareArgs *a, GError **error)
     { "workers", 'w', 0, G_OPTION_ARG_STRING, &a->workers_arg,
       "a scale sweep: every scheme at each of these worker counts (e.g. 1,2,4,8), with speedup, "
       "efficiency and time to target against workers (scale.csv, scale-*.png, report.md)", "LIST" },
+    { "jobs", 'j', 0, G_OPTION_ARG_INT, &a->jobs,
+      "virtual-clock runs at once, each in a process of its own (default: the machine's cores; real-clock runs "
+      "go one at a time)", "N" },
     { "force", 'f', 0, G_OPTION_ARG_NONE, &a->force,
       "replace an earlier comparison in --out (its report.md, results.csv, figures and runs)", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "no progress lines from the runs", NULL },
@@ -700,20 +724,7 @@ run_all (Plan *plan, GPtrArray *schemes, gboolean *interrupted)
 {
   int failed = 0;
   *interrupted = FALSE;
-  for (int r = 0; r < plan->repeats && !*interrupted; r++)
-    for (guint i = 0; i < schemes->len && !*interrupted; i++)
-      {
-        Scheme *s = g_ptr_array_index (schemes, i);
-        GError *e = NULL;
-        int st = run_one (plan, s, r, &e);
-        if (e != NULL)
-          {
-            fprintf (stderr, "shoal compare: %s: %s\n", s->name, e->message);
-            g_error_free (e);
-          }
-        *interrupted = st == 130;
-        failed += st != 0;
-      }
+  shoal_compare_run_points (plan, schemes, prepare_run, interrupted, &failed);
   return failed;
 }
 
@@ -777,8 +788,9 @@ shoal_cmd_compare (int argc, char **argv)
   first = load_scheme (argv[1], g_ptr_array_index (schemes, 0), a.overrides, &error);
   if (first == NULL || !plan_emulation (first, &plan, &a.overrides, &error)
       || !check_schemes (argv[1], schemes, a.overrides, &error) || !plan_budget_samples (first, &plan, &error)
-      || !prepare_out (first, a.force, &a.out, &error))
+      || !prepare_out (first, a.force, &a.out, &error) || !shoal_compare_resolve_jobs (&plan, a.jobs, &error))
     goto out;
+  a.overrides = shoal_compare_jobs_overrides (&plan, a.overrides);
   plan.job_path = argv[1];
   plan.overrides = a.overrides;
   plan.points = a.points;

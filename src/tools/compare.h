@@ -7,6 +7,7 @@
 
 #include "cluster/cluster_conf.h"
 #include "tools/runlog.h"
+#include "job/job.h"
 
 G_BEGIN_DECLS
 
@@ -58,6 +59,7 @@ typedef struct {
   char *emulation;
   gboolean virtual_clock;
   double step_ms;
+  int jobs;                /* runs at once (--jobs): each in a process of its own when more than 1 */
 } Plan;
 
 /* ---- the scale sweep (compare_scale.c): --workers 1,2,4,... ---------- */
@@ -92,6 +94,31 @@ gboolean shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, doubl
  * report.md into plan->out.  FALSE with an IO error naming the file. */
 gboolean shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target,
                                gboolean target_given, GError **error);
+
+/* A sweep's defaults that keep a point's cost following the samples it
+ * trains (compare_scale.c): test passes of group 0 only ([job]
+ * test_groups = 1: the report reads no other group's) of at most 2,048
+ * rows each ([job] test_steps), unless the overrides set them. */
+void shoal_compare_sweep_defaults (const Plan *plan, const ShoalJob *job, gint64 batch, GPtrArray *out);
+
+/* compare.c: a prepared run, run (exit status; 130: interrupted), and
+ * what it left read into run->log. */
+typedef ShoalJob *(*ShoalComparePrepare) (Plan *plan, Scheme *s, int r, Run **run, GError **error);
+int shoal_compare_execute (const Plan *plan, const Scheme *s, ShoalJob *job, Run *run);
+void shoal_compare_collect (Run *run, const Scheme *s);
+/* Every scheme's runs, repeat by repeat, plan->jobs at a time
+ * (compare_jobs.c); counts the failed runs, stops starting runs once one
+ * was interrupted. */
+void shoal_compare_run_points (Plan *plan, GPtrArray *schemes, ShoalComparePrepare prepare, gboolean *interrupted,
+                               int *failed);
+/* --jobs' default and check: the cores for virtual-clock runs, 1 for
+ * real ones (which time themselves against the machine: refused above
+ * 1); FALSE with an error naming --jobs. */
+gboolean shoal_compare_resolve_jobs (Plan *plan, int asked, GError **error);
+/* The overrides every run gets, with job.threads = cores / jobs added
+ * when several runs share the cores and the user set no job.threads
+ * (takes `overrides`, returns the array to use). */
+char **shoal_compare_jobs_overrides (const Plan *plan, char **overrides);
 
 G_END_DECLS
 

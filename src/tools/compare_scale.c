@@ -132,6 +132,29 @@ shoal_compare_scale_overrides (const Scheme *s, const ShoalClusterConf *c, gint6
     }
 }
 
+/* The user's own setting of `key` among the overrides, if any. */
+static gboolean
+overridden (char **overrides, const char *key)
+{
+  for (int i = 0; overrides != NULL && overrides[i] != NULL; i++)
+    if (g_str_has_prefix (overrides[i], key) && overrides[i][strlen (key)] == '=')
+      return TRUE;
+  return FALSE;
+}
+
+void
+shoal_compare_sweep_defaults (const Plan *plan, const ShoalJob *job, gint64 batch, GPtrArray *out)
+{
+  /* 256 asynchronous groups each testing the whole test set 10 times
+   * ran 256 x 10 x 10,000 test rows beside 180,000 training rows */
+  if (!overridden (plan->overrides, "job.test_groups") && job->test_groups == 0)
+    g_ptr_array_add (out, g_strdup ("job.test_groups=1"));
+  /* passes of 2,048 rows: the test cursor goes on from pass to pass, so
+   * ten passes still read the whole test set twice */
+  if (!overridden (plan->overrides, "job.test_steps") && job->test_steps == 0)
+    g_ptr_array_add (out, g_strdup_printf ("job.test_steps=%" G_GINT64_FORMAT, MAX (2048 / MAX (batch, 1), 1)));
+}
+
 /* ---- the numbers ---------------------------------------------------------- */
 
 typedef struct {

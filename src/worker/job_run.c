@@ -25,9 +25,9 @@ shoal_runner_init_from (ShoalJob *job, ShoalParamStore *store, GError **error)
   return TRUE;
 }
 
-ShoalGroupNet *
-shoal_runner_unit_net (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit, int unit_size,
-                       gboolean per_group, gboolean on_device, const ShoalGroupWire *wire, GError **error)
+ShoalNetOptions
+shoal_runner_unit_options (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit, gboolean per_group,
+                           gboolean on_device)
 {
   ShoalNetOptions nopts = { .seed = job->seed, .group = unit.group, .cd_k = job->cd_k,
                             .budget = job->memory_budget };
@@ -45,6 +45,14 @@ shoal_runner_unit_net (ShoalJob *job, const ShoalClusterConf *c, ShoalMember uni
       nopts.shard_count = c->nworker_groups * c->nworkers_per_group;
       nopts.worker = unit.index;
     }
+  return nopts;
+}
+
+ShoalGroupNet *
+shoal_runner_unit_net (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit, int unit_size,
+                       gboolean per_group, gboolean on_device, const ShoalGroupWire *wire, GError **error)
+{
+  ShoalNetOptions nopts = shoal_runner_unit_options (job, c, unit, per_group, on_device);
   ShoalGroupNet *net = wire != NULL ? shoal_group_net_new_spread (job->conf, unit_size, &nopts, wire, error)
                                     : shoal_group_net_new (job->conf, unit_size, &nopts, error);
   if (net == NULL)

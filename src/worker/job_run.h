@@ -83,6 +83,10 @@ gboolean shoal_runner_share_batch (ShoalJob *job, int k, GError **error);
  * k nets of one worker each pushing their own gradients. */
 gboolean shoal_runner_groups_as_one (ShoalJob *job, const ShoalClusterConf *c, gboolean *whole,
                                      gboolean *spread_net, GError **error);
+/* The options the net of one unit is built with: seed, group, worker,
+ * data shard, cd_k, memory budget, device (shoal_runner_unit_net). */
+ShoalNetOptions shoal_runner_unit_options (ShoalJob *job, const ShoalClusterConf *c, ShoalMember unit,
+                                           gboolean per_group, gboolean on_device);
 /* The net of one unit, with the job's seed, data shard, training
  * algorithm (cd_k) and init_from: the whole group of unit_size workers
  * partitioned among its threads (per_group), or one worker of a

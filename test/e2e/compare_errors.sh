@@ -115,5 +115,11 @@ sed -i '2s/.*/{"time":1.5,"st/' "$dir/live/metrics.jsonl"
 "$shoal" plot "$dir/live" --out "$dir/live.png" >"$dir/out" 2>"$dir/err" && { echo "FAIL: a broken line inside was accepted"; failures=$((failures + 1)); }
 grep -q "metrics.jsonl:2: not a JSON object" "$dir/err" || { echo "FAIL: the broken line: $(cat "$dir/err")"; failures=$((failures + 1)); }
 
+# --jobs: a count in range; real-clock runs one at a time
+expect 1 "shoal compare: --jobs 2: real-clock runs measure their own speed on this machine, so they run one at a time (-o emulate.clock=virtual runs several at once)" \
+  compare "$job" --schemes downpour --jobs 2 --out "$dir/c"
+expect 1 "shoal compare: --jobs -1: give 1 to 1024 runs at once (0: the default)" \
+  compare "$job" --schemes downpour --jobs -1 -o emulate.clock=virtual -o emulate.step_ms=5 --out "$dir/c"
+
 [ "$failures" -eq 0 ] || { echo "$failures failures"; exit 1; }
 echo "compare_errors: ok"

@@ -3,7 +3,8 @@
 # two schemes, 1, 2 and 4 workers): scale.csv has a row per scheme and
 # size with speedup 1 at the smallest, every scale figure is a PNG, the
 # report has its Scaling section; the synchronous points ran one group of
-# w workers with w batches, the asynchronous ones w groups.  Bad
+# w workers with w batches, the asynchronous ones w groups; only group
+# 0 tests (test_groups = 1), 2,048 rows a pass (test_steps 32).  Bad
 # --workers (0, a non-number, a count named twice) are errors naming it.
 # [cluster] sync_lr: with warm-up its first update is at lr, so the
 # second step's loss equals a run without it, and the third differs.
@@ -43,6 +44,12 @@ def units(run):
     return sorted({(r["group"], r["worker"]) for r in lines if r["phase"] == "train"})
 assert units("sandblaster-w4-r1") == [(0, w) for w in range(4)], units("sandblaster-w4-r1")
 assert units("downpour-w4-r1") == [(g, 0) for g in range(4)], units("downpour-w4-r1")
+# a sweep's test passes: group 0's, of 2,048 rows (the job's batch 64 x 32)
+tests = [json.loads(l) for l in open(os.path.join(d, "runs", "downpour-w4-r1", "metrics.jsonl"))]
+tests = [r for r in tests if r["phase"] == "test"]
+assert tests and {r["group"] for r in tests} == {0}, sorted({r["group"] for r in tests})
+conf = open(os.path.join(d, "runs", "downpour-w4-r1", "job.conf")).read()
+assert "\ntest_groups=1\n" in conf and "\ntest_steps=32\n" in conf, "no sweep test defaults in job.conf"
 print("sweep: " + ", ".join("%s-w%s %.2fx" % (r["scheme"], r["workers"], float(r["speedup"])) for r in rows))
 PY
 

@@ -6,9 +6,10 @@
 #  2. incast at the server's NIC: 4 groups in lockstep push every slice
 #     into one server process whose NIC (nic_mbit) they share, and its
 #     replies share its out side: a step costs step_ms + 2 x 4 x bytes / B;
-#  3. shoal calibrate writes a file; the same calibrated compare twice
-#     writes the same results.csv (but the wall_s column, the real
-#     seconds each run took) and the report names the file;
+#  3. shoal calibrate writes a file; the same calibrated compare twice,
+#     once a run at a time and once two at once (--jobs), writes the same
+#     results.csv (but the wall_s column, the real seconds each run took)
+#     and the report names the file;
 #  4. bad input, each a clear error naming the key: an unknown
 #     distribution, a NIC bandwidth of 0, the timing keys on the real
 #     clock, a calibration file of another model, a damaged one.
@@ -68,7 +69,8 @@ PY
   --steps 20 --out "$dir/tiny.cal" >"$dir/cal.out" 2>&1 || { cat "$dir/cal.out"; fail "shoal calibrate"; }
 grep -q "^shoal calibrate: $dir/tiny.cal: model [0-9a-f]*, 20 steps" "$dir/cal.out" || fail "calibrate's summary"
 for run in a b; do
-  timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 \
+  jobs=1; [ $run = b ] && jobs=2
+  timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 --jobs $jobs \
     --points 3 --out "$dir/cmp-$run" --quiet -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' \
     -o job.threads=1 -o emulate.clock=virtual -o "emulate.calibration=$dir/tiny.cal" -o emulate.nic_mbit=1000 \
     -o 'emulate.step_delay=pareto(1, 2)' >"$dir/cmp-$run.out" 2>&1 || { tail -5 "$dir/cmp-$run.out"; fail "compare $run"; }
@@ -80,7 +82,7 @@ for r in rows: print(",".join(c for i, c in enumerate(r) if i != w))' "$1"; }
 diff <(strip "$dir/cmp-a/results.csv") <(strip "$dir/cmp-b/results.csv") \
   || fail "the same calibrated compare twice gave other results"
 grep -q "calibration file \`$dir/tiny.cal\`" "$dir/cmp-a/report.md" || fail "the report does not name the calibration"
-echo "calibrated compare twice: the same results.csv: ok"
+echo "calibrated compare twice (--jobs 1, --jobs 2): the same results.csv: ok"
 
 # 4. bad input
 bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
