@@ -18,7 +18,8 @@
 # its links stall leaves no rank behind (below).
 # Usage: chaos.sh BUILD [ROUNDS]   (SHOAL_CHAOS_SEED: the schedule's seed,
 # default 1; SHOAL_CHAOS_TRIES: tries of the issue-23 part, default
-# ROUNDS; make test runs one round, `make chaos` 5 rounds and 20 tries)
+# ROUNDS; SHOAL_CHAOS_SCHEMES: the schemes, default all; make test runs
+# one round, `make chaos` 5 rounds and 20 tries)
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 rounds=${2:-${SHOAL_CHAOS_ROUNDS:-1}}
@@ -40,7 +41,11 @@ trap cleanup EXIT
 RANDOM=$seed
 BAR=0.70
 injected=0 finished=0 failed_clearly=0 hangs=0 bad=0
-SCHEMES=(downpour hogwild ssp elastic sandblaster allreduce backup)
+# SHOAL_CHAOS_SCHEMES: some of them (a rerun of one scheme's cases)
+read -r -a SCHEMES <<<"${SHOAL_CHAOS_SCHEMES:-downpour hogwild ssp elastic sandblaster allreduce backup}"
+for scheme in "${SCHEMES[@]}"; do
+  [ -f "conf/$scheme.conf" ] || { echo "chaos: no scheme '$scheme' (conf/$scheme.conf)"; exit 2; }
+done
 echo "chaos: seed $seed, $rounds round(s) of ${SCHEMES[*]}"
 
 nranks() {  # SCHEME: the processes of its layout
@@ -154,20 +159,13 @@ echo "chaos: faults injected $injected, jobs finished $finished, failed clearly 
 # refused; and a Downpour run whose links stall, its launcher sent SIGTERM
 # and then SIGKILL: no rank may be left once [cluster] stop_timeout (2 s
 # here) has passed - the wait for them is bounded at 30 s.
-# Backup workers are stopped and resumed only by `make chaos`
-# (SHOAL_CHAOS_BACKUP_STOPS=1): a stop can land while the servers apply a
-# step without a late worker, and its processes then checkpoint one step
-# apart (about 1 stop in 10 cannot resume; issue 23's report), which
-# would make `make test` fail at random until that is fixed.
+# Backup workers included: a stop that lands after the others applied
+# the stopping worker's step without it falls at the servers' next step
+# (stop_at returns it), so every process checkpoints the same step.
 tries=${SHOAL_CHAOS_TRIES:-$rounds}
-stop_schemes=()
-for scheme in "${SCHEMES[@]}"; do
-  [ "$scheme" = backup ] && [ "${SHOAL_CHAOS_BACKUP_STOPS:-0}" != 1 ] && continue
-  stop_schemes+=("$scheme")
-done
 stopped=0 resumed=0 refused=0 accepted_twice=0 orphans=0 orphan_tries=0
 for try in $(seq "$tries"); do
-  for scheme in "${stop_schemes[@]}"; do
+  for scheme in "${SCHEMES[@]}"; do
     name="stop-$scheme-$try"
     ws="$dir/$name"
     at=$((5 + RANDOM % 25))
