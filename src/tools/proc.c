@@ -116,7 +116,7 @@ read_token (const char *token_file, GError **error)
 /* --resume without a launcher (mpirun, srun requeue): the step this rank
  * goes on from, as the launcher would give it - the resume plan's, so
  * that an asynchronous scheme's groups go on each from its own step
- * (worker/resume_plan.h) - after dropping this rank's metrics lines past
+ * (workspace/resume_plan.h) - after dropping this rank's metrics lines past
  * it; the job's clock goes on from the checkpoint's.  -1 with error when
  * there is none. */
 static gint64

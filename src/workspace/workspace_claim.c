@@ -389,7 +389,7 @@ shoal_workspace_trim_rank_metrics (const char *workspace, const ShoalLayout *lay
       g_free (path);
       return missing;
     }
-  /* the other ranks append under this lock (worker/metrics.c): the file
+  /* the other ranks append under this lock (metrics/metrics.c): the file
    * is rewritten in place, as their open files still point at it */
   GString *text = g_string_new (NULL);
   char buf[65536];

@@ -4,7 +4,7 @@
 # its own step (group 0 sleeps 20 ms a step, group 1 10 ms: a test hook,
 # so they are far apart); the same mpirun command with --resume goes on
 # with each rank at its own group's step - the resume plan's, as
-# `shoal run --resume` gives its ranks (worker/resume_plan.h) - and not at
+# `shoal run --resume` gives its ranks (workspace/resume_plan.h) - and not at
 # one step common to all (which such a stop does not have, or which sends
 # a group back over steps it wrote).  metrics.jsonl then holds every
 # group's train lines once, every disp_freq steps up to the last, with
