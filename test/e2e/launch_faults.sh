@@ -34,9 +34,12 @@ start() {
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$steps" -o job.disp_freq=20 -q --workspace "$ws" "$@" \
     >"$dir/${ws##*/}.out" 2>"$dir/${ws##*/}.err" &
   launcher=$!
-  # wait for training to be under way
+  # wait for training to be under way: a train line of each group (the
+  # launcher's own first line comes before its ranks exist: under ASan
+  # the server rank was looked for before it had started)
   for _ in $(seq 300); do
-    [ -s "$ws/metrics.jsonl" ] && return 0
+    grep -q '"group":0,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null \
+      && grep -q '"group":1,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && return 0
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1
   done
