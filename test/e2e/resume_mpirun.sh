@@ -55,7 +55,11 @@ ws=$dir/ws
 args=("$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" --token-file "$dir/token" --workspace "$ws")
 mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/hosts")
 
-SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 150 "${mpirun_cmd[@]}" -x SHOAL_INJECT_STEP_DELAY \
+# orte_enable_recovery (Open MPI 4): by default mpirun kills every rank
+# once one exits non-zero, which a rank stopped by SIGINT does (130)
+# while the others may still be saving their stop checkpoints
+SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 150 "${mpirun_cmd[@]}" --mca orte_enable_recovery 1 \
+  -x SHOAL_INJECT_STEP_DELAY \
   "$BUILD/shoal" proc "${args[@]}" >"$dir/stop.out" 2>"$dir/stop.err" &
 mpi=$!
 trained=0
