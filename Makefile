@@ -382,7 +382,7 @@ test: deps
 .PHONY: chaos
 chaos: deps
 	@$(MAKE) --no-print-directory all data
-	@SHOAL_CHAOS_TRIES=$${SHOAL_CHAOS_TRIES:-20} SHOAL_CHAOS_BACKUP_STOPS=1 bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
+	@SHOAL_CHAOS_TRIES=$${SHOAL_CHAOS_TRIES:-20} bash test/e2e/chaos.sh $(BUILD) $${SHOAL_CHAOS_ROUNDS:-5}
 	@SHOAL_NETNS_CHAOS_ALL=1 bash test/e2e/netns_chaos.sh $(BUILD)
 
 bench: deps

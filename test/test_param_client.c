@@ -200,7 +200,7 @@ test_stop_refuses_step (void)
     sb->grads[i] = 5.0f;
   shoal_param_client_step_done (b, 1);
   g_assert_cmpint (shoal_param_client_stop_step (a), ==, -1);
-  g_assert_true (shoal_param_client_stop_at (a, 1, &error));
+  g_assert_true (shoal_param_client_stop_at (a, 1, NULL, &error));
   g_assert_no_error (error);
   g_assert_false (shoal_param_client_wait (b, &error));
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);

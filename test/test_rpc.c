@@ -708,7 +708,7 @@ test_stop_at (void)
   wait_for_stat (&env, 1, -1);   /* B's push arrived */
   ShoalRpcClient *a = client_new (&env, TOKEN, 2000);
   g_assert_cmpint (shoal_rpc_client_stop_step (a), ==, -1);
-  g_assert_true (shoal_rpc_client_stop_at (a, 0, &error));
+  g_assert_true (shoal_rpc_client_stop_at (a, 0, NULL, &error));
   g_assert_no_error (error);
   g_thread_join (t);
   g_assert_false (w.ok);
@@ -735,11 +735,11 @@ test_stop_at (void)
   assert_floats_equal (buf, initial, n);
 
   /* a step out of range and a wrong token are refused */
-  g_assert_false (shoal_rpc_client_stop_at (a, -3, &error));
+  g_assert_false (shoal_rpc_client_stop_at (a, -3, NULL, &error));
   assert_error_has (error, "stop_at: step -3 is outside");
   g_clear_error (&error);
   ShoalRpcClient *bad = client_new (&env, "guess", 2000);
-  g_assert_false (shoal_rpc_client_stop_at (bad, 0, &error));
+  g_assert_false (shoal_rpc_client_stop_at (bad, 0, NULL, &error));
   assert_error_has (error, "stop_at refused: wrong job token");
   g_clear_error (&error);
   shoal_rpc_client_free (bad);

@@ -369,8 +369,10 @@ test_stop_at (void)
   Waiter w = { server, 1, 2, NULL, FALSE };
   GThread *t = g_thread_new ("pull", pull_thread, &w);
   g_usleep (50 * 1000);  /* most likely waiting by now; either way it must be refused */
-  g_assert_true (shoal_server_stop_at (server, 1, &error));
+  gint64 stopped_at = -1;
+  g_assert_true (shoal_server_stop_at (server, 1, &stopped_at, &error));
   g_assert_no_error (error);
+  g_assert_cmpint (stopped_at, ==, 1);
   g_thread_join (t);
   g_assert_false (w.ok);
   g_assert_error (w.error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
@@ -379,9 +381,10 @@ test_stop_at (void)
   g_assert_cmpint (shoal_server_stop_step (server), ==, 1);
 
   /* a later stop step does not move it; a step out of range is refused */
-  g_assert_true (shoal_server_stop_at (server, 5, &error));
+  g_assert_true (shoal_server_stop_at (server, 5, &stopped_at, &error));
+  g_assert_cmpint (stopped_at, ==, 1);
   g_assert_cmpint (shoal_server_stop_step (server), ==, 1);
-  g_assert_false (shoal_server_stop_at (server, -1, &error));
+  g_assert_false (shoal_server_stop_at (server, -1, NULL, &error));
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC);
   g_clear_error (&error);
 
@@ -536,6 +539,70 @@ test_elastic_center_checkpoint (void)
   shoal_param_store_free (layout);
 }
 
+/* SYNC with a backup worker (3 contributors, 2 make a step): two workers
+ * pushed step 0 to slice 0, which applied it, and one of them slice 1
+ * so far; the third, late, stops at step 0.  The servers cannot stop
+ * there (slice 0 applied it): they stop at step 1, say so, still take
+ * the second gradient of step 0 on slice 1, and refuse step 1.  A stop
+ * asked for where no slice went on stays where it was asked. */
+static void
+test_stop_at_backup (void)
+{
+  ShoalParamStore *layout = make_layout ();
+  ShoalUpdaterConf u = plain_sgd (0.5f);
+  ShoalServerOptions o = { .mode = SHOAL_UPDATE_SYNC, .sync_contributors = 3, .backup_workers = 1,
+                           .nslices = 2 };
+  ShoalServer *server = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (server);
+  size_t b1, e1;
+  shoal_server_slice_range (server, 1, &b1, &e1);
+  float *grad = g_new0 (float, layout->total);
+  GError *error = NULL;
+
+  g_assert_true (shoal_server_push (server, 0, grad, b1, 0, &error));
+  g_assert_true (shoal_server_push (server, 0, grad, b1, 0, &error));
+  g_assert_true (shoal_server_push (server, 1, grad, e1 - b1, 0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_server_slice_version (server, 0), ==, 1);
+  g_assert_cmpint (shoal_server_slice_version (server, 1), ==, 0);
+
+  gint64 stopped_at = -1;
+  g_assert_true (shoal_server_stop_at (server, 0, &stopped_at, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stopped_at, ==, 1);
+  g_assert_cmpint (shoal_server_stop_step (server), ==, 1);
+  /* the step before the stop completes on every slice */
+  g_assert_true (shoal_server_push (server, 1, grad, e1 - b1, 0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_server_slice_version (server, 1), ==, 1);
+  g_assert_true (shoal_server_pull (server, 1, NULL, e1 - b1, 1, 0, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (shoal_server_push (server, 0, grad, b1, 1, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+  /* the step the servers stop at holds for later callers, early or late */
+  g_assert_true (shoal_server_stop_at (server, 0, &stopped_at, &error));
+  g_assert_cmpint (stopped_at, ==, 1);
+  g_assert_true (shoal_server_stop_at (server, 4, &stopped_at, &error));
+  g_assert_cmpint (stopped_at, ==, 1);
+
+  /* nothing applied beyond the step asked for: the stop stays there */
+  ShoalServer *quiet = shoal_server_new (layout, &u, &o, NULL);
+  shoal_server_host_all (quiet);
+  g_assert_true (shoal_server_push (quiet, 0, grad, b1, 0, &error));
+  g_assert_true (shoal_server_stop_at (quiet, 0, &stopped_at, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stopped_at, ==, 0);
+  g_assert_false (shoal_server_push (quiet, 0, grad, b1, 0, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  g_clear_error (&error);
+
+  g_free (grad);
+  shoal_server_free (quiet);
+  shoal_server_free (server);
+  shoal_param_store_free (layout);
+}
+
 static void
 test_stop_at_async (void)
 {
@@ -547,7 +614,9 @@ test_stop_at_async (void)
   float *grad = g_new0 (float, layout->total);
   GError *error = NULL;
 
-  g_assert_true (shoal_server_stop_at (server, 0, &error));
+  gint64 stopped_at = -1;
+  g_assert_true (shoal_server_stop_at (server, 0, &stopped_at, &error));
+  g_assert_cmpint (stopped_at, ==, 0);
   g_assert_cmpint (shoal_server_stop_step (server), ==, -1);
   g_assert_true (shoal_server_push (server, 0, grad, layout->total, 3, &error));
   g_assert_true (shoal_server_pull (server, 0, NULL, layout->total, 1, 0, NULL, &error));
@@ -730,6 +799,7 @@ main (int argc, char **argv)
   g_test_add_func ("/server/hogwild-groups-converge", test_hogwild_groups_converge);
   g_test_add_func ("/server/stop-at", test_stop_at);
   g_test_add_func ("/server/stop-at-async", test_stop_at_async);
+  g_test_add_func ("/server/stop-at-backup", test_stop_at_backup);
   g_test_add_func ("/server/pinned-values", test_pinned_values);
   g_test_add_func ("/server/elastic-center-checkpoint", test_elastic_center_checkpoint);
   g_test_add_func ("/server/push-consume", test_push_consume);

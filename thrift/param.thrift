@@ -130,8 +130,12 @@ service ParamService {
    * step or a later one and every pull (waiting ones included) for a
    * version beyond it, so that workers of the group in other processes
    * that went on into `step` stop there too.  Where several stop steps
-   * come, the lowest holds.  Nothing changes in ASYNC mode. */
-  void stop_at (1: string token, 2: i64 step)
+   * come, the lowest holds.  With backup workers the other workers may
+   * have completed `step` (or later ones) without the caller: the stop
+   * then falls at the first step no slice here has applied.  Returns the
+   * step this server stops at (what the caller checkpoints as), the
+   * caller's own step where nothing stops (ASYNC mode). */
+  i64 stop_at (1: string token, 2: i64 step)
     throws (1: ParamError err),
 
   /* Shared memory for a worker on this server's host (src/rpc/shm_region.h):

@@ -562,23 +562,27 @@ shoal_param_client_start (ShoalParamClient *c, GError **error)
 gboolean
 shoal_param_client_fetch (ShoalParamClient *c, GError **error)
 {
-  if (c->shared != NULL)
-    {
-      for (int s = 0; s < c->nslices; s++)
-        c->have_version[s] = shoal_server_slice_version (c->shared, s);
-      return TRUE;
-    }
+  return shoal_param_client_fetch_version (c, 0, error);
+}
+
+gboolean
+shoal_param_client_fetch_version (ShoalParamClient *c, gint64 min_version, GError **error)
+{
   for (int s = 0; s < c->nslices; s++)
     {
       size_t b = c->begin[s], n = c->end[s] - b;
       Route *r = &c->routes[s];
       gboolean ok;
-      if (r->local != NULL)
-        ok = shoal_server_pull (r->local, s, c->store->values + b, n, 0, PULL_TIMEOUT_US,
+      if (c->shared != NULL && min_version <= 0)  /* the store is the server's values */
+        c->have_version[s] = shoal_server_slice_version (c->shared, s), ok = TRUE;
+      else if (c->shared != NULL)  /* the wait alone */
+        ok = shoal_server_pull (c->shared, s, NULL, n, min_version, PULL_TIMEOUT_US, &c->have_version[s], error);
+      else if (r->local != NULL)
+        ok = shoal_server_pull (r->local, s, c->store->values + b, n, min_version, PULL_TIMEOUT_US,
                                 &c->have_version[s], error);
       else
         ok = shoal_rpc_client_pull (((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc,
-                                    s, c->store->values + b, n, 0, &c->have_version[s], error);
+                                    s, c->store->values + b, n, min_version, &c->have_version[s], error);
       if (!ok)
         return FALSE;
     }
@@ -713,26 +717,44 @@ shoal_param_client_stop_step (ShoalParamClient *c)
 }
 
 gboolean
-shoal_param_client_stop_at (ShoalParamClient *c, gint64 step, GError **error)
+shoal_param_client_stop_at (ShoalParamClient *c, gint64 step, gint64 *stopped_at, GError **error)
 {
+  if (stopped_at != NULL)
+    *stopped_at = step;
   if (c->mode != SHOAL_UPDATE_SYNC)
     return TRUE;
+  /* each server is asked for the latest step one before it stops at:
+   * with backup workers a step may be applied already (on one server and
+   * not yet on another), and a server told of the earlier step would
+   * refuse its other slices' last pushes */
+  gint64 at = step, first = -1;
   ShoalServer *done = NULL;  /* as in checkpoint: at most one local server */
   for (int s = 0; s < c->nslices; s++)
     {
       ShoalServer *local = c->routes[s].local;
       if (local == NULL || local == done)
         continue;
-      if (!shoal_server_stop_at (local, step, error))
+      if (!shoal_server_stop_at (local, at, &at, error))
         return FALSE;
+      first = first < 0 ? at : first;
       done = local;
     }
   for (guint i = 0; i < c->connections->len; i++)
     {
       Connection *conn = g_ptr_array_index (c->connections, i);
-      if (conn->rpc != NULL && !shoal_rpc_client_stop_at (conn->rpc, step, error))
+      if (conn->rpc == NULL)
+        continue;
+      if (!shoal_rpc_client_stop_at (conn->rpc, at, &at, error))
         return FALSE;
+      first = first < 0 ? at : first;
     }
+  if (first >= 0 && at != first)
+    g_warning ("stop at step %" G_GINT64_FORMAT ": the servers stop at steps %" G_GINT64_FORMAT
+               " and %" G_GINT64_FORMAT " (backup workers' step applied on one server process before the "
+               "stop, not yet on another); the checkpoints may hold no common step",
+               step, first, at);
+  if (stopped_at != NULL)
+    *stopped_at = at;
   return TRUE;
 }
 

@@ -101,6 +101,10 @@ ShoalParamClient *shoal_param_client_new_shared (ShoalParamStore *store, ShoalSe
 /* Copies every slice's current values from the servers into the store
  * (start of training); blocks. */
 gboolean shoal_param_client_fetch (ShoalParamClient *client, GError **error);
+/* The same once every slice reached min_version (waits for it, up to the
+ * pull timeout): a unit that stops at a step the others finish without it
+ * (backup workers, shoal_param_client_stop_at) checkpoints their values. */
+gboolean shoal_param_client_fetch_version (ShoalParamClient *client, gint64 min_version, GError **error);
 
 /* Backward hook: the gradients of the store's values from `begin` up are
  * final in step `step` (a layer finished backward, and the layers after
@@ -143,8 +147,13 @@ gint64 shoal_param_client_stop_step (ShoalParamClient *client);
  * at `step` and will not push it.  Tells every server this client uses
  * (shoal_server_stop_at), so that the group's units in other processes
  * that went on into `step` have it refused (SHOAL_ERROR_STOPPED) instead
- * of waiting for a gradient that never comes.  ASYNC: does nothing. */
-gboolean shoal_param_client_stop_at (ShoalParamClient *client, gint64 step, GError **error);
+ * of waiting for a gradient that never comes.  *stopped_at (may be NULL)
+ * gets the step the servers stop at: `step`, or with backup workers a
+ * later one that the others applied without this unit (it then catches
+ * up to it, as after a late push).  ASYNC: does nothing (*stopped_at =
+ * step). */
+gboolean shoal_param_client_stop_at (ShoalParamClient *client, gint64 step, gint64 *stopped_at,
+                                     GError **error);
 
 /* Between steps (after shoal_param_client_wait): asks every server this
  * client uses to checkpoint its slices as of `step` - local servers into

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 
 #include "core/error.h"
 
@@ -107,8 +108,14 @@ line_end (ShoalMetricsWriter *w, GString *s)
 {
   g_string_append (s, "}\n");
   g_mutex_lock (&w->lock);
+  /* a rank resumed without a launcher rewrites its own lines in place
+   * under this lock while the others may write (workspace_claim.h) */
+  int fd = fileno (w->file);
+  gboolean locked = flock (fd, LOCK_EX) == 0;
   fputs (s->str, w->file);
   fflush (w->file);
+  if (locked)
+    flock (fd, LOCK_UN);
   g_mutex_unlock (&w->lock);
   g_string_free (s, TRUE);
 }

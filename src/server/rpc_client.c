@@ -652,16 +652,20 @@ shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error)
 }
 
 gboolean
-shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, GError **error)
+shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, gint64 *stopped_at, GError **error)
 {
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
+  gint64 at = step;
   gboolean ok;
 
   if (!call_begin (c, "stop_at", -1, 0, error))
     return FALSE;
-  ok = shoal_param_service_if_stop_at (c->client, c->token, step, &perr, &terr);
-  return call_end (c, ok, "stop_at", -1, perr, terr, error);
+  ok = shoal_param_service_if_stop_at (c->client, &at, c->token, step, &perr, &terr);
+  ok = call_end (c, ok, "stop_at", -1, perr, terr, error);
+  if (ok && stopped_at != NULL)
+    *stopped_at = at;
+  return ok;
 }
 
 gint64

@@ -83,9 +83,11 @@ gboolean shoal_rpc_client_stats (ShoalRpcClient *c, ShoalServerStats *stats, GEr
 /* Asks the server process to checkpoint its slices as of `step`. */
 gboolean shoal_rpc_client_checkpoint (ShoalRpcClient *c, gint64 step, GError **error);
 /* SYNC: tells the server that a worker stops at `step` and will not push
- * it (shoal_server_stop_at).  Calls of that step or a later one then fail
- * with SHOAL_ERROR_STOPPED, on every connection to that server. */
-gboolean shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, GError **error);
+ * it (shoal_server_stop_at).  Calls of the step the server stops at or a
+ * later one then fail with SHOAL_ERROR_STOPPED, on every connection to
+ * that server; *stopped_at (may be NULL) gets that step: later than
+ * `step` where backup workers' steps went on without the caller. */
+gboolean shoal_rpc_client_stop_at (ShoalRpcClient *c, gint64 step, gint64 *stopped_at, GError **error);
 /* After a call failed with SHOAL_ERROR_STOPPED: the step the server said
  * the job stops at; -1 before any such reply. */
 gint64 shoal_rpc_client_stop_step (ShoalRpcClient *c);

@@ -513,7 +513,7 @@ handler_checkpoint (ShoalParamServiceIf *iface, const gchar *token, const gint64
 }
 
 static gboolean
-handler_stop_at (ShoalParamServiceIf *iface, const gchar *token, const gint64 step,
+handler_stop_at (ShoalParamServiceIf *iface, gint64 *stopped_at, const gchar *token, const gint64 step,
                  ShoalParamError **err, GError **error)
 {
   ShoalRpcServer *rpc = shoal_rpc_call_server (iface);
@@ -524,9 +524,10 @@ handler_stop_at (ShoalParamServiceIf *iface, const gchar *token, const gint64 st
     return FALSE;
   if (rpc->server == NULL)
     return shoal_rpc_call_fault (err, SHOAL_PARAM_FAULT_REFUSED, "stop_at: this process serves no slices");
-  if (!shoal_server_stop_at (rpc->server, step, &e))
+  if (!shoal_server_stop_at (rpc->server, step, stopped_at, &e))
     return shoal_rpc_call_server_error (rpc, err, e);
-  g_debug ("rpc: %s stops at step %" G_GINT64_FORMAT, shoal_rpc_listener_peer (), step);
+  g_debug ("rpc: %s stops at step %" G_GINT64_FORMAT ": the servers stop at %" G_GINT64_FORMAT,
+           shoal_rpc_listener_peer (), step, *stopped_at);
   return TRUE;
 }
 

@@ -767,7 +767,7 @@ shoal_server_stats (ShoalServer *server, ShoalServerStats *stats)
 }
 
 gboolean
-shoal_server_stop_at (ShoalServer *server, gint64 step, GError **error)
+shoal_server_stop_at (ShoalServer *server, gint64 step, gint64 *stopped_at, GError **error)
 {
   if (step < 0 || step > SHOAL_SERVER_MAX_VERSION)
     {
@@ -776,19 +776,38 @@ shoal_server_stop_at (ShoalServer *server, gint64 step, GError **error)
       return FALSE;
     }
   if (server->opts.mode != SHOAL_UPDATE_SYNC)
-    return TRUE;  /* asynchronous groups stop each at its own step */
-  gint64 cur = stop_step (server);
-  while (step < cur
-         && !g_atomic_pointer_compare_and_exchange ((gssize *) &server->stop_step, (gssize) cur, (gssize) step))
-    cur = stop_step (server);
-  /* under each slice's lock: a pull that read the old stop step is waiting by now */
+    {
+      if (stopped_at != NULL)
+        *stopped_at = step;  /* asynchronous groups stop each at its own step */
+      return TRUE;
+    }
+  /* Under every slice's lock at once (in slice order; nothing else holds
+   * two): no push can apply a step while the stop step is chosen.  With
+   * backup workers the others may have applied the caller's step without
+   * it; stopping there would leave that step applied on some slices and
+   * refused on the rest, and the processes checkpointing a step apart.
+   * The stop then falls at the first step no slice has applied: the
+   * workers that made the applied ones push it to every slice. */
+  gint64 applied = 0;
   for (int i = 0; i < server->opts.nslices; i++)
     {
       Slice *s = &server->slices[i];
       g_mutex_lock (&s->lock);
+      if (s->hosted)
+        applied = MAX (applied, s->version);
+    }
+  gint64 cur = stop_step (server);
+  gint64 at = MIN (cur, MAX (step, applied));
+  g_atomic_pointer_set ((gssize *) &server->stop_step, (gssize) at);
+  /* a pull that read the old stop step is waiting by now */
+  for (int i = server->opts.nslices - 1; i >= 0; i--)
+    {
+      Slice *s = &server->slices[i];
       g_cond_broadcast (&s->changed);
       g_mutex_unlock (&s->lock);
     }
+  if (stopped_at != NULL)
+    *stopped_at = at;
   return TRUE;
 }
 

@@ -320,9 +320,13 @@ gboolean shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint6
  * are woken), fail with SHOAL_ERROR_STOPPED: workers in other processes
  * that went on into `step` stop there too, and nothing of it is kept (a
  * partial sum never reaches values or checkpoints).  The lowest step
- * given holds.  ASYNC: does nothing (groups stop on their own).  Fails
- * for a step outside 0 .. SHOAL_SERVER_MAX_VERSION. */
-gboolean shoal_server_stop_at (ShoalServer *server, gint64 step, GError **error);
+ * given holds.  With backup workers the step may be applied already
+ * (without the caller's gradient): the stop then falls at the first step
+ * no slice has applied.  *stopped_at (may be NULL) gets the step the
+ * server stops at, which the caller checkpoints as.  ASYNC: does nothing
+ * (groups stop on their own; *stopped_at = step).  Fails for a step
+ * outside 0 .. SHOAL_SERVER_MAX_VERSION. */
+gboolean shoal_server_stop_at (ShoalServer *server, gint64 step, gint64 *stopped_at, GError **error);
 /* The step shoal_server_stop_at set, or -1. */
 gint64 shoal_server_stop_step (ShoalServer *server);
 

@@ -11,12 +11,13 @@
 #include "cluster/cluster_conf.h"
 #include "cluster/endpoints.h"
 #include "cluster/slurm.h"
-#include "data/checkpoint.h"
 #include "core/error.h"
 #include "core/thread_start.h"
 #include "tools/commands.h"
 #include "run/runner.h"
+#include "workspace/resume_plan.h"
 #include "workspace/workspace.h"
+#include "workspace/workspace_claim.h"
 
 /* Rank r listens on this + r unless --base-port says otherwise. */
 #define DEFAULT_BASE_PORT 47000
@@ -110,6 +111,44 @@ read_token (const char *token_file, GError **error)
     g_warning ("%s: the job token is readable by other users (mode %03o); chmod 600 it",
                token_file, (unsigned) (st.st_mode & 0777));
   return text;
+}
+
+/* --resume without a launcher (mpirun, srun requeue): the step this rank
+ * goes on from, as the launcher would give it - the resume plan's, so
+ * that an asynchronous scheme's groups go on each from its own step
+ * (workspace/resume_plan.h) - after dropping this rank's metrics lines past
+ * it; the job's clock goes on from the checkpoint's.  -1 with error when
+ * there is none. */
+static gint64
+resume_at (const ShoalLayout *layout, const char *ws, int rank, gboolean quiet, GError **error)
+{
+  ShoalResumePlan *plan = shoal_resume_plan_new (layout, ws, error);
+  if (plan == NULL)
+    {
+      g_prefix_error (error, "--resume: %s: ", ws);
+      return -1;
+    }
+  gint64 step = plan->rank_steps[rank];
+  double clock = plan->clock;
+  if (!shoal_workspace_trim_rank_metrics (ws, layout, rank, plan->rank_steps[0], plan->group_steps, plan->ngroups,
+                                          plan->clock, &clock, error))
+    step = -1;
+  else if (g_getenv ("SHOAL_JOB_START_US") == NULL)
+    {
+      /* one clock origin, as the launcher sets it for its ranks */
+      char *start_us = g_strdup_printf ("%" G_GINT64_FORMAT,
+                                        g_get_real_time () - (clock > 0 ? (gint64) (clock * 1e6) : 0));
+      g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
+      g_free (start_us);
+    }
+  if (step >= 0 && !quiet)
+    {
+      char *at = shoal_resume_plan_describe (plan);
+      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT " (the job: %s)", rank, step, at);
+      g_free (at);
+    }
+  shoal_resume_plan_free (plan);
+  return step;
 }
 
 int
@@ -272,21 +311,8 @@ shoal_cmd_proc (int argc, char **argv)
                    "--rejoin joins a running job, --resume and --resume-step restart a stopped one: give one");
       goto out;
     }
-  if (resume)
-    {
-      /* the step every rank has: ranks killed mid-checkpoint may hold a newer one alone */
-      GPtrArray *dirs = g_ptr_array_new_with_free_func (g_free);
-      for (int r = 0; r < layout->nprocs; r++)
-        g_ptr_array_add (dirs, shoal_checkpoint_dir (ws, r));
-      g_ptr_array_add (dirs, NULL);
-      resume_step = shoal_checkpoint_common_step ((const char *const *) dirs->pdata, &error);
-      g_ptr_array_free (dirs, TRUE);
-      if (resume_step < 0)
-        {
-          g_prefix_error (&error, "--resume: %s: ", ws);
-          goto out;
-        }
-    }
+  if (resume && (resume_step = resume_at (layout, ws, rank, quiet, &error)) < 0)
+    goto out;
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
                            .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),

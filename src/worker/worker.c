@@ -276,6 +276,30 @@ stop_with_group (ShoalWorker *w, gint64 step)
   return TRUE;
 }
 
+/* This unit stops at `step` (a stop request, the time budget) and tells
+ * its servers (SYNC).  With backup workers the others may have applied
+ * `step` and later ones without it: the servers then stop at the first
+ * step none of their slices applied, and this unit goes on from there as
+ * a late unit catches up (the newest values, once the step before it is
+ * in everywhere), so that every process checkpoints the same step.
+ * FALSE (w->error says why) when the servers could not be told. */
+static gboolean
+stop_at_servers (ShoalWorker *w, gint64 step)
+{
+  gint64 at = step;
+  if (!shoal_param_client_stop_at (w->client, step, &at, &w->error))
+    return FALSE;
+  if (at <= step)
+    return TRUE;
+  if (!shoal_param_client_fetch_version (w->client, at, &w->error))
+    return FALSE;
+  g_message ("[group %d worker %d] stops at step %" G_GINT64_FORMAT " with its group (the other workers "
+             "finished step %" G_GINT64_FORMAT " without it)", w->group, w->worker, at, at - 1);
+  w->steps_skipped += at - step;
+  w->steps_done = at;
+  return TRUE;
+}
+
 /* Test hook: SHOAL_INJECT_STEP_DELAY="GROUP:MS" makes every worker of
  * GROUP sleep MS milliseconds per step, to show that other groups do not
  * wait for a slow one in asynchronous schemes; "GROUP:MS@FROM" only from
@@ -471,7 +495,7 @@ ends_before (ShoalWorker *w, TrainLoop *l, gint64 step, gboolean *ok)
   if (step > w->start_step && budget_spent (w, step, l->started_us))
     {
       w->stopped = TRUE;
-      *ok = !w->keep_step_state || shoal_param_client_stop_at (w->client, step, &w->error);
+      *ok = !w->keep_step_state || stop_at_servers (w, step);
       return TRUE;
     }
   if (w->tester && step > w->start_step && step >= l->next_test)
@@ -487,7 +511,7 @@ ends_before (ShoalWorker *w, TrainLoop *l, gint64 step, gboolean *ok)
       /* before the checkpoint: units of the group in other processes
        * that went on into this step wait for this one's push */
       w->stopped = TRUE;
-      *ok = shoal_param_client_stop_at (w->client, step, &w->error);
+      *ok = stop_at_servers (w, step);
       return TRUE;
     }
   return FALSE;

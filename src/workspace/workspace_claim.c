@@ -3,6 +3,9 @@
 #include "workspace/workspace_claim.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
@@ -284,6 +287,61 @@ shoal_workspace_checkpoint_clock (const char *workspace, int rank, gint64 step)
   return t;
 }
 
+/* Which rank wrote a metrics line: its "rank", else the rank holding the
+ * unit of its "group" and "worker", else rank 0. */
+static int
+line_owner (const char *line, const ShoalLayout *layout)
+{
+  double r, g, w;
+  if (shoal_metrics_line_number (line, "rank", &r))
+    return (int) r;
+  if (shoal_metrics_line_number (line, "group", &g) && shoal_metrics_line_number (line, "worker", &w))
+    for (int p = 0; p < layout->nprocs; p++)
+      for (guint i = 0; i < layout->procs[p].workers->len; i++)
+        {
+          ShoalMember m = g_array_index (layout->procs[p].workers, ShoalMember, i);
+          if (m.group == (int) g && m.index == (int) w)
+            return p;
+        }
+  return 0;
+}
+
+/* The lines of `text` a resume keeps (see shoal_workspace_trim_metrics);
+ * with a layout, only rank `rank`'s lines can go.  *dropped counts the
+ * others; *resume_clock (may be NULL) as in shoal_workspace_trim_metrics,
+ * from the lines `rank` wrote where a layout is given. */
+static GString *
+kept_lines (const char *text, gsize len, gint64 step, const gint64 *group_steps, int ngroups, double clock,
+            const ShoalLayout *layout, int rank, int *dropped, double *resume_clock)
+{
+  GString *kept = g_string_sized_new (len);
+  char **lines = g_strsplit (text, "\n", -1);
+  *dropped = 0;
+  for (int i = 0; lines[i] != NULL; i++)
+    {
+      if (lines[i][0] == '\0')
+        continue;
+      double s, t, g;
+      gint64 limit = step;
+      gboolean own = layout == NULL || line_owner (lines[i], layout) == rank;
+      if (shoal_metrics_line_number (lines[i], "group", &g) && g >= 0 && g < ngroups)
+        limit = group_steps[(int) g];
+      gboolean past = shoal_metrics_line_number (lines[i], "step", &s) ? s > (double) limit
+                      : clock >= 0 && shoal_metrics_line_number (lines[i], "time", &t) && t > clock;
+      if (own && past)
+        (*dropped)++;
+      else
+        {
+          g_string_append_printf (kept, "%s\n", lines[i]);
+          if (own && resume_clock != NULL && shoal_metrics_line_number (lines[i], "time", &t)
+              && t > *resume_clock)
+            *resume_clock = t;
+        }
+    }
+  g_strfreev (lines);
+  return kept;
+}
+
 gboolean
 shoal_workspace_trim_metrics (const char *workspace, gint64 step, const gint64 *group_steps, int ngroups,
                               double clock, double *resume_clock, GError **error)
@@ -303,34 +361,62 @@ shoal_workspace_trim_metrics (const char *workspace, gint64 step, const gint64 *
       g_free (path);
       return missing;
     }
-  GString *kept = g_string_sized_new (len);
   int dropped = 0;
-  char **lines = g_strsplit (text, "\n", -1);
-  for (int i = 0; lines[i] != NULL; i++)
-    {
-      if (lines[i][0] == '\0')
-        continue;
-      double s, t, g;
-      gint64 limit = step;
-      if (shoal_metrics_line_number (lines[i], "group", &g) && g >= 0 && g < ngroups)
-        limit = group_steps[(int) g];
-      gboolean past = shoal_metrics_line_number (lines[i], "step", &s) ? s > (double) limit
-                      : clock >= 0 && shoal_metrics_line_number (lines[i], "time", &t) && t > clock;
-      if (past)
-        dropped++;
-      else
-        {
-          g_string_append_printf (kept, "%s\n", lines[i]);
-          if (resume_clock != NULL && shoal_metrics_line_number (lines[i], "time", &t) && t > *resume_clock)
-            *resume_clock = t;
-        }
-    }
-  g_strfreev (lines);
+  GString *kept = kept_lines (text, len, step, group_steps, ngroups, clock, NULL, 0, &dropped, resume_clock);
   gboolean ok = dropped == 0 || g_file_set_contents (path, kept->str, (gssize) kept->len, error);
   if (dropped > 0 && ok)
     g_message ("%s: %d line%s of the run past its checkpoint dropped", path, dropped, dropped == 1 ? "" : "s");
   g_string_free (kept, TRUE);
   g_free (text);
+  g_free (path);
+  return ok;
+}
+
+gboolean
+shoal_workspace_trim_rank_metrics (const char *workspace, const ShoalLayout *layout, int rank, gint64 step,
+                                   const gint64 *group_steps, int ngroups, double clock, double *resume_clock,
+                                   GError **error)
+{
+  if (resume_clock != NULL)
+    *resume_clock = clock;
+  char *path = g_build_filename (workspace, "metrics.jsonl", NULL);
+  int fd = open (path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    {
+      gboolean missing = errno == ENOENT;
+      if (!missing)
+        g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot open: %s", path, g_strerror (errno));
+      g_free (path);
+      return missing;
+    }
+  /* the other ranks append under this lock (metrics/metrics.c): the file
+   * is rewritten in place, as their open files still point at it */
+  GString *text = g_string_new (NULL);
+  char buf[65536];
+  ssize_t got = 0;
+  gboolean ok = flock (fd, LOCK_EX) == 0;
+  while (ok && (got = read (fd, buf, sizeof buf)) > 0)
+    g_string_append_len (text, buf, got);
+  ok = ok && got == 0;
+  int dropped = 0;
+  GString *kept = NULL;
+  if (ok)
+    {
+      kept = kept_lines (text->str, text->len, step, group_steps, ngroups, clock, layout, rank, &dropped,
+                         resume_clock);
+      if (dropped > 0)
+        ok = pwrite (fd, kept->str, kept->len, 0) == (ssize_t) kept->len && ftruncate (fd, (off_t) kept->len) == 0;
+    }
+  if (!ok)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot trim rank %d's lines past the checkpoint: %s",
+                 path, rank, g_strerror (errno));
+  else if (dropped > 0)
+    g_message ("%s: %d line%s of rank %d past its checkpoint dropped", path, dropped, dropped == 1 ? "" : "s",
+               rank);
+  close (fd);  /* and the lock with it */
+  if (kept != NULL)
+    g_string_free (kept, TRUE);
+  g_string_free (text, TRUE);
   g_free (path);
   return ok;
 }

@@ -23,6 +23,7 @@
 
 #include <glib.h>
 
+#include "cluster/layout.h"
 #include "core/conf.h"
 #include "data/checkpoint.h"
 
@@ -55,6 +56,15 @@ double shoal_workspace_store_clock (ShoalCheckpoint *store, gint64 step);
  * checkpoint was taken, and its line stays), so times never go back. */
 gboolean shoal_workspace_trim_metrics (const char *workspace, gint64 step, const gint64 *group_steps, int ngroups,
                                        double clock, double *resume_clock, GError **error);
+/* The same for a rank started without a launcher (mpirun, srun), whose
+ * fellow ranks may be appending already: only rank `rank`'s own lines
+ * past the checkpoint go (its "process" lines, those of the units
+ * `layout` gives it; lines of no rank count as rank 0's), rewritten in
+ * place under the lock the metrics writers append under (metrics.c).
+ * *resume_clock from `clock` and rank's own kept lines. */
+gboolean shoal_workspace_trim_rank_metrics (const char *workspace, const ShoalLayout *layout, int rank, gint64 step,
+                                            const gint64 *group_steps, int ngroups, double clock,
+                                            double *resume_clock, GError **error);
 
 /* The blob a unit saves beside its state: the job's clock, seconds. */
 GBytes *shoal_workspace_clock_blob (double seconds);

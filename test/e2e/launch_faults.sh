@@ -3,7 +3,9 @@
 # worker group (required, or not), and Ctrl-C.  Each run must end on its
 # own, report which rank failed and how, exit as the conf says, and leave
 # no process behind.  (test/e2e/server_restart.sh: the restart from a
-# checkpoint after a server dies.)
+# checkpoint after a server dies.)  The cases are independent runs in
+# workspaces of their own: two lanes of two run at once (1, 2 | 2b, 3),
+# each lane's lines printed when it ends.
 # Usage: launch_faults.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -32,9 +34,12 @@ start() {
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$steps" -o job.disp_freq=20 -q --workspace "$ws" "$@" \
     >"$dir/${ws##*/}.out" 2>"$dir/${ws##*/}.err" &
   launcher=$!
-  # wait for training to be under way
+  # wait for training to be under way: a train line of each group (the
+  # launcher's own first line comes before its ranks exist: under ASan
+  # the server rank was looked for before it had started)
   for _ in $(seq 300); do
-    [ -s "$ws/metrics.jsonl" ] && return 0
+    grep -q '"group":0,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null \
+      && grep -q '"group":1,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && return 0
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1
   done
@@ -64,6 +69,7 @@ finish() {
 
 # 1. the server process dies, and --no-restart: both worker groups fail
 # on their next call, and the job stops with the checkpoint kept
+case_server() {
 start server 100000 --no-restart
 kill -KILL "$(rank_pid server 2)"
 finish server 1 60
@@ -72,9 +78,11 @@ grep -qF "shoal run: rank 2 (2 servers): killed by signal 9 (Killed)" "$dir/serv
 grep -qF "shoal run: 3 of 3 processes failed" "$dir/server.err" || fail "server: summary"
 grep -qF "a server process died and --no-restart was given; the job stops here" "$dir/server.err" \
   || fail "server: --no-restart not reported"
+}
 
 # 2. one worker group dies: Downpour goes on with the other; then the
 # servers, still waiting for the dead rank to say it is done, are stopped
+case_worker() {
 start worker 600
 kill -KILL "$(rank_pid worker 1)"
 finish worker 1 60
@@ -85,9 +93,11 @@ grep -qF "shoal run: rank 1 (2 workers of group 1): killed by signal 9 (Killed)"
 grep -qF "the worker processes ended but server processes are still waiting; stopping 1 process" \
   "$dir/worker.err" || fail "worker: the watchdog did not stop the servers"
 grep -qE "^group 0: test accuracy " "$dir/worker.out" || fail "worker: no result of group 0"
+}
 
 # 2b. the same when the conf does not require every group: the job
 # finishes without the lost group and exits 0
+case_lost() {
 start lost 600 -o cluster.all_groups_required=false
 kill -KILL "$(rank_pid lost 1)"
 finish lost 0 60
@@ -95,11 +105,26 @@ grep -qF "rank 1 (2 workers of group 1): killed by signal 9 (Killed): the group 
   "$dir/lost.err" || fail "lost: the lost group not reported"
 grep -qF "1 worker group lost (group 1); the job finished without it" "$dir/lost.out" || fail "lost: summary"
 grep -qE "^final test accuracy: " "$dir/lost.out" || fail "lost: no final accuracy"
+}
 
 # 3. Ctrl-C: forwarded once to every rank, exit 130
+case_interrupt() {
 start interrupt 100000
 kill -INT "$launcher"
 finish interrupt 130 30
 grep -qF "shoal run: Interrupt: stopping 3 processes" "$dir/interrupt.err" || fail "interrupt: not forwarded"
 grep -qF "shoal run: interrupted" "$dir/interrupt.err" || fail "interrupt: not reported"
+}
+
+pids=()
+for lane in "server worker" "lost interrupt"; do
+  ( for c in $lane; do "case_$c"; done ) >"$dir/lane-${lane%% *}.log" 2>&1 &
+  pids+=("$!")
+done
+failed=0
+for p in "${pids[@]}"; do
+  wait "$p" || failed=1
+done
+cat "$dir/lane-server.log" "$dir/lane-lost.log"
+[ "$failed" -eq 0 ] || fail "a case failed (above)"
 echo "launch faults: ok"

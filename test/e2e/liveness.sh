@@ -16,7 +16,11 @@
 #  6. a wedged worker (beats, but no step for progress_timeout) is lost;
 #  7. ranks started without the launcher (as mpirun would): the server
 #     rank's own heartbeats find a stopped worker rank and drop its group.
-# Every run is bounded by timeout(1); no timing is asserted.
+# Every run is bounded by timeout(1); no timing is asserted.  The cases
+# are independent jobs in workspaces of their own: they run in three
+# lanes at once (1, 2, 4 | 3, 5, 6 | 7), each lane's lines printed when
+# it ends, which takes a third of the time of one after the other (most
+# of a case is the wait for a heartbeat timeout).
 # Usage: liveness.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -94,6 +98,7 @@ has() {  # NAME FILE TEXT
 
 # 1. Downpour, a stopped group, every group required: the job fails at
 # once (it cannot succeed), naming the group, with its checkpoints kept
+case_required() {
 start required downpour 100000
 kill -STOP "$(rank_pid required 1)"
 finish required 1
@@ -106,23 +111,29 @@ has required err "; [cluster] all_groups_required = true: the job fails without 
 last=$(grep -v '^\*\*' "$dir/required.err" | grep -v '^$' | tail -1)
 [[ "$last" == "shoal run: "*" processes failed; "*"rank 2 (2 servers) stopped the job: rank 1 (2 workers of group 1) lost: "*"all_groups_required = true"* ]] \
   || fail "required: the last line does not name the lost rank and why: $last"
+}
 
 # 2. the same, not every group required: the job finishes without it
+case_optional() {
 start optional downpour 3000 -o cluster.all_groups_required=false
 kill -STOP "$(rank_pid optional 1)"
 finish optional 0
 has optional err "shoal run: rank 1 (2 workers of group 1) lost: no heartbeat for "
 has optional out "1 worker group lost (group 1); the job finished without it"
 has optional out "final test accuracy: "
+}
 
 # 3. the server rank stopped: a clear error, no restart asked
+case_server() {
 start server downpour 100000 --no-restart
 kill -STOP "$(rank_pid server 2)"
 finish server 1
 has server err "shoal run: rank 2 (2 servers) lost: no heartbeat for "
 has server err "a server process died and --no-restart was given; the job stops here"
+}
 
 # 4. Hogwild, a group killed: the other takes over its slices and finishes
+case_hogwild() {
 start hogwild hogwild 3000 -o cluster.all_groups_required=false
 sleep 1
 kill -KILL "$(rank_pid hogwild 0)"
@@ -131,19 +142,36 @@ has hogwild out "rank 1: worker groups lost and dropped: group 0 (rank 0: "
 has hogwild out "1 worker group lost (group 0); the job finished without it"
 has hogwild out "final test accuracy: "
 if grep -qF "resuming at step" "$dir/hogwild.out" "$dir/hogwild.err"; then fail "hogwild: restarted"; fi
+}
 
 # 5. SSP, a stopped group leaves the staleness bound
+case_ssp() {
 start ssp ssp 3000 -o cluster.all_groups_required=false
 for _ in $(seq 100); do grep -q '"group":1' "$dir/ssp/metrics.jsonl" && break; sleep 0.1; done
 kill -STOP "$(rank_pid ssp 1)"
 finish ssp 0
 has ssp out "1 worker group lost (group 1); the job finished without it"
 grep -qE "^group 0: test accuracy .* at step 3000$" "$dir/ssp.out" || fail "ssp: group 0 did not finish"
+}
 
 # 6. a wedged worker: alive, beating, no step
+case_wedged() {
 SHOAL_INJECT_WEDGE=1@50 start wedged downpour 100000 -o cluster.progress_timeout=2 --no-restart
 finish wedged 1
 has wedged err "shoal run: rank 1 (2 workers of group 1) lost: alive but no step done for "
+}
+
+# lane NAME CASE...: the cases one after the other, in the background,
+# into NAME's log; a failing case ends its lane (fail exits the subshell)
+lanes=()
+lane() {
+  local name=$1
+  shift
+  ( for c in "$@"; do "case_$c"; done ) >"$dir/lane-$name.log" 2>&1 &
+  lanes+=("$!:$name")
+}
+lane a required optional hogwild
+lane b server ssp wedged
 
 # 7. no launcher: ranks started by hand, the server rank's heartbeats decide
 ws="$dir/bare"
@@ -190,4 +218,14 @@ grep -v '^\*\*' "$dir/bare2.err" || true
 [ "$rc2" -eq 0 ] || fail "bare: rank 2 exit $rc2"
 grep -qF "rank 2: worker groups lost and dropped: group 1 (rank 1: no heartbeat for " "$dir/bare2.out" \
   || fail "bare: rank 2 did not drop group 1"
+
+# the lanes (each case bounded by timeout(1))
+failed=0
+for l in "${lanes[@]}"; do
+  rc=0
+  wait "${l%%:*}" || rc=$?
+  cat "$dir/lane-${l#*:}.log"
+  [ "$rc" -eq 0 ] || failed=1
+done
+[ "$failed" -eq 0 ] || fail "a lane failed (above)"
 echo "liveness: ok"
