@@ -148,7 +148,7 @@ vseconds (gint64 ns)
 
 /* What a message between processes costs beyond its wire time: the
  * real transport's serialising and copies, the calibration's
- * rpc_ns_per_byte (worker/calibration.c, measure_rpc), after the wire as
+ * rpc_ns_per_byte (emulate/calibration.c, measure_rpc), after the wire as
  * the real socket sends a message whole once its link's wait is over. */
 static gint64
 transport_ns (Emu *e, gsize bytes)
