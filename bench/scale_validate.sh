@@ -50,7 +50,19 @@ echo "real sweep ${real_s} s, virtual sweep ${virtual_s} s"
 import csv, sys
 real = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(sys.argv[1]))}
 virt = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(sys.argv[2]))}
-print("%-12s %7s %14s %14s %8s" % ("scheme", "workers", "real samples/s", "predicted", "ratio"))
+# where an error comes from: each run's compute and wait (results.csv,
+# the workers' summed seconds), predicted against measured
+runs = {}
+for path, side in ((sys.argv[1], "real"), (sys.argv[2], "virtual")):
+    for r in csv.DictReader(open(path.replace("scale.csv", "results.csv"))):
+        runs[(side, r["scheme"])] = r
+def part(key, col):
+    a, b = runs.get(("real", "%s-w%s" % key)), runs.get(("virtual", "%s-w%s" % key))
+    if a is None or b is None or not a[col] or not b[col] or float(a[col]) <= 0.01:
+        return "-"
+    return "%.3f" % (float(b[col]) / float(a[col]))
+print("%-12s %7s %14s %14s %8s %9s %9s" % ("scheme", "workers", "real samples/s", "predicted", "ratio",
+                                          "compute", "wait"))
 worst = 0
 for key in sorted(real, key=lambda k: (k[0], int(k[1]))):
     a, b = real[key], virt.get(key)
@@ -60,6 +72,9 @@ for key in sorted(real, key=lambda k: (k[0], int(k[1]))):
         continue
     r = float(b["samples_per_sec"]) / float(a["samples_per_sec"])
     worst = max(worst, abs(r - 1))
-    print("%-12s %7s %14.0f %14.0f %8.3f" % (key[0], key[1], float(a["samples_per_sec"]), float(b["samples_per_sec"]), r))
+    print("%-12s %7s %14.0f %14.0f %8.3f %9s %9s" % (key[0], key[1], float(a["samples_per_sec"]),
+                                                    float(b["samples_per_sec"]), r, part(key, "compute_s"),
+                                                    part(key, "wait_s")))
 print("worst |predicted / real - 1|: %.1f %% (bar: 15 %%): %s" % (100 * worst, "within" if worst <= 0.15 else "OUTSIDE"))
+print("compute, wait: predicted / real of the runs' compute and wait seconds (results.csv)")
 PY

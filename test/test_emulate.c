@@ -450,6 +450,51 @@ test_limiter_latency (void)
   close (in);
 }
 
+/* Every message pays its bytes, however long the link was idle before
+ * it: two messages as Thrift writes them (a large payload sent whole,
+ * then a few trailing bytes, then the flush), a pause between them that
+ * would refill the whole bucket (20 ms of bytes) if it banked.  Each
+ * message reaches the receiver no sooner than (bytes - one piece) / rate
+ * after it was begun.  When the link was marked idle before a message's
+ * last bytes instead of after, those bytes took the mark and the second
+ * message's first 100 KB went free (60 ms here instead of 77; the
+ * validation's real exchanges paid half their bytes).  A lower bound
+ * only: load can make a send later, never sooner. */
+static void
+test_limiter_idle_banks_one_piece (void)
+{
+  const double mbit = 40;   /* 5 MB/s: the bucket is 100 KB */
+  ShoalLinkLimit limit = { shoal_link_limit_bytes_per_s (mbit), 0 };
+  shoal_link_limit_set_default (&limit);
+  int out, in;
+  loopback_pair (&out, &in);
+  ShoalThriftSocket *sock = shoal_thrift_socket_new (out, 1 << 30, 30000);
+  shoal_link_limit_set_default (NULL);
+  ThriftTransport *t = shoal_thrift_socket_transport (sock);
+  const gsize payload = 400000, trailer = 2, message = payload + trailer;
+  guint8 *data = g_malloc0 (payload);
+  GError *error = NULL;
+  for (int m = 0; m < 2; m++)
+    {
+      Receiver r = { .fd = in, .want = message };
+      GThread *th = g_thread_new ("receiver", receive_all, &r);
+      gint64 start = g_get_monotonic_time ();
+      g_assert_true (thrift_transport_write (t, data, (guint32) payload, &error));
+      g_assert_true (thrift_transport_write (t, data, (guint32) trailer, &error));
+      g_assert_true (thrift_transport_flush (t, &error));
+      g_thread_join (th);
+      g_assert_cmpuint (r.got, ==, message);
+      gint64 least_us = (gint64) (((double) message - 16384) / limit.bytes_per_s * 1e6);
+      g_test_message ("message %d: %" G_GINT64_FORMAT " us, at least %" G_GINT64_FORMAT, m,
+                      r.done_us - start, least_us);
+      g_assert_cmpint (r.done_us - start, >=, least_us);
+      g_usleep (100 * 1000);   /* idle: 500 KB of time, more than the bucket */
+    }
+  g_free (data);
+  g_object_unref (sock);
+  close (in);
+}
+
 /* ---- elastic averaging ------------------------------------------------------ */
 
 static ShoalServer *
@@ -542,6 +587,7 @@ main (int argc, char **argv)
   g_test_add_func ("/emulate/limiter-arithmetic", test_limiter_arithmetic);
   g_test_add_func ("/emulate/limiter-rate", test_limiter_rate);
   g_test_add_func ("/emulate/limiter-latency", test_limiter_latency);
+  g_test_add_func ("/emulate/limiter-idle-banks-one-piece", test_limiter_idle_banks_one_piece);
   g_test_add_func ("/emulate/elastic-rule", test_elastic_rule);
   return g_test_run ();
 }

@@ -30,6 +30,9 @@ typedef struct {
   int nsteps;
   int batch;                   /* rows of the measured steps (the job's batch) */
   double update_ns_per_byte;
+  double rpc_ns_per_byte;      /* a message's transport (serialising, the kernel's copies, the
+                                * receiver's wake-up and copy), per byte, beside the wire time; 0 in
+                                * files from before it was measured */
   gint64 unit_bytes;           /* resident bytes of one unit's net */
   int threads;                 /* BLAS threads the steps ran with */
   char *host;                  /* where it was measured */

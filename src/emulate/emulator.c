@@ -146,6 +146,16 @@ vseconds (gint64 ns)
   return (double) ns / 1e9;
 }
 
+/* What a message between processes costs beyond its wire time: the
+ * real transport's serialising and copies, the calibration's
+ * rpc_ns_per_byte (emulate/calibration.c, measure_rpc), after the wire as
+ * the real socket sends a message whole once its link's wait is over. */
+static gint64
+transport_ns (Emu *e, gsize bytes)
+{
+  return (gint64) llround ((double) bytes * e->cal.rpc_ns_per_byte);
+}
+
 /* A message of `bytes` from rank `from` to rank `to` begins now: the
  * event comes when it has crossed the NICs, links and core it shares
  * with the other messages in flight (nic_model.h) and the latency after
@@ -164,7 +174,7 @@ transmit (Emu *e, int from, int to, gsize bytes, EventKind kind, int a, int b, g
   e->rank_moved[from] = e->rank_moved[to] = TRUE;
   if (bytes == 0 || !shoal_nic_model_limited (e->nic))
     {
-      schedule (e, e->now + e->latency_ns, kind, a, b, step);
+      schedule (e, e->now + e->latency_ns + transport_ns (e, bytes), kind, a, b, step);
       return;
     }
   ShoalTimedEvent ev = { .kind = kind, .a = a, .b = b, .step = step };
@@ -995,9 +1005,10 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           return FALSE;
         }
       g_message ("[emulate] calibration %s (model %s, measured on %s with %d BLAS thread%s): %d steps, median "
-                 "%.3f ms; a server's update %.4f ns/byte", job->emulate.calibration, e->cal.model,
-                 e->cal.host != NULL ? e->cal.host : "?", e->cal.threads, e->cal.threads == 1 ? "" : "s",
-                 e->cal.nsteps, shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte);
+                 "%.3f ms; a server's update %.4f ns/byte; a message's transport %.4f ns/byte", job->emulate.calibration,
+                 e->cal.model, e->cal.host != NULL ? e->cal.host : "?", e->cal.threads, e->cal.threads == 1 ? "" : "s",
+                 e->cal.nsteps, shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte,
+                 e->cal.rpc_ns_per_byte);
       if (step_ms <= 0)
         step_ms = shoal_calibration_median_ms (&e->cal);
       else
@@ -1094,8 +1105,10 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           ShoalTimedEvent crossed;
           shoal_nic_model_pop (e->nic, &crossed);
           e->now = crossed.t;
-          shoal_event_queue_push (&e->queue, crossed.t + e->latency_ns, crossed.kind, crossed.a, crossed.b,
-                                  crossed.step);
+          /* every message that crosses is one slice's floats (a push, a
+           * reply with values, a Hogwild sync) */
+          gint64 after = e->latency_ns + transport_ns (e, slice_floats (e, crossed.b, NULL) * sizeof (float));
+          shoal_event_queue_push (&e->queue, crossed.t + after, crossed.kind, crossed.a, crossed.b, crossed.step);
           continue;
         }
       ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);

@@ -102,9 +102,14 @@ shoal_link_limiter_grant (ShoalLinkLimiter *l, gsize want)
 }
 
 void
+shoal_link_limiter_latency (ShoalLinkLimiter *l)
+{
+  if (l->limit.latency_us > 0)
+    g_usleep ((gulong) l->limit.latency_us);
+}
+
+void
 shoal_link_limiter_message_end (ShoalLinkLimiter *l)
 {
   l->idle = TRUE;
-  if (l->limit.latency_us > 0)
-    g_usleep ((gulong) l->limit.latency_us);
 }

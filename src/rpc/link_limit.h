@@ -54,9 +54,14 @@ gsize shoal_link_limiter_take (ShoalLinkLimiter *l, gsize want, gint64 now_us, g
 void shoal_link_limiter_refund (ShoalLinkLimiter *l, gsize bytes);
 /* take() with the monotonic clock, sleeping the wait. */
 gsize shoal_link_limiter_grant (ShoalLinkLimiter *l, gsize want);
-/* Before the last bytes of a message leave: sleeps the latency.  The
- * link is idle from then on: the next message's first piece finds at
- * most one piece of credit, whatever the pause. */
+/* Before the last bytes of a message leave: sleeps the latency. */
+void shoal_link_limiter_latency (ShoalLinkLimiter *l);
+/* After the last bytes of a message left: the link is idle from then on,
+ * and the next message's first piece finds at most one piece of credit,
+ * whatever the pause.  Called after the message's last send, not before:
+ * marked before, the message's own last bytes (Thrift's few trailing
+ * bytes) took the mark, the pause then banked a whole bucket, and every
+ * message's first 20 ms of bytes went free (docs/SCALE.md, Validation). */
 void shoal_link_limiter_message_end (ShoalLinkLimiter *l);
 
 G_END_DECLS

@@ -452,10 +452,14 @@ socket_flush (ThriftTransport *transport, GError **error)
   s->consumed = 0;   /* a message was answered or sent: the next one starts afresh */
   if (!check_open (s, error))
     return FALSE;
-  /* an emulated link: the message's last bytes leave `latency` later */
+  /* an emulated link: the message's last bytes leave `latency` later,
+   * and the link is idle once they left */
   if (s->limiter != NULL && s->wlen > 0)
+    shoal_link_limiter_latency (s->limiter);
+  gboolean ok = send_pending (s, error);
+  if (s->limiter != NULL)
     shoal_link_limiter_message_end (s->limiter);
-  return send_pending (s, error);
+  return ok;
 }
 
 static gboolean

@@ -68,6 +68,7 @@ PY
 "$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
   --steps 20 --out "$dir/tiny.cal" >"$dir/cal.out" 2>&1 || { cat "$dir/cal.out"; fail "shoal calibrate"; }
 grep -q "^shoal calibrate: $dir/tiny.cal: model [0-9a-f]*, 20 steps" "$dir/cal.out" || fail "calibrate's summary"
+grep -q "^rpc_ns_per_byte=[0-9.e-]*$" "$dir/tiny.cal" || fail "calibrate did not measure the transport (rpc_ns_per_byte)"
 for run in a b; do
   jobs=1; [ $run = b ] && jobs=2
   timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 --jobs $jobs \
@@ -100,6 +101,8 @@ bad "[emulate] nic_mbit: only the virtual clock uses it" "${TINY[@]}" -o emulate
 bad "is another model's calibration" "${TINY[@]}" -o 'layer fc1.num_output=48' -o "emulate.calibration=$dir/tiny.cal"
 sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
+sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
+bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
 head -c 100 "$dir/tiny.cal" >"$dir/cut.cal"
 bad "cut.cal" "${TINY[@]}" -o "emulate.calibration=$dir/cut.cal"
 bad "[emulate] calibration: $dir/none.cal" "${TINY[@]}" -o "emulate.calibration=$dir/none.cal"
