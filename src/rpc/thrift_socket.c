@@ -356,16 +356,87 @@ iov_advance (struct iovec **iov, int *iovcnt, gsize r)
     }
 }
 
+/* Sends what the link has sealed without waiting on the peer while the
+ * pin is held: a full socket is waited on a tick at a time, as the plain
+ * path below, and once someone waits for the pin, with waiting (what is
+ * sealed no longer reads the pinned bytes). */
+static gboolean
+send_sealed_pinned (ShoalThriftSocket *s, const ShoalPinnedBytes *pin, GError **error)
+{
+  gint64 stalled_since = 0;
+  for (;;)
+    {
+      int sent = shoal_tls_link_send_sealed (s->tls, pin->yield_wanted (pin->data), error);
+      if (sent != 0)
+        return sent == 1;
+      gint64 now = g_get_monotonic_time ();
+      if (stalled_since == 0)
+        stalled_since = now;
+      else if (s->timeout_ms > 0 && now - stalled_since > s->timeout_ms * 1000)
+        {
+          socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, EAGAIN, "send", error);
+          return FALSE;
+        }
+      struct pollfd p = { s->fd, POLLOUT, 0 };
+      if (poll (&p, 1, PIN_TICK_MS) < 0 && errno != EINTR)
+        {
+          socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, errno, "send", error);
+          return FALSE;
+        }
+    }
+}
+
+/* The pinned write through TLS: the buffered head, then buf a piece at a
+ * time, each sealed straight from where it lies (a seal reads its piece
+ * once, into the link's buffer) and sent as above; once someone waits
+ * for the pin, the rest of buf is copied and the pin let go. */
+static gboolean
+write_pinned_tls (ShoalThriftSocket *s, const guint8 *buf, gsize len, const ShoalPinnedBytes *pin,
+                  GError **error)
+{
+  gboolean ok = check_open (s, error) && shoal_tls_link_ready (s->tls, FALSE, error);
+  for (gsize head = s->wlen, off = 0; ok && off < head; off += SHOAL_TLS_SEAL_MAX)
+    {
+      gsize n = MIN (head - off, SHOAL_TLS_SEAL_MAX);
+      ok = shoal_tls_link_seal (s->tls, s->wbuf + off, n, error) && send_sealed_pinned (s, pin, error);
+      if (ok)
+        g_atomic_pointer_add (&bytes_sent, (gssize) n);
+    }
+  s->wlen = 0;
+  while (ok && len > 0 && !pin->yield_wanted (pin->data))
+    {
+      gsize n = MIN (len, SHOAL_TLS_SEAL_MAX);
+      ok = shoal_tls_link_seal (s->tls, buf, n, error) && send_sealed_pinned (s, pin, error);
+      if (ok)
+        g_atomic_pointer_add (&bytes_sent, (gssize) n);
+      buf += n;
+      len -= n;
+    }
+  if (!ok || len == 0)
+    {
+      pin->release (pin->data);
+      return ok;
+    }
+  guint8 *copy = g_memdup2 (buf, len);
+  pin->release (pin->data);
+  ok = shoal_tls_link_write (s->tls, copy, len, error);
+  if (ok)
+    g_atomic_pointer_add (&bytes_sent, (gssize) len);
+  g_free (copy);
+  return ok;
+}
+
 gboolean
 shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, guint32 len,
                                   const ShoalPinnedBytes *pin, GError **error)
 {
   ShoalThriftSocket *s = G_TYPE_CHECK_INSTANCE_TYPE (transport, shoal_thrift_socket_get_type ())
                            ? (ShoalThriftSocket *) transport : NULL;
-  if (s == NULL || s->limiter != NULL || s->tls != NULL)
+  if (s != NULL && s->limiter == NULL && s->tls != NULL)
+    return write_pinned_tls (s, buf, len, pin, error);
+  if (s == NULL || s->limiter != NULL)
     {
-      /* no pinned path here: send a copy (TLS may block on the peer
-       * inside a record) */
+      /* no pinned path here: send a copy */
       guint8 *copy = g_memdup2 (buf, len);
       pin->release (pin->data);
       gboolean ok = thrift_transport_write (transport, copy, len, error);
