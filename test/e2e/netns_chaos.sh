@@ -11,7 +11,8 @@
 # bounded and must end as docs/SCHEMES.md's table says: finished (by all,
 # or by the survivors naming the lost group), or failed naming the lost
 # host and rank; none may hang, and the checkpoints of every run load
-# (shoal eval --from the workspace).  Heartbeats: 0.5 s, lost after 6 s.
+# (shoal eval --from the workspace).  Heartbeats: 0.5 s, lost after 6 s;
+# a failing rank's threads get stop_timeout = 4 s to end (default 30 s).
 # may-skip-in-ci: a container without CAP_SYS_ADMIN cannot make namespaces; no package gives that
 # Usage: netns_chaos.sh BUILD
 set -euo pipefail
@@ -67,7 +68,7 @@ conf() {
   local out=$dir/$1-$2-$3.conf
   small_job_conf "$out" "conf/$1.conf"
   sed -i -e 's/^\[job\]$/[job]\ncheckpoint_freq = 50/' -e "s/^train_steps = 600\$/train_steps = $3/" "$out"
-  printf 'heartbeat_interval = 0.5\nheartbeat_timeout = 6\nall_groups_required = false\n' >>"$out"
+  printf 'heartbeat_interval = 0.5\nheartbeat_timeout = 6\nstop_timeout = 4\nall_groups_required = false\n' >>"$out"
   [ "$2" -gt 0 ] && printf '\n[emulate]\nslow_groups = %s\nslow_extra_ms = %s\n' \
     "$([ "$1" = downpour ] || [ "$1" = hogwild ] && echo 0, 1 || echo 0)" "$2" >>"$out"
   echo "$out"
@@ -207,7 +208,7 @@ for fault in $faults; do
 done
 # a link cut for good: the survivors finish without group 1; host b's rank
 # gives up naming the servers' host it lost (after heartbeat_timeout, then
-# 30 s for its threads stuck in calls on the dead link: shoal proc's grace)
+# stop_timeout for its threads stuck in calls on the dead link)
 run downpour-cut downpour 3 cut
 finished downpour-cut 0; finished downpour-cut 2; accuracy_ok downpour-cut 0
 # the servers drop group 1 (rank 0 may finish its steps before the loss is declared)
