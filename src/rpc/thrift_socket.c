@@ -358,30 +358,33 @@ iov_advance (struct iovec **iov, int *iovcnt, gsize r)
 
 /* Sends what the link has sealed without waiting on the peer while the
  * pin is held: a full socket is waited on a tick at a time, as the plain
- * path below, and once someone waits for the pin, with waiting (what is
- * sealed no longer reads the pinned bytes). */
-static gboolean
+ * path below.  1: all sent; 0: someone waits for the pin (the rest of
+ * what is sealed no longer reads the pinned bytes: send it after letting
+ * go); -1: failed. */
+static int
 send_sealed_pinned (ShoalThriftSocket *s, const ShoalPinnedBytes *pin, GError **error)
 {
   gint64 stalled_since = 0;
   for (;;)
     {
-      int sent = shoal_tls_link_send_sealed (s->tls, pin->yield_wanted (pin->data), error);
+      int sent = shoal_tls_link_send_sealed (s->tls, FALSE, error);
       if (sent != 0)
-        return sent == 1;
+        return sent;
+      if (pin->yield_wanted (pin->data))
+        return 0;
       gint64 now = g_get_monotonic_time ();
       if (stalled_since == 0)
         stalled_since = now;
       else if (s->timeout_ms > 0 && now - stalled_since > s->timeout_ms * 1000)
         {
           socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, EAGAIN, "send", error);
-          return FALSE;
+          return -1;
         }
       struct pollfd p = { s->fd, POLLOUT, 0 };
       if (poll (&p, 1, PIN_TICK_MS) < 0 && errno != EINTR)
         {
           socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, errno, "send", error);
-          return FALSE;
+          return -1;
         }
     }
 }
@@ -389,37 +392,44 @@ send_sealed_pinned (ShoalThriftSocket *s, const ShoalPinnedBytes *pin, GError **
 /* The pinned write through TLS: the buffered head, then buf a piece at a
  * time, each sealed straight from where it lies (a seal reads its piece
  * once, into the link's buffer) and sent as above; once someone waits
- * for the pin, the rest of buf is copied and the pin let go. */
+ * for the pin, the rest of buf is copied, the pin let go, and what was
+ * sealed and the copy sent, waiting on the peer as any write. */
 static gboolean
 write_pinned_tls (ShoalThriftSocket *s, const guint8 *buf, gsize len, const ShoalPinnedBytes *pin,
                   GError **error)
 {
-  gboolean ok = check_open (s, error) && shoal_tls_link_ready (s->tls, FALSE, error);
-  for (gsize head = s->wlen, off = 0; ok && off < head; off += SHOAL_TLS_SEAL_MAX)
+  /* the head (at most SOCKET_BUF) is one piece */
+  G_STATIC_ASSERT (SOCKET_BUF <= SHOAL_TLS_SEAL_MAX);
+  int sent = check_open (s, error) && shoal_tls_link_ready (s->tls, FALSE, error) ? 1 : -1;
+  if (sent == 1 && s->wlen > 0)
     {
-      gsize n = MIN (head - off, SHOAL_TLS_SEAL_MAX);
-      ok = shoal_tls_link_seal (s->tls, s->wbuf + off, n, error) && send_sealed_pinned (s, pin, error);
-      if (ok)
-        g_atomic_pointer_add (&bytes_sent, (gssize) n);
+      sent = shoal_tls_link_seal (s->tls, s->wbuf, s->wlen, error) ? send_sealed_pinned (s, pin, error) : -1;
+      if (sent >= 0)
+        g_atomic_pointer_add (&bytes_sent, (gssize) s->wlen);
     }
   s->wlen = 0;
-  while (ok && len > 0 && !pin->yield_wanted (pin->data))
+  while (sent == 1 && len > 0 && !pin->yield_wanted (pin->data))
     {
       gsize n = MIN (len, SHOAL_TLS_SEAL_MAX);
-      ok = shoal_tls_link_seal (s->tls, buf, n, error) && send_sealed_pinned (s, pin, error);
-      if (ok)
-        g_atomic_pointer_add (&bytes_sent, (gssize) n);
-      buf += n;
-      len -= n;
+      sent = shoal_tls_link_seal (s->tls, buf, n, error) ? send_sealed_pinned (s, pin, error) : -1;
+      if (sent >= 0)
+        {
+          g_atomic_pointer_add (&bytes_sent, (gssize) n);
+          buf += n;
+          len -= n;
+        }
     }
-  if (!ok || len == 0)
+  if (sent < 0 || (sent == 1 && len == 0))
     {
       pin->release (pin->data);
-      return ok;
+      return sent == 1;
     }
+  /* someone waits: buf's rest copied, the pin let go, then what was
+   * sealed and the copy sent */
   guint8 *copy = g_memdup2 (buf, len);
   pin->release (pin->data);
-  ok = shoal_tls_link_write (s->tls, copy, len, error);
+  gboolean ok = (sent == 1 || shoal_tls_link_send_sealed (s->tls, TRUE, error) == 1)
+                && shoal_tls_link_write (s->tls, copy, len, error);
   if (ok)
     g_atomic_pointer_add (&bytes_sent, (gssize) len);
   g_free (copy);
