@@ -11,11 +11,13 @@ DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-de
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
   libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb libssl-dev \
-  slurm-wlm munge iptables libsoup-3.0-dev libjs-chart.js chromium curl
+  slurm-wlm munge iptables libnetfilter-queue-dev libsoup-3.0-dev libjs-chart.js chromium curl
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
 # libssl-dev: OpenSSL 3, TLS on the links between hosts (src/rpc/tls.c, docs/SECURITY.md)
 # slurm-wlm, munge: a one-node Slurm that test/e2e/slurm.sh starts in a temporary directory
 # iptables: packet loss and partitions between namespaces (test/e2e/netns_chaos.sh)
+# libnetfilter-queue-dev: the latency fault's packet delayer where the kernel has no sch_netem
+# (test/e2e/lib/delay_queue.c, built by test/e2e/netns_chaos.sh under make chaos)
 # libsoup-3.0-dev, libjs-chart.js: `shoal serve`'s HTTP server and the charting library its page
 # loads (src/dashboard); chromium, curl: the headless browser its test loads the page in, and
 # the HTTP client of its token checks

@@ -12,8 +12,13 @@
 #    the link: samples/s over TLS / in clear per pair, median [min-max]
 #    (target >= 0.9).  Needs root for the namespaces; says so and skips
 #    part 2 without.
+#   With BENCH_TLS_RATE (a tc rate, e.g. 1gbit) the veth pair is also held
+#   to that rate each way (tc tbf) and part 2 runs again: a link slower
+#   than the CPU's copies, as between real hosts, instead of loopback's
+#   memory speed.
 #   bench/tls.sh [BUILD_DIR]
 #   knobs: BENCH_TLS_SIZES=1,4,16 BENCH_TLS_SECONDS=2 BENCH_TLS_REPEATS=3 BENCH_TLS_STEPS=300
+#          BENCH_TLS_RATE=
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build}
@@ -78,16 +83,26 @@ one_run() {
   wait "$spid" || die "$kind run $n: the server rank failed"
   sed -n 's/^rank 0: group 0 worker 0: [0-9]* steps at \([0-9]*\) samples\/s.*/\1/p' "$tmp/out"
 }
-: >"$tmp/pairs"
-for i in $(seq "$REPEATS"); do
-  if [ $((i % 2)) -eq 1 ]; then c=$(one_run clear "$i"); t=$(one_run tls "$i")
-  else t=$(one_run tls "$i"); c=$(one_run clear "$i"); fi
-  echo "$c $t" >>"$tmp/pairs"
-done
-echo "MLP example (Sandblaster, servers on the other \"host\" of a veth pair), $STEPS steps, $REPEATS interleaved pairs:"
-awk '{ c[NR] = $1; t[NR] = $2; r[NR] = $2 / $1 }
-  function med(a, n,   i, j, x) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
-                                   return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  END { n = NR; lo = hi = r[1]; for (i = 2; i <= n; i++) { if (r[i] < lo) lo = r[i]; if (r[i] > hi) hi = r[i] }
-        printf "  in clear %.0f samples/s, TLS %.0f samples/s, ratio TLS / clear %.2f [%.2f-%.2f] (target >= 0.9)\n",
-          med(c, n), med(t, n), med(r, n), lo, hi }' "$tmp/pairs"
+# pairs LABEL: REPEATS interleaved pairs, their ratio
+pairs() {
+  rm -rf "$tmp"/ws-*
+  : >"$tmp/pairs"
+  for i in $(seq "$REPEATS"); do
+    if [ $((i % 2)) -eq 1 ]; then c=$(one_run clear "$i"); t=$(one_run tls "$i")
+    else t=$(one_run tls "$i"); c=$(one_run clear "$i"); fi
+    echo "$c $t" >>"$tmp/pairs"
+  done
+  echo "MLP example (Sandblaster, servers on the other \"host\" of a veth pair$1), $STEPS steps, $REPEATS interleaved pairs:"
+  awk '{ c[NR] = $1; t[NR] = $2; r[NR] = $2 / $1 }
+    function med(a, n,   i, j, x) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+                                     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    END { n = NR; lo = hi = r[1]; for (i = 2; i <= n; i++) { if (r[i] < lo) lo = r[i]; if (r[i] > hi) hi = r[i] }
+          printf "  in clear %.0f samples/s, TLS %.0f samples/s, ratio TLS / clear %.2f [%.2f-%.2f] (target >= 0.9)\n",
+            med(c, n), med(t, n), med(r, n), lo, hi }' "$tmp/pairs"
+}
+pairs ""
+if [ -n "${BENCH_TLS_RATE:-}" ]; then
+  ip netns exec "$ns_w" tc qdisc add dev vw root tbf rate "$BENCH_TLS_RATE" burst 1mb latency 50ms
+  ip netns exec "$ns_s" tc qdisc add dev vs root tbf rate "$BENCH_TLS_RATE" burst 1mb latency 50ms
+  pairs ", the link held to $BENCH_TLS_RATE each way"
+fi

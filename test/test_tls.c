@@ -149,9 +149,10 @@ typedef struct {
   int port;
 } Env;
 
-/* Serves one slice of FLOATS floats; the process's TLS is `tls` (taken). */
+/* Serves one slice of floats zeros (io_timeout_ms bounds each socket's
+ * send or receive); the process's TLS is `tls` (taken). */
 static void
-env_start (Env *env, ShoalTls *tls)
+env_start_sized (Env *env, ShoalTls *tls, size_t floats, gint64 io_timeout_ms)
 {
   ShoalInitSpec init = { 0 };
   ShoalUpdaterConf upd;
@@ -160,18 +161,25 @@ env_start (Env *env, ShoalTls *tls)
 
   shoal_tls_set_default (tls);
   env->layout = shoal_param_store_new ();
-  ShoalShape s = shoal_shape_make (1, FLOATS);
+  ShoalShape s = shoal_shape_make (1, (int) floats);
   shoal_param_store_declare (env->layout, "w", &s, &init, 1, 1, 1.0f, 1.0f);
   g_assert_true (shoal_param_store_allocate (env->layout, NULL));
-  memset (env->layout->values, 0, FLOATS * sizeof (float));
+  memset (env->layout->values, 0, floats * sizeof (float));
   shoal_updater_conf_defaults (&upd, SHOAL_UPDATER_SGD);
   upd.schedule.lr = 1.0f;
   env->server = shoal_server_new (env->layout, &upd, &sopts, NULL);
   shoal_server_host_slice (env->server, 0);
-  ShoalRpcServerOptions ropts = { .bind_address = "127.0.0.1", .token = TOKEN, .io_timeout_ms = 3000 };
+  ShoalRpcServerOptions ropts = { .bind_address = "127.0.0.1", .token = TOKEN, .io_timeout_ms = io_timeout_ms };
   env->rpc = shoal_rpc_server_start (env->server, &ropts, &error);
   g_assert_no_error (error);
   env->port = shoal_rpc_server_port (env->rpc);
+}
+
+/* One slice of FLOATS floats, 3 s per send or receive. */
+static void
+env_start (Env *env, ShoalTls *tls)
+{
+  env_start_sized (env, tls, FLOATS, 3000);
 }
 
 static void
@@ -474,6 +482,106 @@ wire_shows_secrets (ShoalTls *server_tls, ShoalTls *client_tls)
 }
 
 static void
+put_be (GByteArray *b, guint64 v, int bytes)
+{
+  for (int i = bytes - 1; i >= 0; i--)
+    {
+      guint8 x = (guint8) (v >> (8 * i));
+      g_byte_array_append (b, &x, 1);
+    }
+}
+
+/* An ASYNC pull reply goes out sealed straight from the server's values
+ * (shoal_thrift_socket_write_pinned through TLS) while no update waits:
+ * a TLS client that asks and then does not read (its receive buffer
+ * tiny, the reply 16 MiB) holds up no push - the reply gives the values
+ * up, copying what it had not sealed - and still gets the values of
+ * version 0, whole. */
+static void
+test_pinned_reply_gives_way (void)
+{
+  enum { N = 4 << 20 };
+  Creds c;
+  Env env;
+  GError *error = NULL;
+  creds_make (&c);
+  env_start_sized (&env, tls_of (SHOAL_TLS_ALL, c.ca, c.cert[0], c.key[0]), N, 30000);
+  ShoalTls *mine = tls_of (SHOAL_TLS_ALL, c.ca, c.cert[1], c.key[1]);
+
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int small = 16 * 1024;
+  struct timeval tv = { 20, 0 };
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) env.port),
+                           .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  g_assert_cmpint (setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), ==, 0);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
+  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ShoalTlsLink *stuck = shoal_tls_link_new (mine, fd);
+  g_assert_true (shoal_tls_link_ready (stuck, FALSE, &error));
+  g_assert_no_error (error);
+  /* pull(token, slice 0, min_version 0, wait 2000 ms) as the binary protocol writes it */
+  GByteArray *m = g_byte_array_new ();
+  put_be (m, 0x80010001u, 4);
+  put_be (m, 4, 4);
+  g_byte_array_append (m, (const guint8 *) "pull", 4);
+  put_be (m, 1, 4);
+  put_be (m, 11, 1), put_be (m, 1, 2), put_be (m, strlen (TOKEN), 4);
+  g_byte_array_append (m, (const guint8 *) TOKEN, (guint) strlen (TOKEN));
+  put_be (m, 8, 1), put_be (m, 2, 2), put_be (m, 0, 4);
+  put_be (m, 10, 1), put_be (m, 3, 2), put_be (m, 0, 8);
+  put_be (m, 10, 1), put_be (m, 4, 2), put_be (m, 2000, 8);
+  put_be (m, 0, 1);
+  g_assert_true (shoal_tls_link_write (stuck, m->data, m->len, &error));
+  g_assert_no_error (error);
+  g_byte_array_unref (m);
+  /* the reply holds the values once the server counted them out */
+  ShoalServerStats st = { 0 };
+  for (int i = 0; i < 10000 && st.bytes_out < (gint64) N * 4; i++)
+    {
+      g_usleep (1000);
+      shoal_server_stats (env.server, &st);
+    }
+  g_assert_cmpint (st.bytes_out, >=, (gint64) N * 4);
+
+  /* a push goes through within its client's 3 s while the reply is stuck */
+  ShoalRpcClient *client = client_of (env.port, mine);
+  float *g = g_new (float, N), *got = g_new (float, N);
+  gradient (g, N);
+  g_assert_true (shoal_rpc_client_push (client, 0, g, N, 0, &error) || error != NULL);
+  g_assert_no_error (error);
+  g_assert_cmpint (shoal_server_slice_version (env.server, 0), ==, 1);
+
+  /* the stuck reply: header, result struct, version i64 0, the N floats, two stops */
+  gsize len = 16 + 3 + 11 + 7 + (gsize) N * 4 + 2;
+  guint8 *reply = g_malloc (len);
+  g_assert_cmpint (shoal_tls_link_read (stuck, reply, len, TRUE, &error), ==, (gssize) len);
+  g_assert_no_error (error);
+  static const guint8 version0[] = { 10, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0 }, values[] = { 11, 0, 2 };
+  g_assert_cmpmem (reply + 19, 11, version0, 11);
+  g_assert_cmpmem (reply + 30, 3, values, 3);
+  g_assert_cmpuint (GUINT32_FROM_BE (*(guint32 *) (reply + 33)), ==, (guint) N * 4);
+  for (gsize i = 0; i < (gsize) N * 4; i++)
+    if (reply[37 + i] != 0)
+      g_error ("byte %zu of the stuck reply is %d: not version 0's values (a torn reply)", i, reply[37 + i]);
+  shoal_tls_link_free (stuck);
+  close (fd);
+
+  gint64 version = -1;
+  g_assert_true (shoal_rpc_client_pull (client, 0, got, N, 0, &version, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (version, ==, 1);
+  for (size_t i = 0; i < N; i++)
+    g_assert_cmpfloat (got[i], ==, -g[i]);
+  g_free (reply);
+  g_free (g);
+  g_free (got);
+  shoal_rpc_client_free (client);
+  env_stop (&env);
+  shoal_tls_free (mine);
+  creds_free (&c);
+}
+
+static void
 test_wire_sealed (void)
 {
   Creds c;
@@ -526,5 +634,6 @@ main (int argc, char **argv)
   g_test_add_func ("/tls/round-trip", test_round_trip);
   g_test_add_func ("/tls/refusals", test_refusals);
   g_test_add_func ("/tls/wire-sealed", test_wire_sealed);
+  g_test_add_func ("/tls/pinned-reply-gives-way", test_pinned_reply_gives_way);
   return g_test_run ();
 }

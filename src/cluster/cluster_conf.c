@@ -71,7 +71,8 @@ const ShoalOption shoal_cluster_options[] = {
     "from this long after the start, is lost" },
   { "stop_timeout", SHOAL_OPT_FLOAT, "30", 1, 86400, NULL,
     "seconds a process told to stop (SIGINT, SIGTERM, its launcher gone) may take to checkpoint and "
-    "end; past it the process exits at once, whatever its links and peers do" },
+    "end, and a process failing the job (a rank it needs lost) gives its threads to end; past it the "
+    "process exits at once, whatever its links and peers do" },
   { "max_procs_per_core", SHOAL_OPT_INT, "8", 1, 4096, NULL,
     "processes of a job one machine may run per core: more is refused (shoal run --oversubscribe, "
     "shoal proc --oversubscribe start them anyway); more than one per core is warned about" },

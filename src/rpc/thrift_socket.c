@@ -356,16 +356,97 @@ iov_advance (struct iovec **iov, int *iovcnt, gsize r)
     }
 }
 
+/* Sends what the link has sealed without waiting on the peer while the
+ * pin is held: a full socket is waited on a tick at a time, as the plain
+ * path below.  1: all sent; 0: someone waits for the pin (the rest of
+ * what is sealed no longer reads the pinned bytes: send it after letting
+ * go); -1: failed. */
+static int
+send_sealed_pinned (ShoalThriftSocket *s, const ShoalPinnedBytes *pin, GError **error)
+{
+  gint64 stalled_since = 0;
+  for (;;)
+    {
+      int sent = shoal_tls_link_send_sealed (s->tls, FALSE, error);
+      if (sent != 0)
+        return sent;
+      if (pin->yield_wanted (pin->data))
+        return 0;
+      gint64 now = g_get_monotonic_time ();
+      if (stalled_since == 0)
+        stalled_since = now;
+      else if (s->timeout_ms > 0 && now - stalled_since > s->timeout_ms * 1000)
+        {
+          socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, EAGAIN, "send", error);
+          return -1;
+        }
+      struct pollfd p = { s->fd, POLLOUT, 0 };
+      if (poll (&p, 1, PIN_TICK_MS) < 0 && errno != EINTR)
+        {
+          socket_error (s, THRIFT_TRANSPORT_ERROR_SEND, errno, "send", error);
+          return -1;
+        }
+    }
+}
+
+/* The pinned write through TLS: the buffered head, then buf a piece at a
+ * time, each sealed straight from where it lies (a seal reads its piece
+ * once, into the link's buffer) and sent as above; once someone waits
+ * for the pin, the rest of buf is copied, the pin let go, and what was
+ * sealed and the copy sent, waiting on the peer as any write. */
+static gboolean
+write_pinned_tls (ShoalThriftSocket *s, const guint8 *buf, gsize len, const ShoalPinnedBytes *pin,
+                  GError **error)
+{
+  /* the head (at most SOCKET_BUF) is one piece */
+  G_STATIC_ASSERT (SOCKET_BUF <= SHOAL_TLS_SEAL_MAX);
+  int sent = check_open (s, error) && shoal_tls_link_ready (s->tls, FALSE, error) ? 1 : -1;
+  if (sent == 1 && s->wlen > 0)
+    {
+      sent = shoal_tls_link_seal (s->tls, s->wbuf, s->wlen, error) ? send_sealed_pinned (s, pin, error) : -1;
+      if (sent >= 0)
+        g_atomic_pointer_add (&bytes_sent, (gssize) s->wlen);
+    }
+  s->wlen = 0;
+  while (sent == 1 && len > 0 && !pin->yield_wanted (pin->data))
+    {
+      gsize n = MIN (len, SHOAL_TLS_SEAL_MAX);
+      sent = shoal_tls_link_seal (s->tls, buf, n, error) ? send_sealed_pinned (s, pin, error) : -1;
+      if (sent >= 0)
+        {
+          g_atomic_pointer_add (&bytes_sent, (gssize) n);
+          buf += n;
+          len -= n;
+        }
+    }
+  if (sent < 0 || (sent == 1 && len == 0))
+    {
+      pin->release (pin->data);
+      return sent == 1;
+    }
+  /* someone waits: buf's rest copied, the pin let go, then what was
+   * sealed and the copy sent */
+  guint8 *copy = g_memdup2 (buf, len);
+  pin->release (pin->data);
+  gboolean ok = (sent == 1 || shoal_tls_link_send_sealed (s->tls, TRUE, error) == 1)
+                && shoal_tls_link_write (s->tls, copy, len, error);
+  if (ok)
+    g_atomic_pointer_add (&bytes_sent, (gssize) len);
+  g_free (copy);
+  return ok;
+}
+
 gboolean
 shoal_thrift_socket_write_pinned (ThriftTransport *transport, const guint8 *buf, guint32 len,
                                   const ShoalPinnedBytes *pin, GError **error)
 {
   ShoalThriftSocket *s = G_TYPE_CHECK_INSTANCE_TYPE (transport, shoal_thrift_socket_get_type ())
                            ? (ShoalThriftSocket *) transport : NULL;
-  if (s == NULL || s->limiter != NULL || s->tls != NULL)
+  if (s != NULL && s->limiter == NULL && s->tls != NULL)
+    return write_pinned_tls (s, buf, len, pin, error);
+  if (s == NULL || s->limiter != NULL)
     {
-      /* no pinned path here: send a copy (TLS may block on the peer
-       * inside a record) */
+      /* no pinned path here: send a copy */
       guint8 *copy = g_memdup2 (buf, len);
       pin->release (pin->data);
       gboolean ok = thrift_transport_write (transport, copy, len, error);

@@ -62,6 +62,15 @@ gboolean shoal_tls_link_ready (ShoalTlsLink *link, gboolean as_server, GError **
 gssize shoal_tls_link_read (ShoalTlsLink *link, guint8 *dst, gsize len, gboolean wait_all, GError **error);
 /* All len bytes. */
 gboolean shoal_tls_link_write (ShoalTlsLink *link, const guint8 *src, gsize len, GError **error);
+/* The same in two halves, for a writer that must not wait on the peer
+ * while it holds its source (rpc/thrift_socket.h, pinned bytes): seal
+ * encrypts len <= SHOAL_TLS_SEAL_MAX bytes into the link's own buffer
+ * (src is not read afterwards) and sends nothing; send_sealed sends them:
+ * 1 all sent, 0 the socket is full (only without wait: call again), -1
+ * with error.  A seal follows only a send_sealed that returned 1. */
+#define SHOAL_TLS_SEAL_MAX (128 * 1024)
+gboolean shoal_tls_link_seal (ShoalTlsLink *link, const guint8 *src, gsize len, GError **error);
+int shoal_tls_link_send_sealed (ShoalTlsLink *link, gboolean wait, GError **error);
 /* Bytes received and not yet handed out (decrypted or not): what polling
  * the socket does not see. */
 gboolean shoal_tls_link_pending (ShoalTlsLink *link);

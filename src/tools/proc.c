@@ -23,16 +23,26 @@
 #define DEFAULT_BASE_PORT 47000
 
 /* A process that must stop the job (a rank it needs was lost) and whose
- * threads do not end - a worker wedged in a computation - exits this
- * long after it knew, so that it never hangs its launcher. */
-#define FATAL_EXIT_GRACE_S 30
+ * threads do not end - a worker wedged in a computation, or in a call on
+ * a link gone dark - exits [cluster] stop_timeout after it knew, the
+ * bound of every stop, so that it never hangs its launcher. */
+typedef struct {
+  int rank;
+  double grace_s;
+} FatalExit;
+
+typedef struct {
+  char *why;
+  double grace_s;
+} ExitLater;
 
 static gpointer
 exit_later (gpointer data)
 {
-  char *why = data;
-  g_usleep ((gulong) FATAL_EXIT_GRACE_S * G_USEC_PER_SEC);
-  fprintf (stderr, "shoal proc %s; its threads did not end within %d s: exiting\n", why, FATAL_EXIT_GRACE_S);
+  ExitLater *e = data;
+  g_usleep ((gulong) (e->grace_s * G_USEC_PER_SEC));
+  fprintf (stderr, "shoal proc %s; its threads did not end within [cluster] stop_timeout (%g s): exiting\n", e->why,
+           e->grace_s);
   fflush (NULL);
   _exit (1);
   return NULL;
@@ -45,16 +55,19 @@ exit_later (gpointer data)
 static void
 on_fatal (gpointer data, const GError *why)
 {
+  const FatalExit *f = data;
+  ExitLater *e = g_new (ExitLater, 1);
   /* "(rank R): WHY", as the process's last line names its rank */
-  char *message = g_strdup_printf ("(rank %d): %s", GPOINTER_TO_INT (data), why->message);
+  e->why = g_strdup_printf ("(rank %d): %s", f->rank, why->message);
+  e->grace_s = f->grace_s;
   GError *error = NULL;
-  GThread *timer = shoal_thread_start ("fatal-exit", exit_later, message, &error);
+  GThread *timer = shoal_thread_start ("fatal-exit", exit_later, e, &error);
   if (timer != NULL)
     {
       g_thread_unref (timer);
       return;
     }
-  fprintf (stderr, "shoal proc %s; %s: exiting now\n", message, error->message);
+  fprintf (stderr, "shoal proc %s; %s: exiting now\n", e->why, error->message);
   fflush (NULL);
   _exit (1);
 }
@@ -313,11 +326,12 @@ shoal_cmd_proc (int argc, char **argv)
     }
   if (resume && (resume_step = resume_at (layout, ws, rank, quiet, &error)) < 0)
     goto out;
+  static FatalExit fatal_exit;
+  fatal_exit = (FatalExit) { .rank = rank, .grace_s = job->cluster.stop_timeout };
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
                            .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
-                           .rejoin = rejoin, .on_fatal = on_fatal,
-                           .fatal_data = GINT_TO_POINTER (rank) };
+                           .rejoin = rejoin, .on_fatal = on_fatal, .fatal_data = &fatal_exit };
   shoal_install_stop_handlers (job->cluster.stop_timeout);
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))

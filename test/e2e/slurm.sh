@@ -70,8 +70,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-# a requeued job waits cred_expire + 1 s before it may start again (120 s by default)
-AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
+# a requeued job waits cred_expire + 1 s before it may start again (120 s by default, 5 at least)
+AuthInfo=socket=$dir/munge/munge.sock,cred_expire=5
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid
@@ -147,10 +147,11 @@ t = [json.loads(l) for l in open(sys.argv[1])]
 t = [r for r in t if r.get("phase") == "test" and r["worker"] == 0]
 print(t[-1]["step"], repr(t[-1]["loss"]), t[-1]["accuracy"])' "$1"
 }
+# the uninterrupted run beside the batch job (Slurm gives each job its
+# own ports; 4 of the 8 CPUs declared): the same steps, whatever the timing
 timeout -k 10 150 srun -n 2 --kill-on-bad-exit=1 "$BUILD/shoal" proc "$dir/requeue.conf" \
-  --workspace "$dir/ws/straight" -q >"$dir/straight.out" 2>"$dir/straight.err" \
-  || { tail -20 "$dir/straight.err"; fail "the uninterrupted run failed"; }
-want=$(final_loss "$dir/ws/straight/metrics.jsonl")
+  --workspace "$dir/ws/straight" -q >"$dir/straight.out" 2>"$dir/straight.err" &
+straight=$!
 
 job=$(SHOAL="$BUILD/shoal" sbatch --parsable --ntasks=2 --output="$dir/batch-%j.out" \
         examples/slurm/train.sbatch "$dir/requeue.conf" "$dir/ws/batch")
@@ -180,6 +181,8 @@ for _ in $(seq 1200); do
 done
 cat "$dir/batch-$job.out"
 [ "$state" = COMPLETED ] || fail "the requeued job ended $state"
+wait "$straight" || { tail -20 "$dir/straight.err"; fail "the uninterrupted run failed"; }
+want=$(final_loss "$dir/ws/straight/metrics.jsonl")
 restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 [ "$restarts" = 1 ] || fail "the job restarted $restarts times, not once"
 grep -q '^requeued (restart 1): resuming ' "$dir/batch-$job.out" || fail "the requeued script did not resume"
