@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "comm/param_client.h"
+#include "worker/push_hook.h"
 #include "core/device.h"
 #include "core/updater.h"
 #include "net/net.h"
@@ -177,7 +178,7 @@ main (int argc, char **argv)
       if (step > 0 && updates && !shoal_param_client_wait (client, &error))
         die ("update", error);
       ready.step = step;
-      loss = shoal_net_train_step (net, updates && !clip ? shoal_param_client_push_ready : NULL, &ready);
+      loss = shoal_net_train_step (net, updates && !clip ? shoal_worker_push_ready : NULL, &ready);
       if (!updates)
         shoal_param_store_zero_grads (store);
       else

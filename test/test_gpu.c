@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "comm/param_client.h"
+#include "worker/push_hook.h"
 #include "core/device.h"
 #include "core/updater.h"
 #include "core/error.h"
@@ -1376,7 +1377,7 @@ in_process_step (InProcess *w, const float *x, const float *labels, int rows, co
   g_assert_true (shoal_net_feed (w->net, "labels", labels, rows, labels, &error));
   g_assert_no_error (error);
   gboolean clip = u->clip_norm > 0 || u->clip_value > 0;
-  double loss = shoal_net_train_step (w->net, clip ? NULL : shoal_param_client_push_ready, &w->push);
+  double loss = shoal_net_train_step (w->net, clip ? NULL : shoal_worker_push_ready, &w->push);
   if (clip)
     shoal_net_clip_gradients (w->net, u->clip_value, u->clip_norm);
   shoal_param_client_step_done (w->client, w->push.step);

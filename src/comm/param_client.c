@@ -653,16 +653,6 @@ shoal_param_client_range_done (ShoalParamClient *c, size_t begin, gint64 step)
 }
 
 void
-shoal_param_client_push_ready (ShoalLayer *layer, gpointer push_step)
-{
-  ShoalPushStep *p = push_step;
-  size_t begin, end;
-  /* a layer of statistics alone still marks the step */
-  shoal_param_client_range_done (p->client, shoal_layer_param_range (layer, &begin, &end) ? begin : G_MAXSIZE,
-                                 p->step);
-}
-
-void
 shoal_param_client_step_done (ShoalParamClient *c, gint64 step)
 {
   set_step (c, step);

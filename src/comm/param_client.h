@@ -26,7 +26,6 @@
 #include "core/codec.h"
 #include "server/rpc_client.h"
 #include "core/param.h"
-#include "layers/layer.h"
 #include "server/server.h"
 
 G_BEGIN_DECLS
@@ -112,16 +111,6 @@ gboolean shoal_param_client_fetch_version (ShoalParamClient *client, gint64 min_
  * and clears its gradients in the store.  The client moves ranges of the
  * store; it knows no layer. */
 void shoal_param_client_range_done (ShoalParamClient *client, size_t begin, gint64 step);
-/* A net's backward hook (ShoalParamsReadyFunc, net.h) that calls
- * shoal_param_client_range_done with where the finished layer's params
- * begin, for this client and step: pass a ShoalPushStep as the hook's
- * data.  The one place comm asks a layer something (its param range):
- * the adapter between the net's hook and the client's ranges. */
-typedef struct {
-  ShoalParamClient *client;
-  gint64 step;
-} ShoalPushStep;
-void shoal_param_client_push_ready (ShoalLayer *layer, gpointer push_step);
 /* After backward (or after clipping): queues whatever is not queued yet. */
 void shoal_param_client_step_done (ShoalParamClient *client, gint64 step);
 /* Waits until every slice queued for the last step came back updated;

@@ -8,6 +8,7 @@
 #include "core/blas_threads.h"
 #include "core/error.h"
 #include "server/liveness.h"
+#include "worker/push_hook.h"
 
 ShoalEvalResult
 shoal_worker_evaluate (ShoalGroupNet *net, int batches)
@@ -546,7 +547,7 @@ compute_step (ShoalWorker *w, TrainLoop *l, gint64 step)
   l->push.step = step;
   gint64 t_compute = g_get_monotonic_time ();
   double loss = shoal_worker_compute_step (w->net, &w->job->updater,
-                                           w->slowdown ? NULL : shoal_param_client_push_ready, &l->push);
+                                           w->slowdown ? NULL : shoal_worker_push_ready, &l->push);
   if (w->slowdown != NULL)
     {
       /* [emulate]: as if computing took (factor x) longer, plus delays */

@@ -19,7 +19,7 @@ nschemes=$(echo "$schemes" | wc -l)
 timeout -k 10 240 "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --out "$dir/cmp" --quiet \
   --budget samples=12800 --points 5 -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' \
   -o job.test_steps=20 -o 'updater.step_list=0, 150' >"$dir/out" 2>"$dir/err" \
-  || { tail -30 "$dir/err"; fail "shoal compare exited with $?"; }
+  || { rc=$?; tail -30 "$dir/err"; fail "shoal compare exited with $rc"; }
 tail -12 "$dir/out"
 grep -q "^shoal compare: $dir/cmp/report.md, results.csv and the figures; target accuracy 0\.[0-9]*$" "$dir/out" \
   || fail "no closing line"

@@ -3,8 +3,8 @@
 # the layer, its largest param and the bytes, never SIGTRAP/SIGABRT from an
 # allocator that aborts.  The job's address space is capped at 4 GiB
 # (ulimit -v) and its fc1 needs 5.9 GiB of values, so this holds on any
-# machine; a sanitizer build caps ASan's allocations instead (it reserves
-# terabytes of shadow memory, which ulimit -v cannot allow).  The job's
+# machine; a sanitizer build caps ASan's or TSan's allocations instead
+# (they reserve terabytes of shadow memory, which ulimit -v cannot allow).  The job's
 # memory budget is off (job.memory_limit=0) so that malloc itself fails:
 # the budget's refusal is memory_budget.sh.
 set -uo pipefail
@@ -51,6 +51,11 @@ want=".conf:17: [layer fc1] values of 4 params (largest: fc1/weight 2000000x784,
 
 if [[ "${SHOAL_SANITIZE:-}" == *address* ]]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=4096"
+  cap=()
+elif [[ "${SHOAL_SANITIZE:-}" == *thread* ]]; then
+  # TSan's allocator reserves its heap's address range at start, which
+  # ulimit -v refuses (a CHECK failure, SIGSEGV): cap its allocations
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}allocator_may_return_null=1:max_allocation_size_mb=4096"
   cap=()
 else
   cap=(ulimit -v $((4 << 20)))   # KiB
