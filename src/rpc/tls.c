@@ -529,10 +529,10 @@ shoal_tls_link_read (ShoalTlsLink *l, guint8 *dst, gsize len, gboolean wait_all,
   return (gssize) got;
 }
 
-gboolean
-shoal_tls_link_seal (ShoalTlsLink *l, const guint8 *src, gsize len, GError **error)
+/* All of src into OpenSSL's records (which go to the link's write BIO). */
+static gboolean
+write_all (ShoalTlsLink *l, const guint8 *src, gsize len, GError **error)
 {
-  g_return_val_if_fail (len <= SHOAL_TLS_SEAL_MAX && l->out_len == 0, FALSE);
   while (len > 0)
     {
       size_t n = 0;
@@ -547,6 +547,13 @@ shoal_tls_link_seal (ShoalTlsLink *l, const guint8 *src, gsize len, GError **err
       len -= n;
     }
   return TRUE;
+}
+
+gboolean
+shoal_tls_link_seal (ShoalTlsLink *l, const guint8 *src, gsize len, GError **error)
+{
+  g_return_val_if_fail (len <= SHOAL_TLS_SEAL_MAX && l->out_len == 0, FALSE);
+  return write_all (l, src, len, error);
 }
 
 int
@@ -564,19 +571,8 @@ shoal_tls_link_send_sealed (ShoalTlsLink *l, gboolean wait, GError **error)
 gboolean
 shoal_tls_link_write (ShoalTlsLink *l, const guint8 *src, gsize len, GError **error)
 {
-  while (len > 0)
-    {
-      size_t n = 0;
-      ERR_clear_error ();
-      int r = SSL_write_ex (l->ssl, src, len, &n);
-      if (r != 1)
-        {
-          link_error (l, r, "send", error);
-          return FALSE;
-        }
-      src += n;
-      len -= n;
-    }
+  if (!write_all (l, src, len, error))
+    return FALSE;
   if (BIO_flush (SSL_get_wbio (l->ssl)) != 1)
     {
       link_error (l, -1, "send", error);
