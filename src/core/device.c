@@ -33,34 +33,30 @@ shoal_device_precision (void)
   return (ShoalPrecision) g_atomic_int_get (&precision);
 }
 
+/* Each precision's name in [job] precision, in the enum's order. */
+static const char *const precision_names[] = {
+  [SHOAL_PRECISION_FP32] = "fp32",
+  [SHOAL_PRECISION_TF32] = "tf32",
+  [SHOAL_PRECISION_BF16] = "bf16",
+};
+
 gboolean
 shoal_precision_parse (const char *name, ShoalPrecision *p)
 {
   g_return_val_if_fail (name != NULL && p != NULL, FALSE);
-  if (strcmp (name, "fp32") == 0)
-    *p = SHOAL_PRECISION_FP32;
-  else if (strcmp (name, "tf32") == 0)
-    *p = SHOAL_PRECISION_TF32;
-  else if (strcmp (name, "bf16") == 0)
-    *p = SHOAL_PRECISION_BF16;
-  else
-    return FALSE;
-  return TRUE;
+  for (guint i = 0; i < G_N_ELEMENTS (precision_names); i++)
+    if (strcmp (name, precision_names[i]) == 0)
+      {
+        *p = (ShoalPrecision) i;
+        return TRUE;
+      }
+  return FALSE;
 }
 
 const char *
 shoal_precision_name (ShoalPrecision p)
 {
-  switch (p)
-    {
-    case SHOAL_PRECISION_TF32:
-      return "tf32";
-    case SHOAL_PRECISION_BF16:
-      return "bf16";
-    case SHOAL_PRECISION_FP32:
-    default:
-      return "fp32";
-    }
+  return (guint) p < G_N_ELEMENTS (precision_names) ? precision_names[p] : precision_names[SHOAL_PRECISION_FP32];
 }
 
 const ShoalDeviceBackend *

@@ -27,7 +27,7 @@ struct _ShoalDeviceContext {
   cublasHandle_t blas;          /* bound to compute */
   cudnnHandle_t dnn;            /* bound to compute */
   gboolean tf32;                /* [job] precision tf32 or bf16: tensor cores may round FP32 operands */
-  gboolean bf16;                /* [job] precision = bf16: GEMMs and convolutions on BF16 tensor cores */
+  gboolean bf16;                /* [job] precision = bf16: GEMMs may run on BF16 tensor cores (gemm.c) */
   size_t workspace_want;        /* the most any layer asked for at set-up */
   size_t workspace_bytes;       /* allocated */
   void *workspace;
@@ -78,8 +78,8 @@ float *shoal_gpu_alloc_floats (const ShoalLayer *layer, size_t count, GError **e
 void shoal_gpu_free (void *p);
 
 /* C = alpha op(A) op(B) + beta C in column-major FP32 storage, at the
- * context's precision: cublasSgemm for fp32 and tf32 (its math mode),
- * BF16 tensor cores with FP32 sums for bf16 (gemm.c). */
+ * context's precision: cublasSgemm for fp32 and tf32 (its math mode);
+ * for bf16, cuBLAS may round the operands to bfloat16, FP32 sums (gemm.c). */
 cublasStatus_t shoal_gpu_gemm (const ShoalDeviceContext *ctx, cublasOperation_t op_a, cublasOperation_t op_b,
                                int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                                int ldb, float beta, float *c, int ldc);
