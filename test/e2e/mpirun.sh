@@ -21,21 +21,7 @@ small_job_conf "$dir/job.conf" conf/downpour.conf
 make_token "$dir/token"
 printf '127.0.0.1\n127.0.0.1\n127.0.0.1\n' >"$dir/hosts"
 # three consecutive free ports for ranks 0-2 (only rank 2 serves)
-base=$(/usr/bin/python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 60000)
-    socks = []
-    try:
-        for p in range(base, base + 3):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks: s.close()
-    print(base); break
-PY
-)
+base=$(free_ports_base 3)
 
 rc=0
 timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/hosts" \

@@ -20,7 +20,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
-source test/e2e/lib/topology.sh   # small_job_conf, make_token, fail
+source test/e2e/lib/topology.sh   # small_job_conf, make_token, free_ports_base, fail
 
 if ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (install the Debian package openmpi-bin)"
@@ -42,21 +42,7 @@ sed -i 's/^disp_freq = 100$/disp_freq = 20/' "$dir/job.conf"
 printf 'all_groups_required = false\nheartbeat_interval = 0.5\nheartbeat_timeout = 3\n' >>"$dir/job.conf"
 make_token "$dir/token"
 printf '127.0.0.1\n127.0.0.1\n' >"$dir/hosts"
-base=$(/usr/bin/python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 60000)
-    socks = []
-    try:
-        for p in range(base, base + 2):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks: s.close()
-    print(base); break
-PY
-)
+base=$(free_ports_base 2)
 ws=$dir/ws
 args=("$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" --token-file "$dir/token" --workspace "$ws" -q)
 

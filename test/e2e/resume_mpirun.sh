@@ -15,7 +15,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
-source test/e2e/lib/topology.sh   # small_job_conf, make_token, fail
+source test/e2e/lib/topology.sh   # small_job_conf, make_token, free_ports_base, fail
 
 if ! command -v mpirun >/dev/null; then
   echo "SKIP: mpirun not found (install the Debian package openmpi-bin)"
@@ -36,21 +36,7 @@ small_job_conf "$dir/job.conf" conf/downpour.conf
 sed -i -e 's/^disp_freq = 100$/disp_freq = 10/' -e 's/^train_steps = 600$/train_steps = 300/' "$dir/job.conf"
 make_token "$dir/token"
 printf '127.0.0.1\n127.0.0.1\n127.0.0.1\n' >"$dir/hosts"
-base=$(/usr/bin/python3 - <<'PY'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 60000)
-    socks = []
-    try:
-        for p in range(base, base + 3):
-            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks: s.close()
-    print(base); break
-PY
-)
+base=$(free_ports_base 3)
 ws=$dir/ws
 args=("$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" --token-file "$dir/token" --workspace "$ws")
 mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/hosts")

@@ -125,3 +125,23 @@ small_job_conf() {
 make_token() {
   (umask 077 && od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$1")
 }
+
+# free_ports_base N: the first of N consecutive loopback ports that are
+# free now (a random base, up to 200 tries), for ranks given a --base-port
+free_ports_base() {
+  /usr/bin/python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    base = random.randrange(20000, 60000)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks: s.close()
+    print(base); break
+PY
+}
