@@ -33,28 +33,44 @@ JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mn
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo "sweep: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, links $MBIT Mbit/s"
 
-"$BUILD/shoal" calibrate "${JOB[@]}" --out "$OUT/mlp.cal" | head -1
+# One calibration per worker count: w workers of a real layout step at
+# once on this host's cores, sharing its memory bandwidth and caches (and
+# with the other load), so the virtual half of a w-worker point draws its
+# compute from steps measured with min(w, cores) workers stepping at once
+# (`shoal calibrate --concurrent`); a machine of a real cluster would
+# calibrate with 1.
+cores=$(nproc)
+for w in ${WORKERS//,/ }; do
+  k=$((w < cores ? w : cores))
+  [ -f "$OUT/mlp-k$k.cal" ] || "$BUILD/shoal" calibrate "${JOB[@]}" --concurrent "$k" --out "$OUT/mlp-k$k.cal" | head -1
+done
 start=$SECONDS
 "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$WORKERS" --budget "samples=$BUDGET" --points 2 \
   -o "emulate.bandwidth_mbit=$MBIT" --out "$OUT/real" --quiet >"$OUT/real.log" 2>&1 \
   || { tail -5 "$OUT/real.log"; echo "the real sweep failed" >&2; exit 1; }
 real_s=$((SECONDS - start))
 start=$SECONDS
-"$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$WORKERS" --budget "samples=$BUDGET" --points 2 \
-  -o "emulate.bandwidth_mbit=$MBIT" -o emulate.clock=virtual -o "emulate.calibration=$OUT/mlp.cal" \
-  --out "$OUT/virtual" --quiet >"$OUT/virtual.log" 2>&1 \
-  || { tail -5 "$OUT/virtual.log"; echo "the virtual sweep failed" >&2; exit 1; }
+for w in ${WORKERS//,/ }; do
+  k=$((w < cores ? w : cores))
+  "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$w" --budget "samples=$BUDGET" --points 2 \
+    -o "emulate.bandwidth_mbit=$MBIT" -o emulate.clock=virtual -o "emulate.calibration=$OUT/mlp-k$k.cal" \
+    --out "$OUT/virtual-w$w" --quiet >"$OUT/virtual-w$w.log" 2>&1 \
+    || { tail -5 "$OUT/virtual-w$w.log"; echo "the virtual sweep at $w workers failed" >&2; exit 1; }
+done
 virtual_s=$((SECONDS - start))
 echo "real sweep ${real_s} s, virtual sweep ${virtual_s} s"
-/usr/bin/python3 - "$OUT/real/scale.csv" "$OUT/virtual/scale.csv" <<'PY'
-import csv, sys
-real = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(sys.argv[1]))}
-virt = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(sys.argv[2]))}
+/usr/bin/python3 - "$OUT" <<'PY'
+import csv, glob, os, sys
+out = sys.argv[1]
+real = {(r["scheme"], r["workers"]): r for r in csv.DictReader(open(os.path.join(out, "real", "scale.csv")))}
+virtual_dirs = sorted(glob.glob(os.path.join(out, "virtual-w*")))
+virt = {(r["scheme"], r["workers"]): r for d in virtual_dirs if os.path.isdir(d)
+        for r in csv.DictReader(open(os.path.join(d, "scale.csv")))}
 # where an error comes from: each run's compute and wait (results.csv,
 # the workers' summed seconds), predicted against measured
 runs = {}
-for path, side in ((sys.argv[1], "real"), (sys.argv[2], "virtual")):
-    for r in csv.DictReader(open(path.replace("scale.csv", "results.csv"))):
+for d, side in [(os.path.join(out, "real"), "real")] + [(d, "virtual") for d in virtual_dirs if os.path.isdir(d)]:
+    for r in csv.DictReader(open(os.path.join(d, "results.csv"))):
         runs[(side, r["scheme"])] = r
 def part(key, col):
     a, b = runs.get(("real", "%s-w%s" % key)), runs.get(("virtual", "%s-w%s" % key))

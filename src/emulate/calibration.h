@@ -3,9 +3,13 @@
  * it, [emulate] calibration = FILE reads it back, so the same run,
  * compare or sweep repeats exactly and says where its times came from.
  *
- *   - the compute: every step of a run of `steps` steps of one worker's
- *     batch (after a warm-up), in the order measured; the virtual clock
- *     draws each step's time from them;
+ *   - the compute: every timed step of one worker's batch (after a
+ *     warm-up), in the order measured; the virtual clock draws each step's
+ *     time from them.  With `concurrent` = k > 1, k workers stepped at once
+ *     on this host (each its own net and thread) and every step of each
+ *     was timed while the others were busy: the compute of a layout that
+ *     puts k workers on one host (memory bandwidth, the cores' caches and
+ *     the host's other load shared), as a real run on this machine does;
  *   - the servers: the update's cost per byte of gradient, for the job's
  *     updater, on one core of this machine (a server process's update of
  *     every slice, as ShoalServer applies it);
@@ -35,13 +39,29 @@ typedef struct {
                                 * files from before it was measured */
   gint64 unit_bytes;           /* resident bytes of one unit's net */
   int threads;                 /* BLAS threads the steps ran with */
+  int concurrent;              /* workers stepping at once when timed (1 in files from before it was
+                                * recorded) */
   char *host;                  /* where it was measured */
 } ShoalCalibration;
 
 /* The model's fingerprint (free it). */
 char *shoal_calibration_fingerprint (ShoalJob *job);
-/* Measures the job's model here: `steps` timed steps. */
-gboolean shoal_calibration_measure (ShoalJob *job, int steps, ShoalCalibration *out, GError **error);
+/* How to measure: `steps` timed steps of each worker, or, with steps 0,
+ * as many as `seconds` take (at least SHOAL_CALIBRATION_MIN_STEPS); with
+ * `concurrent` workers stepping at once (1: one alone). */
+typedef struct {
+  int steps;
+  double seconds;
+  int concurrent;
+} ShoalCalibrationPlan;
+
+#define SHOAL_CALIBRATION_MIN_STEPS 50
+#define SHOAL_CALIBRATION_MAX_STEPS 100000
+#define SHOAL_CALIBRATION_MAX_CONCURRENT 256
+
+/* Measures the job's model here as plan says. */
+gboolean shoal_calibration_measure (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibration *out,
+                                    GError **error);
 gboolean shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **error);
 /* Reads path and checks it is of job's model; errors name the file and
  * the key. */

@@ -15,10 +15,17 @@ shoal_cmd_calibrate (int argc, char **argv)
 {
   char *out = NULL;
   char **overrides = NULL;
-  int steps = 50;
+  int steps = -1, concurrent = 1;    /* -1: not given */
+  double seconds = -1;
   GOptionEntry entries[] = {
     { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "the calibration file to write (required)", "FILE" },
-    { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "timed training steps of one worker's batch (default 50)", "N" },
+    { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "timed training steps of each worker's batch (default: as many as "
+      "--seconds take)", "N" },
+    { "seconds", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "time steps for this long, at least 50 of them (default 3)",
+      "S" },
+    { "concurrent", 0, 0, G_OPTION_ARG_INT, &concurrent, "workers stepping at once on this host, each its own net and "
+      "thread, every step timed while all are busy: the compute of a layout that puts that many workers on one "
+      "host (default 1)", "K" },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &overrides,
       "set a conf key as the runs will, e.g. -o job.threads=1", "SECTION.KEY=VALUE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
@@ -36,27 +43,41 @@ shoal_cmd_calibrate (int argc, char **argv)
       status = 2;
       goto out;
     }
-  if (argc != 2 || out == NULL || steps < 1 || steps > 100000)
+  const char *bad = argc != 2 ? "expected one JOB.conf"
+                    : out == NULL ? "--out FILE is required"
+                    : steps != -1 && (steps < 1 || steps > SHOAL_CALIBRATION_MAX_STEPS)
+                      ? "--steps: give 1 to 100000 steps"
+                    : seconds != -1 && !(seconds > 0 && seconds <= 3600)
+                      ? "--seconds: give a time above 0 and at most 3600"
+                    : steps != -1 && seconds != -1 ? "give --steps or --seconds, not both"
+                    : concurrent < 1 || concurrent > SHOAL_CALIBRATION_MAX_CONCURRENT
+                      ? "--concurrent: give 1 to 256 workers"
+                      : NULL;
+  if (bad != NULL)
     {
-      fprintf (stderr, "shoal calibrate: %s\n", argc != 2 ? "expected one JOB.conf"
-                                                : out == NULL ? "--out FILE is required"
-                                                              : "--steps: give 1 to 100000 steps");
+      fprintf (stderr, "shoal calibrate: %s\n", bad);
       status = 2;
       goto out;
     }
+  ShoalCalibrationPlan plan = { .steps = MAX (steps, 0), .seconds = steps > 0 ? 0 : seconds > 0 ? seconds : 3,
+                                .concurrent = concurrent };
   job = shoal_job_load (argv[1], (const char *const *) overrides, &error);
-  if (job == NULL || !shoal_calibration_measure (job, steps, &cal, &error)
+  if (job == NULL || !shoal_calibration_measure (job, &plan, &cal, &error)
       || !shoal_calibration_save (&cal, out, &error))
     {
       fprintf (stderr, "shoal calibrate: %s\n", error->message);
       status = 1;
       goto out;
     }
-  printf ("shoal calibrate: %s: model %s, %d steps (median %.3f ms, %d BLAS thread%s), a server's %s update "
+  char *together = cal.concurrent > 1 ? g_strdup_printf (" of %d workers stepping at once", cal.concurrent)
+                                       : g_strdup ("");
+  printf ("shoal calibrate: %s: model %s, %d steps%s (median %.3f ms, %d BLAS thread%s), a server's %s update "
           "%.4f ns/byte, a message's transport %.4f ns/byte beyond the wire, %.1f MiB per unit\n"
           "give it to a virtual-clock run: -o emulate.clock=virtual -o emulate.calibration=%s\n",
-          out, cal.model, cal.nsteps, shoal_calibration_median_ms (&cal), cal.threads, cal.threads == 1 ? "" : "s",
+          out, cal.model, cal.nsteps, together, shoal_calibration_median_ms (&cal), cal.threads,
+          cal.threads == 1 ? "" : "s",
           cal.updater, cal.update_ns_per_byte, cal.rpc_ns_per_byte, (double) cal.unit_bytes / 1048576.0, out);
+  g_free (together);
 
 out:
   shoal_calibration_clear (&cal);

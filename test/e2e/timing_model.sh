@@ -69,6 +69,25 @@ PY
   --steps 20 --out "$dir/tiny.cal" >"$dir/cal.out" 2>&1 || { cat "$dir/cal.out"; fail "shoal calibrate"; }
 grep -q "^shoal calibrate: $dir/tiny.cal: model [0-9a-f]*, 20 steps" "$dir/cal.out" || fail "calibrate's summary"
 grep -q "^rpc_ns_per_byte=[0-9.e-]*$" "$dir/tiny.cal" || fail "calibrate did not measure the transport (rpc_ns_per_byte)"
+grep -q "^concurrent=1$" "$dir/tiny.cal" || fail "calibrate did not record one worker stepping alone (concurrent=1)"
+# two workers stepping at once: each times its 5 steps, one list of 10
+"$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
+  --steps 5 --concurrent 2 --out "$dir/tiny2.cal" >"$dir/cal2.out" 2>&1 || { cat "$dir/cal2.out"; fail "calibrate --concurrent 2"; }
+grep -q "^shoal calibrate: $dir/tiny2.cal: model [0-9a-f]*, 10 steps of 2 workers stepping at once" "$dir/cal2.out" \
+  || { cat "$dir/cal2.out"; fail "calibrate --concurrent 2's summary"; }
+grep -q "^concurrent=2$" "$dir/tiny2.cal" || fail "calibrate --concurrent 2 did not record it"
+[ "$(sed -n 's/^step_ms=//p' "$dir/tiny2.cal" | tr ';' '\n' | grep -c .)" = 10 ] || fail "calibrate --concurrent 2: not 10 steps"
+calbad() {  # MESSAGE ARGS...: calibrate refuses with MESSAGE, exit 2
+  local want=$1 rc=0
+  shift
+  "$BUILD/shoal" calibrate "${TINY[0]}" "$@" --out "$dir/refused.cal" >"$dir/calbad.out" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && grep -qF -- "$want" "$dir/calbad.out" && [ ! -e "$dir/refused.cal" ] \
+    || { cat "$dir/calbad.out"; fail "calibrate $*: rc $rc, not '$want'"; }
+}
+calbad "--concurrent: give 1 to 256 workers" --concurrent 0
+calbad "--steps: give 1 to 100000 steps" --steps 0
+calbad "--seconds: give a time above 0" --seconds -2
+calbad "give --steps or --seconds, not both" --steps 5 --seconds 1
 for run in a b; do
   jobs=1; [ $run = b ] && jobs=2
   timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 --jobs $jobs \
@@ -103,6 +122,8 @@ sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
 sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
 bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
+sed 's/^concurrent=.*/concurrent=0/' "$dir/tiny.cal" >"$dir/conc.cal"
+bad "[calibration] concurrent: not a number of workers >= 1" "${TINY[@]}" -o "emulate.calibration=$dir/conc.cal"
 head -c 100 "$dir/tiny.cal" >"$dir/cut.cal"
 bad "cut.cal" "${TINY[@]}" -o "emulate.calibration=$dir/cut.cal"
 bad "[emulate] calibration: $dir/none.cal" "${TINY[@]}" -o "emulate.calibration=$dir/none.cal"
