@@ -274,6 +274,8 @@ measure_compute (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibrati
                                          .step_ms = g_array_new (FALSE, FALSE, sizeof (double)) };
       workers[i].net = shoal_runner_unit_net (job, &one, first, 1, TRUE, FALSE, NULL, error);
       ok = workers[i].net != NULL;
+      if (!ok && n > 1)
+        g_prefix_error (error, "the net of worker %d of the %d stepping at once (--concurrent): ", i + 1, n);
 
     }
   if (ok)

@@ -88,6 +88,12 @@ calbad "--concurrent: give 1 to 256 workers" --concurrent 0
 calbad "--steps: give 1 to 100000 steps" --steps 0
 calbad "--seconds: give a time above 0" --seconds -2
 calbad "give --steps or --seconds, not both" --steps 5 --seconds 1
+# K nets in one process: the job's memory limit refuses the one that crosses it, by number
+rc=0
+"$BUILD/shoal" calibrate "${TINY[0]}" -o job.memory_limit=40M --concurrent 8 --steps 1 --out "$dir/refused.cal" \
+  >"$dir/calmem.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "the net of worker [0-9] of the 8 stepping at once (--concurrent): .*job.memory_limit is 40.0 MiB" \
+  "$dir/calmem.out" && [ ! -e "$dir/refused.cal" ] || { cat "$dir/calmem.out"; fail "calibrate --concurrent 8 over the limit"; }
 for run in a b; do
   jobs=1; [ $run = b ] && jobs=2
   timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 --jobs $jobs \
