@@ -18,6 +18,7 @@
 #   bench/scale_incast.sh [BUILD]
 #   SCHEMES=sandblaster,downpour WORKERS=1,2 MBIT=1000 BUDGET=6400 bench/scale_incast.sh build
 #   CAL_DIR=DIR ...   reuse DIR/mlp-kK.cal (bench/scale_validate.sh's) instead of calibrating
+#   QUEUE_MS=20 ...   each NIC's queue in ms of its rate (tbf latency): a switch port's buffer
 #
 # Needs root (or sudo -n) for the namespaces and tc; touches nothing of
 # the host's own interfaces.  Schemes whose servers have processes of
@@ -32,7 +33,7 @@ MBIT=${MBIT:-1000}
 BUDGET=${BUDGET:-6400}
 OUT=${OUT:-$BUILD/scale-incast}
 if [ "$(id -u)" != 0 ]; then
-  exec sudo -n OUT="$OUT" CAL_DIR="${CAL_DIR:-}" SCHEMES="$SCHEMES" WORKERS="$WORKERS" MBIT="$MBIT" BUDGET="$BUDGET" "$0" "$BUILD"
+  exec sudo -n OUT="$OUT" CAL_DIR="${CAL_DIR:-}" QUEUE_MS="${QUEUE_MS:-20}" SCHEMES="$SCHEMES" WORKERS="$WORKERS" MBIT="$MBIT" BUDGET="$BUDGET" "$0" "$BUILD"
 fi
 command -v tc >/dev/null && command -v ip >/dev/null || { echo "bench/scale_incast.sh: needs ip and tc (iproute2)" >&2; exit 1; }
 [ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
@@ -56,7 +57,7 @@ namespaces+=("$prefix-sw")
 ip -n "$prefix-sw" link add br0 type bridge
 ip -n "$prefix-sw" link set br0 up
 ip -n "$prefix-sw" link set lo up
-# A token bucket of MBIT with 20 ms of queue.  Its burst is what an idle
+# A token bucket of MBIT with QUEUE_MS (20) of queue.  Its burst is what an idle
 # NIC banks, which a real link does not (each message after a pause
 # would start that many bytes ahead: a 128 KiB burst let a 1-worker step
 # cross 1000 Mbit/s faster than its bytes can); it must hold one packet,
@@ -64,7 +65,7 @@ ip -n "$prefix-sw" link set lo up
 # KiB, 4 % of a 512 KiB slice.
 shape() {  # NAMESPACE DEVICE
   ip -n "$1" link set dev "$2" gso_max_size 16384
-  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${MBIT}mbit" burst 20kb latency 20ms
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "${MBIT}mbit" burst 20kb latency "${QUEUE_MS:-20}ms"
 }
 # host R: namespace, address 10.203.0.(R+1), its NIC shaped both ways
 max_ranks=0
