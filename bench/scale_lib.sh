@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared by the cluster simulator's bench scripts (scale_sweep.sh,
-# scale_validate.sh, scale_findings.sh): sourced, not run, from where the
+# scale_validate.sh, scale_findings.sh, scale_incast.sh): sourced, not run, from where the
 # script was started and with its arguments:
 #   . "$(dirname "$0")/scale_lib.sh"
 # It resolves BUILD from the first argument (default build) there, moves
