@@ -23,22 +23,17 @@
 # depend on the machine's load; the wall time does: a sweep took 6 to 18
 # minutes on this 2-core machine at a load of 15-20 (docs/SCALE.md).
 set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
 WHICH=${2:-all}
-cd "$(dirname "$0")/.."
 case $WHICH in shards|ssp|hogwild|synclr|all) ;;
   *) echo "bench/scale_findings.sh: unknown sweep '$WHICH' (shards, ssp, hogwild, synclr or all)" >&2; exit 2 ;; esac
+# shellcheck source=bench/scale_lib.sh
+. "$(dirname "$0")/scale_lib.sh"
 OUT=${OUT:-$BUILD/scale-findings}
 mkdir -p "$OUT"
-[ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
-JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
-     -o "layer data.test=$BUILD/data/fashion-mnist/test" -o job.threads=1)
 CAL=${CAL:-$OUT/mlp.cal}
-if [ ! -f "$CAL" ]; then
-  "$BUILD/shoal" calibrate "${JOB[@]}" --out "$CAL" | head -1
-fi
-VIRTUAL=(-o emulate.clock=virtual -o "emulate.calibration=$CAL" -o emulate.nic_mbit=10000
-         -o emulate.latency_ms=0.05 -o job.test_steps=40 --conf-dir bench/scale-findings --quiet --force)
+[ -f "$CAL" ] || scale_calibrate "$CAL"
+scale_cluster "$CAL"
+VIRTUAL=("${CLUSTER[@]}" -o job.test_steps=40 --conf-dir bench/scale-findings --quiet --force)
 
 sweep () {   # NAME SCHEMES WORKERS SAMPLES POINTS [more options]
   local name=$1 schemes=$2 workers=$3 samples=$4 points=$5

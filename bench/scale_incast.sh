@@ -25,8 +25,8 @@
 # their own only (server_worker_separate): their servers' NICs are what
 # the workers share.  Writes under $OUT (default BUILD/scale-incast).
 set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/scale_lib.sh
+. "$(dirname "$0")/scale_lib.sh"
 SCHEMES=${SCHEMES:-sandblaster,downpour}
 WORKERS=${WORKERS:-1,2}
 MBIT=${MBIT:-1000}
@@ -36,12 +36,9 @@ if [ "$(id -u)" != 0 ]; then
   exec sudo -n OUT="$OUT" CAL_DIR="${CAL_DIR:-}" QUEUE_MS="${QUEUE_MS:-20}" SCHEMES="$SCHEMES" WORKERS="$WORKERS" MBIT="$MBIT" BUDGET="$BUDGET" "$0" "$BUILD"
 fi
 command -v tc >/dev/null && command -v ip >/dev/null || { echo "bench/scale_incast.sh: needs ip and tc (iproute2)" >&2; exit 1; }
-[ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
 rm -rf "$OUT"
 mkdir -p "$OUT"
-JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
-     -o "layer data.test=$BUILD/data/fashion-mnist/test" -o job.threads=1)
-echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+scale_machine
 echo "incast: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, every process's NIC $MBIT Mbit/s each way (tbf)"
 
 prefix=shoal-incast-$$

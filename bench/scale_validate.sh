@@ -18,8 +18,8 @@
 # give it at least WORKERS + 1 cores, or the real runs share cores that
 # the virtual machines do not.
 set -euo pipefail
-BUILD=$(cd "${1:-build}" && pwd)
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/scale_lib.sh
+. "$(dirname "$0")/scale_lib.sh"
 WORKERS=${WORKERS:-1,2}
 SCHEMES=${SCHEMES:-sandblaster,downpour}
 BUDGET=${BUDGET:-12800}
@@ -27,10 +27,7 @@ MBIT=${MBIT:-1000}
 OUT=${OUT:-$BUILD/scale-validate}
 rm -rf "$OUT"
 mkdir -p "$OUT"
-[ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
-JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
-     -o "layer data.test=$BUILD/data/fashion-mnist/test" -o job.threads=1)
-echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+scale_machine
 echo "sweep: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, links $MBIT Mbit/s"
 
 # One calibration per worker count: w workers of a real layout step at

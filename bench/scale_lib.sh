@@ -1,0 +1,35 @@
+# shellcheck shell=bash
+# Shared by the cluster simulator's bench scripts (scale_sweep.sh,
+# scale_validate.sh, scale_findings.sh, scale_incast.sh): sourced, not run, from where the
+# script was started and with its arguments:
+#   . "$(dirname "$0")/scale_lib.sh"
+# It resolves BUILD from the first argument (default build) there, moves
+# to the repository's root, checks for the Fashion-MNIST LMDB that `make
+# data` writes under BUILD/data (before a script replaces its earlier
+# results) and sets JOB: the MLP example on that data with one BLAS
+# thread a worker, each worker a machine of one core, as `shoal
+# calibrate` measures it.  CAL (a calibration to reuse), where given, is
+# resolved from where the script was started as well.
+
+BUILD=$(cd "${1:-build}" && pwd)
+[ -z "${CAL:-}" ] || CAL=$(realpath -m -- "$CAL")
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+[ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
+JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
+     -o "layer data.test=$BUILD/data/fashion-mnist/test" -o job.threads=1)
+
+# scale_machine: the line that says where the numbers come from (cores
+# and CPU).
+scale_machine () { echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"; }
+
+# scale_calibrate FILE: measures JOB on this machine into FILE and prints
+# calibrate's summary line.
+scale_calibrate () { "$BUILD/shoal" calibrate "${JOB[@]}" --out "$1" | head -1; }
+
+# scale_cluster CAL: sets CLUSTER, the virtual cluster of docs/SCALE.md's
+# sweeps and findings: the virtual clock with calibration CAL, 10 Gbit/s
+# NICs and 0.05 ms of link latency.
+scale_cluster () {
+  # shellcheck disable=SC2034  # read by the scripts that source this
+  CLUSTER=(-o emulate.clock=virtual -o "emulate.calibration=$1" -o emulate.nic_mbit=10000 -o emulate.latency_ms=0.05)
+}
