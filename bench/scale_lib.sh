@@ -17,6 +17,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 [ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
 JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
      -o "layer data.test=$BUILD/data/fashion-mnist/test" -o job.threads=1)
+# the script's arguments after BUILD change the model (-o SECTION.KEY=VALUE),
+# e.g. a smaller MLP for a test of the script itself
+[ $# -le 1 ] || JOB+=("${@:2}")
 
 # scale_machine: the line that says where the numbers come from (cores
 # and CPU).

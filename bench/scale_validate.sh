@@ -8,7 +8,8 @@
 # layouts are the same by construction (one compare code path builds
 # both).  The issue's bar is 15 %; it is printed, not asserted.
 #
-#   bench/scale_validate.sh [BUILD]
+#   bench/scale_validate.sh [BUILD [-o SECTION.KEY=VALUE ...]]
+#   (CAL_SECONDS=S: each calibration's time, default calibrate's 3 s)
 #   WORKERS=1,2,4,8 SCHEMES=sandblaster,downpour BUDGET=12800 MBIT=1000 \
 #     bench/scale_validate.sh build     (a 16-core machine: up to 8 workers)
 #
@@ -39,7 +40,8 @@ echo "sweep: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, links 
 cores=$(nproc)
 for w in ${WORKERS//,/ }; do
   k=$((w < cores ? w : cores))
-  [ -f "$OUT/mlp-k$k.cal" ] || "$BUILD/shoal" calibrate "${JOB[@]}" --concurrent "$k" --out "$OUT/mlp-k$k.cal" | head -1
+  [ -f "$OUT/mlp-k$k.cal" ] || "$BUILD/shoal" calibrate "${JOB[@]}" --concurrent "$k" ${CAL_SECONDS:+--seconds "$CAL_SECONDS"} \
+                                 --out "$OUT/mlp-k$k.cal" | head -1
 done
 start=$SECONDS
 "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$WORKERS" --budget "samples=$BUDGET" --points 2 \
