@@ -560,7 +560,9 @@ test_pinned_reply_gives_way (void)
   static const guint8 version0[] = { 10, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0 }, values[] = { 11, 0, 2 };
   g_assert_cmpmem (reply + 19, 11, version0, 11);
   g_assert_cmpmem (reply + 30, 3, values, 3);
-  g_assert_cmpuint (GUINT32_FROM_BE (*(guint32 *) (reply + 33)), ==, (guint) N * 4);
+  guint32 nbytes;   /* the list's length, at an odd offset: copied, not loaded in place */
+  memcpy (&nbytes, reply + 33, sizeof nbytes);
+  g_assert_cmpuint (GUINT32_FROM_BE (nbytes), ==, (guint) N * 4);
   for (gsize i = 0; i < (gsize) N * 4; i++)
     if (reply[37 + i] != 0)
       g_error ("byte %zu of the stuck reply is %d: not version 0's values (a torn reply)", i, reply[37 + i]);
