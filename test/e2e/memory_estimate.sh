@@ -15,6 +15,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -24,8 +25,9 @@ check() {  # NAME CONF ARGS...: the count against the peak
   local name=$1 conf=$2
   shift 2
   /usr/bin/python3 - "$BUILD/shoal" run "$conf" "${short[@]}" "$@" --workspace "$dir/$name" <<'PY' || fail "$name"
-import re, resource, subprocess, sys
-p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=280)
+import os, re, resource, subprocess, sys
+p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                   timeout=280 * float(os.environ["SHOAL_TEST_TIME_SCALE"]))
 if p.returncode != 0:
     print(p.stdout[-2000:]); sys.exit("exit %d" % p.returncode)
 m = re.search(r"rank 0: ([0-9.]+) (KiB|MiB|GiB|bytes) counted against \[job\] memory_limit", p.stdout)
