@@ -68,7 +68,9 @@ if [ -n "$sanitize" ]; then
   # a plain build, under ASan and TSan alike
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:detect_stack_use_after_return=1:allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-  export LSAN_OPTIONS="print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  # leak suppressions: libraries' own leaks, each with its reason and the
+  # version that fixed it (test/sanitizers/lsan.supp)
+  export LSAN_OPTIONS="print_suppressions=0:suppressions=$(cd "$(dirname "$0")" && pwd)/sanitizers/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   # suppressions: OpenBLAS's own thread hand-overs, which TSan cannot see
   # (test/sanitizers/tsan.supp says why; shoal's locks need none)
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$(cd "$(dirname "$0")" && pwd)/sanitizers/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
