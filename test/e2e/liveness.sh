@@ -157,7 +157,9 @@ grep -qE "^group 0: test accuracy .* at step 3000$" "$dir/ssp.out" || fail "ssp:
 
 # 6. a wedged worker: alive, beating, no step
 case_wedged() {
-SHOAL_INJECT_WEDGE=1@50 start wedged downpour 100000 -o cluster.progress_timeout=2 --no-restart
+# (progress_timeout also bounds a rank's first contact: scaled, since a
+# sanitized rank takes longer than 2 s to start under load)
+SHOAL_INJECT_WEDGE=1@50 start wedged downpour 100000 -o cluster.progress_timeout="$(scaled 2)" --no-restart
 finish wedged 1
 has wedged err "shoal run: rank 1 (2 workers of group 1) lost: alive but no step done for "
 }
