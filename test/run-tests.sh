@@ -16,6 +16,9 @@
 # A script made for one kind of build says so in a "# suite: KIND..."
 # line (plain, address, undefined, thread): other builds do not run it
 # and list it at the end as belonging to another suite.
+# Every time bound (this script's per-test limit, the e2e scripts' and
+# GTests' own) is multiplied by SHOAL_TEST_TIME_SCALE, by default 1 for a
+# plain build and more for a sanitizer build (test/e2e/lib/time_scale.sh).
 # Usage: run-tests.sh [BUILD [FILTER]]; FILTER is an extended regex matched
 # against "test_NAME" and "e2e_NAME".
 set -u
@@ -25,7 +28,9 @@ passed=0
 failed=0
 skipped=0
 failed_names=()
-limit=${SHOAL_TEST_TIMEOUT:-300}
+source "$(dirname "$0")/e2e/lib/time_scale.sh" "$build"   # scaled, SHOAL_TEST_TIME_SCALE
+limit=${SHOAL_TEST_TIMEOUT:-$(scaled 300)}
+[ "$SHOAL_TEST_TIME_SCALE" = 1 ] || echo "time bounds scaled by $SHOAL_TEST_TIME_SCALE (SHOAL_TEST_TIME_SCALE), $limit s per test"
 log_dir="$build/test-logs"
 skip_lines=()
 other_suite=()
@@ -63,7 +68,9 @@ if [ -n "$sanitize" ]; then
   # a plain build, under ASan and TSan alike
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:detect_stack_use_after_return=1:allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
-  export LSAN_OPTIONS="print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  # leak suppressions: libraries' own leaks, each with its reason and the
+  # version that fixed it (test/sanitizers/lsan.supp)
+  export LSAN_OPTIONS="print_suppressions=0:suppressions=$(cd "$(dirname "$0")" && pwd)/sanitizers/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   # suppressions: OpenBLAS's own thread hand-overs, which TSan cannot see
   # (test/sanitizers/tsan.supp says why; shoal's locks need none)
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$(cd "$(dirname "$0")" && pwd)/sanitizers/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"

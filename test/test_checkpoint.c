@@ -102,33 +102,57 @@ test_keeps_two_steps (void)
   g_free (dir);
 }
 
-/* Blobs bigger than the first map: the store grows it. */
+/* Blobs bigger than the first map: the store grows it, and a blob over
+ * 256 MiB loses nothing under ASan (LMDB 0.9.24 kept a 1 MiB spill list
+ * of every put that large: checkpoint.c PIECE).  A step saved again with
+ * a smaller blob leaves none of the larger one's pieces; a dropped step
+ * takes all its pieces. */
 static void
 test_grows (void)
 {
-#ifdef __SANITIZE_ADDRESS__
-  /* LMDB 0.9.24 loses a 1 MiB page list when a map is grown on an open
-   * environment (checked: 200 MB blobs leak nothing, 260 MB ones - past the
-   * 256 MiB first map - leak once); not ours to fix, so not under ASan */
-  g_test_skip ("LMDB leaks 1 MiB on mdb_env_set_mapsize of an open environment");
-  return;
-#endif
   char *dir = g_dir_make_tmp ("ckpt-XXXXXX", NULL);
   GError *error = NULL;
   ShoalCheckpoint *c = shoal_checkpoint_open (dir, TRUE, &error);
   g_assert_no_error (error);
   gsize n = (gsize) 300 << 20;
   guint8 *big = g_malloc (n);
-  memset (big, 7, n);
-  GBytes *b = g_bytes_new_take (big, n);
+  for (gsize i = 0; i < n; i++)
+    big[i] = (guint8) ((i >> 20) * 7 + i % 251);   /* pieces out of order would differ */
+  GBytes *b = g_bytes_new_take (big, n), *small = g_bytes_new_static ("ten bytes!", 10);
   const char *names[] = { "server", NULL };
-  GBytes *blobs[] = { b, NULL };
+  GBytes *blobs[] = { b, NULL }, *smalls[] = { small, NULL };
   g_assert_true (shoal_checkpoint_save (c, 1, names, blobs, &error));
   g_assert_no_error (error);
   GBytes *back = shoal_checkpoint_load (c, "server", 1, &error);
+  g_assert_no_error (error);
   g_assert_true (g_bytes_equal (back, b));
   g_bytes_unref (back);
+
+  g_assert_true (shoal_checkpoint_save (c, 1, names, smalls, &error));
+  back = shoal_checkpoint_load (c, "server", 1, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_bytes_equal (back, small));
+  g_bytes_unref (back);
+
+  g_assert_true (shoal_checkpoint_save (c, 2, names, blobs, &error));
+  g_assert_true (shoal_checkpoint_save (c, 3, names, smalls, &error));
+  g_assert_no_error (error);
+  gint64 steps[2];
+  g_assert_cmpint (shoal_checkpoint_steps (c, "server", steps), ==, 2);
+  g_assert_cmpint (steps[0], ==, 3);
+  g_assert_cmpint (steps[1], ==, 2);
+  back = shoal_checkpoint_load (c, "server", 2, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_bytes_equal (back, b));
+  g_bytes_unref (back);
+  g_assert_null (shoal_checkpoint_load (c, "server", 1, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_clear_error (&error);
+  char **all = shoal_checkpoint_names (c);
+  g_assert_cmpint (g_strv_length (all), ==, 1);
+  g_strfreev (all);
   g_bytes_unref (b);
+  g_bytes_unref (small);
   shoal_checkpoint_close (c);
   g_assert_true (shoal_test_remove_tree (dir));
   g_free (dir);

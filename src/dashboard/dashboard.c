@@ -542,9 +542,13 @@ shoal_dashboard_new (const ShoalDashboardOptions *o, GError **error)
   GError *e = NULL;
   GSocket *socket = listen_socket (address, &e);
   gboolean listening = socket != NULL && soup_server_listen_socket (d->server, socket, 0, &e);
+  /* the address it listens on (port 0: the one the kernel gave), read
+   * here: libsoup 3.2's soup_server_get_uris keeps the address it reads
+   * past the server's end (a leak fixed in libsoup 3.4.3) */
+  GSocketAddress *bound = listening ? g_socket_get_local_address (socket, &e) : NULL;
   g_clear_object (&socket);
   g_main_context_pop_thread_default (d->context);
-  if (!listening)
+  if (bound == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "--listen %s: cannot listen: %s%s", listen, e->message,
                    e->code == G_IO_ERROR_ADDRESS_IN_USE ? " (another program has this port: pick another one, "
@@ -552,15 +556,14 @@ shoal_dashboard_new (const ShoalDashboardOptions *o, GError **error)
       g_error_free (e);
       goto fail;
     }
-  GSList *uris = soup_server_get_uris (d->server);
-  GUri *uri = uris != NULL ? uris->data : NULL;
-  char *host = uri != NULL ? g_strdup (g_uri_get_host (uri)) : g_strdup ("127.0.0.1");
+  GInetSocketAddress *inet = G_INET_SOCKET_ADDRESS (bound);
+  char *host = g_inet_address_to_string (g_inet_socket_address_get_address (inet));
   gboolean v6 = strchr (host, ':') != NULL;
-  d->url = g_strdup_printf ("http://%s%s%s:%d/%s%s", v6 ? "[" : "", host, v6 ? "]" : "",
-                            uri != NULL ? g_uri_get_port (uri) : 0, d->token != NULL ? "?token=" : "",
+  d->url = g_strdup_printf ("http://%s%s%s:%u/%s%s", v6 ? "[" : "", host, v6 ? "]" : "",
+                            (guint) g_inet_socket_address_get_port (inet), d->token != NULL ? "?token=" : "",
                             d->token != NULL ? d->token : "");
   g_free (host);
-  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  g_object_unref (bound);
   g_object_unref (address);
   return d;
 

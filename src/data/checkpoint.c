@@ -1,6 +1,8 @@
-/* Checkpoint blobs in LMDB.  Keys: "<name>@<step, 20 digits>" for blobs,
- * "<name>" for the list of kept steps (two gint64, newest first, -1 when
- * absent).  One write transaction per save keeps it atomic. */
+/* Checkpoint blobs in LMDB.  Keys: "<name>@<step, 20 digits>" for blobs
+ * (a blob over PIECE bytes: its first PIECE there, the rest in pieces
+ * "<name>@<step>+<k>", k = 1, 2, ...), "<name>" for the list of kept steps
+ * (two gint64, newest first, -1 when absent).  One write transaction per
+ * save keeps it atomic. */
 #include "data/checkpoint.h"
 
 #include <errno.h>
@@ -14,11 +16,18 @@
 #include "core/tensor.h"
 
 /* Grown before saves that need it; a huge first map would only cost
- * address space, but some environments (valgrind, ulimit -v) refuse it.
- * LMDB 0.9.24 loses 1 MiB per growth of an open environment: growth
- * doubles, so that stays a few MiB over a store's life. */
+ * address space, but some environments (valgrind, ulimit -v) refuse it. */
 #define INITIAL_MAP_SIZE ((size_t) 256 << 20)
 #define MAX_MAP_SIZE ((size_t) 1 << 40)
+
+/* The most one mdb_put writes.  LMDB 0.9.24 (bookworm's) allocates a
+ * 1 MiB spill list for a write transaction whenever one put's pages,
+ * doubled, exceed the room left in its dirty list (2^17 entries: a value
+ * over ~256 MiB with 4 KiB pages), and never frees it for a top-level
+ * transaction (fixed upstream in 0.9.25: mdb_txn_end frees mt_spill_pgs of
+ * every transaction): every save of a 611 MiB server blob lost 1 MiB.
+ * Values of 64 MiB never come near it; a blob is stored in such pieces. */
+#define PIECE ((size_t) 64 << 20)
 
 struct _ShoalCheckpoint {
   MDB_env *env;
@@ -100,10 +109,48 @@ shoal_checkpoint_close (ShoalCheckpoint *c)
   g_free (c);
 }
 
+/* The key of piece k of name's blob at step (0: the first, the blob's own key). */
 static char *
-blob_key (const char *name, gint64 step)
+blob_key (const char *name, gint64 step, int k)
 {
-  return g_strdup_printf ("%s@%020" G_GINT64_FORMAT, name, step);
+  return k == 0 ? g_strdup_printf ("%s@%020" G_GINT64_FORMAT, name, step)
+                : g_strdup_printf ("%s@%020" G_GINT64_FORMAT "+%d", name, step, k);
+}
+
+/* Deletes the pieces of name's blob at step from piece `from` on; an LMDB
+ * code (0 also when there was none). */
+static int
+del_blob (MDB_txn *txn, MDB_dbi dbi, const char *name, gint64 step, int from)
+{
+  for (int k = from;; k++)
+    {
+      char *key = blob_key (name, step, k);
+      MDB_val kv = { strlen (key), key };
+      int rc = mdb_del (txn, dbi, &kv, NULL);
+      g_free (key);
+      if (rc == MDB_NOTFOUND)
+        return 0;
+      if (rc != 0)
+        return rc;
+    }
+}
+
+/* Writes name's blob at step in pieces of at most PIECE bytes, dropping
+ * the pieces a longer blob of the same step left; an LMDB code. */
+static int
+put_blob (MDB_txn *txn, MDB_dbi dbi, const char *name, gint64 step, GBytes *blob)
+{
+  gsize len = 0;
+  const guint8 *data = g_bytes_get_data (blob, &len);
+  int k = 0, rc = 0;
+  for (gsize at = 0; rc == 0 && (at < len || k == 0); at += PIECE, k++)
+    {
+      char *key = blob_key (name, step, k);
+      MDB_val kv = { strlen (key), key }, v = { MIN (PIECE, len - at), (void *) (data + at) };
+      rc = mdb_put (txn, dbi, &kv, &v, 0);
+      g_free (key);
+    }
+  return rc == 0 ? del_blob (txn, dbi, name, step, k) : rc;
 }
 
 static void
@@ -212,24 +259,12 @@ save_once (ShoalCheckpoint *c, gint64 step, const char *const *names, GBytes *co
         {
           /* the step before the previous one goes */
           if (steps[1] >= 0)
-            {
-              char *old = blob_key (names[i], steps[1]);
-              MDB_val ok = { strlen (old), old };
-              int drc = mdb_del (txn, c->dbi, &ok, NULL);
-              g_free (old);
-              if (drc != 0 && drc != MDB_NOTFOUND)
-                rc = drc;
-            }
+            rc = del_blob (txn, c->dbi, names[i], steps[1], 0);
           steps[1] = steps[0];
           steps[0] = step;
         }
-      char *key = blob_key (names[i], step);
-      gsize len = 0;
-      gconstpointer data = g_bytes_get_data (blobs[i], &len);
-      MDB_val k = { strlen (key), key }, v = { len, (void *) data };
       if (rc == 0)
-        rc = mdb_put (txn, c->dbi, &k, &v, 0);
-      g_free (key);
+        rc = put_blob (txn, c->dbi, names[i], step, blobs[i]);
       MDB_val sk = { strlen (names[i]), (void *) names[i] }, sv = { sizeof steps, steps };
       if (rc == 0)
         rc = mdb_put (txn, c->dbi, &sk, &sv, 0);
@@ -249,12 +284,36 @@ shoal_checkpoint_load (ShoalCheckpoint *c, const char *name, gint64 step, GError
   int rc = mdb_txn_begin (c->env, NULL, MDB_RDONLY, &txn);
   if (rc == 0)
     {
-      char *key = blob_key (name, step);
-      MDB_val k = { strlen (key), key }, v;
-      rc = mdb_get (txn, c->dbi, &k, &v);
+      /* the pieces, then one copy of them all (LMDB's memory lives only
+       * until the txn ends) */
+      GArray *pieces = g_array_new (FALSE, FALSE, sizeof (MDB_val));
+      gsize len = 0;
+      for (int k = 0;; k++)
+        {
+          char *key = blob_key (name, step, k);
+          MDB_val kv = { strlen (key), key }, v;
+          int grc = mdb_get (txn, c->dbi, &kv, &v);
+          g_free (key);
+          if (grc != 0)
+            {
+              rc = k == 0 || grc != MDB_NOTFOUND ? grc : 0;
+              break;
+            }
+          g_array_append_val (pieces, v);
+          len += v.mv_size;
+        }
       if (rc == 0)
-        out = g_bytes_new (v.mv_data, v.mv_size);  /* LMDB's memory lives only until the txn ends */
-      g_free (key);
+        {
+          guint8 *all = g_malloc (len), *at = all;
+          for (guint k = 0; k < pieces->len; k++)
+            {
+              MDB_val *v = &g_array_index (pieces, MDB_val, k);
+              memcpy (at, v->mv_data, v->mv_size);
+              at += v->mv_size;
+            }
+          out = g_bytes_new_take (all, len);
+        }
+      g_array_free (pieces, TRUE);
       mdb_txn_abort (txn);
     }
   if (out == NULL)
