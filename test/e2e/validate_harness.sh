@@ -8,12 +8,13 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 rc=0
-WORKERS=1,2 SCHEMES=downpour BUDGET=1280 MBIT=1000 CAL_SECONDS=0.2 OUT="$dir/v" timeout -k 5 240 \
+WORKERS=1,2 SCHEMES=downpour BUDGET=1280 MBIT=1000 CAL_SECONDS=0.2 OUT="$dir/v" timeout -k 5 "$(scaled 240)" \
   bench/scale_validate.sh "$BUILD" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.test_steps=5 \
   >"$dir/out" 2>"$dir/err" || rc=$?
 cat "$dir/out"
