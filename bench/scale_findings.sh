@@ -26,8 +26,10 @@ set -euo pipefail
 WHICH=${2:-all}
 case $WHICH in shards|ssp|hogwild|synclr|all) ;;
   *) echo "bench/scale_findings.sh: unknown sweep '$WHICH' (shards, ssp, hogwild, synclr or all)" >&2; exit 2 ;; esac
+# the lib takes the arguments after BUILD as model overrides: here the
+# second is the sweep's name, so it gets BUILD alone
 # shellcheck source=bench/scale_lib.sh
-. "$(dirname "$0")/scale_lib.sh"
+. "$(dirname "$0")/scale_lib.sh" "${1:-build}"
 OUT=${OUT:-$BUILD/scale-findings}
 mkdir -p "$OUT"
 CAL=${CAL:-$OUT/mlp.cal}

@@ -33,7 +33,7 @@ MBIT=${MBIT:-1000}
 BUDGET=${BUDGET:-6400}
 OUT=${OUT:-$BUILD/scale-incast}
 if [ "$(id -u)" != 0 ]; then
-  exec sudo -n OUT="$OUT" CAL_DIR="${CAL_DIR:-}" QUEUE_MS="${QUEUE_MS:-20}" SCHEMES="$SCHEMES" WORKERS="$WORKERS" MBIT="$MBIT" BUDGET="$BUDGET" "$0" "$BUILD"
+  exec sudo -n OUT="$OUT" CAL_DIR="${CAL_DIR:-}" QUEUE_MS="${QUEUE_MS:-20}" SCHEMES="$SCHEMES" WORKERS="$WORKERS" MBIT="$MBIT" BUDGET="$BUDGET" "$0" "$BUILD" "${@:2}"
 fi
 command -v tc >/dev/null && command -v ip >/dev/null || { echo "bench/scale_incast.sh: needs ip and tc (iproute2)" >&2; exit 1; }
 rm -rf "$OUT"
