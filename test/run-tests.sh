@@ -16,6 +16,9 @@
 # A script made for one kind of build says so in a "# suite: KIND..."
 # line (plain, address, undefined, thread): other builds do not run it
 # and list it at the end as belonging to another suite.
+# Every time bound (this script's per-test limit, the e2e scripts' and
+# GTests' own) is multiplied by SHOAL_TEST_TIME_SCALE, by default 1 for a
+# plain build and more for a sanitizer build (test/e2e/lib/time_scale.sh).
 # Usage: run-tests.sh [BUILD [FILTER]]; FILTER is an extended regex matched
 # against "test_NAME" and "e2e_NAME".
 set -u
@@ -25,7 +28,9 @@ passed=0
 failed=0
 skipped=0
 failed_names=()
-limit=${SHOAL_TEST_TIMEOUT:-300}
+source "$(dirname "$0")/e2e/lib/time_scale.sh" "$build"   # scaled, SHOAL_TEST_TIME_SCALE
+limit=${SHOAL_TEST_TIMEOUT:-$(scaled 300)}
+[ "$SHOAL_TEST_TIME_SCALE" = 1 ] || echo "time bounds scaled by $SHOAL_TEST_TIME_SCALE (SHOAL_TEST_TIME_SCALE), $limit s per test"
 log_dir="$build/test-logs"
 skip_lines=()
 other_suite=()

@@ -21,6 +21,7 @@
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
+#include "support/time_scale.h"
 
 #define TOKEN "pool-secret"
 
@@ -505,10 +506,11 @@ gate_work (gpointer item, gpointer data)
   g->inside++;
   g->most_inside = MAX (g->most_inside, g->inside);
   g_cond_broadcast (&g->cond);
-  gint64 until = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  gint64 until = g_get_monotonic_time () + shoal_test_scaled_us (10 * G_USEC_PER_SEC);
   while (g->arrived < g->need)
     if (!g_cond_wait_until (&g->cond, &g->lock, until))
-      g_error ("pool: %d of %d items met within 10 s", g->arrived, g->need);
+      g_error ("pool: %d of %d items met within %.0f s", g->arrived, g->need,
+                 (double) shoal_test_scaled_us (10 * G_USEC_PER_SEC) / G_USEC_PER_SEC);
   g->ran++;
   g->inside--;
   g_mutex_unlock (&g->lock);

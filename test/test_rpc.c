@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
+#include "support/time_scale.h"
 
 #define TOKEN "job-secret-42"
 #define LR 0.5f
@@ -487,7 +488,7 @@ test_sync_two_workers (void)
   ShoalRpcClient *quick = client_new (&env, TOKEN, 2000);
   gint64 t0 = g_get_monotonic_time ();
   g_assert_false (shoal_rpc_client_pull (quick, 1, grad, n, 9, NULL, &error));
-  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, shoal_test_scaled_us (3000 * 1000));
   assert_error_has (error, "did not reach version 9");
   g_clear_error (&error);
   g_assert_true (shoal_rpc_client_pull (quick, 1, grad, n, 2, NULL, &error));
@@ -773,7 +774,7 @@ test_message_limit (void)
   gint64 t0 = g_get_monotonic_time ();
   g_assert_false (shoal_rpc_client_push (c, 0, buf, big, 0, &error));
   assert_error_has (error, "push slice 0: ");
-  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, shoal_test_scaled_us (3000 * 1000));
   g_clear_error (&error);
   /* the client reconnects and the server serves on */
   g_assert_true (shoal_rpc_client_push (c, 0, buf, n, 0, &error));
@@ -1015,7 +1016,7 @@ test_stalled_sender (void)
   gint64 t0 = g_get_monotonic_time ();
   raw_until_closed (fd);
   gint64 waited = g_get_monotonic_time () - t0;
-  g_assert_cmpint (waited, <, 3000 * 1000);
+  g_assert_cmpint (waited, <, shoal_test_scaled_us (3000 * 1000));
   close (fd);
   g_byte_array_unref (m);
   assert_serves (&env, 1);
@@ -1043,7 +1044,7 @@ test_dead_servers (void)
   env_stop (&env);
   gint64 t0 = g_get_monotonic_time ();
   g_assert_false (shoal_rpc_client_pull (c, 0, buf, n, 0, NULL, &error));
-  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, shoal_test_scaled_us (3000 * 1000));
   char *where = g_strdup_printf ("127.0.0.1:%d", port);
   assert_error_has (error, where);
   assert_error_has (error, "pull slice 0");
@@ -1075,7 +1076,7 @@ test_dead_servers (void)
   g_assert_false (shoal_rpc_client_stats (mute, &(ShoalServerStats) { 0 }, &error));
   gint64 took = g_get_monotonic_time () - t0;
   g_assert_cmpint (took, >=, 250 * 1000);
-  g_assert_cmpint (took, <, 3000 * 1000);
+  g_assert_cmpint (took, <, shoal_test_scaled_us (3000 * 1000));
   where = g_strdup_printf ("127.0.0.1:%d: stats: timed out after 0.3 s", o.port);
   assert_error_has (error, where);
   g_free (where);
@@ -1089,7 +1090,7 @@ test_dead_servers (void)
   t0 = g_get_monotonic_time ();
   g_assert_null (shoal_rpc_client_connect (&o, &error));
   assert_error_has (error, "cannot connect: Connection refused (3 attempts in");
-  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, shoal_test_scaled_us (3000 * 1000));
   g_clear_error (&error);
 }
 
@@ -1230,7 +1231,7 @@ test_shutdown_calls (void)
   g_clear_error (&error);
   g_assert_false (waiter_returned (&w, 200 * 1000));
   g_assert_true (shoal_rpc_client_shutdown (c2, 2, &error));
-  g_assert_true (waiter_returned (&w, 3000 * 1000));
+  g_assert_true (waiter_returned (&w, shoal_test_scaled_us (3000 * 1000)));
   g_thread_join (t);
 
   /* stop with a client still connected */
@@ -1238,7 +1239,7 @@ test_shutdown_calls (void)
   shoal_rpc_client_free (bad);
   gint64 t0 = g_get_monotonic_time ();
   env_stop (&env);
-  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, shoal_test_scaled_us (3000 * 1000));
   shoal_rpc_client_free (c2);
   g_mutex_clear (&w.lock);
   g_cond_clear (&w.cond);
@@ -1292,13 +1293,13 @@ test_stop_wakes_waiting (void)
   g_usleep (100 * 1000);
   gint64 t0 = g_get_monotonic_time ();
   shoal_rpc_server_stop (env.rpc);
-  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3000 * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, shoal_test_scaled_us (3000 * 1000));
   g_thread_join (pt);
-  g_assert_cmpint (p.pulled_at - t0, <, 3000 * 1000);
+  g_assert_cmpint (p.pulled_at - t0, <, shoal_test_scaled_us (3000 * 1000));
   g_assert_nonnull (p.error);
   g_test_message ("waiting pull after stop: %s", p.error);
   g_free (p.error);
-  g_assert_true (waiter_returned (&w, 3000 * 1000));
+  g_assert_true (waiter_returned (&w, shoal_test_scaled_us (3000 * 1000)));
   g_thread_join (wt);
   shoal_rpc_client_free (idle);
   shoal_server_free (env.server);

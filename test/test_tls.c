@@ -25,6 +25,7 @@
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
+#include "support/time_scale.h"
 
 #define TOKEN "tls-job-token-5f3a9c"
 #define FLOATS 65536
@@ -406,7 +407,7 @@ relay_main (gpointer data)
   struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons ((guint16) r->server_port) };
   inet_pton (AF_INET, "127.0.0.1", &s.sin_addr);
   g_assert_cmpint (connect (b, (struct sockaddr *) &s, sizeof s), ==, 0);
-  gint64 until = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+  gint64 until = g_get_monotonic_time () + shoal_test_scaled_us (20 * G_USEC_PER_SEC);
   for (gboolean open = TRUE; open && g_get_monotonic_time () < until;)
     {
       struct pollfd p[2] = { { a, POLLIN, 0 }, { b, POLLIN, 0 } };

@@ -18,6 +18,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # fail
 source test/e2e/lib/bn_stats.sh   # build_bn_stats
 dir=$(mktemp -d)
@@ -32,7 +33,7 @@ common=(-o job.epochs=0 -o job.test_freq=0 -o job.test_steps=40 -o job.disp_freq
 run () {  # WORKSPACE ARGS...
   local ws=$1
   shift
-  timeout -k 10 200 "$BUILD/shoal" run "$conf" "${common[@]}" "$@" --workspace "$ws" >"$ws.out" 2>&1 \
+  timeout -k 10 "$(scaled 200)" "$BUILD/shoal" run "$conf" "${common[@]}" "$@" --workspace "$ws" >"$ws.out" 2>&1 \
     || { cat "$ws.out" >&2; fail "shoal run $* failed"; }
 }
 final () {  # the last test line of group 0's first unit: "loss accuracy"

@@ -21,6 +21,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # fail
 source test/e2e/lib/bn_stats.sh   # build_bn_stats
 dir=$(mktemp -d)
@@ -34,7 +35,7 @@ args=(-o job.epochs=0 -o job.train_steps=600 -o job.test_freq=0 -o job.test_step
 run () {  # NAME ARGS...: trains into $dir/NAME, checks statistics and eval, prints the accuracy
   local name=$1 ws=$dir/$1
   shift
-  timeout -k 10 200 "$BUILD/shoal" run "$conf" "${args[@]}" "$@" --workspace "$ws" >"$dir/$name.out" 2>&1 \
+  timeout -k 10 "$(scaled 200)" "$BUILD/shoal" run "$conf" "${args[@]}" "$@" --workspace "$ws" >"$dir/$name.out" 2>&1 \
     || { cat "$dir/$name.out" >&2; fail "$name: shoal run failed"; }
   local line loss acc stats
   line=$(grep '"phase":"test"' "$ws/metrics.jsonl" | grep '"group":0,"worker":0' | tail -1)

@@ -8,6 +8,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 fail() { echo "FAIL: $*"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -16,7 +17,7 @@ s=$([ "$cores" -eq 1 ] && echo "" || echo s)
 
 # 4096 worker groups, one process each, and a server process
 rc=0
-timeout -k 5 60 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf -o cluster.nworker_groups=4096 \
+timeout -k 5 "$(scaled 60)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf -o cluster.nworker_groups=4096 \
   -o cluster.server_worker_separate=true -q --workspace "$dir/procs" >"$dir/procs.out" 2>&1 || rc=$?
 cat "$dir/procs.out"
 [ "$rc" -eq 1 ] || fail "procs: exit $rc, expected 1"
@@ -27,7 +28,7 @@ grep -qxF "shoal run: examples/fashion-mnist/mlp.conf: [cluster] max_procs_per_c
 # threads of one process
 threads=$((cores * 8 + 1))
 rc=0
-timeout -k 5 60 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf -o cluster.nworker_groups=$threads \
+timeout -k 5 "$(scaled 60)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf -o cluster.nworker_groups=$threads \
   -o cluster.nworkers_per_procs=$threads -q --workspace "$dir/threads" >"$dir/threads.out" 2>&1 || rc=$?
 cat "$dir/threads.out"
 [ "$rc" -eq 1 ] || fail "threads: exit $rc, expected 1"
@@ -35,7 +36,7 @@ grep -qxF "shoal run: examples/fashion-mnist/mlp.conf: [cluster] max_procs_per_c
   "$dir/threads.out" || fail "threads: message"
 
 # deliberately: --oversubscribe starts them (a few steps)
-timeout -k 5 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf -o cluster.nworker_groups=$threads \
+timeout -k 5 "$(scaled 120)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf -o cluster.nworker_groups=$threads \
   -o cluster.nworkers_per_procs=$threads -o job.epochs=0 -o job.train_steps=2 -o job.test_freq=0 \
   -o job.test_steps=1 --oversubscribe -q --workspace "$dir/forced" >"$dir/forced.out" 2>&1 \
   || { cat "$dir/forced.out"; fail "forced: --oversubscribe did not run"; }

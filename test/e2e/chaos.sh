@@ -26,6 +26,7 @@ BUILD=$(cd "${1:-build}" && pwd)
 rounds=${2:-${SHOAL_CHAOS_ROUNDS:-1}}
 seed=${SHOAL_CHAOS_SEED:-1}
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 dir=$(mktemp -d)
@@ -83,13 +84,13 @@ nranks() {  # SCHEME: the processes of its layout
 # $dir/$name.result (count)
 fault_case() {
   echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s, all_groups_required = $required"
-  timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps=$steps -o job.checkpoint_freq=200 \
     -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -o cluster.progress_timeout=20 \
     -o cluster.all_groups_required=$required --no-restart -q --workspace "$ws" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
-  for _ in $(seq 300); do
+  for _ in $(seq "$(scaled 300)"); do
     [ -s "$ws/metrics.jsonl" ] && break
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1
@@ -201,17 +202,17 @@ orphans=0 orphan_tries=0
 # drawn); its figures go to $dir/$name.result (count)
 stop_case() {
   echo "--- $name: SIGINT at +$((at / 10)).$((at % 10)) s, a second run ${second:-(plain)} meanwhile"
-  timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps=100000 -o job.checkpoint_freq=500 -q --workspace "$ws" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
-  for _ in $(seq 300); do
+  for _ in $(seq "$(scaled 300)"); do
     [ -s "$ws/metrics.jsonl" ] && break
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1
   done
   rc=0
-  timeout -k 10 60 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+  timeout -k 10 "$(scaled 60)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps=100000 -q --workspace "$ws" $second \
     >"$dir/$name.second" 2>&1 || rc=$?
   if [ "$rc" -eq 1 ] && grep -q "the workspace is in use by another run" "$dir/$name.second"; then
@@ -236,7 +237,7 @@ stop_case() {
   # the resumed run goes 300 steps past the furthest group
   last=$(grep -o 'stopped at step [0-9]*' "$dir/$name.out" | grep -o '[0-9]*$' | sort -n | tail -1)
   rc=0
-  timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps=$((${last:-0} + 300)) -o job.checkpoint_freq=500 -q \
     --workspace "$ws" --resume >"$dir/$name.resumed" 2>"$dir/$name.rerr" || rc=$?
   if [ "$rc" -eq 0 ] && grep -q "^final test accuracy: " "$dir/$name.resumed"; then
@@ -266,7 +267,7 @@ for try in $(seq "$tries"); do
     -o job.train_steps=100000 -o emulate.bandwidth_mbit=1e-9 -o cluster.stop_timeout=2 -q \
     --workspace "$ws" >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
-  for _ in $(seq 300); do
+  for _ in $(seq "$(scaled 300)"); do
     [ "$(pgrep -fc -- "proc $ws/job.conf" || true)" -eq 3 ] && break
     sleep 0.1
   done
@@ -276,12 +277,12 @@ for try in $(seq "$tries"); do
   kill -KILL "$launcher" 2>/dev/null || true
   wait "$launcher" 2>/dev/null || true
   launcher=
-  for _ in $(seq 300); do
+  for _ in $(seq "$(scaled 300)"); do
     pgrep -f -- "proc $ws/job.conf" >/dev/null || break
     sleep 0.1
   done
   left=$(pgrep -fc -- "proc $ws/job.conf" || true)
-  echo "--- $name: launcher killed with stalled links: ${left:-0} ranks left after 30 s"
+  echo "--- $name: launcher killed with stalled links: ${left:-0} ranks left after $(scaled 30) s"
   if [ "${left:-0}" -gt 0 ]; then
     orphans=$((orphans + left))
     pkill -KILL -f -- "proc $ws/job.conf" || true

@@ -9,6 +9,7 @@
 # layers` lists the recurrent layers and says their weights are torch's.
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -50,7 +51,7 @@ cmp "$dir/a" "$dir/b"
 # piped into head, it ends with its reader (SIGPIPE) instead of generating
 # its whole --length (issue 23: it ran on, SIGPIPE ignored); bounded at 60 s
 status=0
-timeout -k 5 60 bash -c "$(declare -f sample); $(declare -p model build dir); sample --length 1000000000 | head -c 100" \
+timeout -k 5 "$(scaled 60)" bash -c "$(declare -f sample); $(declare -p model build dir); sample --length 1000000000 | head -c 100" \
   >/dev/null 2>&1 || status=$?
 [ "$status" -ne 124 ] && [ "$status" -ne 137 ] || { echo "shoal sample | head -c 100 ran on"; exit 1; }
 status=0

@@ -8,6 +8,7 @@
 # over Thrift with the server in a process of its own.
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -39,11 +40,11 @@ echo "stopped at 55:       $early"
 #    without it timeout also signals its process group, a second SIGINT,
 #    which ends a run at once (seen on the ASan build).
 SHOAL_INJECT_STEP_DELAY=0:600000@40 \
-  timeout --foreground -s INT -k 10 240 "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o job.train_steps=80 \
+  timeout --foreground -s INT -k 10 "$(scaled 240)" "$build/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" -o job.train_steps=80 \
   -o job.checkpoint_freq=0 --workspace "$dir/sig" >"$dir/sig.out" 2>&1 &
 pid=$!
 trained=0
-for _ in $(seq 600); do  # until step 10 is in the metrics (bounded: 60 s)
+for _ in $(seq "$(scaled 600)"); do  # until step 10 is in the metrics (bounded: 60 s)
   grep -q '"phase":"train"' "$dir/sig/metrics.jsonl" 2>/dev/null && { trained=1; break; }
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1

@@ -19,6 +19,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -40,7 +41,7 @@ run() {  # NAME CLOCK FAMILY TOPOLOGY
   case $family in mlp) args=("${mlp[@]}") ;; rnn) args=("${rnn[@]}") ;; rbm) args=("${rbm[@]}") ;; esac
   [ "$topo" = single ] || args+=(--topology "conf/$topo.conf")
   [ "$clock" = virtual ] && args+=(-o emulate.clock=virtual -o emulate.step_ms=5)
-  timeout -k 10 180 "$BUILD/shoal" run "${args[@]}" "${COMMON[@]}" --workspace "$dir/$name" \
+  timeout -k 10 "$(scaled 180)" "$BUILD/shoal" run "${args[@]}" "${COMMON[@]}" --workspace "$dir/$name" \
     >"$dir/$name.out" 2>&1 || { tail -5 "$dir/$name.out"; fail "$name did not run"; }
 }
 

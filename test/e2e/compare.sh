@@ -10,13 +10,14 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 schemes=$(cd conf && ls *.conf | sed 's/\.conf$//' | sort)
 nschemes=$(echo "$schemes" | wc -l)
-timeout -k 10 240 "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --out "$dir/cmp" --quiet \
+timeout -k 10 "$(scaled 240)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --out "$dir/cmp" --quiet \
   --budget samples=12800 --points 5 -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' \
   -o job.test_steps=20 -o 'updater.step_list=0, 150' >"$dir/out" 2>"$dir/err" \
   || { rc=$?; tail -30 "$dir/err"; fail "shoal compare exited with $rc"; }

@@ -4,6 +4,7 @@
 # LMDB's map: the training set, the test set and a workspace's checkpoint.
 set -uo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 shoal="$build/shoal"
@@ -15,7 +16,7 @@ small=(-o job.epochs=0 -o job.train_steps=10 -o job.test_freq=0 -o job.test_step
 expect() {
   local want_status=$1 want_msg=$2
   shift 2
-  timeout -k 5 60 "$shoal" "$@" >"$dir/out" 2>"$dir/err"
+  timeout -k 5 "$(scaled 60)" "$shoal" "$@" >"$dir/out" 2>"$dir/err"
   local status=$?
   if [ "$status" -ne "$want_status" ] || ! grep -qF -- "$want_msg" "$dir/err"; then
     echo "FAIL: shoal $*"
@@ -58,10 +59,10 @@ expect 1 "$dir/ws: cannot resume: checkpoint: $ckpt: truncated: the file has 819
 # training set mid-run.  The next read through the map past the new end
 # says which file shrank, exit 1 (it was a SIGBUS, exit 135, no word).
 cp -r build/data/fashion-mnist/train "$dir/live"
-SHOAL_INJECT_STEP_DELAY=0:20@5 timeout -k 5 120 "$shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" \
+SHOAL_INJECT_STEP_DELAY=0:20@5 timeout -k 5 "$(scaled 120)" "$shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" \
   -o job.train_steps=100000 -o "layer data.train=$dir/live" --workspace "$dir/ws-live" >"$dir/out" 2>"$dir/err" &
 pid=$!
-for _ in $(seq 600); do  # until it trains (bounded: 60 s)
+for _ in $(seq "$(scaled 600)"); do  # until it trains (bounded: 60 s)
   [ -s "$dir/ws-live/metrics.jsonl" ] && break
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1

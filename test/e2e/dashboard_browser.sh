@@ -18,6 +18,7 @@
 set -uo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 shoal="$BUILD/shoal"
 command -v chromium >/dev/null || { echo "SKIP: chromium missing (Debian package chromium; make deps)"; exit 77; }
 dir=$(mktemp -d)
@@ -36,13 +37,13 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 ws="$dir/ws"
-timeout 600 "$shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf --workspace "$ws" \
+timeout "$(scaled 600)" "$shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf --workspace "$ws" \
   --serve 0 -o job.epochs=0 -o job.train_steps=3000 -o job.disp_freq=10 -o job.test_freq=100 \
   -o job.test_steps=5 -o cluster.all_groups_required=false -o cluster.heartbeat_interval=0.5 \
   -o cluster.heartbeat_timeout=5 --oversubscribe >"$dir/run.log" 2>&1 &
 job=$!
 url=
-for _ in $(seq 300); do
+for _ in $(seq "$(scaled 300)"); do
   url=$(grep -o 'watch it at http://127\.0\.0\.1:[0-9]*/' "$dir/run.log" | head -1 | sed 's/watch it at //')
   [ -n "$url" ] && break
   kill -0 "$job" 2>/dev/null || break
@@ -53,7 +54,7 @@ echo "page: $url"
 
 # rank 1's pid, from the launcher's "cluster" line
 pid=
-for _ in $(seq 300); do
+for _ in $(seq "$(scaled 300)"); do
   pid=$(grep '"event":"rank","rank":1,"state":"alive"' "$ws/metrics.jsonl" 2>/dev/null | head -1 \
         | sed 's/.*"pid":\([0-9]*\).*/\1/')
   [ -n "$pid" ] && break
@@ -64,7 +65,7 @@ done
 mkdir -p "$BUILD/test-logs"
 shot="$BUILD/test-logs/dashboard.png"
 rm -f "$shot"
-timeout 400 python3 test/e2e/lib/browser.py "$url" --timeout 240 --grow loss --grow throughput \
+timeout "$(scaled 400)" python3 test/e2e/lib/browser.py "$url" --timeout "$(scaled 240)" --grow loss --grow throughput \
   --then "kill -STOP $pid" --state ws:1=late --state ws:1=lost --screenshot "$shot" || fail "the page (above)"
 [ -s "$shot" ] && [ "$(head -c 8 "$shot" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] \
   || fail "no PNG screenshot at $shot"
@@ -84,7 +85,7 @@ echo 0123456789abcdef0123456789abcdef >"$dir/token"
 "$shoal" serve "$ws" --listen 127.0.0.1:0 --token-file "$dir/token" >"$dir/serve.log" 2>&1 &
 server=$!
 url=
-for _ in $(seq 100); do
+for _ in $(seq "$(scaled 100)"); do
   url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/?token=[0-9a-f]*' "$dir/serve.log" | head -1)
   [ -n "$url" ] && break
   sleep 0.1
@@ -92,7 +93,7 @@ done
 if [ -z "$url" ]; then
   fail "shoal serve --token-file printed no address: $(cat "$dir/serve.log")"
 else
-  timeout 200 python3 test/e2e/lib/browser.py "$url" --timeout 60 --has loss --has accuracy --state ws:1=lost \
+  timeout "$(scaled 200)" python3 test/e2e/lib/browser.py "$url" --timeout "$(scaled 60)" --has loss --has accuracy --state ws:1=lost \
     || fail "the page with a token (above)"
 fi
 kill "$server"

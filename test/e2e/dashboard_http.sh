@@ -21,6 +21,7 @@
 set -uo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 shoal="$BUILD/shoal"
 dir=$(mktemp -d)
 pids=()
@@ -74,7 +75,7 @@ start_server() {
   "$shoal" serve "$@" >"$log" 2>&1 &
   pids+=($!)
   url=
-  for _ in $(seq 100); do
+  for _ in $(seq "$(scaled 100)"); do
     url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/[^ ]*' "$log" | head -1)
     [ -n "$url" ] && break
     kill -0 "${pids[-1]}" 2>/dev/null || break
@@ -88,7 +89,7 @@ if [ -z "$url" ]; then
   fail "shoal serve did not start: $(cat "$dir/serve.log")"
 else
   echo "serving $url"
-  timeout 240 python3 test/e2e/lib/dashboard_http.py "$url" "$fix" "$chartjs" || fail "HTTP answers (above)"
+  timeout "$(scaled 240)" python3 test/e2e/lib/dashboard_http.py "$url" "$fix" "$chartjs" || fail "HTTP answers (above)"
   kill -0 "${pids[-1]}" 2>/dev/null || fail "the server died: $(cat "$dir/serve.log")"
 fi
 
@@ -116,7 +117,7 @@ fi
 expect() {
   local want=$1 text=$2
   shift 2
-  timeout 60 "$shoal" "$@" >"$dir/out" 2>"$dir/err"
+  timeout "$(scaled 60)" "$shoal" "$@" >"$dir/out" 2>"$dir/err"
   local got=$?
   if [ "$got" -ne "$want" ] || ! grep -qF -- "$text" "$dir/err"; then
     fail "shoal $*: exit $got, expected $want with '$text'; said: $(cat "$dir/err")"

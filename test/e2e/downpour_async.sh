@@ -5,10 +5,11 @@
 # run; under a synchronous scheme group 0 would wait for group 1 every step.
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 ws=$(mktemp -d)
 trap 'rm -rf "$ws"' EXIT
 
-SHOAL_INJECT_STEP_DELAY=1:200 timeout 240 "$build/shoal" run examples/fashion-mnist/mlp.conf \
+SHOAL_INJECT_STEP_DELAY=1:200 timeout "$(scaled 240)" "$build/shoal" run examples/fashion-mnist/mlp.conf \
   --topology conf/downpour.conf -o job.epochs=0 -o job.train_steps=40 -o job.test_freq=0 \
   -o job.test_steps=5 -o job.disp_freq=5 -o 'layer fc1.num_output=128' -o 'layer fc2.num_output=128' \
   --workspace "$ws" >"$ws/out" 2>&1 || { cat "$ws/out"; exit 1; }

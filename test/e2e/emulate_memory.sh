@@ -15,13 +15,14 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 UNITS=${UNITS:-256}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 [ -d "$BUILD/data/fashion-mnist/train" ] || { echo "SKIP: no $BUILD/data/fashion-mnist (make data)"; exit 77; }
 
-timeout -k 5 600 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
+timeout -k 5 "$(scaled 600)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
   -o "layer data.train=$BUILD/data/fashion-mnist/train" -o "layer data.test=$BUILD/data/fashion-mnist/test" \
   -o "cluster.nworker_groups=$UNITS" -o cluster.nworkers_per_group=1 -o cluster.nworkers_per_procs=1 \
   -o job.epochs=0 -o job.train_steps=1 -o job.test_freq=0 -o job.test_steps=1 -o job.test_groups=1 \

@@ -9,6 +9,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -16,7 +17,7 @@ trap 'rm -rf "$dir"' EXIT
 SMALL=(--topology conf/downpour.conf -o job.epochs=0 -o job.test_freq=0 -o job.test_steps=10 -o job.disp_freq=20
        -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64')
 rc=0
-timeout -k 10 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${SMALL[@]}" -o job.train_steps=80 \
+timeout -k 10 "$(scaled 120)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${SMALL[@]}" -o job.train_steps=80 \
   -o emulate.slow_groups=1 -o emulate.slow_factor=3 -o emulate.slow_extra_ms=2 -o emulate.bandwidth_mbit=400 \
   -o emulate.latency_ms=1 --workspace "$dir/slow" >"$dir/slow.out" 2>"$dir/slow.err" || rc=$?
 [ "$rc" -eq 0 ] || { tail "$dir/slow.err"; fail "slowed run: exit $rc"; }
@@ -31,7 +32,7 @@ echo "1. slowed group and links: ok"
 
 rc=0
 start=$SECONDS
-timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${SMALL[@]}" -o job.train_steps=100000 \
+timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${SMALL[@]}" -o job.train_steps=100000 \
   -o job.max_seconds=4 -o emulate.fault_group=1 -o emulate.fault_at=1 -o cluster.all_groups_required=false \
   --workspace "$dir/fault" >"$dir/fault.out" 2>"$dir/fault.err" || rc=$?
 cat "$dir/fault.out"

@@ -24,6 +24,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -33,7 +34,7 @@ ARGS=(examples/fashion-mnist/mlp.conf --conf-dir conf/two-workers -q --budget sa
 compare() {  # OUT ARGS...
   local out=$1
   shift
-  timeout -k 10 300 "$BUILD/shoal" compare "${ARGS[@]}" --out "$dir/$out" "$@" >"$dir/$out.log" 2>&1 \
+  timeout -k 10 "$(scaled 300)" "$BUILD/shoal" compare "${ARGS[@]}" --out "$dir/$out" "$@" >"$dir/$out.log" 2>&1 \
     || { tail -20 "$dir/$out.log"; fail "shoal compare ($out)"; }
 }
 compare slow --schemes sandblaster,downpour,backup --repeats 3 --emulate conf/emulate/straggler.conf

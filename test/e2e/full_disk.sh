@@ -9,6 +9,7 @@
 # may-skip-in-ci: a container without CAP_SYS_ADMIN cannot mount; no package gives that
 set -uo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 
 if [ "${SHOAL_FULL_DISK_INNER:-}" != 1 ]; then
   dir=$(mktemp -d)
@@ -26,7 +27,7 @@ if [ "${SHOAL_FULL_DISK_INNER:-}" != 1 ]; then
     exit 77
   fi
   echo "mount namespace: ${how[*]}"
-  timeout -k 5 120 "${how[@]}" env SHOAL_FULL_DISK_INNER=1 "SHOAL_FULL_DISK_DIR=$dir" bash "$0" "$build"
+  timeout -k 5 "$(scaled 120)" "${how[@]}" env SHOAL_FULL_DISK_INNER=1 "SHOAL_FULL_DISK_DIR=$dir" bash "$0" "$build"
   exit $?
 fi
 

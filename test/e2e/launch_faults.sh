@@ -10,6 +10,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 dir=$(mktemp -d)
@@ -30,14 +31,14 @@ trap cleanup EXIT
 start() {
   local ws="$dir/$1" steps=$2
   shift 2
-  timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$steps" -o job.disp_freq=20 -q --workspace "$ws" "$@" \
     >"$dir/${ws##*/}.out" 2>"$dir/${ws##*/}.err" &
   launcher=$!
   # wait for training to be under way: a train line of each group (the
   # launcher's own first line comes before its ranks exist: under ASan
   # the server rank was looked for before it had started)
-  for _ in $(seq 300); do
+  for _ in $(seq "$(scaled 300)"); do
     grep -q '"group":0,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null \
       && grep -q '"group":1,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && return 0
     kill -0 "$launcher" 2>/dev/null || break
@@ -60,7 +61,7 @@ finish() {
   echo "--- $1: exit $rc after ${took} s"
   cat "$dir/$1.out" "$dir/$1.err" | grep -v '^\*\*' || true
   [ "$rc" -eq "$2" ] || fail "$1: exit $rc, expected $2"
-  [ "$took" -le "$3" ] || fail "$1: took $took s, more than $3"
+  [ "$took" -le "$(scaled "$3")" ] || fail "$1: took $took s, more than $(scaled "$3")"
   if pgrep -f -- "$dir/$1/" >/dev/null; then
     pgrep -fa -- "$dir/$1/"
     fail "$1: processes left behind"

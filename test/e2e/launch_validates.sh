@@ -9,6 +9,7 @@
 # never started, and the ranks named the workspace's copy of the conf.)
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -26,7 +27,7 @@ line=$(grep -n '^type = reluu' "$dir/badtype.conf" | head -1 | cut -d: -f1)
 check () {  # MESSAGE ARGS...: the run fails with MESSAGE and leaves the workspace
   local want=$1 rc=0
   shift
-  timeout -k 10 120 "$build/shoal" run "$@" "${small[@]}" --workspace "$ws" >"$dir/out" 2>"$dir/err" || rc=$?
+  timeout -k 10 "$(scaled 120)" "$build/shoal" run "$@" "${small[@]}" --workspace "$ws" >"$dir/out" 2>"$dir/err" || rc=$?
   [ "$rc" -eq 1 ] || { cat "$dir/out" "$dir/err"; fail "$*: exit $rc, expected 1"; }
   grep -qF -- "$want" "$dir/err" || { cat "$dir/err"; fail "$*: no '$want'"; }
   grep -q "moved to" "$dir/err" && { cat "$dir/err"; fail "$*: the earlier run was moved aside"; }

@@ -25,6 +25,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 dir=$(mktemp -d)
@@ -48,7 +49,7 @@ start() {
   local name=$1 topo=$2 steps=$3
   shift 3
   local ws="$dir/$name"
-  timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$topo.conf" \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$topo.conf" \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps="$steps" -o job.disp_freq=20 "${FAST[@]}" -q \
     --workspace "$ws" "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
@@ -58,7 +59,7 @@ start() {
   # clean-clone make test once stopped group 1 while only group 0 had
   # trained: group 0 ran all its 100000 steps and the server never named
   # group 1 lost)
-  for _ in $(seq 300); do
+  for _ in $(seq "$(scaled 300)"); do
     if grep -q '"group":1,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null \
        && grep -q '"group":0,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null; then
       sleep 0.3
@@ -147,7 +148,7 @@ if grep -qF "resuming at step" "$dir/hogwild.out" "$dir/hogwild.err"; then fail 
 # 5. SSP, a stopped group leaves the staleness bound
 case_ssp() {
 start ssp ssp 3000 -o cluster.all_groups_required=false
-for _ in $(seq 100); do grep -q '"group":1' "$dir/ssp/metrics.jsonl" && break; sleep 0.1; done
+for _ in $(seq "$(scaled 100)"); do grep -q '"group":1' "$dir/ssp/metrics.jsonl" && break; sleep 0.1; done
 kill -STOP "$(rank_pid ssp 1)"
 finish ssp 0
 has ssp out "1 worker group lost (group 1); the job finished without it"
@@ -176,7 +177,7 @@ lane b server ssp wedged
 # 7. no launcher: ranks started by hand, the server rank's heartbeats decide
 ws="$dir/bare"
 mkdir -p "$ws"
-timeout -k 5 60 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
+timeout -k 5 "$(scaled 60)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
   "${TOPOLOGY_ARGS[@]}" -o job.train_steps=1 -o cluster.all_groups_required=false "${FAST[@]}" -q --workspace "$ws" >/dev/null 2>&1 \
   || fail "bare: the conf did not run"
 rm -rf "$ws/metrics.jsonl" "$ws/checkpoint"
@@ -191,14 +192,14 @@ for r in 2 0 1; do
     --workspace "$ws" -q >"$dir/bare$r.out" 2>"$dir/bare$r.err" &
   pids[$r]=$!
 done
-for _ in $(seq 300); do
+for _ in $(seq "$(scaled 300)"); do
   grep -q '"group":1' "$ws/metrics.jsonl" 2>/dev/null && break
   sleep 0.1
 done
 kill -STOP "${pids[1]}"
 stopped+=("${pids[1]}")
 # bounded: 120 s for ranks 0 and 2 to end on their own
-for _ in $(seq 1200); do
+for _ in $(seq "$(scaled 1200)"); do
   kill -0 "${pids[0]}" 2>/dev/null || kill -0 "${pids[2]}" 2>/dev/null || break
   sleep 0.1
 done
@@ -210,7 +211,7 @@ rc0=0 rc2=0
 wait "${pids[0]}" || rc0=$?
 wait "${pids[2]}" || rc2=$?
 kill -KILL "${pids[1]}" 2>/dev/null || true
-[ "$hung" -eq 0 ] || fail "bare: ranks 0 and 2 still running after 120 s (hung)"
+[ "$hung" -eq 0 ] || fail "bare: ranks 0 and 2 still running after $(scaled 120) s (hung)"
 echo "--- bare: rank 0 exit $rc0, rank 2 exit $rc2"
 cat "$dir/bare0.out" "$dir/bare2.out"
 grep -v '^\*\*' "$dir/bare2.err" || true

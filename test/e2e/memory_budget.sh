@@ -11,6 +11,7 @@
 # suite: plain address undefined
 set -uo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -57,7 +58,7 @@ want=".conf:18: [layer conv1] column matrix: needs 9.1 MiB, which brings what th
 
 for sep in false true; do
   rc=0
-  timeout -k 5 120 "$build/shoal" run "$dir/conv.conf" -o "cluster.server_worker_separate=$sep" \
+  timeout -k 5 "$(scaled 120)" "$build/shoal" run "$dir/conv.conf" -o "cluster.server_worker_separate=$sep" \
     --workspace "$dir/ws-$sep" >"$dir/out" 2>"$dir/err" || rc=$?
   cat "$dir/out" "$dir/err"
   [ "$rc" -eq 1 ] || fail "server_worker_separate=$sep: exit $rc, expected 1"
@@ -67,7 +68,7 @@ for sep in false true; do
 done
 
 rc=0
-timeout -k 5 300 "$build/shoal" run "$dir/conv.conf" -o job.memory_limit=256M \
+timeout -k 5 "$(scaled 300)" "$build/shoal" run "$dir/conv.conf" -o job.memory_limit=256M \
   --workspace "$dir/ws-fits" >"$dir/out" 2>"$dir/err" || rc=$?
 [ "$rc" -eq 0 ] || { cat "$dir/out" "$dir/err"; fail "under 256M: exit $rc, expected 0"; }
 grep -q '"step": *3' "$dir/ws-fits/metrics.jsonl" 2>/dev/null || grep -q 'step 3' "$dir/out" "$dir/err" \

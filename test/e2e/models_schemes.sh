@@ -6,6 +6,7 @@
 # refused with a message that says what it can be split by.
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -31,13 +32,13 @@ first_train () { grep '"phase":"train"' "$1/metrics.jsonl" | sed -n 1,1p | sed '
 
 for scheme in sandblaster allreduce downpour hogwild; do
   start=$SECONDS
-  timeout -k 10 120 "$build/shoal" run "${rnn[@]}" --topology "conf/$scheme.conf" --workspace "$dir/rnn-$scheme" >/dev/null
+  timeout -k 10 "$(scaled 120)" "$build/shoal" run "${rnn[@]}" --topology "conf/$scheme.conf" --workspace "$dir/rnn-$scheme" >/dev/null
   loss=$(last_test "$dir/rnn-$scheme")
   echo "$scheme char-rnn: validation loss $loss after 120 steps (ln $vocab = $(awk -v v="$vocab" 'BEGIN { printf "%.2f", log(v) }')), $((SECONDS - start)) s"
   awk -v l="$loss" 'BEGIN { exit !(l < 3.0) }' || { echo "$scheme: char-rnn loss $loss not below 3.0"; exit 1; }
 
   start=$SECONDS
-  timeout -k 10 120 "$build/shoal" run "${rbm[@]}" --topology "conf/$scheme.conf" --workspace "$dir/rbm-$scheme" >/dev/null
+  timeout -k 10 "$(scaled 120)" "$build/shoal" run "${rbm[@]}" --topology "conf/$scheme.conf" --workspace "$dir/rbm-$scheme" >/dev/null
   first=$(first_train "$dir/rbm-$scheme")
   err=$(last_test "$dir/rbm-$scheme")
   echo "$scheme rbm: reconstruction error $first (first 20 steps) -> $err (test), $((SECONDS - start)) s"

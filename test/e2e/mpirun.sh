@@ -9,6 +9,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 if ! command -v mpirun >/dev/null; then
@@ -24,7 +25,7 @@ printf '127.0.0.1\n127.0.0.1\n127.0.0.1\n' >"$dir/hosts"
 base=$(free_ports_base 3)
 
 rc=0
-timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/hosts" \
+timeout -k 10 "$(scaled 150)" mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/hosts" \
   "$BUILD/shoal" proc "$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" \
   --token-file "$dir/token" --workspace "$dir/ws" -q >"$dir/out" 2>"$dir/err" || rc=$?
 cat "$dir/out"
@@ -48,7 +49,7 @@ small_job_conf "$dir/spread.conf" conf/allreduce.conf
 sed -i 's/^\[layer fc1\]$/[layer fc1]\npartition_dim = 1/' "$dir/spread.conf"
 grep -q '^partition_dim = 1$' "$dir/spread.conf" || fail "no [layer fc1] in the MLP example"
 rc=0
-timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe -np 2 --hostfile "$dir/hosts" \
+timeout -k 10 "$(scaled 150)" mpirun --allow-run-as-root --oversubscribe -np 2 --hostfile "$dir/hosts" \
   "$BUILD/shoal" proc "$dir/spread.conf" --hostfile "$dir/hosts" --base-port "$base" \
   --token-file "$dir/token" --workspace "$dir/spread" -q >"$dir/out" 2>"$dir/err" || rc=$?
 cat "$dir/out"

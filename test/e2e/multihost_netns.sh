@@ -20,6 +20,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/as_root.sh" "$@"
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 ns_w=shoal-e2e-$$-w
@@ -66,7 +67,7 @@ in_ns() {
   shift
   local ns=$ns_w
   [ "$side" = s ] && ns=$ns_s
-  ip netns exec "$ns" env SHOAL_INJECT_HOST_ID="e2e-host-$side" timeout -k 5 150 "$@"
+  ip netns exec "$ns" env SHOAL_INJECT_HOST_ID="e2e-host-$side" timeout -k 5 "$(scaled 150)" "$@"
 }
 
 # run_pair NAME CONF EXTRA...: rank 1 (servers) in its "host", rank 0 in
@@ -117,7 +118,7 @@ acc_clear=$(accuracy clear)
 run_pair tls "$dir/job.conf" --tls-dir "$dir/tls" &
 pair_pid=$!
 listen=
-for _ in $(seq 100); do
+for _ in $(seq "$(scaled 100)"); do
   listen=$(ip netns exec "$ns_s" ss -Htln "sport = :$port" | awk '{ print $4 }')
   [ -n "$listen" ] && break
   kill -0 "$pair_pid" 2>/dev/null || break
@@ -147,7 +148,7 @@ in_ns w "$BUILD/shoal" proc "$dir/job.conf" --hostfile "$dir/hosts" --token-file
 [ "$rc" -ne 0 ] || fail "a rank with another job's certificates trained"
 grep -q "the peer's certificate is refused: not issued by this job's CA" "$dir/intruder-0.err" \
   || { tail -5 "$dir/intruder-0.err"; fail "the intruder's error does not say why"; }
-for _ in $(seq 50); do
+for _ in $(seq "$(scaled 50)"); do
   grep -q 'TLS handshake: the peer refused this rank' "$dir/intruder-1.err" && break
   sleep 0.1
 done
@@ -158,7 +159,7 @@ ip netns pids "$ns_s" | xargs -r kill -9
 wait "$server_pid" 2>/dev/null || true
 server_pid=
 # its port free again before the next run takes it
-for _ in $(seq 100); do
+for _ in $(seq "$(scaled 100)"); do
   [ -z "$(ip netns exec "$ns_s" ss -Htln "sport = :$port")" ] && break
   sleep 0.1
 done

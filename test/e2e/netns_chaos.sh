@@ -21,6 +21,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/as_root.sh" "$@"
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 tag=shoal-chaos-$$
@@ -89,7 +90,7 @@ conf() {
 
 # when_step N WS: waits (at most 60 s) for a train line at step >= N
 when_step() {
-  for _ in $(seq 600); do
+  for _ in $(seq "$(scaled 600)"); do
     [ -f "$2/metrics.jsonl" ] && /usr/bin/python3 -c '
 import json, sys
 s = [json.loads(l).get("step", 0) for l in open(sys.argv[1]) if l.strip()]
@@ -124,7 +125,7 @@ run() {
         ip netns exec "$tag-b" tc qdisc add dev eth0 root netem delay 20ms
       else
         ip netns exec "$tag-b" "$iptables" -A INPUT -i eth0 -j NFQUEUE --queue-num 0 --queue-bypass
-        ip netns exec "$tag-b" timeout 150 "$delay_queue" 0 20 150 >"$dir/delay_queue.out" 2>&1 &
+        ip netns exec "$tag-b" timeout "$(scaled 150)" "$delay_queue" 0 20 150 >"$dir/delay_queue.out" 2>&1 &
         delayer=$!
       fi ;;
   esac
@@ -133,7 +134,7 @@ run() {
   for ((r = 0; r < nprocs; r++)); do
     (
       rc=0
-      ip netns exec "$tag-${hosts[$r]}" env SHOAL_INJECT_HOST_ID="chaos-${hosts[$r]}" timeout -k 5 120 \
+      ip netns exec "$tag-${hosts[$r]}" env SHOAL_INJECT_HOST_ID="chaos-${hosts[$r]}" timeout -k 5 "$(scaled 120)" \
         "$BUILD/shoal" proc "$c" --hostfile "$dir/hosts" --token-file "$dir/token" --tls-dir "$dir/tls" \
         --workspace "$ws" -q --rank "$r" >"$dir/$name-$r.out" 2>"$dir/$name-$r.err" || rc=$?
       echo "$rc" >"$dir/$name-$r.rc"

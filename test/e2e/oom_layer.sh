@@ -9,6 +9,7 @@
 # the budget's refusal is memory_budget.sh.
 set -uo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -64,7 +65,7 @@ fi
 for sep in false true; do
   rc=0
   ( [ "${#cap[@]}" -eq 0 ] || "${cap[@]}"
-    exec timeout -k 5 120 "$build/shoal" run "$dir/huge.conf" -o "cluster.server_worker_separate=$sep" -o job.memory_limit=0 \
+    exec timeout -k 5 "$(scaled 120)" "$build/shoal" run "$dir/huge.conf" -o "cluster.server_worker_separate=$sep" -o job.memory_limit=0 \
       --workspace "$dir/ws-$sep" ) >"$dir/out" 2>"$dir/err" || rc=$?
   cat "$dir/out" "$dir/err"
   [ "$rc" -eq 1 ] || fail "server_worker_separate=$sep: exit $rc, expected 1"

@@ -9,6 +9,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 dir=$(mktemp -d)
 cleanup() {
@@ -23,7 +24,7 @@ ws=$dir/ws
   -o job.train_steps=100000 -o emulate.bandwidth_mbit=1e-9 -o cluster.stop_timeout=2 \
   --workspace "$ws" >"$dir/out" 2>"$dir/err" &
 launcher=$!
-for _ in $(seq 600); do  # every rank started (bounded: 60 s)
+for _ in $(seq "$(scaled 600)"); do  # every rank started (bounded: 60 s)
   [ "$(pgrep -fc -- "proc $ws/job.conf" || true)" -eq 3 ] && break
   sleep 0.1
 done
@@ -33,13 +34,13 @@ kill -TERM "$launcher"
 sleep 0.2
 kill -KILL "$launcher"
 wait "$launcher" 2>/dev/null || true
-for _ in $(seq 600); do
+for _ in $(seq "$(scaled 600)"); do
   pgrep -f -- "proc $ws/job.conf" >/dev/null || break
   sleep 0.1
 done
 if pgrep -f -- "proc $ws/job.conf" >/dev/null; then
   pgrep -fa -- "proc $ws/job.conf"
-  fail "ranks outlived their launcher by 60 s"
+  fail "ranks outlived their launcher by $(scaled 60) s"
 fi
 n=$(grep -c "the stop did not end within \[cluster\] stop_timeout" "$dir/err" || true)
 [ "$n" -ge 1 ] || { cat "$dir/err"; fail "no rank said why it ended"; }

@@ -14,6 +14,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # TOPOLOGY_ARGS, fail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -39,7 +40,7 @@ grep -qE '^  beta +sharpness' "$tmp/layers.txt" || fail "shoal layers: no beta k
 # the launcher and each rank say (g_debug, on stdout) that they loaded it
 ws=$tmp/downpour
 rc=0
-G_MESSAGES_DEBUG=all timeout -k 10 150 "$BUILD/shoal" run examples/custom-layer/swish.conf \
+G_MESSAGES_DEBUG=all timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/custom-layer/swish.conf \
   --topology conf/downpour.conf "${TOPOLOGY_ARGS[@]}" --workspace "$ws" >"$tmp/downpour.out" 2>"$tmp/downpour.err" || rc=$?
 grep -v DEBUG "$tmp/downpour.out" || true
 tail -5 "$tmp/downpour.err"
@@ -59,7 +60,7 @@ echo "downpour: the launcher and 3 ranks loaded the plugin; final test accuracy 
 # --plugin names the same file as swish.conf's plugins: it is loaded once
 ws=$tmp/feature
 rc=0
-timeout -k 10 150 "$BUILD/shoal" run examples/custom-layer/swish.conf --plugin "$plugins/libswish.so" \
+timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/custom-layer/swish.conf --plugin "$plugins/libswish.so" \
   "${TOPOLOGY_ARGS[@]}" -o cluster.nworkers_per_group=2 -o cluster.nworkers_per_procs=2 \
   -o cluster.partition_dim=1 --workspace "$ws" >"$tmp/feature.out" 2>"$tmp/feature.err" || rc=$?
 cat "$tmp/feature.out"
@@ -73,7 +74,7 @@ echo "feature split: act1 and act2 split by features; final test accuracy $acc (
 
 # the split computes what one worker computes (up to float sums)
 rc=0
-timeout -k 10 150 "$BUILD/shoal" run examples/custom-layer/swish.conf "${TOPOLOGY_ARGS[@]}" \
+timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/custom-layer/swish.conf "${TOPOLOGY_ARGS[@]}" \
   --workspace "$tmp/single" >"$tmp/single.out" 2>"$tmp/single.err" || rc=$?
 [ "$rc" -eq 0 ] || { tail -5 "$tmp/single.err"; fail "one worker exited with $rc"; }
 test_loss() { grep '"phase":"test"' "$1/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([-0-9.e]*\).*/\1/'; }

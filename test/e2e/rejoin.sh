@@ -20,6 +20,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # TOPOLOGY_ARGS, fail
 dir=$(mktemp -d)
 launcher=
@@ -34,13 +35,13 @@ trap cleanup EXIT
 
 case_rejoin () {  # SCHEME
   local name=$1 ws=$dir/$1 rc=0
-  SHOAL_INJECT_STEP_DELAY=0:15 timeout -k 10 150 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf \
+  SHOAL_INJECT_STEP_DELAY=0:15 timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf \
     --topology "conf/$name.conf" "${TOPOLOGY_ARGS[@]}" -o job.disp_freq=20 -o cluster.all_groups_required=false \
     -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -q --rejoin --workspace "$ws" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
   local trained=0
-  for _ in $(seq 600); do   # group 1's first train line (bounded: 60 s)
+  for _ in $(seq "$(scaled 600)"); do   # group 1's first train line (bounded: 60 s)
     grep -q '"group":1,"worker":0,"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && { trained=1; break; }
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1

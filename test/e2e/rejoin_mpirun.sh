@@ -20,6 +20,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # small_job_conf, make_token, free_ports_base, fail
 
 if ! command -v mpirun >/dev/null; then
@@ -46,7 +47,7 @@ base=$(free_ports_base 2)
 ws=$dir/ws
 args=("$dir/job.conf" --hostfile "$dir/hosts" --base-port "$base" --token-file "$dir/token" --workspace "$ws" -q)
 
-SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 150 mpirun --allow-run-as-root --oversubscribe \
+SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 "$(scaled 150)" mpirun --allow-run-as-root --oversubscribe \
   --mca orte_enable_recovery 1 -x SHOAL_INJECT_STEP_DELAY -np 2 --hostfile "$dir/hosts" \
   "$BUILD/shoal" proc "${args[@]}" >"$dir/mpi.out" 2>"$dir/mpi.err" &
 mpi=$!
@@ -59,7 +60,7 @@ rank1_pid() {
   done
 }
 trained=0
-for _ in $(seq 600); do   # group 1's first train line (bounded: 60 s)
+for _ in $(seq "$(scaled 600)"); do   # group 1's first train line (bounded: 60 s)
   grep -q '"group":1,"worker":0,"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && { trained=1; break; }
   kill -0 "$mpi" 2>/dev/null || break
   sleep 0.1
@@ -71,7 +72,7 @@ kill -KILL "$pid"
 
 # rank 0 finds it lost (heartbeat_timeout 3 s; bounded: 30 s), and goes on
 lost=0
-for _ in $(seq 300); do
+for _ in $(seq "$(scaled 300)"); do
   grep -q "rank 0: group 1 lost: " "$dir/mpi.err" && { lost=1; break; }
   kill -0 "$mpi" 2>/dev/null || break
   sleep 0.1
@@ -80,7 +81,7 @@ done
 
 # the restart, by hand, as README.md says
 rc=0
-timeout -k 10 150 "$BUILD/shoal" proc "${args[@]}" --rank 1 --rejoin >"$dir/rejoin.out" 2>"$dir/rejoin.err" || rc=$?
+timeout -k 10 "$(scaled 150)" "$BUILD/shoal" proc "${args[@]}" --rank 1 --rejoin >"$dir/rejoin.out" 2>"$dir/rejoin.err" || rc=$?
 cat "$dir/rejoin.out"
 grep -v '^\*\*' "$dir/rejoin.err" | grep -v '^$' | tail -20 || true
 [ "$rc" -ne 124 ] || fail "the rejoined rank hung (timeout)"

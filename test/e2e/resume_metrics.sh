@@ -14,6 +14,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 run_pid=
 cleanup() {
@@ -53,12 +54,12 @@ check() {
   local name=$1 from=$2
   shift 2
   local whole=$dir/$name-whole ws=$dir/$name
-  timeout -k 10 150 "$BUILD/shoal" run "${common[@]}" "$@" --workspace "$whole" >/dev/null 2>"$dir/err" \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run "${common[@]}" "$@" --workspace "$whole" >/dev/null 2>"$dir/err" \
     || { cat "$dir/err"; fail "$name: the uninterrupted run"; }
-  SHOAL_INJECT_STEP_DELAY=0:600000@$from timeout -k 10 150 "$BUILD/shoal" run "${common[@]}" "$@" \
+  SHOAL_INJECT_STEP_DELAY=0:600000@$from timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run "${common[@]}" "$@" \
     --workspace "$ws" >"$dir/stop.out" 2>"$dir/stop.err" &
   run_pid=$!
-  for _ in $(seq 1200); do  # until the delay holds it (bounded: 120 s)
+  for _ in $(seq "$(scaled 1200)"); do  # until the delay holds it (bounded: 120 s)
     grep -q "\"step\":$((from / 10 * 10)),.*\"phase\":\"train\"" "$ws/metrics.jsonl" 2>/dev/null && break
     kill -0 "$run_pid" 2>/dev/null || break
     sleep 0.1
@@ -71,7 +72,7 @@ check() {
   [ "$rc" -eq 130 ] || { cat "$dir/stop.out" "$dir/stop.err"; fail "$name: the stopped run: exit $rc, expected 130"; }
   local at
   at=$(grep -o 'stopped at step [0-9]*' "$dir/stop.out" | head -1 | grep -o '[0-9]*$')
-  timeout -k 10 150 "$BUILD/shoal" run "${common[@]}" "$@" --workspace "$ws" --resume >/dev/null 2>"$dir/err" \
+  timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run "${common[@]}" "$@" --workspace "$ws" --resume >/dev/null 2>"$dir/err" \
     || { cat "$dir/err"; fail "$name: the resumed run"; }
   if ! diff <(normalized "$whole") <(normalized "$ws") >"$dir/diff"; then
     head -20 "$dir/diff"

@@ -15,6 +15,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # small_job_conf, make_token, free_ports_base, fail
 
 if ! command -v mpirun >/dev/null; then
@@ -44,12 +45,12 @@ mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe -np 3 --hostfile "$dir/ho
 # orte_enable_recovery (Open MPI 4): by default mpirun kills every rank
 # once one exits non-zero, which a rank stopped by SIGINT does (130)
 # while the others may still be saving their stop checkpoints
-SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 150 "${mpirun_cmd[@]}" --mca orte_enable_recovery 1 \
+SHOAL_INJECT_STEP_DELAY=0:20,1:10 timeout -k 10 "$(scaled 150)" "${mpirun_cmd[@]}" --mca orte_enable_recovery 1 \
   -x SHOAL_INJECT_STEP_DELAY \
   "$BUILD/shoal" proc "${args[@]}" >"$dir/stop.out" 2>"$dir/stop.err" &
 mpi=$!
 trained=0
-for _ in $(seq 600); do   # group 0's fourth train line (bounded: 60 s)
+for _ in $(seq "$(scaled 600)"); do   # group 0's fourth train line (bounded: 60 s)
   lines=$(grep -c '"group":0,"worker":0,"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null || true)
   [ "${lines:-0}" -ge 4 ] && { trained=1; break; }
   kill -0 "$mpi" 2>/dev/null || break
@@ -73,7 +74,7 @@ stop1=$(sed -n 's/^rank 1: group 1 worker 0: stopped at step \([0-9]*\) .*/\1/p'
 [ "$stop0" -ne "$stop1" ] || fail "both groups stopped at step $stop0: nothing to tell apart"
 
 rc=0
-timeout -k 10 150 "${mpirun_cmd[@]}" "$BUILD/shoal" proc "${args[@]}" --resume \
+timeout -k 10 "$(scaled 150)" "${mpirun_cmd[@]}" "$BUILD/shoal" proc "${args[@]}" --resume \
   >"$dir/resume.out" 2>"$dir/resume.err" || rc=$?
 cat "$dir/resume.out"
 [ "$rc" -eq 0 ] || { grep -v '^\*\*' "$dir/resume.err" | tail -20; fail "mpirun --resume exited with $rc"; }

@@ -10,13 +10,14 @@
 # Usage: rpc_pool.sh BUILD
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 [ -d build/data/fashion-mnist/train ] || { echo "no build/data/fashion-mnist: run make data"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 sed 's/^nworkers_per_group = .*/nworkers_per_group = 3/; s/^nworkers_per_procs = .*/nworkers_per_procs = 1/' \
   conf/sandblaster.conf >"$dir/sandblaster3.conf"
 rc=0
-G_MESSAGES_DEBUG=all timeout -k 10 150 "$build/shoal" run examples/fashion-mnist/mlp.conf \
+G_MESSAGES_DEBUG=all timeout -k 10 "$(scaled 150)" "$build/shoal" run examples/fashion-mnist/mlp.conf \
   --topology "$dir/sandblaster3.conf" -o job.epochs=0 -o job.train_steps=300 -o job.test_freq=0 \
   -o job.test_steps=30 -o 'layer data.batch_size=66' -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' \
   -o cluster.rpc_threads=1 --workspace "$dir/ws" >"$dir/out" 2>"$dir/err" || rc=$?

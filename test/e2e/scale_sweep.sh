@@ -13,13 +13,14 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 TINY=(-o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o emulate.clock=virtual
       -o emulate.step_ms=10 -o emulate.nic_mbit=1000 -o emulate.latency_ms=0.05)
-timeout -k 5 240 "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes sandblaster,downpour \
+timeout -k 5 "$(scaled 240)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes sandblaster,downpour \
   --workers 4,1,2 --budget samples=6400 --points 3 --out "$dir/sweep" --quiet "${TINY[@]}" \
   -o cluster.sync_lr=linear >"$dir/out" 2>&1 || { tail -5 "$dir/out"; fail "the sweep"; }
 /usr/bin/python3 - "$dir/sweep" <<'PY' || fail "the sweep's numbers"

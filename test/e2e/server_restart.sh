@@ -5,6 +5,7 @@
 # (no loss beyond the checkpoint: the steps after it are recomputed).
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 launcher=
 cleanup() {
@@ -25,10 +26,10 @@ final () { grep '"phase":"test"' "$1/metrics.jsonl" | tail -1 | sed 's/.*"loss":
 whole=$(final "$dir/whole")
 
 # 40 ms a step keeps the job alive long enough to kill its server (the math is the same)
-SHOAL_INJECT_STEP_DELAY=0:40 timeout -k 10 200 "$build/shoal" run examples/fashion-mnist/mlp.conf \
+SHOAL_INJECT_STEP_DELAY=0:40 timeout -k 10 "$(scaled 200)" "$build/shoal" run examples/fashion-mnist/mlp.conf \
   "${args[@]}" --workspace "$dir/ws" >"$dir/out" 2>"$dir/err" &
 launcher=$!
-for _ in $(seq 300); do  # until a checkpoint past step 20 is written (bounded: 30 s)
+for _ in $(seq "$(scaled 300)"); do  # until a checkpoint past step 20 is written (bounded: 30 s)
   grep -q '"step":50,' "$dir/ws/metrics.jsonl" 2>/dev/null && break
   sleep 0.1
 done

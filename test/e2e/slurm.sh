@@ -15,6 +15,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/as_root.sh" "$@"
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -34,7 +35,7 @@ cleanup() {
     for p in slurmd slurmctld; do
       [ -f "$dir/$p.pid" ] && kill "$(cat "$dir/$p.pid")" 2>/dev/null
     done
-    for _ in $(seq 50); do
+    for _ in $(seq "$(scaled 50)"); do
       { [ -f "$dir/slurmd.pid" ] && kill -0 "$(cat "$dir/slurmd.pid")" 2>/dev/null; } \
         || { [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; } || break
       sleep 0.1
@@ -102,7 +103,7 @@ export SLURM_CONF=$dir/slurm.conf
 slurmctld -i -f "$SLURM_CONF" || { tail -5 "$dir/log/slurmctld.log"; fail "slurmctld did not start"; }
 slurmd -f "$SLURM_CONF" || { tail -5 "$dir/log/slurmd.log"; fail "slurmd did not start"; }
 state=
-for _ in $(seq 100); do
+for _ in $(seq "$(scaled 100)"); do
   state=$(sinfo -h -o %T 2>/dev/null || true)
   [ "$state" = idle ] && break
   sleep 0.2
@@ -119,7 +120,7 @@ for spec in "sandblaster 2 1" "allreduce 2 1" "downpour 3 2" "hogwild 2 2"; do
   read -r scheme nprocs ngroups <<<"$spec"
   small_job_conf "$dir/$scheme.conf" "conf/$scheme.conf"
   rc=0
-  timeout -k 10 150 srun -n "$nprocs" --kill-on-bad-exit=1 "$BUILD/shoal" proc "$dir/$scheme.conf" \
+  timeout -k 10 "$(scaled 150)" srun -n "$nprocs" --kill-on-bad-exit=1 "$BUILD/shoal" proc "$dir/$scheme.conf" \
     --workspace "$dir/ws/$scheme" -q >"$dir/$scheme.out" 2>"$dir/$scheme.err" || rc=$?
   cat "$dir/$scheme.out"
   [ "$rc" -eq 0 ] || { tail -20 "$dir/$scheme.err"; fail "$scheme: srun exited with $rc"; }
@@ -149,7 +150,7 @@ print(t[-1]["step"], repr(t[-1]["loss"]), t[-1]["accuracy"])' "$1"
 }
 # the uninterrupted run beside the batch job (Slurm gives each job its
 # own ports; 4 of the 8 CPUs declared): the same steps, whatever the timing
-timeout -k 10 150 srun -n 2 --kill-on-bad-exit=1 "$BUILD/shoal" proc "$dir/requeue.conf" \
+timeout -k 10 "$(scaled 150)" srun -n 2 --kill-on-bad-exit=1 "$BUILD/shoal" proc "$dir/requeue.conf" \
   --workspace "$dir/ws/straight" -q >"$dir/straight.out" 2>"$dir/straight.err" &
 straight=$!
 
@@ -158,7 +159,7 @@ job=$(SHOAL="$BUILD/shoal" sbatch --parsable --ntasks=2 --output="$dir/batch-%j.
 echo "submitted job $job"
 # requeue it once it has trained past its first checkpoint
 seen=0
-for _ in $(seq 600); do
+for _ in $(seq "$(scaled 600)"); do
   if [ -f "$dir/ws/batch/metrics.jsonl" ] \
      && /usr/bin/python3 -c '
 import json, sys
@@ -174,7 +175,7 @@ scontrol requeue "$job"
 echo "requeued job $job at step >= 200"
 # then it runs again and ends
 state=
-for _ in $(seq 1200); do
+for _ in $(seq "$(scaled 1200)"); do
   state=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
   case $state in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
   sleep 0.1

@@ -16,6 +16,7 @@
 # partition tests show why it is not to the bit: sums in another order).
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 
@@ -32,7 +33,7 @@ split=(-o 'layer fc1.partition_dim=1' -o 'layer relu1.partition_dim=1' -o cluste
 run () {  # name conf-and-options...
   local name=$1
   shift
-  timeout -k 10 300 "$build/shoal" run "$@" --workspace "$dir/$name" >"$dir/$name.out" 2>&1 \
+  timeout -k 10 "$(scaled 300)" "$build/shoal" run "$@" --workspace "$dir/$name" >"$dir/$name.out" 2>&1 \
     || { cat "$dir/$name.out" >&2; exit 1; }
   final "$dir/$name"
 }
@@ -77,7 +78,7 @@ echo "hybrid LeNet, AllReduce:              $hyb_all"
 # 2.0); at lr 0.01 and 40 steps, 12 runs beside a busy core ended at
 # 0.83-1.13
 for scheme in downpour hogwild; do
-  timeout -k 10 300 "$build/shoal" run "${cnn[@]}" --topology "conf/$scheme.conf" -o cluster.nworkers_per_procs=1 \
+  timeout -k 10 "$(scaled 300)" "$build/shoal" run "${cnn[@]}" --topology "conf/$scheme.conf" -o cluster.nworkers_per_procs=1 \
     -o job.train_steps=40 -o 'updater.lr_list=0.01, 0.001' \
     --workspace "$dir/$scheme" >"$dir/$scheme.out" 2>&1 || { cat "$dir/$scheme.out"; exit 1; }
   for g in 0 1; do
@@ -92,9 +93,9 @@ done
 # resume: ends at step 20 (checkpoints at 10, 20), resumed to 30
 spread=("${mlp[@]}" "${split[@]}" -o cluster.nworkers_per_group=2 -o cluster.nworkers_per_procs=1
         -o cluster.server_worker_separate=true -o job.checkpoint_freq=10)
-timeout -k 10 300 "$build/shoal" run "${spread[@]}" -o job.train_steps=20 --workspace "$dir/resume" \
+timeout -k 10 "$(scaled 300)" "$build/shoal" run "${spread[@]}" -o job.train_steps=20 --workspace "$dir/resume" \
   >"$dir/resume.out" 2>&1 || { cat "$dir/resume.out"; exit 1; }
-timeout -k 10 300 "$build/shoal" run "${spread[@]}" --resume --workspace "$dir/resume" \
+timeout -k 10 "$(scaled 300)" "$build/shoal" run "${spread[@]}" --resume --workspace "$dir/resume" \
   >>"$dir/resume.out" 2>&1 || { cat "$dir/resume.out"; exit 1; }
 resumed=$(final "$dir/resume")
 echo "k=2 spread, stopped at 20, resumed:   $resumed"
@@ -102,11 +103,11 @@ echo "k=2 spread, stopped at 20, resumed:   $resumed"
 
 # a follower killed mid-run: the leader fails with a message naming it,
 # at once (not after the launcher's 60 s watchdog)
-SHOAL_INJECT_STEP_DELAY=0:50 timeout -k 10 120 "$build/shoal" run "${mlp[@]}" "${split[@]}" \
+SHOAL_INJECT_STEP_DELAY=0:50 timeout -k 10 "$(scaled 120)" "$build/shoal" run "${mlp[@]}" "${split[@]}" \
   -o job.train_steps=2000 -o cluster.nworkers_per_group=2 -o cluster.nworkers_per_procs=1 \
   --workspace "$dir/killed" >"$dir/killed.out" 2>&1 &
 pid=$!
-for _ in $(seq 200); do  # until it trains (bounded: 20 s)
+for _ in $(seq "$(scaled 200)"); do  # until it trains (bounded: 20 s)
   grep -q '"phase":"train"' "$dir/killed/metrics.jsonl" 2>/dev/null && break
   sleep 0.1
 done

@@ -17,6 +17,7 @@
 # and the same with the launcher signalled too.
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -35,7 +36,7 @@ final () {  # the last test line of a workspace: "loss accuracy"
 run () {  # workspace, then more options
   local ws=$1
   shift
-  timeout -k 5 60 "$build/shoal" run "${args[@]}" --workspace "$ws" "$@" >"$ws.out" 2>&1 \
+  timeout -k 5 "$(scaled 60)" "$build/shoal" run "${args[@]}" --workspace "$ws" "$@" >"$ws.out" 2>&1 \
     || { cat "$ws.out"; echo "$ws: the run failed"; exit 1; }
 }
 
@@ -52,7 +53,7 @@ for after in 10 30 50; do
     "$build/shoal" run "${args[@]}" --workspace "$ws" >"$ws.out" 2>&1 &
   pid=$!
   seen=no
-  for _ in $(seq 300); do  # until the train line of step $after (bounded: 30 s)
+  for _ in $(seq "$(scaled 300)"); do  # until the train line of step $after (bounded: 30 s)
     grep -q "\"step\":$after,.*\"phase\":\"train\"" "$ws/metrics.jsonl" 2>/dev/null && { seen=yes; break; }
     sleep 0.1
   done
@@ -61,7 +62,7 @@ for after in 10 30 50; do
   start=$(date +%s%N)
   # a clean stop takes a second or two, a call that waits out its 60 s
   # timeout says "timed out" (checked below); past 90 s it hangs
-  for _ in $(seq 900); do  # bounded: 90 s
+  for _ in $(seq "$(scaled 900)"); do  # bounded: 90 s
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
@@ -109,14 +110,14 @@ signal_rank1 () {
   mkdir -p "$ws"
   SHOAL_INJECT_STEP_DELAY=0:5 "$build/shoal" run "${args[@]}" --workspace "$ws" >"$ws.out" 2>&1 &
   pid=$!
-  for _ in $(seq 300); do  # until the train line of step 20 (bounded: 30 s)
+  for _ in $(seq "$(scaled 300)"); do  # until the train line of step 20 (bounded: 30 s)
     grep -q '"step":20,.*"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && break
     sleep 0.1
   done
   pkill -INT -f "shoal proc $ws/job.conf --rank 1 " || { cat "$ws.out"; echo "no rank 1 to signal"; exit 1; }
   [ -n "$also" ] && kill -INT "$pid"
   status=0
-  timeout 90 tail --pid="$pid" -f /dev/null || { cat "$ws.out"; echo "still running 90 s after the signal"; exit 1; }
+  timeout "$(scaled 90)" tail --pid="$pid" -f /dev/null || { cat "$ws.out"; echo "still running $(scaled 90) s after the signal"; exit 1; }
   wait "$pid" || status=$?
   pid=
   [ "$status" -eq 130 ] || { cat "$ws.out"; echo "$name: exit $status"; exit 1; }

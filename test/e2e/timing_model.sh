@@ -17,6 +17,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -96,7 +97,7 @@ rc=0
   "$dir/calmem.out" && [ ! -e "$dir/refused.cal" ] || { cat "$dir/calmem.out"; fail "calibrate --concurrent 8 over the limit"; }
 for run in a b; do
   jobs=1; [ $run = b ] && jobs=2
-  timeout -k 5 180 "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 --jobs $jobs \
+  timeout -k 5 "$(scaled 180)" "$BUILD/shoal" compare "${TINY[0]}" --schemes downpour,sandblaster --budget samples=6400 --jobs $jobs \
     --points 3 --out "$dir/cmp-$run" --quiet -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' \
     -o job.threads=1 -o emulate.clock=virtual -o "emulate.calibration=$dir/tiny.cal" -o emulate.nic_mbit=1000 \
     -o 'emulate.step_delay=pareto(1, 2)' >"$dir/cmp-$run.out" 2>&1 || { tail -5 "$dir/cmp-$run.out"; fail "compare $run"; }

@@ -10,6 +10,7 @@
 # Usage: tsan_train.sh BUILD
 set -euo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 [ -d build/data/fashion-mnist/train ] || { echo "no build/data/fashion-mnist: run make data"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -20,7 +21,7 @@ failures=0
 run() {
   local name=$1 rc=0 start=$SECONDS
   shift
-  timeout -k 10 240 "$build/shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" "$@" \
+  timeout -k 10 "$(scaled 240)" "$build/shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" "$@" \
     --workspace "$dir/$name" >"$dir/$name.out" 2>"$dir/$name.err" || rc=$?
   if [ "$rc" -eq 0 ] && ! grep -q 'ThreadSanitizer' "$dir/$name.err" \
      && grep -q '^final test accuracy' "$dir/$name.out"; then

@@ -19,6 +19,7 @@
 # suite: plain undefined
 set -uo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -70,7 +71,7 @@ want="the address-space limit (ulimit -v 870000 KiB, 849.6 MiB) leaves no room f
 for kib in 600000 700000 870000 1300000 3000000; do
   rc=0
   ( ulimit -v "$kib"
-    exec timeout -k 5 120 "$build/shoal" run "$dir/mlp.conf" --workspace "$dir/ws-$kib" ) >"$dir/out" 2>"$dir/err" || rc=$?
+    exec timeout -k 5 "$(scaled 120)" "$build/shoal" run "$dir/mlp.conf" --workspace "$dir/ws-$kib" ) >"$dir/out" 2>"$dir/err" || rc=$?
   [ "$rc" -eq 0 ] || [ "$rc" -eq 1 ] || { cat "$dir/out" "$dir/err"; fail "ulimit -v $kib: exit $rc (124/137: it hung)"; }
   grep -qiE 'signal|trap|abort|core dumped' "$dir/out" "$dir/err" && { cat "$dir/err"; fail "ulimit -v $kib: a process died on a signal"; }
   if [ "$kib" = 870000 ]; then

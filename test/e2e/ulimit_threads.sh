@@ -15,6 +15,7 @@
 # suite: plain undefined
 set -uo pipefail
 build=${1:-build}
+source test/e2e/lib/time_scale.sh "$build"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -63,7 +64,7 @@ sweep() {
     ws="$dir/ws-$layout-$n"
     mkdir -m 777 "$ws"
     rc=0
-    as_limited "$n" timeout -k 5 60 "$build/shoal" run examples/fashion-mnist/mlp.conf \
+    as_limited "$n" timeout -k 5 "$(scaled 60)" "$build/shoal" run examples/fashion-mnist/mlp.conf \
       --topology "$dir/$layout.conf" -o job.threads=1 -o job.epochs=0 -o job.train_steps=20 \
       -o job.test_freq=0 -o job.test_steps=2 -q --workspace "$ws/run" >"$dir/out" 2>"$dir/err" || rc=$?
     grep -qiE 'signal|trap|abort|core dumped|GLib-ERROR' "$dir/out" "$dir/err" \

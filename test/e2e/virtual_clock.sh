@@ -13,6 +13,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -22,7 +23,7 @@ SMALL=(-o job.epochs=0 -o job.test_steps=10 -o job.disp_freq=10 -o 'layer fc1.nu
 run() {  # NAME ARGS...: a virtual run; its exit status in $dir/NAME.rc
   local name=$1 rc=0
   shift
-  timeout -k 5 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${SMALL[@]}" --workspace "$dir/$name" "$@" \
+  timeout -k 5 "$(scaled 120)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${SMALL[@]}" --workspace "$dir/$name" "$@" \
     >"$dir/$name.out" 2>"$dir/$name.err" || rc=$?
   echo "$rc" >"$dir/$name.rc"
 }

@@ -11,6 +11,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -21,7 +22,7 @@ SMALL=(examples/fashion-mnist/mlp.conf -o job.epochs=0 -o job.test_steps=10 -o j
 
 # 1. pareto(1, 0.01)
 rc=0
-timeout -k 5 60 "$BUILD/shoal" run "${SMALL[@]}" --topology conf/downpour.conf -o job.train_steps=20 \
+timeout -k 5 "$(scaled 60)" "$BUILD/shoal" run "${SMALL[@]}" --topology conf/downpour.conf -o job.train_steps=20 \
   -o job.test_freq=0 -o emulate.slow_groups=1 -o 'emulate.slow_delay=pareto(1, 0.01)' \
   --workspace "$dir/pareto" >"$dir/pareto.out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || { tail -5 "$dir/pareto.out"; fail "pareto(1, 0.01): exit $rc (124: it spun)"; }
@@ -40,13 +41,13 @@ echo "1. heavy tail: ok"
 "$BUILD/shoal" run "${SMALL[@]}" --topology conf/ssp.conf -o job.train_steps=1000000 -o job.test_freq=0 \
   -o emulate.slow_groups=1 -o emulate.slow_factor=3 --workspace "$dir/ssp" >"$dir/ssp.out" 2>&1 &
 pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq "$(scaled 100)"); do
   grep -q "step 20 loss" "$dir/ssp.out" 2>/dev/null && break
   sleep 0.1
 done
 kill -INT "$pid"
 rc=0
-for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq "$(scaled 50)"); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$pid" 2>/dev/null; then
   kill -KILL "$pid"
   fail "SSP on the virtual clock still running 5 s after SIGINT"
@@ -61,7 +62,7 @@ echo "2. SIGINT: ok"
 # 3. group 0 lost under the elastic sync
 LOST=(--topology conf/elastic.conf -o job.train_steps=300 -o job.test_freq=100 -o emulate.fault_group=0
       -o emulate.fault_at=0.6 -o cluster.all_groups_required=false)
-timeout -k 5 120 "$BUILD/shoal" run "${SMALL[@]}" "${LOST[@]}" --workspace "$dir/lost" >"$dir/lost.out" 2>&1 \
+timeout -k 5 "$(scaled 120)" "$BUILD/shoal" run "${SMALL[@]}" "${LOST[@]}" --workspace "$dir/lost" >"$dir/lost.out" 2>&1 \
   || { tail -5 "$dir/lost.out"; fail "elastic without group 0"; }
 printed=$(sed -n 's/^final test accuracy: \([0-9.]*\) (group 1; group 0 was lost)$/\1/p' "$dir/lost.out")
 [ -n "$printed" ] || { tail -3 "$dir/lost.out"; fail "the final accuracy is not named as group 1's"; }
@@ -85,7 +86,7 @@ step_ms = 8
 fault_group = 0
 fault_at = 0.3
 EOF
-timeout -k 5 180 "$BUILD/shoal" compare "${SMALL[0]}" --schemes elastic --out "$dir/cmp" --quiet \
+timeout -k 5 "$(scaled 180)" "$BUILD/shoal" compare "${SMALL[0]}" --schemes elastic --out "$dir/cmp" --quiet \
   --emulate "$dir/lost.emulate" -o job.train_steps=300 -o job.test_freq=100 -o job.test_steps=10 \
   -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o cluster.all_groups_required=false \
   >"$dir/cmp.out" 2>&1 || { tail -5 "$dir/cmp.out"; fail "compare with group 0 lost"; }

@@ -9,6 +9,7 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh
 dir=$(mktemp -d)
 first=
@@ -27,10 +28,10 @@ args=(examples/fashion-mnist/mlp.conf --topology conf/downpour.conf "${TOPOLOGY_
 # start_first: a Downpour run whose groups take 20 ms a step from step 20
 # on, so that it still trains while the others knock (bounded: 400 steps)
 start_first() {
-  SHOAL_INJECT_STEP_DELAY=0:20@20,1:20@20 timeout -k 10 150 "$BUILD/shoal" run "${args[@]}" \
+  SHOAL_INJECT_STEP_DELAY=0:20@20,1:20@20 timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run "${args[@]}" \
     --workspace "$ws" "$@" >"$dir/first.out" 2>"$dir/first.err" &
   first=$!
-  for _ in $(seq 600); do
+  for _ in $(seq "$(scaled 600)"); do
     grep -q '"phase":"train"' "$ws/metrics.jsonl" 2>/dev/null && return 0
     kill -0 "$first" 2>/dev/null || break
     sleep 0.1
@@ -43,7 +44,7 @@ snapshot() { (cd "$ws" && ls job.conf token; sha256sum job.conf token) 2>/dev/nu
 
 refused() {  # ARGS...: a second run is refused, naming the first
   local rc=0
-  timeout -k 10 60 "$BUILD/shoal" run "$@" --workspace "$ws" >"$dir/second.out" 2>"$dir/second.err" || rc=$?
+  timeout -k 10 "$(scaled 60)" "$BUILD/shoal" run "$@" --workspace "$ws" >"$dir/second.out" 2>"$dir/second.err" || rc=$?
   [ "$rc" -eq 1 ] || { cat "$dir/second.out" "$dir/second.err"; fail "$*: exit $rc, expected 1"; }
   grep -q "the workspace is in use by another run (pid [0-9]* on host $(hostname)" "$dir/second.err" \
     || { cat "$dir/second.err"; fail "$*: no message naming the first run"; }
@@ -77,14 +78,14 @@ wait "$first" 2>/dev/null || true
 first=
 if pgrep -f -- "proc $ws/job.conf" >/dev/null; then
   rc=0
-  timeout -k 10 60 "$BUILD/shoal" run "${args[@]}" --workspace "$ws" >"$dir/second.out" 2>"$dir/second.err" || rc=$?
+  timeout -k 10 "$(scaled 60)" "$BUILD/shoal" run "${args[@]}" --workspace "$ws" >"$dir/second.out" 2>"$dir/second.err" || rc=$?
   if pgrep -f -- "proc $ws/job.conf" >/dev/null; then
     [ "$rc" -eq 1 ] && grep -q "in use by another run" "$dir/second.err" \
       || { cat "$dir/second.err"; fail "a run was accepted while the killed launcher's ranks ran"; }
     echo "ok: refused while the killed launcher's ranks run"
   fi
 fi
-for _ in $(seq 600); do  # they end on their own (bounded: 60 s)
+for _ in $(seq "$(scaled 600)"); do  # they end on their own (bounded: 60 s)
   pgrep -f -- "proc $ws/job.conf" >/dev/null || break
   sleep 0.1
 done
@@ -92,7 +93,7 @@ pgrep -f -- "proc $ws/job.conf" >/dev/null && fail "the killed launcher's ranks 
 
 # no stale claim: a new run is accepted and resumes
 rc=0
-timeout -k 10 150 "$BUILD/shoal" run "${args[@]}" --workspace "$ws" --resume >"$dir/third.out" 2>"$dir/third.err" \
+timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run "${args[@]}" --workspace "$ws" --resume >"$dir/third.out" 2>"$dir/third.err" \
   || rc=$?
 [ "$rc" -eq 0 ] || { cat "$dir/third.err"; fail "the resume after the killed run: exit $rc"; }
 echo "ok: accepted once the earlier run ended (resumed: $(grep -c . "$ws/metrics.jsonl") metrics lines)"

@@ -13,13 +13,14 @@
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
+source test/e2e/lib/time_scale.sh "$BUILD"
 fail() { echo "FAIL: $*"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 ws="$dir/ws"
 common=(-o job.epochs=0 -o job.test_freq=0 -o job.test_steps=2 -o job.disp_freq=10 -o job.checkpoint_freq=50
         -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' -q --workspace "$ws")
-run() { timeout -k 5 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" "$@"; }
+run() { timeout -k 5 "$(scaled 120)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf "${common[@]}" "$@"; }
 
 run -o job.train_steps=100 >/dev/null
 grep -qxF "num_output=64" "$ws/job.conf" || fail "job.conf of the first run"
@@ -64,7 +65,7 @@ run -o job.train_steps=60 -o 'layer fc2.num_output=32' --resume >/dev/null 2>&1 
 # 4. through the launcher
 lws="$dir/launched"
 launch() {
-  timeout -k 5 120 "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
+  timeout -k 5 "$(scaled 120)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology conf/downpour.conf \
     -o job.epochs=0 -o job.test_freq=0 -o job.test_steps=2 -o job.disp_freq=10 -o job.checkpoint_freq=50 \
     -o 'layer fc1.num_output=64' -q --workspace "$lws" "$@"
 }

@@ -18,6 +18,9 @@ base, fixture, chartjs = sys.argv[1], sys.argv[2], sys.argv[3]
 u = urllib.parse.urlparse(base)
 HOST, PORT = u.hostname, u.port
 failures = []
+# every wait below is for the (maybe sanitized, slower) server: times the
+# tests' time scale (test/e2e/lib/time_scale.sh)
+SCALE = float(os.environ.get("SHOAL_TEST_TIME_SCALE", "1"))
 
 
 def check(cond, what):
@@ -26,7 +29,7 @@ def check(cond, what):
         print("FAIL: " + what)
 
 
-def get(path, headers=None, method="GET", timeout=20):
+def get(path, headers=None, method="GET", timeout=20 * SCALE):
     c = http.client.HTTPConnection(HOST, PORT, timeout=timeout)
     c.request(method, path, headers=headers or {})
     r = c.getresponse()
@@ -115,17 +118,17 @@ after = json.loads(get(q("/api/metrics", run="fix/ws", **{"from": before}))[2])
 check(after["next"] == before + 2 and after["lines"][1]["step"] == 91, "the half line, finished, counts")
 
 # ---- the live feed: what comes after the lines the page has
-s = socket.create_connection((HOST, PORT), timeout=20)
+s = socket.create_connection((HOST, PORT), timeout=20 * SCALE)
 watch = urllib.parse.quote(json.dumps({"fix/ws": after["next"]}))
 s.sendall(f"GET /api/events?watch={watch} HTTP/1.1\r\nHost: {HOST}:{PORT}\r\n\r\n".encode())
 buf = b""
-deadline = time.monotonic() + 10
+deadline = time.monotonic() + 10 * SCALE
 while b"shoal dashboard" not in buf and time.monotonic() < deadline:
     buf += s.recv(65536)
 check(b"text/event-stream" in buf, "/api/events answers an event stream")
 with open(ws, "a") as f:
     f.write('{"time":9.7,"step":92,"group":0,"worker":0,"phase":"train","loss":0.3}\n')
-deadline = time.monotonic() + 15
+deadline = time.monotonic() + 15 * SCALE
 while b'"step":92' not in buf and time.monotonic() < deadline:
     try:
         buf += s.recv(65536)
@@ -189,12 +192,12 @@ check(st == 403, f"a Host that is not loopback: {st}, expected 403 (DNS rebindin
 # ---- a client that never reads, and 200 at once
 never = []
 for path in ("/api/metrics?run=fix/cmp/runs/ssp-r1&from=0", "/api/events?watch=%7B%22fix%2Fcmp%2Fruns%2Fssp-r1%22%3A0%7D"):
-    s = socket.create_connection((HOST, PORT), timeout=20)
+    s = socket.create_connection((HOST, PORT), timeout=20 * SCALE)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{PORT}\r\n\r\n".encode())
     never.append(s)
 # one that connects and says nothing
-silent = socket.create_connection((HOST, PORT), timeout=20)
+silent = socket.create_connection((HOST, PORT), timeout=20 * SCALE)
 
 results = []
 lock = threading.Lock()
@@ -203,7 +206,7 @@ lock = threading.Lock()
 def client(i):
     try:
         path = "/api/runs" if i % 3 == 0 else q("/api/metrics", run="fix/ws", **{"from": 0}) if i % 3 == 1 else "/app.js"
-        st = get(path, timeout=60)[0]
+        st = get(path, timeout=60 * SCALE)[0]
     except Exception as e:  # noqa: BLE001 - any failure counts
         st = repr(e)
     with lock:

@@ -15,6 +15,8 @@ TOPOLOGY_ARGS=(-o job.epochs=0 -o job.train_steps=600 -o job.test_freq=0 -o job.
                -o job.disp_freq=100 -o 'layer fc1.num_output=256' -o 'layer fc2.num_output=256'
                -o 'updater.step_list=0, 400' -o cluster.rpc_threads=1)
 
+source test/e2e/lib/time_scale.sh "${BUILD:-build}"
+
 fail() { echo "FAIL: $*"; exit 1; }
 
 # run_topology SCHEME BAR NGROUPS NPROCS: trains, checks exit status, the
@@ -29,7 +31,7 @@ run_topology() {
   trap 'rm -rf "$TOPOLOGY_DIR"' EXIT
   local ws="$dir/ws" out="$dir/out"
   local start=$SECONDS rc=0
-  timeout -k 10 150 "$build/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
+  timeout -k 10 "$(scaled 150)" "$build/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
     "${TOPOLOGY_ARGS[@]}" --workspace "$ws" >"$out" 2>"$dir/err" || rc=$?
   cat "$out"
   tail -20 "$dir/err"
