@@ -407,8 +407,10 @@ clean:
 # `make SANITIZE=thread test-threads`: the tests that start threads, under
 # TSan.  GLib's GMutex/GCond are futexes TSan cannot see;
 # test/sanitizers/tsan_glib.c tells TSan about every lock, unlock, wait and
-# queue hand-over made from shoal's code; the one suppression
-# (test/sanitizers/tsan.supp) is OpenBLAS's own thread pool.
+# queue hand-over made from shoal's code; the two suppressions
+# (test/sanitizers/tsan.supp) are OpenBLAS's own thread pool and GLib's
+# log writer (localtime's static buffer).  `make SANITIZE=thread test`
+# runs the whole suite with the same two.
 # The suite is chosen by a mark in each file, not by a list here: a test
 # file that starts threads says "marks: threads" on a line of its own
 # (C: the /* marks: threads ... */ line at its top; e2e: "# marks: threads").

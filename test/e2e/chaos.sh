@@ -90,8 +90,17 @@ fault_case() {
     -o cluster.all_groups_required=$required --no-restart -q --workspace "$ws" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!
+  # the fault comes while the job trains: once every group wrote a train
+  # line (the launcher's own first line comes before its ranks listen:
+  # under TSan a rank stopped then had not opened its port, and its peer
+  # failed first with "cannot connect", the job's last line naming it)
+  local groups g
+  groups=$(sed -n 's/^nworker_groups *= *//p' "conf/$scheme.conf")
   for _ in $(seq "$(scaled 300)"); do
-    [ -s "$ws/metrics.jsonl" ] && break
+    for ((g = 0; g < groups; g++)); do
+      grep -q "\"group\":$g,.*\"phase\":\"train\"" "$ws/metrics.jsonl" 2>/dev/null || break
+    done
+    [ "$g" -eq "$groups" ] && break
     kill -0 "$launcher" 2>/dev/null || break
     sleep 0.1
   done

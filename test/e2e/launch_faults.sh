@@ -82,9 +82,14 @@ grep -qF "a server process died and --no-restart was given; the job stops here" 
 }
 
 # 2. one worker group dies: Downpour goes on with the other; then the
-# servers, still waiting for the dead rank to say it is done, are stopped
+# servers, still waiting for the dead rank to say it is done, are stopped.
+# Group 0 must end its steps before the servers call rank 1 lost (with
+# the default heartbeat_timeout, 15 s, the required group then fails the
+# job: under TSan, and once in a plain build at load 15, the 600 steps
+# took longer), so the servers' timeout is 60 s, scaled as the test's own
+# bounds are: this case is about the watchdog, not the heartbeats
 case_worker() {
-start worker 600
+start worker 600 -o cluster.heartbeat_timeout="$(scaled 60)"
 kill -KILL "$(rank_pid worker 1)"
 finish worker 1 60
 grep -qE "^rank 0 \(2 workers of group 0\): exit 0$" "$dir/worker.out" \
