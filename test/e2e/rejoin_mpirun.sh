@@ -22,21 +22,7 @@ BUILD=$(cd "${1:-build}" && pwd)
 cd "$(dirname "$0")/../.."
 source test/e2e/lib/time_scale.sh "$BUILD"
 source test/e2e/lib/topology.sh   # small_job_conf, make_token, free_ports_base, fail
-
-if ! command -v mpirun >/dev/null; then
-  echo "SKIP: mpirun not found (install the Debian package openmpi-bin)"
-  exit 77
-fi
-dir=$(mktemp -d)
-mpi=
-cleanup() {
-  [ -n "$mpi" ] && kill "$mpi" 2>/dev/null
-  local pids
-  pids=$(pgrep -f -- "$dir/" || true)
-  [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source test/e2e/lib/mpirun_job.sh  # the skip without mpirun, $dir, $mpi, the cleanup
 
 small_job_conf "$dir/job.conf" conf/hogwild.conf
 sed -i 's/^disp_freq = 100$/disp_freq = 20/' "$dir/job.conf"
