@@ -385,6 +385,21 @@ loopback_pair (int *out, int *in)
   g_assert_true (shoal_socket_tune (*out, 30000, &error));
 }
 
+/* The sending end of a loopback pair as a Thrift socket whose link is
+ * limited to mbit (the default limit is set only while it is made);
+ * *in receives. */
+static ShoalThriftSocket *
+limited_socket (double mbit, int *in)
+{
+  ShoalLinkLimit limit = { shoal_link_limit_bytes_per_s (mbit), 0 };
+  shoal_link_limit_set_default (&limit);
+  int out;
+  loopback_pair (&out, in);
+  ShoalThriftSocket *sock = shoal_thrift_socket_new (out, 1 << 30, 30000);
+  shoal_link_limit_set_default (NULL);
+  return sock;
+}
+
 /* The limiter in the socket transport holds the rate: 4 MB at 40 Mbit/s
  * (5 MB/s) on loopback take 0.8 s; bytes / elapsed is never more than
  * 10 % above the limit.  Below it, the band is generous (half): on a
@@ -398,12 +413,8 @@ static void
 test_limiter_rate (void)
 {
   const double mbit = 40;
-  ShoalLinkLimit limit = { shoal_link_limit_bytes_per_s (mbit), 0 };
-  shoal_link_limit_set_default (&limit);
-  int out, in;
-  loopback_pair (&out, &in);
-  ShoalThriftSocket *sock = shoal_thrift_socket_new (out, 1 << 30, 30000);
-  shoal_link_limit_set_default (NULL);
+  int in;
+  ShoalThriftSocket *sock = limited_socket (mbit, &in);
   ThriftTransport *t = shoal_thrift_socket_transport (sock);
   const gsize chunk = 1 << 20, total = 4 * chunk;
   guint8 *data = g_malloc0 (chunk);
@@ -417,7 +428,7 @@ test_limiter_rate (void)
   g_thread_join (th);
   g_assert_cmpuint (r.got, ==, total);
   double seconds = (double) (r.done_us - start) / 1e6;
-  double rate = (double) total / seconds, want = limit.bytes_per_s;
+  double rate = (double) total / seconds, want = shoal_link_limit_bytes_per_s (mbit);
   g_test_message ("%.0f bytes in %.3f s: %.3f MB/s, limit %.3f MB/s", (double) total, seconds, rate / 1e6, want / 1e6);
   g_assert_cmpfloat (rate, <=, 1.10 * want);
   g_assert_cmpfloat (rate, >=, 0.50 * want);
@@ -464,12 +475,8 @@ static void
 test_limiter_idle_banks_one_piece (void)
 {
   const double mbit = 40;   /* 5 MB/s: the bucket is 100 KB */
-  ShoalLinkLimit limit = { shoal_link_limit_bytes_per_s (mbit), 0 };
-  shoal_link_limit_set_default (&limit);
-  int out, in;
-  loopback_pair (&out, &in);
-  ShoalThriftSocket *sock = shoal_thrift_socket_new (out, 1 << 30, 30000);
-  shoal_link_limit_set_default (NULL);
+  int in;
+  ShoalThriftSocket *sock = limited_socket (mbit, &in);
   ThriftTransport *t = shoal_thrift_socket_transport (sock);
   const gsize payload = 400000, trailer = 2, message = payload + trailer;
   guint8 *data = g_malloc0 (payload);
@@ -484,7 +491,7 @@ test_limiter_idle_banks_one_piece (void)
       g_assert_true (thrift_transport_flush (t, &error));
       g_thread_join (th);
       g_assert_cmpuint (r.got, ==, message);
-      gint64 least_us = (gint64) (((double) message - 16384) / limit.bytes_per_s * 1e6);
+      gint64 least_us = (gint64) (((double) message - 16384) / shoal_link_limit_bytes_per_s (mbit) * 1e6);
       g_test_message ("message %d: %" G_GINT64_FORMAT " us, at least %" G_GINT64_FORMAT, m,
                       r.done_us - start, least_us);
       g_assert_cmpint (r.done_us - start, >=, least_us);
