@@ -81,19 +81,7 @@ for ((r = 0; r < max_ranks; r++)); do
 done
 
 # the prediction first: its runs' job.conf is the real side's layout
-cores=$(nproc)
-for w in ${WORKERS//,/ }; do
-  k=$((w < cores ? w : cores))
-  if [ -n "${CAL_DIR:-}" ]; then
-    cp "$CAL_DIR/mlp-k$k.cal" "$OUT/mlp-k$k.cal"
-  elif [ ! -f "$OUT/mlp-k$k.cal" ]; then
-    "$BUILD/shoal" calibrate "${JOB[@]}" --concurrent "$k" --out "$OUT/mlp-k$k.cal" | head -1
-  fi
-  "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$w" --budget "samples=$BUDGET" --points 2 \
-    -o emulate.clock=virtual -o "emulate.nic_mbit=$MBIT" -o "emulate.calibration=$OUT/mlp-k$k.cal" \
-    --out "$OUT/virtual-w$w" --quiet >"$OUT/virtual-w$w.log" 2>&1 \
-    || { tail -5 "$OUT/virtual-w$w.log"; echo "the virtual sweep at $w workers failed" >&2; exit 1; }
-done
+for w in ${WORKERS//,/ }; do scale_virtual_point "$w" "$OUT" -o "emulate.nic_mbit=$MBIT"; done
 
 # real_run NAME CONF: every rank of CONF in its host; all must exit 0
 real_run() {

@@ -13,6 +13,7 @@
 
 BUILD=$(cd "${1:-build}" && pwd)
 [ -z "${CAL:-}" ] || CAL=$(realpath -m -- "$CAL")
+[ -z "${CAL_DIR:-}" ] || CAL_DIR=$(realpath -m -- "$CAL_DIR")
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 [ -d "$BUILD/data/fashion-mnist/train" ] || { echo "no $BUILD/data/fashion-mnist: run make data" >&2; exit 1; }
 JOB=(examples/fashion-mnist/mlp.conf -o "layer data.train=$BUILD/data/fashion-mnist/train"
@@ -35,4 +36,39 @@ scale_calibrate () { "$BUILD/shoal" calibrate "${JOB[@]}" --out "$1" | head -1; 
 scale_cluster () {
   # shellcheck disable=SC2034  # read by the scripts that source this
   CLUSTER=(-o emulate.clock=virtual -o "emulate.calibration=$1" -o emulate.nic_mbit=10000 -o emulate.latency_ms=0.05)
+}
+
+# scale_host_calibration W DIR: sets HOST_CAL to the calibration of W
+# workers of a real layout on this machine, DIR/mlp-kK.cal: W workers step
+# at once on this host's cores, sharing its memory bandwidth and caches
+# (and the other load), so their compute is measured with K = min(W,
+# cores) stepping at once (`shoal calibrate --concurrent`; a machine of a
+# real cluster would calibrate with 1).  Made once per K (CAL_SECONDS:
+# its time), or copied from CAL_DIR where given.
+scale_host_calibration () {
+  local cores k
+  cores=$(nproc)
+  k=$(($1 < cores ? $1 : cores))
+  HOST_CAL=$2/mlp-k$k.cal
+  [ ! -f "$HOST_CAL" ] || return 0
+  if [ -n "${CAL_DIR:-}" ]; then
+    cp "$CAL_DIR/mlp-k$k.cal" "$HOST_CAL"
+  else
+    "$BUILD/shoal" calibrate "${JOB[@]}" --concurrent "$k" ${CAL_SECONDS:+--seconds "$CAL_SECONDS"} --out "$HOST_CAL" \
+      | head -1
+  fi
+}
+
+# scale_virtual_point W DIR [-o LINK ...]: the predicted half of a
+# validation point: SCHEMES at W workers, BUDGET samples, on the virtual
+# clock with W's host calibration and the given links, into
+# DIR/virtual-wW (its log beside it).
+scale_virtual_point () {
+  local w=$1 dir=$2
+  shift 2
+  scale_host_calibration "$w" "$dir"
+  "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$w" --budget "samples=$BUDGET" --points 2 "$@" \
+    -o emulate.clock=virtual -o "emulate.calibration=$HOST_CAL" --out "$dir/virtual-w$w" --quiet \
+    >"$dir/virtual-w$w.log" 2>&1 \
+    || { tail -5 "$dir/virtual-w$w.log"; echo "the virtual sweep at $w workers failed" >&2; return 1; }
 }

@@ -31,31 +31,16 @@ mkdir -p "$OUT"
 scale_machine
 echo "sweep: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, links $MBIT Mbit/s"
 
-# One calibration per worker count: w workers of a real layout step at
-# once on this host's cores, sharing its memory bandwidth and caches (and
-# with the other load), so the virtual half of a w-worker point draws its
-# compute from steps measured with min(w, cores) workers stepping at once
-# (`shoal calibrate --concurrent`); a machine of a real cluster would
-# calibrate with 1.
-cores=$(nproc)
-for w in ${WORKERS//,/ }; do
-  k=$((w < cores ? w : cores))
-  [ -f "$OUT/mlp-k$k.cal" ] || "$BUILD/shoal" calibrate "${JOB[@]}" --concurrent "$k" ${CAL_SECONDS:+--seconds "$CAL_SECONDS"} \
-                                 --out "$OUT/mlp-k$k.cal" | head -1
-done
+# one calibration per worker count, made before the real sweep
+# (scale_host_calibration)
+for w in ${WORKERS//,/ }; do scale_host_calibration "$w" "$OUT"; done
 start=$SECONDS
 "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$WORKERS" --budget "samples=$BUDGET" --points 2 \
   -o "emulate.bandwidth_mbit=$MBIT" --out "$OUT/real" --quiet >"$OUT/real.log" 2>&1 \
   || { tail -5 "$OUT/real.log"; echo "the real sweep failed" >&2; exit 1; }
 real_s=$((SECONDS - start))
 start=$SECONDS
-for w in ${WORKERS//,/ }; do
-  k=$((w < cores ? w : cores))
-  "$BUILD/shoal" compare "${JOB[@]}" --schemes "$SCHEMES" --workers "$w" --budget "samples=$BUDGET" --points 2 \
-    -o "emulate.bandwidth_mbit=$MBIT" -o emulate.clock=virtual -o "emulate.calibration=$OUT/mlp-k$k.cal" \
-    --out "$OUT/virtual-w$w" --quiet >"$OUT/virtual-w$w.log" 2>&1 \
-    || { tail -5 "$OUT/virtual-w$w.log"; echo "the virtual sweep at $w workers failed" >&2; exit 1; }
-done
+for w in ${WORKERS//,/ }; do scale_virtual_point "$w" "$OUT" -o "emulate.bandwidth_mbit=$MBIT"; done
 virtual_s=$((SECONDS - start))
 echo "real sweep ${real_s} s, virtual sweep ${virtual_s} s"
 /usr/bin/python3 - "$OUT" <<'PY'
