@@ -276,7 +276,6 @@ measure_compute (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibrati
       ok = workers[i].net != NULL;
       if (!ok && n > 1)
         g_prefix_error (error, "the net of worker %d of the %d stepping at once (--concurrent): ", i + 1, n);
-
     }
   if (ok)
     {
