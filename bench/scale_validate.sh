@@ -9,7 +9,8 @@
 # both).  The bar is 15 %; it is printed, not asserted.
 #
 #   bench/scale_validate.sh [BUILD [-o SECTION.KEY=VALUE ...]]
-#   (CAL_SECONDS=S: each calibration's time, default calibrate's 3 s)
+#   (CAL_SECONDS=S: each calibration's time, default calibrate's 3 s; CAL_DIR=DIR: reuse
+#   DIR/mlp-kK.cal instead of calibrating)
 #   WORKERS=1,2,4,8 SCHEMES=sandblaster,downpour BUDGET=12800 MBIT=1000 \
 #     bench/scale_validate.sh build     (a 16-core machine: up to 8 workers)
 #
