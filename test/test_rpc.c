@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
+#include "support/slow_reader.h"
 #include "support/time_scale.h"
 
 #define TOKEN "job-secret-42"
@@ -1571,14 +1572,7 @@ test_pinned_reply_gives_way (void)
   float *v0 = g_memdup2 (env.layout->values, n * sizeof (float));
   float *got = g_new (float, n);
 
-  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int small = 16 * 1024;
-  struct timeval tv = { 20, 0 };
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) env.port),
-                           .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-  g_assert_cmpint (setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), ==, 0);
-  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
-  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int fd = shoal_test_slow_reader (env.port);
   GByteArray *m = pull_call (0, 0);
   raw_send (fd, m->data, m->len);
   g_byte_array_unref (m);

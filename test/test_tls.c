@@ -25,6 +25,7 @@
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
+#include "support/slow_reader.h"
 #include "support/time_scale.h"
 
 #define TOKEN "tls-job-token-5f3a9c"
@@ -509,14 +510,7 @@ test_pinned_reply_gives_way (void)
   env_start_sized (&env, tls_of (SHOAL_TLS_ALL, c.ca, c.cert[0], c.key[0]), N, 30000);
   ShoalTls *mine = tls_of (SHOAL_TLS_ALL, c.ca, c.cert[1], c.key[1]);
 
-  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int small = 16 * 1024;
-  struct timeval tv = { 20, 0 };
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) env.port),
-                           .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-  g_assert_cmpint (setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), ==, 0);
-  g_assert_cmpint (connect (fd, (struct sockaddr *) &a, sizeof a), ==, 0);
-  setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int fd = shoal_test_slow_reader (env.port);
   ShoalTlsLink *stuck = shoal_tls_link_new (mine, fd);
   g_assert_true (shoal_tls_link_ready (stuck, FALSE, &error));
   g_assert_no_error (error);
