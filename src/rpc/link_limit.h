@@ -5,7 +5,8 @@
  *
  * Each socket is one link with its own limiter: a token bucket of
  * `bytes_per_s` that fills up to `burst` bytes, from which every send
- * takes what it sends (large sends go out in pieces of at most `burst`),
+ * takes what it sends (large sends go out in pieces of at most `piece`
+ * bytes, 1 ms of traffic),
  * plus `latency_us` of delay before the last bytes of every message
  * leave.  An idle link banks no credit, so a message of n bytes on it
  * arrives about n / rate + latency after it was begun, and a request and its reply
@@ -39,6 +40,7 @@ double shoal_link_limit_bytes_per_s (double mbit);
 typedef struct {
   ShoalLinkLimit limit;
   double burst;         /* bucket size in bytes */
+  double piece;         /* the most bytes one send takes */
   double tokens;        /* bytes that may go now; negative: debt */
   gint64 last_us;       /* when tokens were last topped up */
   gboolean idle;        /* no message since the last one ended: the next banks no pause */
@@ -47,7 +49,7 @@ typedef struct {
 
 void shoal_link_limiter_init (ShoalLinkLimiter *l, const ShoalLinkLimit *limit, gint64 now_us);
 /* The pure rule, for tests with a clock of their own: how many of `want`
- * bytes may go now (at most `burst`, at least 1) and how many
+ * bytes may go now (at most `piece`, at least 1) and how many
  * microseconds to wait before sending them (*wait_us); the bytes are
  * taken from the bucket as if sent at now_us + *wait_us.  A wait too
  * short to sleep for (under 50 us) is 0 and leaves the bucket in debt. */
