@@ -375,6 +375,15 @@ test_limiter_arithmetic (void)
   shoal_link_limiter_latency (&l);
   shoal_link_limiter_take (&l, 1000, now, &wait);
   g_assert_cmpint (wait, ==, 5000 + 1000);
+  /* a sleep that ended 300 us early: the next piece's wait makes it up,
+   * so the sender is back on the bucket's time */
+  now += wait - 300;
+  g_assert_cmpuint (shoal_link_limiter_take (&l, 16384, now, &wait), ==, 16384);
+  g_assert_cmpint (wait, ==, 300 + 16384);
+  now += wait;
+  /* 30 us early is too little to sleep for: it goes in debt */
+  g_assert_cmpuint (shoal_link_limiter_take (&l, 10, now - 30, &wait), ==, 10);
+  g_assert_cmpint (wait, ==, 0);
   /* no limit: no wait, everything at once */
   ShoalLinkLimit none = { 0, 0 };
   shoal_link_limiter_init (&l, &none, 0);

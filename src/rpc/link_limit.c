@@ -93,18 +93,21 @@ shoal_link_limiter_take (ShoalLinkLimiter *l, gsize want, gint64 now_us, gint64 
       l->idle = FALSE;
     }
   gsize n = MAX (MIN (want, (gsize) l->piece), 1);
+  /* the bucket counts what was sent as sent at last_us: a sleep that
+   * ended early (link_sleep asks for its mean lateness less) leaves the
+   * sender ahead of it, and the next wait makes that up, so an early
+   * wake-up never adds to the next */
+  gint64 ahead = l->last_us > now_us ? l->last_us - now_us : 0;
   gint64 wait = 0;
   if (l->tokens < (double) n)
-    {
-      wait = (gint64) ceil (((double) n - l->tokens) * 1e6 / rate);
-      if (wait < SLEEP_FLOOR_US && latency == 0)
-        wait = 0;   /* goes now, in debt */
-      else
-        l->tokens += (double) wait * rate / 1e6;   /* as if sent once the wait is over */
-    }
+    wait = (gint64) ceil (((double) n - l->tokens) * 1e6 / rate);
+  if (latency == 0 && wait + ahead < SLEEP_FLOOR_US)
+    wait = ahead = 0;   /* goes now, in debt */
+  else
+    l->tokens += (double) wait * rate / 1e6;   /* as if sent once the wait is over */
   l->tokens -= (double) n;
   l->last_us = MAX (l->last_us, now_us) + wait + latency;
-  *wait_us = wait + latency;
+  *wait_us = ahead + wait + latency;
   return n;
 }
 
