@@ -14,8 +14,14 @@
 #   synclr   Sandblaster at 1 and 16 workers with sync_lr none, linear,
 #            linear with a 20-update warm-up and sqrt: accuracy of large
 #            synchronous batches (Goyal et al. 2017)
+#   backup   Sandblaster with and without backup workers (about 5 % of k,
+#            at least one: Chen et al. 2016) at 1 to 32 workers, every
+#            step drawn with a long tail (pareto step_delay), 3 seeds,
+#            once with NICs of 10 Tbit/s (the network nearly free: the
+#            step is the slowest draw, against the order statistics of
+#            the draws) and once with the sweeps' 10 Gbit/s
 #
-#   bench/scale_findings.sh [BUILD] [shards|ssp|hogwild|synclr|all]
+#   bench/scale_findings.sh [BUILD] [shards|ssp|hogwild|synclr|backup|all]
 #   CAL=mlp.cal bench/scale_findings.sh build ssp   (reuse a calibration)
 #
 # Reads the repository and BUILD (the Fashion-MNIST LMDB of `make data`),
@@ -24,8 +30,9 @@
 # minutes on this 2-core machine at a load of 15-20 (docs/SCALE.md).
 set -euo pipefail
 WHICH=${2:-all}
-case $WHICH in shards|ssp|hogwild|synclr|all) ;;
-  *) echo "bench/scale_findings.sh: unknown sweep '$WHICH' (shards, ssp, hogwild, synclr or all)" >&2; exit 2 ;; esac
+case $WHICH in shards|ssp|hogwild|synclr|backup|all) ;;
+  *) echo "bench/scale_findings.sh: unknown sweep '$WHICH' (shards, ssp, hogwild, synclr, backup or all)" >&2
+     exit 2 ;; esac
 # the lib takes the arguments after BUILD as model overrides: here the
 # second is the sweep's name, so it gets BUILD alone
 # shellcheck source=bench/scale_lib.sh
@@ -69,3 +76,8 @@ case $WHICH in hogwild|all)
   sweep hogwild hogwild-sync1,hogwild-sync10,hogwild-sync100 4,16 64000 4 ;; esac
 case $WHICH in synclr|all)
   sweep synclr sync-lr-none,sync-lr-linear,sync-lr-linear-warmup,sync-lr-sqrt 1,16 64000 4 ;; esac
+case $WHICH in backup|all)
+  sweep backup-free conf/sandblaster.conf,conf/backup.conf 1,4,8,16,32 64000 2 --repeats 3 \
+    -o 'emulate.step_delay=pareto(5,1.5)' -o emulate.nic_mbit=10000000
+  sweep backup-10g conf/sandblaster.conf,conf/backup.conf 1,4,8,16,32 64000 2 --repeats 3 \
+    -o 'emulate.step_delay=pareto(5,1.5)' ;; esac

@@ -129,59 +129,130 @@ measure_update (ShoalJob *job, ShoalParamStore *store, double *ns_per_byte, GErr
   return ok;
 }
 
-/* What a message costs beyond its bytes' wire time, per byte: the
- * runner's slices (about 512 KiB) pushed and pulled through a real
- * server over loopback with no link limit, one call at a time as the
- * comm thread makes them; the round trip less the update, over both
- * directions' bytes.  The real transport sends a message whole after the
- * emulated link's wait and the receiver copies it after, so this time
- * adds to the wire's (docs/SCALE.md, Validation).  Median of 5 passes
- * over the model after 2 warm-ups. */
+/* Round trips of `reps` push-and-pulls of slice `slice` through a
+ * running server and client (after `warm` untimed), as microseconds
+ * each, into t. */
 static gboolean
-measure_rpc (ShoalJob *job, ShoalParamStore *store, double update_ns_per_byte, double *ns_per_byte,
-             GError **error)
+time_round_trips (ShoalRpcClient *client, int slice, float *grad, float *values, size_t n, int warm, int reps,
+                  double *t, GError **error)
 {
-  size_t total = store->total, per = (512u << 10) / sizeof (float);
-  int nslices = (int) MAX ((size_t) 1, (total + per - 1) / per);
-  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = nslices };
-  ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
-  if (server == NULL)
-    return FALSE;
-  shoal_server_host_all (server);
-  ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "calibrate" };
-  ShoalRpcServer *rpc = shoal_rpc_server_start (server, &ro, error);
-  if (rpc == NULL)
+  for (int r = 0; r < warm + reps; r++)
     {
-      shoal_server_free (server);
+      gint64 t0 = g_get_monotonic_time (), version = 0;
+      if (!shoal_rpc_client_push_pull (client, slice, grad, values, n, r, &version, error))
+        return FALSE;
+      if (r >= warm)
+        t[r - warm] = (double) (g_get_monotonic_time () - t0);
+    }
+  return TRUE;
+}
+
+/* A server of `store` in `nslices` slices on loopback and a client of it,
+ * as a run's processes talk (no link limit). */
+typedef struct {
+  ShoalServer *server;
+  ShoalRpcServer *rpc;
+  ShoalRpcClient *client;
+} LoopbackServer;
+
+static void
+loopback_server_free (LoopbackServer *l)
+{
+  if (l->client != NULL)
+    shoal_rpc_client_free (l->client);
+  if (l->rpc != NULL)
+    shoal_rpc_server_stop (l->rpc);
+  if (l->server != NULL)
+    shoal_server_free (l->server);
+}
+
+static gboolean
+loopback_server_start (ShoalJob *job, ShoalParamStore *store, int nslices, LoopbackServer *l, GError **error)
+{
+  memset (l, 0, sizeof *l);
+  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = nslices };
+  l->server = shoal_server_new (store, &job->updater, &sopts, error);
+  if (l->server == NULL)
+    return FALSE;
+  shoal_server_host_all (l->server);
+  ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "calibrate" };
+  l->rpc = shoal_rpc_server_start (l->server, &ro, error);
+  if (l->rpc != NULL)
+    {
+      ShoalRpcClientOptions co = { .host = "127.0.0.1", .port = shoal_rpc_server_port (l->rpc), .token = "calibrate" };
+      l->client = shoal_rpc_client_connect (&co, error);
+    }
+  if (l->client == NULL)
+    {
+      loopback_server_free (l);
       return FALSE;
     }
-  ShoalRpcClientOptions co = { .host = "127.0.0.1", .port = shoal_rpc_server_port (rpc), .token = "calibrate" };
-  ShoalRpcClient *client = shoal_rpc_client_connect (&co, error);
-  gboolean ok = client != NULL;
-  float *grad = g_new0 (float, total), *values = g_new (float, total);
-  enum { WARM = 2, REPS = 5 };
-  double t[REPS];
-  for (int r = 0; ok && r < WARM + REPS; r++)
+  return TRUE;
+}
+
+/* What a message costs beyond its bytes' wire time: a fixed part (the
+ * calls into the kernel, the receiver's wake-up, Thrift's framing) and a
+ * part per byte (serialising, the copies at both ends).  The fixed part
+ * is half the round trip of a push-and-pull of a few values (median of
+ * 200); the part per byte, from the runner's slices (about 512 KiB)
+ * pushed and pulled one call at a time as the comm thread makes them
+ * (median of 5 passes over the model): the round trip less the update
+ * and the two messages' fixed part, over both directions' bytes.  Both
+ * through a real server over loopback with no link limit, on this
+ * machine as it is now: a loaded machine's slow wake-ups are in the
+ * fixed part.  The real transport sends a message whole after the
+ * emulated link's wait and the receiver copies it after, so this time
+ * adds to the wire's (docs/SCALE.md, Validation). */
+static gboolean
+measure_rpc (ShoalJob *job, ShoalParamStore *store, double update_ns_per_byte, double *message_us,
+             double *ns_per_byte, GError **error)
+{
+  enum { FEW = 16, SMALL_WARM = 20, SMALL_REPS = 200, WARM = 2, REPS = 5 };
+  ShoalParamStore *few = shoal_param_store_new ();
+  ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
+  ShoalShape shape = shoal_shape_make (1, FEW);
+  shoal_param_store_declare (few, "calibrate/few", &shape, &init, FEW, FEW, 1, 1);
+  float small[2][FEW] = { { 0 } };
+  double t_small[SMALL_REPS];
+  LoopbackServer l;
+  gboolean ok = shoal_param_store_allocate (few, error) && loopback_server_start (job, few, 1, &l, error);
+  if (ok)
     {
-      gint64 t0 = g_get_monotonic_time ();
-      for (int s = 0; ok && s < nslices; s++)
+      ok = time_round_trips (l.client, 0, small[0], small[1], FEW, SMALL_WARM, SMALL_REPS, t_small, error);
+      loopback_server_free (&l);
+    }
+  shoal_param_store_free (few);
+
+  size_t total = store->total, per = (512u << 10) / sizeof (float);
+  int nslices = (int) MAX ((size_t) 1, (total + per - 1) / per);
+  float *grad = g_new0 (float, total), *values = g_new (float, total);
+  double t[REPS];
+  if (ok && (ok = loopback_server_start (job, store, nslices, &l, error)))
+    {
+      for (int r = 0; ok && r < WARM + REPS; r++)
         {
-          size_t b, e;
-          shoal_slice_range (total, nslices, s, &b, &e);
-          gint64 version = 0;
-          ok = shoal_rpc_client_push_pull (client, s, grad + b, values + b, e - b, r, &version, error);
+          gint64 t0 = g_get_monotonic_time ();
+          for (int s = 0; ok && s < nslices; s++)
+            {
+              size_t b, e;
+              shoal_slice_range (total, nslices, s, &b, &e);
+              double one;
+              ok = time_round_trips (l.client, s, grad + b, values + b, e - b, 0, 1, &one, error);
+            }
+          if (r >= WARM)
+            t[r - WARM] = (double) (g_get_monotonic_time () - t0);
         }
-      if (r >= WARM)
-        t[r - WARM] = (double) (g_get_monotonic_time () - t0) * 1e3 / ((double) total * sizeof (float));
+      loopback_server_free (&l);
     }
   if (ok)
-    *ns_per_byte = MAX (0, (median (t, REPS) - update_ns_per_byte) / 2);
+    {
+      *message_us = median (t_small, SMALL_REPS) / 2;
+      double bytes = (double) total * sizeof (float);
+      double beyond_fixed_us = MAX (0, median (t, REPS) - 2 * nslices * *message_us);
+      *ns_per_byte = MAX (0, (beyond_fixed_us * 1e3 / bytes - update_ns_per_byte) / 2);
+    }
   else
     g_prefix_error (error, "calibrating the transport (a server on loopback): ");
-  if (client != NULL)
-    shoal_rpc_client_free (client);
-  shoal_rpc_server_stop (rpc);
-  shoal_server_free (server);
   g_free (grad);
   g_free (values);
   return ok;
@@ -322,7 +393,8 @@ shoal_calibration_measure (ShoalJob *job, const ShoalCalibrationPlan *plan, Shoa
     return FALSE;
   ShoalParamStore *store = shoal_group_net_params (net);
   gboolean ok = measure_update (job, store, &out->update_ns_per_byte, error)
-                && measure_rpc (job, store, out->update_ns_per_byte, &out->rpc_ns_per_byte, error);
+                && measure_rpc (job, store, out->update_ns_per_byte, &out->rpc_us_per_message, &out->rpc_ns_per_byte,
+                                error);
   shoal_group_net_free (net);
   if (!ok)
     {
@@ -352,6 +424,7 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   g_key_file_set_string (kf, GROUP, "updater", cal->updater);
   g_key_file_set_double (kf, GROUP, "update_ns_per_byte", cal->update_ns_per_byte);
   g_key_file_set_double (kf, GROUP, "rpc_ns_per_byte", cal->rpc_ns_per_byte);
+  g_key_file_set_double (kf, GROUP, "rpc_us_per_message", cal->rpc_us_per_message);
   g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
   g_key_file_set_double_list (kf, GROUP, "step_ms", cal->step_ms, (gsize) cal->nsteps);
   char *sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) cal->step_ms,
@@ -399,6 +472,10 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   double rpc_per_byte = g_key_file_has_key (kf, GROUP, "rpc_ns_per_byte", NULL)
                           ? g_key_file_get_double (kf, GROUP, "rpc_ns_per_byte", &no_rpc)
                           : 0;
+  GError *no_message = NULL;
+  double rpc_per_message = g_key_file_has_key (kf, GROUP, "rpc_us_per_message", NULL)
+                             ? g_key_file_get_double (kf, GROUP, "rpc_us_per_message", &no_message)
+                             : 0;
   GError *no_batch = NULL;
   int batch = g_key_file_get_integer (kf, GROUP, "batch", &no_batch);
   /* absent from files made before it was recorded: one worker alone */
@@ -424,6 +501,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, "update_ns_per_byte", "missing or not a number >= 0");
   else if (no_rpc != NULL || !(rpc_per_byte >= 0) || !isfinite (rpc_per_byte))
     damaged (error, path, "rpc_ns_per_byte", "not a number >= 0");
+  else if (no_message != NULL || !(rpc_per_message >= 0) || !isfinite (rpc_per_message))
+    damaged (error, path, "rpc_us_per_message", "not a number >= 0");
   else if (no_batch != NULL || batch < 1)
     damaged (error, path, "batch", "missing or not a number of rows >= 1");
   else if (no_concurrent != NULL || concurrent < 1)
@@ -442,6 +521,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
       out->nsteps = (int) n;
       out->update_ns_per_byte = per_byte;
       out->rpc_ns_per_byte = rpc_per_byte;
+      out->rpc_us_per_message = rpc_per_message;
       out->batch = batch;
       out->concurrent = concurrent;
       out->updater = g_key_file_get_string (kf, GROUP, "updater", NULL);
@@ -452,6 +532,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   g_clear_error (&local);
   g_clear_error (&no_batch);
   g_clear_error (&no_rpc);
+  g_clear_error (&no_message);
   g_clear_error (&no_concurrent);
   g_free (model);
   g_free (sum);

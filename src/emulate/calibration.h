@@ -13,6 +13,8 @@
  *   - the servers: the update's cost per byte of gradient, for the job's
  *     updater, on one core of this machine (a server process's update of
  *     every slice, as ShoalServer applies it);
+ *   - the transport: a message's cost beside its wire time, a fixed part
+ *     and a part per byte, through a real server on loopback;
  *   - memory: what one unit's net holds (resident bytes it added).
  *
  * The file is a GKeyFile with a [calibration] group; `model` is a hash of
@@ -34,9 +36,12 @@ typedef struct {
   int nsteps;
   int batch;                   /* rows of the measured steps (the job's batch) */
   double update_ns_per_byte;
-  double rpc_ns_per_byte;      /* a message's transport (serialising, the kernel's copies, the
-                                * receiver's wake-up and copy), per byte, beside the wire time; 0 in
-                                * files from before it was measured */
+  double rpc_ns_per_byte;      /* a message's transport per byte (serialising, the kernel's copies,
+                                * the receiver's copy), beside the wire time; 0 in files from before
+                                * it was measured */
+  double rpc_us_per_message;   /* a message's fixed transport cost (the calls into the kernel, the
+                                * receiver's wake-up), beside the wire time and the part per byte; 0
+                                * in files from before it was measured */
   gint64 unit_bytes;           /* resident bytes of one unit's net */
   int threads;                 /* BLAS threads the steps ran with */
   int concurrent;              /* workers stepping at once when timed (1 in files from before it was

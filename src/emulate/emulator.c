@@ -147,13 +147,15 @@ vseconds (gint64 ns)
 }
 
 /* What a message between processes costs beyond its wire time: the
- * real transport's serialising and copies, the calibration's
- * rpc_ns_per_byte (emulate/calibration.c, measure_rpc), after the wire as
- * the real socket sends a message whole once its link's wait is over. */
+ * real transport's fixed part (the calls into the kernel, the
+ * receiver's wake-up) and its serialising and copies, the calibration's
+ * rpc_us_per_message and rpc_ns_per_byte (emulate/calibration.c,
+ * measure_rpc), after the wire as the real socket sends a message whole
+ * once its link's wait is over. */
 static gint64
 transport_ns (Emu *e, gsize bytes)
 {
-  return (gint64) llround ((double) bytes * e->cal.rpc_ns_per_byte);
+  return (gint64) llround (e->cal.rpc_us_per_message * 1e3 + (double) bytes * e->cal.rpc_ns_per_byte);
 }
 
 /* A message of `bytes` from rank `from` to rank `to` begins now: the
@@ -1005,10 +1007,12 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           return FALSE;
         }
       g_message ("[emulate] calibration %s (model %s, measured on %s with %d BLAS thread%s, %d worker%s stepping at "
-                 "once): %d steps, median %.3f ms; a server's update %.4f ns/byte; a message's transport %.4f ns/byte",
+                 "once): %d steps, median %.3f ms; a server's update %.4f ns/byte; a message's transport %.1f us + %.4f "
+                 "ns/byte",
                  job->emulate.calibration, e->cal.model, e->cal.host != NULL ? e->cal.host : "?", e->cal.threads,
                  e->cal.threads == 1 ? "" : "s", e->cal.concurrent, e->cal.concurrent == 1 ? "" : "s", e->cal.nsteps,
-                 shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte, e->cal.rpc_ns_per_byte);
+                 shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte, e->cal.rpc_us_per_message,
+                 e->cal.rpc_ns_per_byte);
       if (step_ms <= 0)
         step_ms = shoal_calibration_median_ms (&e->cal);
       else

@@ -5,10 +5,11 @@
  *
  * Each socket is one link with its own limiter: a token bucket of
  * `bytes_per_s` that fills up to `burst` bytes, from which every send
- * takes what it sends (large sends go out in pieces of at most `burst`),
+ * takes what it sends (large sends go out in pieces of at most `piece`
+ * bytes, 1 ms of traffic),
  * plus `latency_us` of delay before the last bytes of every message
- * leave.  So a message of n bytes on an idle link arrives about
- * n / rate + latency after it was begun, and a request and its reply
+ * leave.  An idle link banks no credit, so a message of n bytes on it
+ * arrives about n / rate + latency after it was begun, and a request and its reply
  * cost two latencies: the model the virtual clock charges too
  * (emulate/emulator.h, its per-pair links).  Links do not share a NIC
  * here: two sockets of one process each get the full rate (the virtual
@@ -39,26 +40,31 @@ double shoal_link_limit_bytes_per_s (double mbit);
 typedef struct {
   ShoalLinkLimit limit;
   double burst;         /* bucket size in bytes */
+  double piece;         /* the most bytes one send takes */
   double tokens;        /* bytes that may go now; negative: debt */
   gint64 last_us;       /* when tokens were last topped up */
   gboolean idle;        /* no message since the last one ended: the next banks no pause */
+  gboolean latency_due; /* the message's last bytes are next: their wait adds the latency */
 } ShoalLinkLimiter;
 
 void shoal_link_limiter_init (ShoalLinkLimiter *l, const ShoalLinkLimit *limit, gint64 now_us);
 /* The pure rule, for tests with a clock of their own: how many of `want`
- * bytes may go now (at most `burst`, at least 1) and how many
+ * bytes may go now (at most `piece`, at least 1) and how many
  * microseconds to wait before sending them (*wait_us); the bytes are
- * taken from the bucket as if sent at now_us + *wait_us. */
+ * taken from the bucket as if sent at now_us + *wait_us.  A wait too
+ * short to sleep for (under 50 us) is 0 and leaves the bucket in debt. */
 gsize shoal_link_limiter_take (ShoalLinkLimiter *l, gsize want, gint64 now_us, gint64 *wait_us);
 /* Gives back bytes taken but not sent (a short send). */
 void shoal_link_limiter_refund (ShoalLinkLimiter *l, gsize bytes);
 /* take() with the monotonic clock, sleeping the wait. */
 gsize shoal_link_limiter_grant (ShoalLinkLimiter *l, gsize want);
-/* Before the last bytes of a message leave: sleeps the latency. */
+/* Before the last bytes of a message leave: their wait (the next
+ * take or grant) adds the latency; with no bandwidth limit, sleeps it
+ * now.  No bytes are credited for the latency's time. */
 void shoal_link_limiter_latency (ShoalLinkLimiter *l);
 /* After the last bytes of a message left: the link is idle from then on,
- * and the next message's first piece finds at most one piece of credit,
- * whatever the pause.  Called after the message's last send, not before:
+ * and the next message's first piece finds no credit, whatever the
+ * pause.  Called after the message's last send, not before:
  * marked before, the message's own last bytes (Thrift's few trailing
  * bytes) took the mark, the pause then banked a whole bucket, and every
  * message's first 20 ms of bytes went free (docs/SCALE.md, Validation). */

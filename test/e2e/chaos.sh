@@ -86,7 +86,7 @@ fault_case() {
   echo "--- $name: $action rank $rank at +$((at / 10)).$((at % 10)) s, all_groups_required = $required"
   timeout -k 10 "$(scaled 150)" "$BUILD/shoal" run examples/fashion-mnist/mlp.conf --topology "conf/$scheme.conf" \
     "${TOPOLOGY_ARGS[@]}" -o job.train_steps=$steps -o job.checkpoint_freq=200 \
-    -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -o cluster.progress_timeout=20 \
+    -o cluster.heartbeat_interval=0.5 -o cluster.heartbeat_timeout=3 -o cluster.progress_timeout="$(scaled 20)" \
     -o cluster.all_groups_required=$required --no-restart -q --workspace "$ws" \
     >"$dir/$name.out" 2>"$dir/$name.err" &
   launcher=$!

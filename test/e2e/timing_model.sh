@@ -6,7 +6,11 @@
 #  2. incast at the server's NIC: 4 groups in lockstep push every slice
 #     into one server process whose NIC (nic_mbit) they share, and its
 #     replies share its out side: a step costs step_ms + 2 x 4 x bytes / B;
-#  3. shoal calibrate writes a file; the same calibrated compare twice,
+#  3. shoal calibrate writes a file (a message's transport: a fixed part
+#     and a part per byte), and the model charges its fixed part once per
+#     message: with 1 ms a message and nothing per byte, a step costs
+#     step_ms + 2 x slices x 1 ms, as latency does;
+#     the same calibrated compare twice,
 #     once a run at a time and once two at once (--jobs), writes the same
 #     results.csv (but the wall_s column, the real seconds each run took)
 #     and the report names the file;
@@ -70,6 +74,24 @@ PY
   --steps 20 --out "$dir/tiny.cal" >"$dir/cal.out" 2>&1 || { cat "$dir/cal.out"; fail "shoal calibrate"; }
 grep -q "^shoal calibrate: $dir/tiny.cal: model [0-9a-f]*, 20 steps" "$dir/cal.out" || fail "calibrate's summary"
 grep -q "^rpc_ns_per_byte=[0-9.e-]*$" "$dir/tiny.cal" || fail "calibrate did not measure the transport (rpc_ns_per_byte)"
+grep -qE "^rpc_us_per_message=[0-9.e-]+$" "$dir/tiny.cal" \
+  || fail "calibrate did not measure a message's fixed cost (rpc_us_per_message)"
+sed -e 's/^rpc_us_per_message=.*/rpc_us_per_message=1000/' -e 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=0/' \
+  -e 's/^update_ns_per_byte=.*/update_ns_per_byte=0/' "$dir/tiny.cal" >"$dir/message.cal"
+"$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=1 \
+  -o job.train_steps=5 -o emulate.step_ms=10 -o "emulate.calibration=$dir/message.cal" --workspace "$dir/msg" \
+  >"$dir/msg.out" 2>&1 || { tail -3 "$dir/msg.out"; fail "the run with 1 ms a message"; }
+grep -q "a message's transport 1000.0 us + 0.0000 ns/byte" "$dir/msg.out" || fail "the run's log names no message cost"
+/usr/bin/python3 - "$dir/msg/metrics.jsonl" "$slices" <<'PY' || fail "a message's fixed cost"
+import json, sys
+slices = int(sys.argv[2])
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["phase"] == "train"]
+period = 10e-3 + 2 * slices * 1e-3
+for r in train:
+    want = (r["step"] - 1) * period + 10e-3
+    assert abs(r["vtime"] - want) < 1e-6, (r["step"], r["vtime"], want)
+print("a message's fixed cost: 1 ms a message, %d slices, a step every %.1f ms: ok" % (slices, period * 1e3))
+PY
 grep -q "^concurrent=1$" "$dir/tiny.cal" || fail "calibrate did not record one worker stepping alone (concurrent=1)"
 # two workers stepping at once: each times its 5 steps, one list of 10
 "$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
@@ -129,6 +151,8 @@ sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
 sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
 bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
+sed 's/^rpc_us_per_message=.*/rpc_us_per_message=nan/' "$dir/tiny.cal" >"$dir/msgbad.cal"
+bad "[calibration] rpc_us_per_message: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/msgbad.cal"
 sed 's/^concurrent=.*/concurrent=0/' "$dir/tiny.cal" >"$dir/conc.cal"
 bad "[calibration] concurrent: not a number of workers >= 1" "${TINY[@]}" -o "emulate.calibration=$dir/conc.cal"
 head -c 100 "$dir/tiny.cal" >"$dir/cut.cal"
