@@ -46,12 +46,12 @@ for t in "${targets[@]}"; do
   rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+  cov=$(grep -a -o 'cov: [0-9]*' "$log" | tail -1)
   corpus=$(find "$work" -type f | wc -l)
   # libFuzzer stops checking for leaks after each input once 1000 checks
   # found none; the check at exit still runs
   note=""
-  grep -q 'disabled leak detection' "$log" && note=" (leak checks per input stopped after 1000; one at exit)"
+  grep -a -q 'disabled leak detection' "$log" && note=" (leak checks per input stopped after 1000; one at exit)"
   # LeakSanitizer prints its table at every check that used one: the last counts all
   used=$(awk '/^Suppressions used:/ { t = "" } /^ +[0-9]+ +[0-9]+ / { t = t sprintf("%s: %s blocks, %s bytes; ", $3, $1, $2) }
               END { print t }' "$log")
@@ -61,7 +61,7 @@ for t in "${targets[@]}"; do
   else
     failed=1
     echo "FAIL $t (exit $rc): log $log"
-    grep -E 'ERROR|SUMMARY|runtime error|Test unit written|fatal log|ERROR:' "$log" | head -10 | sed 's/^/    /'
+    grep -a -E 'ERROR|SUMMARY|runtime error|Test unit written|fatal log|ERROR:' "$log" | head -10 | sed 's/^/    /'
   fi
 done
 exit "$failed"
