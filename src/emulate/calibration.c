@@ -200,9 +200,9 @@ loopback_server_start (ShoalJob *job, ShoalParamStore *store, int nslices, Loopb
  * and the two messages' fixed part, over both directions' bytes.  Both
  * through a real server over loopback with no link limit, on this
  * machine as it is now: a loaded machine's slow wake-ups are in the
- * fixed part.  The real transport sends a message whole after the
- * emulated link's wait and the receiver copies it after, so this time
- * adds to the wire's (docs/SCALE.md, Validation). */
+ * fixed part.  The model adds this time to the wire's: a message's
+ * last bytes are read, and the message decoded, only once they have
+ * crossed (docs/SCALE.md, Validation). */
 static gboolean
 measure_rpc (ShoalJob *job, ShoalParamStore *store, double update_ns_per_byte, double *message_us,
              double *ns_per_byte, GError **error)

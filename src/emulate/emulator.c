@@ -150,8 +150,8 @@ vseconds (gint64 ns)
  * real transport's fixed part (the calls into the kernel, the
  * receiver's wake-up) and its serialising and copies, the calibration's
  * rpc_us_per_message and rpc_ns_per_byte (emulate/calibration.c,
- * measure_rpc), after the wire as the real socket sends a message whole
- * once its link's wait is over. */
+ * measure_rpc), after the wire: the receiver reads a message's last
+ * bytes, and decodes it, once they have crossed. */
 static gint64
 transport_ns (Emu *e, gsize bytes)
 {
