@@ -96,16 +96,26 @@ shoal_calibration_median_ms (const ShoalCalibration *cal)
   return cal->nsteps > 0 ? median (cal->step_ms, cal->nsteps) : 0;
 }
 
+/* A server of every param of `store` in `nslices` slices, applying the
+ * job's updater to each push as it comes (NULL with error). */
+static ShoalServer *
+calibration_server (ShoalJob *job, ShoalParamStore *store, int nslices, GError **error)
+{
+  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = nslices };
+  ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
+  if (server != NULL)
+    shoal_server_host_all (server);
+  return server;
+}
+
 /* ns per byte of one server's update of every param (the job's updater,
  * one slice, one core), the median of 9 passes after 2 warm-ups. */
 static gboolean
 measure_update (ShoalJob *job, ShoalParamStore *store, double *ns_per_byte, GError **error)
 {
-  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1 };
-  ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
+  ShoalServer *server = calibration_server (job, store, 1, error);
   if (server == NULL)
     return FALSE;
-  shoal_server_host_all (server);
   size_t n = store->total;
   float *grad = g_new (float, n);
   for (size_t i = 0; i < n; i++)
@@ -170,11 +180,9 @@ static gboolean
 loopback_server_start (ShoalJob *job, ShoalParamStore *store, int nslices, LoopbackServer *l, GError **error)
 {
   memset (l, 0, sizeof *l);
-  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = nslices };
-  l->server = shoal_server_new (store, &job->updater, &sopts, error);
+  l->server = calibration_server (job, store, nslices, error);
   if (l->server == NULL)
     return FALSE;
-  shoal_server_host_all (l->server);
   ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "calibrate" };
   l->rpc = shoal_rpc_server_start (l->server, &ro, error);
   if (l->rpc != NULL)
@@ -236,8 +244,8 @@ measure_rpc (ShoalJob *job, ShoalParamStore *store, double update_ns_per_byte, d
             {
               size_t b, e;
               shoal_slice_range (total, nslices, s, &b, &e);
-              double one;
-              ok = time_round_trips (l.client, s, grad + b, values + b, e - b, 0, 1, &one, error);
+              gint64 version = 0;
+              ok = shoal_rpc_client_push_pull (l.client, s, grad + b, values + b, e - b, r, &version, error);
             }
           if (r >= WARM)
             t[r - WARM] = (double) (g_get_monotonic_time () - t0);
