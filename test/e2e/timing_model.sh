@@ -31,23 +31,34 @@ TINY=(examples/fashion-mnist/mlp.conf -o job.epochs=0 -o job.test_freq=0 -o job.
 ONE_SERVER=(-o cluster.nworkers_per_group=1 -o cluster.nworkers_per_procs=1 -o cluster.nservers_per_group=1
             -o cluster.nservers_per_procs=1 -o cluster.server_worker_separate=true)
 
-# 1. latency once per message
-"$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=1 \
-  -o job.train_steps=5 -o emulate.step_ms=10 -o emulate.latency_ms=1 --workspace "$dir/lat" >"$dir/lat.out" 2>&1 \
-  || { tail -3 "$dir/lat.out"; fail "the latency run"; }
-slices=$(sed -n 's/.*server group, \([0-9]*\) slices.*/\1/p' "$dir/lat.out")
-[ -n "$slices" ] || fail "no slice count in the log"
-/usr/bin/python3 - "$dir/lat/metrics.jsonl" "$slices" <<'PY' || fail "latency"
+# one unit and one server process, a fixed step of 10 ms, 5 steps
+one_unit_run () {  # NAME WHAT OPTION...: into $dir/NAME
+  local name=$1 what=$2
+  shift 2
+  "$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=1 \
+    -o job.train_steps=5 -o emulate.step_ms=10 "$@" --workspace "$dir/$name" >"$dir/$name.out" 2>&1 \
+    || { tail -3 "$dir/$name.out"; fail "$what"; }
+}
+# every step of run NAME costs 10 ms + 2 x slices x 1 ms (a push and its
+# reply per slice, 1 ms each), exactly
+step_costs_1ms_a_message () {  # NAME WHAT
+  /usr/bin/python3 - "$dir/$1/metrics.jsonl" "$slices" "$2" <<'PY' || fail "$2"
 import json, sys
 slices = int(sys.argv[2])
-train = [json.loads(l) for l in open(sys.argv[1])]
-train = [r for r in train if r["phase"] == "train"]
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["phase"] == "train"]
 period = 10e-3 + 2 * slices * 1e-3
 for r in train:
     want = (r["step"] - 1) * period + 10e-3
     assert abs(r["vtime"] - want) < 1e-6, (r["step"], r["vtime"], want)
-print("latency: %d slices, a step every %.1f ms: ok" % (slices, period * 1e3))
+print("%s: 1 ms a message, %d slices, a step every %.1f ms: ok" % (sys.argv[3], slices, period * 1e3))
 PY
+}
+
+# 1. latency once per message
+one_unit_run lat "the latency run" -o emulate.latency_ms=1
+slices=$(sed -n 's/.*server group, \([0-9]*\) slices.*/\1/p' "$dir/lat.out")
+[ -n "$slices" ] || fail "no slice count in the log"
+step_costs_1ms_a_message lat "latency"
 
 # 2. incast: 4 groups into one server process's NIC of 100 Mbit/s
 "$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=4 \
@@ -78,20 +89,9 @@ grep -qE "^rpc_us_per_message=[0-9.e-]+$" "$dir/tiny.cal" \
   || fail "calibrate did not measure a message's fixed cost (rpc_us_per_message)"
 sed -e 's/^rpc_us_per_message=.*/rpc_us_per_message=1000/' -e 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=0/' \
   -e 's/^update_ns_per_byte=.*/update_ns_per_byte=0/' "$dir/tiny.cal" >"$dir/message.cal"
-"$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=1 \
-  -o job.train_steps=5 -o emulate.step_ms=10 -o "emulate.calibration=$dir/message.cal" --workspace "$dir/msg" \
-  >"$dir/msg.out" 2>&1 || { tail -3 "$dir/msg.out"; fail "the run with 1 ms a message"; }
+one_unit_run msg "the run with 1 ms a message" -o "emulate.calibration=$dir/message.cal"
 grep -q "a message's transport 1000.0 us + 0.0000 ns/byte" "$dir/msg.out" || fail "the run's log names no message cost"
-/usr/bin/python3 - "$dir/msg/metrics.jsonl" "$slices" <<'PY' || fail "a message's fixed cost"
-import json, sys
-slices = int(sys.argv[2])
-train = [r for r in map(json.loads, open(sys.argv[1])) if r["phase"] == "train"]
-period = 10e-3 + 2 * slices * 1e-3
-for r in train:
-    want = (r["step"] - 1) * period + 10e-3
-    assert abs(r["vtime"] - want) < 1e-6, (r["step"], r["vtime"], want)
-print("a message's fixed cost: 1 ms a message, %d slices, a step every %.1f ms: ok" % (slices, period * 1e3))
-PY
+step_costs_1ms_a_message msg "a message's fixed cost"
 grep -q "^concurrent=1$" "$dir/tiny.cal" || fail "calibrate did not record one worker stepping alone (concurrent=1)"
 # two workers stepping at once: each times its 5 steps, one list of 10
 "$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
