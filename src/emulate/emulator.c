@@ -1007,8 +1007,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           return FALSE;
         }
       g_message ("[emulate] calibration %s (model %s, measured on %s with %d BLAS thread%s, %d worker%s stepping at "
-                 "once): %d steps, median %.3f ms; a server's update %.4f ns/byte; a message's transport %.1f us + %.4f "
-                 "ns/byte",
+                 "once): %d steps, median %.3f ms; a server's update %.4f ns/byte; a message's transport %.1f us "
+                 "+ %.4f ns/byte",
                  job->emulate.calibration, e->cal.model, e->cal.host != NULL ? e->cal.host : "?", e->cal.threads,
                  e->cal.threads == 1 ? "" : "s", e->cal.concurrent, e->cal.concurrent == 1 ? "" : "s", e->cal.nsteps,
                  shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte, e->cal.rpc_us_per_message,

@@ -6,12 +6,12 @@
  * Each socket is one link with its own limiter: a token bucket of
  * `bytes_per_s` that fills up to `burst` bytes, from which every send
  * takes what it sends (large sends go out in pieces of at most `piece`
- * bytes, 1 ms of traffic),
- * plus `latency_us` of delay before the last bytes of every message
- * leave.  An idle link banks no credit, so a message of n bytes on it
- * arrives about n / rate + latency after it was begun, and a request and its reply
- * cost two latencies: the model the virtual clock charges too
- * (emulate/emulator.h, its per-pair links).  Links do not share a NIC
+ * bytes, 1 ms of traffic), plus `latency_us` of delay before the last
+ * bytes of every message leave.  An idle link banks no credit, so a
+ * message of n bytes on it arrives about n / rate + latency after it
+ * was begun, and a request and its reply cost two latencies: the model
+ * the virtual clock charges too (emulate/emulator.h, its per-pair
+ * links).  Links do not share a NIC
  * here: two sockets of one process each get the full rate (the virtual
  * clock's nic_mbit models a shared NIC; the real transport does not). */
 #ifndef SHOAL_LINK_LIMIT_H

@@ -76,7 +76,8 @@ shoal_cmd_calibrate (int argc, char **argv)
           "give it to a virtual-clock run: -o emulate.clock=virtual -o emulate.calibration=%s\n",
           out, cal.model, cal.nsteps, together, shoal_calibration_median_ms (&cal), cal.threads,
           cal.threads == 1 ? "" : "s",
-          cal.updater, cal.update_ns_per_byte, cal.rpc_us_per_message, cal.rpc_ns_per_byte, (double) cal.unit_bytes / 1048576.0, out);
+          cal.updater, cal.update_ns_per_byte, cal.rpc_us_per_message, cal.rpc_ns_per_byte,
+          (double) cal.unit_bytes / 1048576.0, out);
   g_free (together);
 
 out:
