@@ -18,6 +18,20 @@
 
 #define GROUP "calibration"
 
+/* The passes of a process's other threads (measure_service), each in
+ * ns per byte; absent from files made before they were measured: 0. */
+static const char *const service_keys[] = { "pull_ns_per_byte", "sync_take_ns_per_byte", "sync_apply_ns_per_byte",
+                                            "sync_merge_ns_per_byte" };
+#define N_SERVICE_KEYS ((int) G_N_ELEMENTS (service_keys))
+
+static double *
+service_value (ShoalCalibration *cal, int i)
+{
+  double *values[] = { &cal->pull_ns_per_byte, &cal->sync_take_ns_per_byte, &cal->sync_apply_ns_per_byte,
+                       &cal->sync_merge_ns_per_byte };
+  return values[i];
+}
+
 /* keys of a layer that say where its data are or how many rows a step
  * takes (the steps are scaled to a unit's rows), not what the model is */
 static gboolean
@@ -136,6 +150,76 @@ measure_update (ShoalJob *job, ShoalParamStore *store, double *ns_per_byte, GErr
   shoal_server_free (server);
   if (ok)
     *ns_per_byte = median (t, REPS);
+  return ok;
+}
+
+/* The other in-process passes of a process's threads, each over every
+ * param as one slice, in ns per byte (the median of 9 after 2 warm-ups),
+ * each timed after one of the job's training steps, as a real process
+ * makes them: between two passes its worker's step has taken the caches
+ * (back to back they cost about half as much on this machine's EPYC):
+ * a pull into a worker's store (the comm thread's copy of the values a
+ * server in its own process holds), and Hogwild's group sync: take_delta
+ * and merge_master on the replica's side, apply_delta on the master's
+ * (server/server_sync.c; elastic averaging's passes read and write as
+ * many arrays).  The virtual clock charges them to the process's cores
+ * (emulate/emulator.c, "a process's cores"). */
+typedef enum { PASS_PULL, PASS_TAKE, PASS_APPLY, PASS_MERGE } ServicePass;
+
+static gboolean
+service_pass (ShoalServer *server, ServicePass pass, const float *delta, float *out, size_t n, GError **error)
+{
+  gint64 version = 0;
+  switch (pass)
+    {
+    case PASS_PULL:
+      return shoal_server_pull (server, 0, out, n, 0, 0, &version, error);
+    case PASS_TAKE:
+      return shoal_server_take_delta (server, 0, out, n, error);
+    case PASS_APPLY:
+      return shoal_server_apply_delta (server, 0, delta, out, n, error);
+    case PASS_MERGE:
+      return shoal_server_merge_master (server, 0, out, n, error);
+    }
+  g_return_val_if_reached (FALSE);
+}
+
+static gboolean
+measure_service (ShoalJob *job, ShoalGroupNet *net, ShoalCalibration *out, GError **error)
+{
+  ShoalParamStore *store = shoal_group_net_params (net);
+  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1,
+                               .keep_baseline = TRUE };
+  ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
+  if (server == NULL)
+    return FALSE;
+  shoal_server_host_all (server);
+  size_t n = store->total;
+  float *delta = g_new (float, n), *buf = g_new0 (float, n);
+  for (size_t i = 0; i < n; i++)
+    delta[i] = (float) ((int) (i % 13) - 6) * 1e-7f;
+  double *results[] = { &out->pull_ns_per_byte, &out->sync_take_ns_per_byte, &out->sync_apply_ns_per_byte,
+                        &out->sync_merge_ns_per_byte };
+  enum { WARM = 2, REPS = 9 };
+  gboolean ok = TRUE;
+  for (ServicePass pass = PASS_PULL; ok && pass <= PASS_MERGE; pass++)
+    {
+      double t[REPS];
+      for (int r = 0; ok && r < WARM + REPS; r++)
+        {
+          shoal_group_net_train_step (net, NULL, NULL);
+          shoal_param_store_zero_grads (store);
+          gint64 t0 = g_get_monotonic_time ();
+          ok = service_pass (server, pass, delta, buf, n, error);
+          if (r >= WARM)
+            t[r - WARM] = (double) (g_get_monotonic_time () - t0) * 1e3 / ((double) n * sizeof (float));
+        }
+      if (ok)
+        *results[pass] = median (t, REPS);
+    }
+  g_free (delta);
+  g_free (buf);
+  shoal_server_free (server);
   return ok;
 }
 
@@ -401,6 +485,7 @@ shoal_calibration_measure (ShoalJob *job, const ShoalCalibrationPlan *plan, Shoa
     return FALSE;
   ShoalParamStore *store = shoal_group_net_params (net);
   gboolean ok = measure_update (job, store, &out->update_ns_per_byte, error)
+                && measure_service (job, net, out, error)
                 && measure_rpc (job, store, out->update_ns_per_byte, &out->rpc_us_per_message, &out->rpc_ns_per_byte,
                                 error);
   shoal_group_net_free (net);
@@ -433,6 +518,9 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   g_key_file_set_double (kf, GROUP, "update_ns_per_byte", cal->update_ns_per_byte);
   g_key_file_set_double (kf, GROUP, "rpc_ns_per_byte", cal->rpc_ns_per_byte);
   g_key_file_set_double (kf, GROUP, "rpc_us_per_message", cal->rpc_us_per_message);
+  ShoalCalibration values = *cal;   /* service_value's fields, not its pointers' */
+  for (int i = 0; i < N_SERVICE_KEYS; i++)
+    g_key_file_set_double (kf, GROUP, service_keys[i], *service_value (&values, i));
   g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
   g_key_file_set_double_list (kf, GROUP, "step_ms", cal->step_ms, (gsize) cal->nsteps);
   char *sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) cal->step_ms,
@@ -484,6 +572,18 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   double rpc_per_message = g_key_file_has_key (kf, GROUP, "rpc_us_per_message", NULL)
                              ? g_key_file_get_double (kf, GROUP, "rpc_us_per_message", &no_message)
                              : 0;
+  double service[N_SERVICE_KEYS];
+  const char *bad_service = NULL;
+  for (int i = 0; i < N_SERVICE_KEYS; i++)
+    {
+      GError *bad = NULL;
+      service[i] = g_key_file_has_key (kf, GROUP, service_keys[i], NULL)
+                     ? g_key_file_get_double (kf, GROUP, service_keys[i], &bad)
+                     : 0;
+      if ((bad != NULL || !(service[i] >= 0) || !isfinite (service[i])) && bad_service == NULL)
+        bad_service = service_keys[i];
+      g_clear_error (&bad);
+    }
   GError *no_batch = NULL;
   int batch = g_key_file_get_integer (kf, GROUP, "batch", &no_batch);
   /* absent from files made before it was recorded: one worker alone */
@@ -511,6 +611,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, "rpc_ns_per_byte", "not a number >= 0");
   else if (no_message != NULL || !(rpc_per_message >= 0) || !isfinite (rpc_per_message))
     damaged (error, path, "rpc_us_per_message", "not a number >= 0");
+  else if (bad_service != NULL)
+    damaged (error, path, bad_service, "not a number >= 0");
   else if (no_batch != NULL || batch < 1)
     damaged (error, path, "batch", "missing or not a number of rows >= 1");
   else if (no_concurrent != NULL || concurrent < 1)
@@ -530,6 +632,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
       out->update_ns_per_byte = per_byte;
       out->rpc_ns_per_byte = rpc_per_byte;
       out->rpc_us_per_message = rpc_per_message;
+      for (int i = 0; i < N_SERVICE_KEYS; i++)
+        *service_value (out, i) = service[i];
       out->batch = batch;
       out->concurrent = concurrent;
       out->updater = g_key_file_get_string (kf, GROUP, "updater", NULL);

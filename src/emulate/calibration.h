@@ -15,6 +15,8 @@
  *     every slice, as ShoalServer applies it);
  *   - the transport: a message's cost beside its wire time, a fixed part
  *     and a part per byte, through a real server on loopback;
+ *   - a process's other passes over the params, per byte: a pull from a
+ *     server in the worker's own process, and Hogwild's sync passes;
  *   - memory: what one unit's net holds (resident bytes it added).
  *
  * The file is a GKeyFile with a [calibration] group; `model` is a hash of
@@ -42,6 +44,13 @@ typedef struct {
   double rpc_us_per_message;   /* a message's fixed transport cost (the calls into the kernel, the
                                 * receiver's wake-up), beside the wire time and the part per byte; 0
                                 * in files from before it was measured */
+  /* the passes of a process's other threads over a slice, per byte; 0 in
+   * files from before they were measured: a pull of values from a server
+   * in the worker's own process (the comm thread's copy), and a Hogwild
+   * group sync's passes (the replica's take_delta and merge_master, the
+   * master's apply_delta) */
+  double pull_ns_per_byte;
+  double sync_take_ns_per_byte, sync_apply_ns_per_byte, sync_merge_ns_per_byte;
   gint64 unit_bytes;           /* resident bytes of one unit's net */
   int threads;                 /* BLAS threads the steps ran with */
   int concurrent;              /* workers stepping at once when timed (1 in files from before it was

@@ -72,11 +72,13 @@ shoal_cmd_calibrate (int argc, char **argv)
   char *together = cal.concurrent > 1 ? g_strdup_printf (" of %d workers stepping at once", cal.concurrent)
                                        : g_strdup ("");
   printf ("shoal calibrate: %s: model %s, %d steps%s (median %.3f ms, %d BLAS thread%s), a server's %s update "
-          "%.4f ns/byte, a message's transport %.1f us + %.4f ns/byte beyond the wire, %.1f MiB per unit\n"
+          "%.4f ns/byte, a message's transport %.1f us + %.4f ns/byte beyond the wire, an in-process pull %.4f "
+          "ns/byte, a Hogwild sync's passes %.4f + %.4f + %.4f ns/byte, %.1f MiB per unit\n"
           "give it to a virtual-clock run: -o emulate.clock=virtual -o emulate.calibration=%s\n",
           out, cal.model, cal.nsteps, together, shoal_calibration_median_ms (&cal), cal.threads,
           cal.threads == 1 ? "" : "s",
           cal.updater, cal.update_ns_per_byte, cal.rpc_us_per_message, cal.rpc_ns_per_byte,
+          cal.pull_ns_per_byte, cal.sync_take_ns_per_byte, cal.sync_apply_ns_per_byte, cal.sync_merge_ns_per_byte,
           (double) cal.unit_bytes / 1048576.0, out);
   g_free (together);
 
