@@ -41,7 +41,14 @@ start=$SECONDS
   || { tail -5 "$OUT/real.log"; echo "the real sweep failed" >&2; exit 1; }
 real_s=$((SECONDS - start))
 start=$SECONDS
-for w in ${WORKERS//,/ }; do scale_virtual_point "$w" "$OUT" -o "emulate.bandwidth_mbit=$MBIT"; done
+# each virtual process gets the cores a real one has here: the machine's
+# cores over the worker processes, at least one (docs/SCALE.md, "A
+# process's cores")
+cores=$(nproc)
+for w in ${WORKERS//,/ }; do
+  scale_virtual_point "$w" "$OUT" -o "emulate.bandwidth_mbit=$MBIT" \
+    -o "emulate.process_cores=$((cores / w > 1 ? cores / w : 1))"
+done
 virtual_s=$((SECONDS - start))
 echo "real sweep ${real_s} s, virtual sweep ${virtual_s} s"
 /usr/bin/python3 - "$OUT" <<'PY'

@@ -44,6 +44,10 @@ const ShoalOption shoal_emulate_options[] = {
   { "update_ns_per_byte", SHOAL_OPT_FLOAT, "", 0, 1e6, NULL,
     "virtual clock: nanoseconds a server's update costs per byte of gradient (one core per server "
     "process, pushes queue for it); absent: the calibration file's, else 0" },
+  { "process_cores", SHOAL_OPT_INT, "0", 0, 4096, NULL,
+    "virtual clock: cores every process has; its workers compute on them and its other work (server "
+    "updates, in-process copies, syncs, decoding messages) takes one from them while all compute; "
+    "0 = that other work has a core of its own" },
   { "step_delay", SHOAL_OPT_STRING, "none", SHOAL_UNBOUNDED, NULL,
     "virtual clock: random extra milliseconds of every unit's every step (a distribution as slow_delay's: "
     "pareto for a long tail), seeded per unit" },
@@ -531,7 +535,7 @@ read_virtual_model (ShoalConf *conf, ShoalEmulateConf *e, GError **error)
 {
   GKeyFile *kf = shoal_conf_keyfile (conf);
   static const char *const virtual_only[] = { "nic_mbit", "core_mbit", "update_ns_per_byte", "step_delay",
-                                              "machine_factor", "calibration", NULL };
+                                              "machine_factor", "calibration", "process_cores", NULL };
   for (int i = 0; virtual_only[i] != NULL; i++)
     if (g_key_file_has_key (kf, G, virtual_only[i], NULL) && e->clock != SHOAL_CLOCK_VIRTUAL)
       {
@@ -545,6 +549,7 @@ read_virtual_model (ShoalConf *conf, ShoalEmulateConf *e, GError **error)
   e->update_ns_per_byte = g_key_file_has_key (kf, G, "update_ns_per_byte", NULL)
                             ? shoal_conf_get_float (conf, G, shoal_emulate_options, "update_ns_per_byte")
                             : -1;
+  e->process_cores = (int) shoal_conf_get_int (conf, G, shoal_emulate_options, "process_cores");
   char *cal = shoal_conf_get_string (conf, G, shoal_emulate_options, "calibration");
   e->calibration = cal != NULL && *g_strstrip (cal) != '\0' ? g_strdup (cal) : NULL;
   g_free (cal);

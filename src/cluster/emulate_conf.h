@@ -37,6 +37,10 @@
  *                               max-min fairly by its messages
  *   core_mbit = MBIT            an oversubscribed core all messages share
  *   update_ns_per_byte = NS     a server's update cost (one core each)
+ *   process_cores = N           the cores of every process: its workers
+ *                               compute on them, its other work (updates,
+ *                               copies, syncs, decoding) takes one while
+ *                               all compute; 0: that work has its own core
  *   step_delay = DIST           extra ms of every unit's every step
  *   machine_factor = DIST       each unit's slowdown, drawn once
  *   calibration = FILE          `shoal calibrate`'s measured steps and
@@ -97,6 +101,7 @@ typedef struct {
   double nic_mbit;         /* every process's NIC, each way; 0: no limit */
   double core_mbit;        /* an oversubscribed core; 0: none */
   double update_ns_per_byte;  /* a server's update per byte; < 0: the calibration's, else 0 */
+  int process_cores;       /* every process's cores; 0: its other work has a core of its own */
   ShoalDelay step_delay;   /* extra ms of every step of every unit */
   ShoalDelay machine_factor;  /* each unit's slowdown factor, drawn once; NONE: 1 */
   char *calibration;       /* `shoal calibrate`'s file, resolved; owned; NULL: none */

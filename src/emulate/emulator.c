@@ -46,11 +46,14 @@
 
 typedef enum {
   EV_STEP,         /* a: unit */
-  EV_SEND,         /* a: unit: its next slice leaves */
+  EV_COMPUTED,     /* a: unit: its step's compute may be done (a process's cores may have stretched it) */
   EV_ARRIVE,       /* a: unit, b: slice, step */
   EV_REPLY,        /* a: unit */
+  EV_SYNC_SEND,    /* a: server group, b: slice: its delta was taken, it leaves for the master */
   EV_SYNC_ARRIVE,  /* a: server group, b: slice */
+  EV_SYNC_BACK,    /* a: server group, b: slice: the master applied it, the reply leaves */
   EV_SYNC_REPLY,   /* a: server group, b: slice */
+  EV_SYNC_MERGED,  /* a: server group, b: slice: the replica merged the master's values */
   EV_APPLY,        /* a: unit, b: slice, step: a server core is done with the push */
   EV_FAULT,
   EV_TICK          /* process lines */
@@ -74,7 +77,10 @@ typedef struct {
   gint64 step;               /* the step in flight (between STEP and the last REPLY) */
   int chain;                 /* slices of the step sent so far */
   gboolean fetch;            /* this step's replies carry values */
-  gint64 compute_end;        /* virtual ns */
+  gboolean pushing;          /* this step's gradients go out when its compute is done */
+  gboolean line_due;         /* the step ends a train line's window */
+  gboolean computing;        /* between STEP and COMPUTED */
+  gint64 compute_start, compute_end;  /* virtual ns */
   gint64 next_test;
   gint64 steps_done, steps_skipped, samples_seen;
 
@@ -120,7 +126,9 @@ typedef struct {
   gint64 step_ns;            /* one unit's compute per step, before its slowdown (no calibration) */
   ShoalCalibration cal;      /* [emulate] calibration: measured steps; nsteps 0: none */
   double update_ns_per_byte; /* a server core's update cost */
-  gint64 *core_free;         /* per rank: when its server core is free (virtual ns) */
+  gint64 *core_free;         /* per rank: when its other work's core is free (virtual ns) */
+  int process_cores;         /* [emulate] process_cores; 0: that core is a core of its own */
+  GArray **rank_units;       /* per rank: the units (int) computing there */
   guint64 *sent, *received;  /* per rank, bytes between processes */
   gboolean *rank_moved;      /* per rank: something to report since the last tick */
   gint64 *decided_step;      /* SYNC time budget: per group, the step whose boundary decided */
@@ -158,11 +166,135 @@ transport_ns (Emu *e, gsize bytes)
   return (gint64) llround (e->cal.rpc_us_per_message * 1e3 + (double) bytes * e->cal.rpc_ns_per_byte);
 }
 
+static int
+server_rank (Emu *e, int sg, int slice)
+{
+  return shoal_layout_server_rank (e->layout, sg, shoal_layout_server_of_slice (e->layout, slice % e->layout->nslices));
+}
+
+/* ---- a process's cores ---------------------------------------------------------
+ *
+ * Beside its workers' compute a process does other work: its server's
+ * updates, the comm thread's copy of values from a server in the same
+ * process, Hogwild's sync passes and, with process_cores, decoding the
+ * messages it receives.  That work goes one job at a time on the
+ * process's service timeline (core_free), each job from when it is due
+ * or when the one before is done.  With [emulate] process_cores = 0 the
+ * timeline is a core of its own, as if every process had a core more
+ * than its workers.  With process_cores = N the job takes one of the
+ * process's N cores: while its workers keep all N busy computing, the
+ * job preempts them (Linux's CFS runs the woken short job at once) and
+ * every computing unit's step stretches by the job's time / N (N cores'
+ * worth of work, one core's worth lost for the job's time).  Measured
+ * where it matters (docs/SCALE.md, "A process's cores"): a real Hogwild
+ * process of 2 groups on 2 cores spends ~1.5 ms of each 7.9 ms step on
+ * its comm, sync and RPC threads. */
+
+static gboolean
+computing_at (const Unit *u, gint64 at)
+{
+  return u->computing && !u->dead && u->compute_start <= at && at < u->compute_end;
+}
+
+/* Workers of the units of `rank` computing at virtual time `at`. */
+static int
+computing_workers (Emu *e, int rank, gint64 at)
+{
+  GArray *on = e->rank_units[rank];
+  int busy = 0;
+  for (guint i = 0; i < on->len; i++)
+    {
+      const Unit *u = &e->units[g_array_index (on, int, i)];
+      if (computing_at (u, at))
+        busy += u->nworkers;
+    }
+  return busy;
+}
+
+/* Every unit of rank computing at `at` stretches by ns / N. */
+static void
+stretch_computing (Emu *e, int rank, gint64 at, gint64 ns)
+{
+  gint64 by = (gint64) llround ((double) ns / e->process_cores);
+  GArray *on = e->rank_units[rank];
+  for (guint i = 0; i < on->len && by > 0; i++)
+    {
+      Unit *u = &e->units[g_array_index (on, int, i)];
+      if (computing_at (u, at))
+        {
+          u->compute_end += by;
+          u->win.compute_s += vseconds (by);
+        }
+    }
+}
+
+/* A job of `ns` of rank's other work, due at `at`: when it is done. */
+static gint64
+service_work (Emu *e, int rank, gint64 at, gint64 ns)
+{
+  gint64 begin = MAX (at, e->core_free[rank]);
+  e->core_free[rank] = begin + ns;
+  if (e->process_cores > 0 && ns > 0 && computing_workers (e, rank, begin) >= e->process_cores)
+    stretch_computing (e, rank, begin, ns);
+  return begin + ns;
+}
+
+/* Unit u begins computing now: other work still queued on its process's
+ * timeline now contends for the cores u takes. */
+static void
+compute_begins (Emu *e, Unit *u)
+{
+  gint64 queued = e->core_free[u->rank] - e->now;
+  if (e->process_cores <= 0 || queued <= 0)
+    return;
+  int busy = computing_workers (e, u->rank, e->now);
+  if (busy >= e->process_cores && busy - u->nworkers < e->process_cores)
+    stretch_computing (e, u->rank, e->now, queued);
+}
+
+/* The CPU time of `bytes` of a pass at ns_per_byte. */
+static gint64
+pass_ns (size_t bytes, double ns_per_byte)
+{
+  return (gint64) llround ((double) bytes * ns_per_byte);
+}
+
+/* The process an event's message is for. */
+static int
+receiver_rank (Emu *e, EventKind kind, int a, int b)
+{
+  switch (kind)
+    {
+    case EV_ARRIVE:
+      return server_rank (e, e->units[a].server_group, b);
+    case EV_REPLY:
+      return e->units[a].rank;
+    case EV_SYNC_ARRIVE:
+      return server_rank (e, shoal_layout_master_group_of_slice (e->layout, b % e->layout->nslices), b);
+    case EV_SYNC_REPLY:
+      return server_rank (e, a, b);
+    default:
+      g_return_val_if_reached (0);
+    }
+}
+
+/* A message of `bytes` whose last bytes reach its process at `at` (the
+ * wire and latency behind it): the event once it is read and decoded,
+ * transport_ns later; with process_cores that work is the receiving
+ * process's, on its cores.  The event was counted in e->pending. */
+static void
+deliver (Emu *e, gint64 at, gsize bytes, EventKind kind, int a, int b, gint64 step)
+{
+  gint64 read = e->process_cores > 0 ? service_work (e, receiver_rank (e, kind, a, b), at, transport_ns (e, bytes))
+                                     : at + transport_ns (e, bytes);
+  shoal_event_queue_push (&e->queue, read, kind, a, b, step);
+}
+
 /* A message of `bytes` from rank `from` to rank `to` begins now: the
  * event comes when it has crossed the NICs, links and core it shares
  * with the other messages in flight (nic_model.h) and the latency after
- * that; inside a process at once.  Counts the bytes for the process
- * lines. */
+ * that, and has been read (deliver); inside a process at once.  Counts
+ * the bytes for the process lines. */
 static void
 transmit (Emu *e, int from, int to, gsize bytes, EventKind kind, int a, int b, gint64 step)
 {
@@ -176,18 +308,13 @@ transmit (Emu *e, int from, int to, gsize bytes, EventKind kind, int a, int b, g
   e->rank_moved[from] = e->rank_moved[to] = TRUE;
   if (bytes == 0 || !shoal_nic_model_limited (e->nic))
     {
-      schedule (e, e->now + e->latency_ns + transport_ns (e, bytes), kind, a, b, step);
+      e->pending++;
+      deliver (e, e->now + e->latency_ns, bytes, kind, a, b, step);
       return;
     }
   ShoalTimedEvent ev = { .kind = kind, .a = a, .b = b, .step = step };
   e->pending++;   /* it is queued when it has crossed */
   shoal_nic_model_start (e->nic, e->now, from, to, bytes, &ev);
-}
-
-static int
-server_rank (Emu *e, int sg, int slice)
-{
-  return shoal_layout_server_rank (e->layout, sg, shoal_layout_server_of_slice (e->layout, slice % e->layout->nslices));
 }
 
 static size_t
@@ -420,16 +547,18 @@ on_step (Emu *e, Unit *u)
   double c = step_seconds (e, u);
   c += shoal_slowdown_extra_s (u->slowdown, c);
   gint64 cost = (gint64) llround (c * 1e9);
+  u->compute_start = e->now;
   u->compute_end = e->now + cost;
+  u->computing = TRUE;
   u->win.compute_s += c;
+  compute_begins (e, u);
 
   int rows = shoal_train_window_add (&u->win, net, loss);
   u->samples_seen += rows;
   u->steps_done = step + 1;
-  if (u->win.steps == job->disp_freq || step + 1 == job->train_steps)
-    train_line (e, u, step + 1, u->compute_end);
-
-  if (shoal_push_due (n_push (e), step))
+  u->line_due = u->win.steps == job->disp_freq || step + 1 == job->train_steps;
+  u->pushing = shoal_push_due (n_push (e), step);
+  if (u->pushing)
     {
       /* the comm thread's send buffer is the store's gradients (the mean
        * of the summed steps): nothing writes them before the next step,
@@ -440,13 +569,33 @@ on_step (Emu *e, Unit *u)
       u->fetch = shoal_fetch_due (n_fetch (e), step);
       if (u->fetch)
         shoal_unit_state_drop_values (e->shared, &u->hold);  /* the replies bring the next step's */
-      schedule (e, u->compute_end, EV_SEND, (int) (u - e->units), 0, step);
     }
+  schedule (e, u->compute_end, EV_COMPUTED, (int) (u - e->units), 0, step);
+}
+
+/* The step's compute is done unless its process's other work stretched
+ * it since (a process's cores): then later.  Its train line, and then its
+ * first slice leaves, or (gradients adding up) the next step begins. */
+static void
+on_computed (Emu *e, Unit *u)
+{
+  if (u->dead)
+    return;
+  if (e->now < u->compute_end)
+    {
+      schedule (e, u->compute_end, EV_COMPUTED, (int) (u - e->units), 0, u->step);
+      return;
+    }
+  u->computing = FALSE;
+  if (u->line_due)
+    train_line (e, u, u->steps_done, u->compute_end);
+  u->line_due = FALSE;
+  if (u->pushing)
+    on_send (e, u);
   else
     {
-      /* gradients keep adding up; the next step begins at once */
-      u->step = step + 1;
-      schedule (e, u->compute_end, EV_STEP, (int) (u - e->units), 0, 0);
+      u->step++;
+      on_step (e, u);
     }
 }
 
@@ -471,7 +620,11 @@ on_send (Emu *e, Unit *u)
 
 /* A held reply whose rule now allows it: its values leave the server
  * now (into the unit's params: nothing reads them before the reply
- * arrives) and arrive after the link. */
+ * arrives) and arrive after the link.  From a server in the unit's own
+ * process the comm thread copies them (pull_ns_per_byte, on the
+ * process's cores), unless the unit is the job's only one in its only
+ * process: its client reads the server's values in place
+ * (shoal_param_client_new_shared, as the runner makes it). */
 static void
 release (Emu *e, int sg, int s, const Waiting *w)
 {
@@ -489,7 +642,12 @@ release (Emu *e, int sg, int s, const Waiting *w)
         }
       bytes = n * sizeof (float);
     }
-  transmit (e, server_rank (e, sg, s), u->rank, bytes, EV_REPLY, w->unit, s, w->step);
+  int from = server_rank (e, sg, s);
+  gint64 copy = pass_ns (bytes, e->cal.pull_ns_per_byte);
+  if (from == u->rank && copy > 0 && !(e->layout->nprocs == 1 && e->nunits == 1))
+    schedule (e, service_work (e, from, e->now, copy), EV_REPLY, w->unit, s, w->step);
+  else
+    transmit (e, from, u->rank, bytes, EV_REPLY, w->unit, s, w->step);
 }
 
 /* Releases, in arrival order, every held reply of the slice whose rule
@@ -520,11 +678,12 @@ release_ready (Emu *e, int sg, int s)
 }
 
 static void start_syncs (Emu *e, int sg);
+static void on_sync_send (Emu *e, int sg, int s);
 static void on_apply (Emu *e, Unit *u, int s, gint64 step);
 
-/* A push that reached its server waits for the server process's core
- * (one update at a time, update_ns_per_byte each byte) and is applied
- * when the core is done with it (on_apply). */
+/* A push that reached its server waits for the server process's other
+ * work (a process's cores: one job at a time, update_ns_per_byte each
+ * byte) and is applied when that is done with it (on_apply). */
 static void
 on_arrive (Emu *e, Unit *u, int s, gint64 step)
 {
@@ -537,9 +696,8 @@ on_arrive (Emu *e, Unit *u, int s, gint64 step)
     }
   int rank = server_rank (e, u->server_group, s);
   size_t n = slice_floats (e, s, NULL);
-  gint64 begin = MAX (e->now, e->core_free[rank]);
-  e->core_free[rank] = begin + (gint64) llround ((double) (n * sizeof (float)) * e->update_ns_per_byte);
-  schedule (e, e->core_free[rank], EV_APPLY, (int) (u - e->units), s, step);
+  gint64 done = service_work (e, rank, e->now, pass_ns (n * sizeof (float), e->update_ns_per_byte));
+  schedule (e, done, EV_APPLY, (int) (u - e->units), s, step);
 }
 
 static void
@@ -590,7 +748,11 @@ elastic (Emu *e)
 }
 
 /* The sync thread of server group sg, if idle: the lowest due slice
- * (shoal_server_wait_sync_due's order) goes to its master. */
+ * (shoal_server_wait_sync_due's order) goes to its master.  Each pass
+ * over a slice (take, the master's apply, the merge; elastic averaging's
+ * passes alike) is work of its process (a process's cores, the
+ * calibration's sync_*_ns_per_byte): the message leaves, the reply
+ * leaves and the thread takes the next slice once its pass is done. */
 static void
 start_syncs (Emu *e, int sg)
 {
@@ -620,12 +782,56 @@ start_syncs (Emu *e, int sg)
           fail (e, err);
           return;
         }
+      gsize bytes = n * sizeof (float);
+      gint64 work = pass_ns (bytes, e->cal.sync_take_ns_per_byte);
+      if (master == sg && elastic (e))
+        work += pass_ns (bytes, e->cal.sync_apply_ns_per_byte) + pass_ns (bytes, e->cal.sync_merge_ns_per_byte);
+      int rank = server_rank (e, sg, due);
+      gint64 taken = work > 0 ? service_work (e, rank, e->now, work) : e->now;
       if (master == sg || e->server_dead[master])
         continue;  /* its own master; or a master lost with its group: the replica goes on alone */
       st->busy = TRUE;
-      transmit (e, server_rank (e, sg, due), server_rank (e, master, due), n * sizeof (float), EV_SYNC_ARRIVE, sg,
-                due, 0);
+      if (taken > e->now)
+        schedule (e, taken, EV_SYNC_SEND, sg, due, 0);
+      else
+        on_sync_send (e, sg, due);
     }
+}
+
+static void
+on_sync_send (Emu *e, int sg, int s)
+{
+  if (e->server_dead[sg])
+    {
+      e->sync[sg].busy = FALSE;
+      return;
+    }
+  int master = shoal_layout_master_group_of_slice (e->layout, s % e->layout->nslices);
+  transmit (e, server_rank (e, sg, s), server_rank (e, master, s), slice_floats (e, s, NULL) * sizeof (float),
+            EV_SYNC_ARRIVE, sg, s, 0);
+}
+
+/* The master's reply (its values after the delta) leaves. */
+static void
+on_sync_back (Emu *e, int sg, int s)
+{
+  int master = shoal_layout_master_group_of_slice (e->layout, s % e->layout->nslices);
+  if (e->server_dead[master])
+    {
+      e->sync[sg].busy = FALSE;
+      start_syncs (e, sg);
+      return;
+    }
+  transmit (e, server_rank (e, master, s), server_rank (e, sg, s), slice_floats (e, s, NULL) * sizeof (float),
+            EV_SYNC_REPLY, sg, s, 0);
+}
+
+static void
+on_sync_merged (Emu *e, int sg)
+{
+  e->sync[sg].busy = FALSE;
+  if (!e->server_dead[sg])
+    start_syncs (e, sg);
 }
 
 static void
@@ -649,16 +855,22 @@ on_sync_arrive (Emu *e, int sg, int s)
       fail (e, err);
       return;
     }
-  transmit (e, server_rank (e, master, s), server_rank (e, sg, s), n * sizeof (float), EV_SYNC_REPLY, sg, s, 0);
+  gint64 work = pass_ns (n * sizeof (float), e->cal.sync_apply_ns_per_byte);
+  if (work > 0)
+    schedule (e, service_work (e, server_rank (e, master, s), e->now, work), EV_SYNC_BACK, sg, s, 0);
+  else
+    on_sync_back (e, sg, s);
 }
 
 static void
 on_sync_reply (Emu *e, int sg, int s)
 {
   SyncState *st = &e->sync[sg];
-  st->busy = FALSE;
   if (e->server_dead[sg])
-    return;
+    {
+      st->busy = FALSE;
+      return;
+    }
   size_t b = 0, n = slice_floats (e, s, &b);
   GError *err = NULL;
   gboolean ok = elastic (e) ? shoal_server_elastic_merge (e->servers[sg], s, st->buf + b, n, &err)
@@ -668,7 +880,11 @@ on_sync_reply (Emu *e, int sg, int s)
       fail (e, err);
       return;
     }
-  start_syncs (e, sg);
+  gint64 work = pass_ns (n * sizeof (float), e->cal.sync_merge_ns_per_byte);
+  if (work > 0)
+    schedule (e, service_work (e, server_rank (e, sg, s), e->now, work), EV_SYNC_MERGED, sg, s, 0);
+  else
+    on_sync_merged (e, sg);
 }
 
 /* ---- a lost group ---------------------------------------------------------- */
@@ -756,6 +972,35 @@ build_units (Emu *e, GError **error)
           char *how = shoal_slowdown_describe (u->slowdown);
           g_message ("[group %d worker %d] [emulate] slowed: %s", u->group, u->first_worker, how);
           g_free (how);
+        }
+    }
+  return TRUE;
+}
+
+/* Each process's units (a process's cores); with [emulate] process_cores
+ * every worker of a process computes on a core of its own, so it must
+ * have as many. */
+static gboolean
+place_units (Emu *e, GError **error)
+{
+  e->process_cores = e->job->emulate.process_cores;
+  e->rank_units = g_new0 (GArray *, e->layout->nprocs);
+  for (int r = 0; r < e->layout->nprocs; r++)
+    e->rank_units[r] = g_array_new (FALSE, FALSE, sizeof (int));
+  for (int i = 0; i < e->nunits; i++)
+    g_array_append_val (e->rank_units[e->units[i].rank], i);
+  for (int r = 0; r < e->layout->nprocs && e->process_cores > 0; r++)
+    {
+      int workers = 0;
+      for (guint i = 0; i < e->rank_units[r]->len; i++)
+        workers += e->units[g_array_index (e->rank_units[r], int, i)].nworkers;
+      if (workers > e->process_cores)
+        {
+          shoal_conf_error (e->job->conf, error, "emulate", "process_cores",
+                            "%d core%s cannot hold process %d's %d workers: each computes on a core of its own "
+                            "(give at least %d, or 0 for a core beside them)", e->process_cores,
+                            e->process_cores == 1 ? "" : "s", r, workers, workers);
+          return FALSE;
         }
     }
   return TRUE;
@@ -871,6 +1116,9 @@ emu_free (Emu *e)
   shoal_event_queue_clear (&e->queue);
   shoal_nic_model_free (e->nic);
   g_free (e->core_free);
+  for (int r = 0; e->rank_units != NULL && r < e->layout->nprocs; r++)
+    g_array_free (e->rank_units[r], TRUE);
+  g_free (e->rank_units);
   shoal_calibration_clear (&e->cal);
   shoal_metrics_close (e->metrics);
   shoal_layout_free (e->layout);
@@ -1060,6 +1308,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
                                 shoal_link_limit_bytes_per_s (job->emulate.bandwidth_mbit),
                                 shoal_link_limit_bytes_per_s (job->emulate.core_mbit));
   e->core_free = g_new0 (gint64, e->layout->nprocs);
+  if (!place_units (e, error))
+    goto out;
   e->latency_ns = (gint64) llround (job->emulate.latency_ms * 1e6);
   e->sent = g_new0 (guint64, e->layout->nprocs);
   e->received = g_new0 (guint64, e->layout->nprocs);
@@ -1078,11 +1328,13 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
     {
       g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
                  " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s, "
-                 "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte",
+                 "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte; process cores %d (0: their "
+                 "other work on a core beside the workers)",
                  job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
                  shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
                  e->cal.nsteps > 0 ? " (median; drawn from the calibration)" : "", job->emulate.bandwidth_mbit,
-                 job->emulate.nic_mbit, job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte);
+                 job->emulate.nic_mbit, job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte,
+                 e->process_cores);
       shoal_layout_log (e->layout);
     }
 
@@ -1111,8 +1363,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           e->now = crossed.t;
           /* every message that crosses is one slice's floats (a push, a
            * reply with values, a Hogwild sync) */
-          gint64 after = e->latency_ns + transport_ns (e, slice_floats (e, crossed.b, NULL) * sizeof (float));
-          shoal_event_queue_push (&e->queue, crossed.t + after, crossed.kind, crossed.a, crossed.b, crossed.step);
+          deliver (e, crossed.t + e->latency_ns, slice_floats (e, crossed.b, NULL) * sizeof (float), crossed.kind,
+                   crossed.a, crossed.b, crossed.step);
           continue;
         }
       ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
@@ -1124,8 +1376,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
         case EV_STEP:
           on_step (e, &e->units[ev.a]);
           break;
-        case EV_SEND:
-          on_send (e, &e->units[ev.a]);
+        case EV_COMPUTED:
+          on_computed (e, &e->units[ev.a]);
           break;
         case EV_ARRIVE:
           on_arrive (e, &e->units[ev.a], ev.b, ev.step);
@@ -1136,8 +1388,17 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
         case EV_REPLY:
           on_reply (e, &e->units[ev.a]);
           break;
+        case EV_SYNC_SEND:
+          on_sync_send (e, ev.a, ev.b);
+          break;
         case EV_SYNC_ARRIVE:
           on_sync_arrive (e, ev.a, ev.b);
+          break;
+        case EV_SYNC_BACK:
+          on_sync_back (e, ev.a, ev.b);
+          break;
+        case EV_SYNC_MERGED:
+          on_sync_merged (e, ev.a);
           break;
         case EV_SYNC_REPLY:
           on_sync_reply (e, ev.a, ev.b);

@@ -14,9 +14,15 @@
 #     once a run at a time and once two at once (--jobs), writes the same
 #     results.csv (but the wall_s column, the real seconds each run took)
 #     and the report names the file;
-#  4. bad input, each a clear error naming the key: an unknown
+#  4. a process's cores: calibrate measures the in-process passes; a
+#     Hogwild group whose own server is in its process waits for the comm
+#     thread's copy of every slice (pull_ns_per_byte), exactly; with the
+#     sync passes charged and one core a process (process_cores = 1) the
+#     steps' compute stretches, and with nothing to charge it does not;
+#  5. bad input, each a clear error naming the key: an unknown
 #     distribution, a NIC bandwidth of 0, the timing keys on the real
-#     clock, a calibration file of another model, a damaged one.
+#     clock, a calibration file of another model, a damaged one, too few
+#     process cores.
 # Usage: timing_model.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -78,6 +84,7 @@ for r in train:
     want = (r["step"] - 1) * period + 10e-3
     assert abs(r["vtime"] - want) < 1e-6 * r["step"] + 1e-8, (r["group"], r["step"], r["vtime"], want)
 print("incast: 4 pushes of %.0f bytes through one 100 Mbit/s NIC, a step every %.3f ms: ok" % (push, period * 1e3))
+open(sys.argv[1] + ".push", "w").write("%.0f\n" % push)
 PY
 
 # 3. calibrate; a calibrated compare twice
@@ -133,7 +140,62 @@ diff <(strip "$dir/cmp-a/results.csv") <(strip "$dir/cmp-b/results.csv") \
 grep -q "calibration file \`$dir/tiny.cal\`" "$dir/cmp-a/report.md" || fail "the report does not name the calibration"
 echo "calibrated compare twice (--jobs 1, --jobs 2): the same results.csv: ok"
 
-# 4. bad input
+# 4. a process's cores
+for key in pull_ns_per_byte sync_take_ns_per_byte sync_apply_ns_per_byte sync_merge_ns_per_byte; do
+  grep -qE "^$key=[0-9.e-]+$" "$dir/tiny.cal" || fail "calibrate did not measure $key"
+done
+zero_costs() {  # sed script: every cost of tiny.cal 0
+  echo 's/^\(update\|rpc\|pull\|sync_take\|sync_apply\|sync_merge\)_ns_per_byte=.*/\1_ns_per_byte=0/;s/^rpc_us_per_message=.*/rpc_us_per_message=0/'
+}
+hogwild_run () {  # NAME CAL OPTION...: 2 Hogwild groups of 1 worker, a process each, 10 ms steps
+  local name=$1 cal=$2
+  shift 2
+  "$BUILD/shoal" run "${TINY[@]}" --topology conf/hogwild.conf -o cluster.nworkers_per_group=1 \
+    -o cluster.nworkers_per_procs=1 -o cluster.nservers_per_group=1 -o cluster.nservers_per_procs=1 \
+    -o job.train_steps=6 -o emulate.step_ms=10 -o job.metrics_interval=0 -o "emulate.calibration=$cal" "$@" \
+    --workspace "$dir/$name" >"$dir/$name.out" 2>&1 || { tail -3 "$dir/$name.out"; fail "the run $name"; }
+}
+# a pull of the whole model (the bytes a unit pushes a step, from the incast run) costs 1 ms
+pull=$(/usr/bin/python3 -c "print(1e6 / $(cat "$dir/incast/metrics.jsonl.push"))")
+sed -e "$(zero_costs)" -e "s/^pull_ns_per_byte=.*/pull_ns_per_byte=$pull/" "$dir/tiny.cal" >"$dir/pull.cal"
+hogwild_run pull "$dir/pull.cal" -o cluster.sync_freq=1000000
+/usr/bin/python3 - "$dir/pull/metrics.jsonl" <<'PY' || fail "the in-process pull"
+import json, sys
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["phase"] == "train"]
+assert len(train) == 12, len(train)
+for r in train:
+    want = (r["step"] - 1) * 11e-3 + 10e-3   # 10 ms of compute, then the step's copy of 1 ms
+    assert abs(r["vtime"] - want) < 1e-6, (r["group"], r["step"], r["vtime"], want)
+print("a pull of the model from the unit's own server: 1 ms a step: ok")
+PY
+# the sync passes on one core a process stretch the compute; on a core
+# of their own (process_cores = 0), or with nothing to charge, they do
+# not (Hogwild's syncs run beside its workers' steps)
+sed -e "$(zero_costs)" -e 's/^sync_\(take\|apply\|merge\)_ns_per_byte=.*/sync_\1_ns_per_byte=20/' \
+  "$dir/tiny.cal" >"$dir/sync.cal"
+sed -e "$(zero_costs)" "$dir/tiny.cal" >"$dir/free.cal"
+hogwild_run sync1 "$dir/sync.cal" -o cluster.sync_freq=1 -o emulate.process_cores=1
+hogwild_run sync0 "$dir/sync.cal" -o cluster.sync_freq=1 -o emulate.process_cores=0
+hogwild_run free1 "$dir/free.cal" -o cluster.sync_freq=1 -o emulate.process_cores=1
+grep -q "process cores 1" "$dir/sync1.out" || fail "the run's log does not name its process cores"
+/usr/bin/python3 - "$dir" <<'PY' || fail "the sync passes on a process's cores"
+import json, sys
+def compute(name):
+    train = [r for r in map(json.loads, open("%s/%s/metrics.jsonl" % (sys.argv[1], name))) if r["phase"] == "train"]
+    return sum(r["compute_s"] for r in train), max(r["vtime"] for r in train)
+c1, t1 = compute("sync1")
+c0, t0 = compute("sync0")
+cf, tf = compute("free1")
+steps = 2 * 6
+assert abs(c0 - steps * 10e-3) < 1e-9, c0        # a core beside the workers: the compute as drawn
+assert abs(cf - steps * 10e-3) < 1e-9, cf        # nothing to charge: the same
+assert c1 > c0 + 1e-4, (c1, c0)                  # one core: the passes took it from the workers
+assert t1 > t0 and abs(t0 - tf) < 1e-9, (t1, t0, tf)  # beside the workers the syncs delay no step
+print("sync passes: compute %.2f ms on 1 core against %.2f beside; end %.2f / %.2f / %.2f ms: ok"
+      % (c1 * 1e3, c0 * 1e3, t1 * 1e3, t0 * 1e3, tf * 1e3))
+PY
+
+# 5. bad input
 bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
   local want=$1 rc=0
   shift
@@ -146,6 +208,12 @@ bad "[emulate] machine_factor: unknown distribution 'zipf'" "${TINY[@]}" -o 'emu
 bad "[emulate] nic_mbit: 0 is not a bandwidth" "${TINY[@]}" -o emulate.nic_mbit=0
 bad "[emulate] core_mbit: -5 is not a bandwidth" "${TINY[@]}" -o emulate.core_mbit=-5
 bad "[emulate] nic_mbit: only the virtual clock uses it" "${TINY[@]}" -o emulate.clock=real -o emulate.nic_mbit=100
+bad "[emulate] process_cores: only the virtual clock uses it" "${TINY[@]}" -o emulate.clock=real -o emulate.process_cores=2
+bad "[emulate] process_cores" "${TINY[@]}" -o emulate.process_cores=-1
+bad "[emulate] process_cores: 1 core cannot hold process 0's 2 workers" "${TINY[@]}" --topology conf/hogwild.conf \
+  -o emulate.process_cores=1 -o emulate.step_ms=10
+sed 's/^sync_merge_ns_per_byte=.*/sync_merge_ns_per_byte=x/' "$dir/tiny.cal" >"$dir/merge.cal"
+bad "[calibration] sync_merge_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/merge.cal"
 bad "is another model's calibration" "${TINY[@]}" -o 'layer fc1.num_output=48' -o "emulate.calibration=$dir/tiny.cal"
 sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
