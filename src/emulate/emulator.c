@@ -187,7 +187,7 @@ server_rank (Emu *e, int sg, int slice)
  * every computing unit's step stretches by the job's time / N (N cores'
  * worth of work, one core's worth lost for the job's time).  Measured
  * where it matters (docs/SCALE.md, "A process's cores"): a real Hogwild
- * process of 2 groups on 2 cores spends ~1.5 ms of each 7.9 ms step on
+ * process of 2 groups on 2 cores spends ~1.3 ms of each 7.9 ms step on
  * its comm, sync and RPC threads. */
 
 static gboolean
