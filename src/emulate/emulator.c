@@ -71,6 +71,7 @@ typedef struct {
   ShoalRng rng;              /* its step times' draws (calibrated steps, step_delay) */
   double machine;            /* its machine's factor ([emulate] machine_factor) */
   double rows_factor;        /* calibrated steps: its rows per thread / the calibration's rows */
+  int cores_here;            /* its workers in its process, each computing on a core (a process's cores) */
   gint64 *have_version;      /* per slice */
   gboolean tester, dead, finished, budget_end;
 
@@ -206,7 +207,7 @@ computing_workers (Emu *e, int rank, gint64 at)
     {
       const Unit *u = &e->units[g_array_index (on, int, i)];
       if (computing_at (u, at))
-        busy += u->nworkers;
+        busy += u->cores_here;
     }
   return busy;
 }
@@ -248,7 +249,7 @@ compute_begins (Emu *e, Unit *u)
   if (e->process_cores <= 0 || queued <= 0)
     return;
   int busy = computing_workers (e, u->rank, e->now);
-  if (busy >= e->process_cores && busy - u->nworkers < e->process_cores)
+  if (busy >= e->process_cores && busy - u->cores_here < e->process_cores)
     stretch_computing (e, u->rank, e->now, queued);
 }
 
@@ -979,7 +980,9 @@ build_units (Emu *e, GError **error)
 
 /* Each process's units (a process's cores); with [emulate] process_cores
  * every worker of a process computes on a core of its own, so it must
- * have as many. */
+ * have as many.  A group spread over processes and run as one net is one
+ * unit in its first worker's process, which holds that process's share
+ * of its workers. */
 static gboolean
 place_units (Emu *e, GError **error)
 {
@@ -988,12 +991,14 @@ place_units (Emu *e, GError **error)
   for (int r = 0; r < e->layout->nprocs; r++)
     e->rank_units[r] = g_array_new (FALSE, FALSE, sizeof (int));
   for (int i = 0; i < e->nunits; i++)
-    g_array_append_val (e->rank_units[e->units[i].rank], i);
+    {
+      Unit *u = &e->units[i];
+      g_array_append_val (e->rank_units[u->rank], i);
+      u->cores_here = MIN (u->nworkers, (int) e->layout->procs[u->rank].workers->len);
+    }
   for (int r = 0; r < e->layout->nprocs && e->process_cores > 0; r++)
     {
-      int workers = 0;
-      for (guint i = 0; i < e->rank_units[r]->len; i++)
-        workers += e->units[g_array_index (e->rank_units[r], int, i)].nworkers;
+      int workers = (int) e->layout->procs[r].workers->len;
       if (workers > e->process_cores)
         {
           shoal_conf_error (e->job->conf, error, "emulate", "process_cores",
