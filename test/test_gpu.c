@@ -1525,6 +1525,236 @@ test_server_on_device_refused (void)
   shoal_conf_free (conf);
 }
 
+/* ---- the wire codecs on the device ---------------------------------------- */
+
+/* Values every codec must treat as the host does: signed zeros,
+ * float denormals, fp16's subnormals and their halfway points, fp16's
+ * largest value and the first that rounds past it, ties of both 16-bit
+ * roundings, float's extremes; infinities and NaN in the "special"
+ * inputs only (they poison a quantiser's block, residual and all). */
+static const float codec_edges[] = {
+  0.0f, -0.0f, 1e-40f, -1.4e-45f, 1.17549435e-38f, 5.96046448e-08f, 2.98023224e-08f, -8.94069672e-08f,
+  6.10351562e-05f, 65504.0f, 65520.0f, -65519.0f, 1.00048828125f, 1.00390625f, 1.0f + 1.0f / 256 + 1.0f / 512,
+  3.40282347e+38f, -3.40282347e+38f, 1e-30f,
+};
+
+static float
+codec_input (GRand *rand, gboolean special)
+{
+  if (g_rand_int_range (rand, 0, 16) == 0)
+    {
+      if (special && g_rand_boolean (rand))
+        {
+          float s[] = { INFINITY, -INFINITY, NAN, -NAN };
+          return s[g_rand_int_range (rand, 0, G_N_ELEMENTS (s))];
+        }
+      return codec_edges[g_rand_int_range (rand, 0, G_N_ELEMENTS (codec_edges))];
+    }
+  /* magnitudes spread over 2^-40 .. 2^12: sums in a block round */
+  return (float) ldexp (g_rand_double_range (rand, -1, 1), g_rand_int_range (rand, -40, 13));
+}
+
+static void
+assert_same_bytes (const char *what, const void *host, const void *dev, size_t bytes)
+{
+  const guint8 *h = host, *d = dev;
+  for (size_t i = 0; i < bytes; i++)
+    if (h[i] != d[i])
+      {
+        g_test_message ("%s: %zu bytes, the first difference at byte %zu (host %02x, device %02x)", what, bytes, i,
+                        h[i], d[i]);
+        g_test_fail ();
+        return;
+      }
+}
+
+/* Two floats that are the same bits, or both NaN. */
+static gboolean
+same_float (const guint8 *a, const guint8 *b)
+{
+  float x, y;
+  memcpy (&x, a, sizeof x);
+  memcpy (&y, b, sizeof y);
+  return memcmp (a, b, sizeof x) == 0 || (isnan (x) && isnan (y));
+}
+
+/* The device's encoding is the host's byte for byte, but for NaN's
+ * sign and payload: a block whose values hold a NaN, or infinities of
+ * both signs, has NaN levels on both sides, and IEEE leaves which NaN an
+ * operation makes to the processor (x86 passes on an operand's NaN, the
+ * GPU makes its canonical one), so a quantiser's header floats and the
+ * residuals are compared as floats with NaN equal to NaN.  The codes,
+ * and fp16's and bf16's bytes (no arithmetic makes a NaN there; the push
+ * mean's scale could, so its inputs here are finite), must be the host's
+ * exactly. */
+static void
+assert_codec_bytes (const char *what, ShoalCodec codec, size_t n, const guint8 *host, const guint8 *dev)
+{
+  if (!shoal_codec_lossy_feedback (codec))
+    {
+      assert_same_bytes (what, host, dev, shoal_codec_bytes (codec, n));
+      return;
+    }
+  size_t bits = codec == SHOAL_CODEC_2BIT ? 2 : 1;
+  for (size_t b = 0; b < n; b += SHOAL_CODEC_BLOCK)
+    {
+      size_t len = MIN ((size_t) SHOAL_CODEC_BLOCK, n - b), codes = (len * bits + 7) / 8;
+      if (!same_float (host, dev) || !same_float (host + 4, dev + 4))
+        {
+          g_test_message ("%s: the levels of the block at value %zu differ", what, b);
+          g_test_fail ();
+          return;
+        }
+      assert_same_bytes (what, host + 8, dev + 8, codes);
+      host += 8 + codes;
+      dev += 8 + codes;
+    }
+}
+
+static void
+assert_same_floats (const char *what, const float *host, const float *dev, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (!same_float ((const guint8 *) &host[i], (const guint8 *) &dev[i]))
+      {
+        g_test_message ("%s: value %zu differs (host %.9g, device %.9g)", what, i, host[i], dev[i]);
+        g_test_fail ();
+        return;
+      }
+}
+
+/* One codec on n values, three steps with the residual carried (the
+ * device's in separate buffers, in and out, as the param client keeps
+ * them): each step's bytes and residual the host's (assert_codec_bytes:
+ * bitwise, but for which NaN a NaN is), and the
+ * device gradient cleared as read.  scale != 1: the mean of n_push
+ * steps, which the host makes in place first. */
+static void
+check_codec_encode (ShoalStream *stream, GRand *rand, ShoalCodec codec, size_t n, gboolean special, float scale)
+{
+  GError *error = NULL;
+  size_t bytes = shoal_codec_bytes (codec, n);
+  gboolean lossy = shoal_codec_lossy_feedback (codec);
+  float *src = g_new (float, n), *residual = g_new0 (float, n);
+  guint8 *host = g_malloc (MAX (bytes, (size_t) 1)), *dev = g_malloc (MAX (bytes, (size_t) 1));
+  float *d_rin = device_floats (residual, n), *d_rout = device_floats (residual, n);
+  guint8 *d_out = shoal_device_alloc (GPU0, MAX (bytes, (size_t) 4), &error);
+  g_assert_no_error (error);
+  char *what = g_strdup_printf ("%s, %zu values%s, scale %g", shoal_codec_name (codec), n,
+                                special ? " with infinities and NaN" : "", scale);
+  for (int step = 0; step < 3; step++)
+    {
+      for (size_t i = 0; i < n; i++)
+        src[i] = codec_input (rand, special);
+      if (step == 0 && n >= 3 * SHOAL_CODEC_BLOCK)
+        for (size_t i = 0; i < SHOAL_CODEC_BLOCK; i++)
+          {
+            src[i] = 0.0f;                                    /* a block of zeros: threshold 0 */
+            src[SHOAL_CODEC_BLOCK + i] = -fabsf (src[SHOAL_CODEC_BLOCK + i]);  /* one side only */
+          }
+      float *d_src = device_floats (src, n);
+      if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+          src[i] *= scale;
+      shoal_codec_encode (codec, src, lossy ? residual : NULL, n, host);
+      shoal_codec_encode_on (stream, codec, d_src, scale, TRUE, lossy ? d_rin : NULL, lossy ? d_rout : NULL, n,
+                             d_out);
+      g_assert_true (shoal_stream_sync (stream, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_device_copy (dev, d_out, bytes, &error));
+      g_assert_no_error (error);
+      char *at = g_strdup_printf ("%s, step %d: bytes", what, step);
+      assert_codec_bytes (at, codec, n, host, dev);
+      float *cleared = host_floats (d_src, n);
+      for (size_t i = 0; i < n; i++)
+        g_assert_cmpfloat (cleared[i], ==, 0.0f);
+      g_free (cleared);
+      if (lossy)
+        {
+          float *r = host_floats (d_rout, n);
+          g_free (at);
+          at = g_strdup_printf ("%s, step %d: residual", what, step);
+          assert_same_floats (at, residual, r, n);
+          g_free (r);
+          float *t = d_rin;   /* committed: the next step adds it */
+          d_rin = d_rout;
+          d_rout = t;
+        }
+      g_free (at);
+      shoal_device_free (GPU0, d_src);
+    }
+  g_free (what);
+  shoal_device_free (GPU0, d_rin);
+  shoal_device_free (GPU0, d_rout);
+  shoal_device_free (GPU0, d_out);
+  g_free (src);
+  g_free (residual);
+  g_free (host);
+  g_free (dev);
+}
+
+/* Every codec, lengths of one value, short of a byte of codes, a block
+ * and one past, many blocks and a partial one (70001: no multiple of 4,
+ * 8 or 256), plain and special inputs, without and with a push mean. */
+static void
+test_device_codecs (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalStream *stream = shoal_stream_new (GPU0, &error);
+  g_assert_no_error (error);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  const size_t lengths[] = { 1, 3, 7, 255, 256, 257, 1000, 70001 };
+  for (int c = 0; c < SHOAL_CODEC_COUNT; c++)
+    for (guint l = 0; l < G_N_ELEMENTS (lengths); l++)
+      for (int special = 0; special < 2; special++)
+        check_codec_encode (stream, rand, (ShoalCodec) c, lengths[l], special, 1.0f);
+  for (int c = 0; c < SHOAL_CODEC_COUNT; c++)
+    check_codec_encode (stream, rand, (ShoalCodec) c, 70001, FALSE, 1.0f / 3.0f);
+  g_rand_free (rand);
+  shoal_stream_free (stream);
+}
+
+/* The values' codecs decoded on the device: every 16-bit pattern of
+ * fp16 and bf16 (NaNs, infinities, subnormals, both zeros) and a
+ * thousand floats of fp32 (NaN payloads too), bitwise the host's. */
+static void
+test_device_decode (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalStream *stream = shoal_stream_new (GPU0, &error);
+  g_assert_no_error (error);
+  const size_t n = 65536;
+  guint16 *codes = g_new (guint16, n);
+  for (size_t i = 0; i < n; i++)
+    codes[i] = (guint16) i;
+  guint8 *d_in = shoal_device_alloc (GPU0, n * sizeof (float), &error);
+  g_assert_no_error (error);
+  float *host = g_new (float, n), *d_out = device_floats (host, n);
+  ShoalCodec codecs[] = { SHOAL_CODEC_FP16, SHOAL_CODEC_BF16, SHOAL_CODEC_FP32 };
+  for (guint c = 0; c < G_N_ELEMENTS (codecs); c++)
+    {
+      size_t count = codecs[c] == SHOAL_CODEC_FP32 ? n / 2 : n, bytes = shoal_codec_bytes (codecs[c], count);
+      g_assert_true (shoal_device_copy (d_in, codes, bytes, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_codec_decode (codecs[c], (const guint8 *) codes, bytes, host, count));
+      shoal_codec_decode_on (stream, codecs[c], d_in, d_out, count);
+      g_assert_true (shoal_stream_sync (stream, &error));
+      g_assert_no_error (error);
+      float *dev = host_floats (d_out, count);
+      assert_same_bytes (shoal_codec_name (codecs[c]), host, dev, count * sizeof (float));
+      g_free (dev);
+    }
+  shoal_device_free (GPU0, d_in);
+  shoal_device_free (GPU0, d_out);
+  g_free (host);
+  g_free (codes);
+  shoal_stream_free (stream);
+}
+
 /* [job] precision: fp32 by default, tf32 and bf16 taken, anything else
  * refused naming the key; a TF32 net's dense products differ from the
  * CPU's by TF32's rounding (10-bit mantissas), a BF16 net's by at least
@@ -1669,6 +1899,8 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/device-clip", test_device_clip);
   g_test_add_func ("/gpu/server-on-device", test_server_on_device);
   g_test_add_func ("/gpu/server-on-device-refused", test_server_on_device_refused);
+  g_test_add_func ("/gpu/device-codecs", test_device_codecs);
+  g_test_add_func ("/gpu/device-decode", test_device_decode);
   g_test_add_func ("/gpu/precision", test_precision);
   return g_test_run ();
 }
