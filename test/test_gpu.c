@@ -26,6 +26,7 @@
 #include "data/text.h"
 #include "net/net.h"
 #include "partition/partition.h"
+#include "server/rpc_server.h"
 #include "server/server.h"
 #include "job/job.h"
 #include "layers/recurrent.h"
@@ -1755,6 +1756,170 @@ test_device_decode (void)
   shoal_stream_free (stream);
 }
 
+/* A Downpour-like worker on the GPU whose server is "remote": served
+ * over Thrift on loopback from this process (its params laid out by a
+ * CPU net of the same conf), every slice routed through the socket, or
+ * with `mixed` the even slices to the same server in-process (they go
+ * as floats).  The client encodes on the host or, on_device, on the
+ * GPU (shoal_param_client_encode_on_device). */
+typedef struct {
+  ShoalNet *layout;
+  ShoalServer *server;
+  ShoalRpcServer *rpc;
+  ShoalNet *net;
+  ShoalParamClient *client;
+  ShoalPushStep push;
+} RemoteWorker;
+
+#define CODEC_TOKEN "codec-test"
+
+static RemoteWorker
+remote_worker_new (ShoalConf *conf, ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec values, gboolean mixed,
+                   gboolean on_device)
+{
+  GError *error = NULL;
+  RemoteWorker w = { 0 };
+  ShoalNetOptions cpu = { .seed = SEED, .shard_count = 1 };
+  w.layout = shoal_net_new (conf, &cpu, &error);
+  g_assert_no_error (error);
+  shoal_param_store_init_values (shoal_net_params (w.layout), SEED);
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
+  u.schedule.lr = 0.1f;
+  u.momentum = 0.9f;
+  ShoalServerOptions so = { .mode = mode, .sync_contributors = 1, .nslices = 4 };
+  w.server = shoal_server_new (shoal_net_params (w.layout), &u, &so, &error);
+  g_assert_no_error (error);
+  shoal_server_host_all (w.server);
+  ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = CODEC_TOKEN };
+  w.rpc = shoal_rpc_server_start (w.server, &ro, &error);
+  g_assert_no_error (error);
+  ShoalNetOptions gpu = { .seed = SEED, .shard_count = 1, .device = GPU0 };
+  w.net = shoal_net_new (conf, &gpu, &error);
+  g_assert_no_error (error);
+  w.client = shoal_param_client_new (shoal_net_params (w.net), 4, mode);
+  w.push.client = w.client;
+  g_assert_true (shoal_param_client_set_codecs (w.client, values, grads, &error));
+  g_assert_no_error (error);
+  ShoalRpcClientOptions o = { .host = "127.0.0.1", .port = shoal_rpc_server_port (w.rpc), .token = CODEC_TOKEN };
+  for (int s = 0; s < 4; s++)
+    if (mixed && s % 2 == 0)
+      shoal_param_client_route_local (w.client, s, w.server);
+    else
+      shoal_param_client_route_remote (w.client, s, &o);
+  if (on_device)
+    {
+      g_assert_true (shoal_net_set_grads_on_device (w.net, TRUE, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_param_client_encode_on_device (w.client, shoal_net_compute_stream (w.net), &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (shoal_param_client_start (w.client, &error));
+  g_assert_no_error (error);
+  g_assert_true (shoal_param_client_fetch (w.client, &error));
+  g_assert_no_error (error);
+  return w;
+}
+
+static double
+remote_worker_step (RemoteWorker *w, const float *x, const float *labels, int rows)
+{
+  GError *error = NULL;
+  g_assert_true (shoal_net_feed (w->net, "x", x, rows, NULL, &error));
+  g_assert_true (shoal_net_feed (w->net, "labels", labels, rows, labels, &error));
+  g_assert_no_error (error);
+  double loss = shoal_net_train_step (w->net, shoal_worker_push_ready, &w->push);
+  shoal_param_client_step_done (w->client, w->push.step);
+  g_assert_true (shoal_param_client_wait (w->client, &error));
+  g_assert_no_error (error);
+  w->push.step++;
+  return loss;
+}
+
+static void
+remote_worker_free (RemoteWorker *w)
+{
+  shoal_param_client_free (w->client);
+  shoal_net_free (w->net);
+  shoal_rpc_server_stop (w->rpc);
+  shoal_server_free (w->server);
+  shoal_net_free (w->layout);
+}
+
+/* The same training with the gradients encoded on the host and on the
+ * GPU: the server receives the same bytes, so the losses step by step,
+ * the server's final values and the residuals are the same to the bit. */
+static void
+check_device_codec_training (ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec values, gboolean mixed)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP, "gpu.conf", &error);
+  g_assert_no_error (error);
+  RemoteWorker h = remote_worker_new (conf, mode, grads, values, mixed, FALSE);
+  RemoteWorker d = remote_worker_new (conf, mode, grads, values, mixed, TRUE);
+  g_assert_true (shoal_net_grads_on_device (d.net));
+  GRand *rand = g_rand_new_with_seed (SEED);
+  float x[32 * 20], labels[32];
+  double first = 0, last = 0;
+  for (int step = 0; step < 20; step++)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (x); i++)
+        x[i] = (float) g_rand_double_range (rand, -1, 1);
+      for (guint i = 0; i < G_N_ELEMENTS (labels); i++)
+        labels[i] = (float) (x[i * 20] > 0) + 2 * (float) (x[i * 20 + 1] > 0);
+      double lh = remote_worker_step (&h, x, labels, 32);
+      double ld = remote_worker_step (&d, x, labels, 32);
+      if (lh != ld)
+        {
+          g_test_message ("step %d: loss with the host's encoding %.9g, the device's %.9g", step, lh, ld);
+          g_test_fail ();
+        }
+      first = step == 0 ? ld : first;
+      last = ld;
+    }
+  char *what = g_strdup_printf ("%s gradients, %s values, %s%s", shoal_codec_name (grads), shoal_codec_name (values),
+                                mode == SHOAL_UPDATE_SYNC ? "sync" : "async", mixed ? ", half the slices local" : "");
+  g_test_message ("%s, encoded on the GPU: loss %.4f -> %.4f", what, first, last);
+  g_assert_cmpfloat (last, <, first);
+  size_t served = shoal_net_params (d.layout)->served;
+  assert_same_bytes (what, shoal_server_values (h.server), shoal_server_values (d.server), served * sizeof (float));
+  g_assert_cmpint (shoal_param_client_has_residuals (d.client), ==, shoal_codec_lossy_feedback (grads));
+  if (shoal_codec_lossy_feedback (grads))
+    {
+      GBytes *rh = shoal_param_client_save_residuals (h.client), *rd = shoal_param_client_save_residuals (d.client);
+      g_assert_true (g_bytes_equal (rh, rd));
+      /* a restored residual reaches the device: zeroes in, zeroes out */
+      gsize len;
+      guint8 *zeroes = g_bytes_unref_to_data (rh, &len);
+      memset (zeroes + 24, 0, len - 24);
+      GBytes *blob = g_bytes_new_take (zeroes, len);
+      g_assert_true (shoal_param_client_load_residuals (d.client, blob, &error));
+      g_assert_no_error (error);
+      GBytes *back = shoal_param_client_save_residuals (d.client);
+      g_assert_true (g_bytes_equal (back, blob));
+      g_bytes_unref (back);
+      g_bytes_unref (blob);
+      g_bytes_unref (rd);
+    }
+  g_free (what);
+  g_rand_free (rand);
+  remote_worker_free (&h);
+  remote_worker_free (&d);
+  shoal_conf_free (conf);
+}
+
+static void
+test_device_codec_training (void)
+{
+  if (!have_real_gpu ())
+    return;
+  check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_2BIT, SHOAL_CODEC_FP16, FALSE);
+  check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_1BIT, SHOAL_CODEC_BF16, FALSE);
+  check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_FP16, SHOAL_CODEC_FP32, FALSE);
+  check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_BF16, SHOAL_CODEC_FP32, TRUE);
+  check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_2BIT, SHOAL_CODEC_FP32, TRUE);
+}
+
 /* [job] precision: fp32 by default, tf32 and bf16 taken, anything else
  * refused naming the key; a TF32 net's dense products differ from the
  * CPU's by TF32's rounding (10-bit mantissas), a BF16 net's by at least
@@ -1901,6 +2066,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/server-on-device-refused", test_server_on_device_refused);
   g_test_add_func ("/gpu/device-codecs", test_device_codecs);
   g_test_add_func ("/gpu/device-decode", test_device_decode);
+  g_test_add_func ("/gpu/device-codec-training", test_device_codec_training);
   g_test_add_func ("/gpu/precision", test_precision);
   return g_test_run ();
 }

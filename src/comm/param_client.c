@@ -20,6 +20,7 @@
 
 #include <string.h>
 
+#include "comm/grad_encoder.h"
 #include "core/codec.h"
 #include "core/error.h"
 #include "core/thread_start.h"
@@ -70,6 +71,8 @@ struct _ShoalParamClient {
   gboolean residual_written;  /* this step encoded into residual_next */
   guint8 *wire;               /* the comm thread's encoded gradient */
   size_t wire_bytes;
+  ShoalGradEncoder *encoder;  /* shoal_param_client_encode_on_device: the gradients are encoded on the GPU,
+                               * the residuals live there; or NULL */
 
   gboolean shm_enabled;       /* shoal_param_client_set_shared_memory */
   ShoalShmRegion *shm;        /* the store's values and grads, offered to the servers; owned by
@@ -144,6 +147,20 @@ shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, Sho
   return TRUE;
 }
 
+gboolean
+shoal_param_client_encode_on_device (ShoalParamClient *c, ShoalStream *compute, GError **error)
+{
+  g_return_val_if_fail (c->shared == NULL && c->thread == NULL && compute != NULL, FALSE);
+  ShoalCodec *codecs = g_new (ShoalCodec, c->nslices);
+  for (int s = 0; s < c->nslices; s++)
+    codecs[s] = c->routes[s].local != NULL ? SHOAL_CODEC_FP32 : c->grads_codec;
+  c->encoder = shoal_grad_encoder_new (c->store, c->nslices, c->begin, c->end, codecs, compute, error);
+  g_free (codecs);
+  if (c->encoder != NULL && c->residual != NULL && !shoal_grad_encoder_set_residual (c->encoder, c->residual, error))
+    g_clear_pointer (&c->encoder, shoal_grad_encoder_free);
+  return c->encoder != NULL;
+}
+
 #define RESIDUAL_MAGIC 0x53485253u   /* "SRHS" */
 
 gboolean
@@ -157,6 +174,13 @@ shoal_param_client_save_residuals (ShoalParamClient *c)
 {
   if (c->residual == NULL)
     return NULL;
+  GError *error = NULL;
+  if (c->encoder != NULL && !shoal_grad_encoder_get_residual (c->encoder, c->residual, &error))
+    {
+      /* the device failed: the step fails too; the last residuals the host saw are what there is */
+      g_warning ("param client: the gradient residuals could not be read from the GPU: %s", error->message);
+      g_error_free (error);
+    }
   guint32 head[4] = { RESIDUAL_MAGIC, 1, (guint32) c->grads_codec, 0 };
   guint64 total = c->store->total;
   GByteArray *b = g_byte_array_sized_new ((guint) (sizeof head + sizeof total + total * sizeof (float)));
@@ -190,7 +214,7 @@ shoal_param_client_load_residuals (ShoalParamClient *c, GBytes *blob, GError **e
                  shoal_codec_name (c->grads_codec));
     }
   memcpy (c->residual, data + sizeof head + sizeof total, total * sizeof (float));
-  return TRUE;
+  return c->encoder == NULL || shoal_grad_encoder_set_residual (c->encoder, c->residual, error);
 bad:
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
                "the checkpoint's gradient residuals (%zu bytes) do not fit this model's %zu values", len,
@@ -315,7 +339,9 @@ exchange (ShoalParamClient *c, int s, GError **error)
 {
   size_t b = c->begin[s], n = c->end[s] - b;
   float *values = c->store->values + b;
-  const float *grad = c->store->grads + b;
+  /* encoded on the GPU: floats for a local server, the wire codec's bytes for a remote one */
+  const guint8 *encoded = c->encoder != NULL ? shoal_grad_encoder_bytes (c->encoder, s) : NULL;
+  const float *grad = encoded != NULL ? (const float *) (const void *) encoded : c->store->grads + b;
   ShoalPushOrigin origin = { c->have_version[s], c->unit };
   Route *r = &c->routes[s];
 
@@ -330,7 +356,7 @@ exchange (ShoalParamClient *c, int s, GError **error)
     }
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
   const guint8 *wire = (const guint8 *) grad;
-  if (c->grads_codec != SHOAL_CODEC_FP32)
+  if (c->grads_codec != SHOAL_CODEC_FP32 && encoded == NULL)
     {
       size_t bytes = shoal_codec_bytes (c->grads_codec, n);
       if (c->wire_bytes < bytes)
@@ -477,15 +503,21 @@ comm_thread (gpointer data)
       /* after a failure (a STOPPED refusal too) the step is given up:
        * the rest of its slices are not sent */
       gboolean *cleared = g_new0 (gboolean, batch->to - batch->from);
-      if (!failed_before && !exchange_batch (c, batch, cleared, &error))
+      /* bytes encoded on the GPU: their copy down is waited for even in a
+       * step given up, as the next step's encoding overwrites the source */
+      gboolean ok = c->encoder == NULL || shoal_grad_encoder_wait (c->encoder, batch->from, &error);
+      if (ok && !failed_before)
+        ok = exchange_batch (c, batch, cleared, &error);
+      if (!ok)
         {
           g_mutex_lock (&c->lock);
           keep_failure (c, batch->from, error);
           g_mutex_unlock (&c->lock);
         }
       /* sent (or given up): backward adds into zeroes next step; a server
-       * that read them from shared memory cleared them already */
-      for (int s = batch->from; s < batch->to; s++)
+       * that read them from shared memory cleared them already, and the
+       * encoding on the GPU as it read them */
+      for (int s = batch->from; s < batch->to && c->encoder == NULL; s++)
         if (!cleared[s - batch->from])
           memset (c->store->grads + c->begin[s], 0, (c->end[s] - c->begin[s]) * sizeof (float));
       g_free (cleared);
@@ -614,7 +646,11 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
     }
   else
     {
-      shoal_push_mean (grads + c->begin[from], c->end[c->unqueued - 1] - c->begin[from], c->n_push);
+      if (c->encoder != NULL)
+        c->residual_written |= shoal_grad_encoder_enqueue (c->encoder, from, c->unqueued,
+                                                           c->n_push > 1 ? 1.0f / (float) c->n_push : 1.0f);
+      else
+        shoal_push_mean (grads + c->begin[from], c->end[c->unqueued - 1] - c->begin[from], c->n_push);
       Batch *batch = g_new0 (Batch, 1);
       batch->from = from;
       batch->to = c->unqueued;
@@ -676,6 +712,8 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
       float *t = c->residual;
       c->residual = c->residual_next;
       c->residual_next = t;
+      if (c->encoder != NULL)
+        shoal_grad_encoder_commit (c->encoder);
     }
   c->residual_written = FALSE;
   if (failure != NULL)
@@ -811,6 +849,7 @@ shoal_param_client_free (ShoalParamClient *c)
       g_free (conn);
     }
   g_ptr_array_free (c->connections, TRUE);
+  shoal_grad_encoder_free (c->encoder);
   if (c->error != NULL)
     g_error_free (c->error);
   shoal_free_aligned (c->residual);
