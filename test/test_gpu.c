@@ -1760,8 +1760,9 @@ test_device_decode (void)
  * over Thrift on loopback from this process (its params laid out by a
  * CPU net of the same conf), every slice routed through the socket, or
  * with `mixed` the even slices to the same server in-process (they go
- * as floats).  The client encodes on the host or, on_device, on the
- * GPU (shoal_param_client_encode_on_device). */
+ * as floats).  The client encodes and decodes on the host or, on_device,
+ * on the GPU (shoal_param_client_codecs_on_device), where the net then
+ * uploads no values itself. */
 typedef struct {
   ShoalNet *layout;
   ShoalServer *server;
@@ -1811,8 +1812,9 @@ remote_worker_new (ShoalConf *conf, ShoalUpdateMode mode, ShoalCodec grads, Shoa
     {
       g_assert_true (shoal_net_set_grads_on_device (w.net, TRUE, &error));
       g_assert_no_error (error);
-      g_assert_true (shoal_param_client_encode_on_device (w.client, shoal_net_compute_stream (w.net), &error));
+      g_assert_true (shoal_param_client_codecs_on_device (w.client, shoal_net_compute_stream (w.net), &error));
       g_assert_no_error (error);
+      shoal_net_set_param_upload (w.net, FALSE);
     }
   g_assert_true (shoal_param_client_start (w.client, &error));
   g_assert_no_error (error);
@@ -1846,9 +1848,10 @@ remote_worker_free (RemoteWorker *w)
   shoal_net_free (w->layout);
 }
 
-/* The same training with the gradients encoded on the host and on the
- * GPU: the server receives the same bytes, so the losses step by step,
- * the server's final values and the residuals are the same to the bit. */
+/* The same training with the wire codecs on the host and on the GPU:
+ * the server receives the same bytes and the worker decodes the same
+ * values, so the losses step by step, the server's final values, the
+ * worker's device values and the residuals are the same to the bit. */
 static void
 check_device_codec_training (ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec values, gboolean mixed)
 {
@@ -1883,6 +1886,11 @@ check_device_codec_training (ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec 
   g_assert_cmpfloat (last, <, first);
   size_t served = shoal_net_params (d.layout)->served;
   assert_same_bytes (what, shoal_server_values (h.server), shoal_server_values (d.server), served * sizeof (float));
+  /* the last values pulled: in the host store where the host decoded
+   * them, on the device where it did */
+  float *vd = host_floats (shoal_net_params (d.net)->dev_values, served);
+  assert_same_bytes ("the worker's last values", shoal_net_params (h.net)->values, vd, served * sizeof (float));
+  g_free (vd);
   g_assert_cmpint (shoal_param_client_has_residuals (d.client), ==, shoal_codec_lossy_feedback (grads));
   if (shoal_codec_lossy_feedback (grads))
     {

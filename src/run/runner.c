@@ -364,30 +364,39 @@ keep_params_on_device (RunnerProcess *p, WorkerSlot *slot, GError **error)
 }
 
 /* A GPU worker whose gradients go to servers in other processes through
- * a wire codec ([cluster] wire_grads): the client encodes them on the
- * GPU and the net leaves them there ([job] device_codecs; docs/GPU.md).
- * Where that cannot be, one message says why and the host encodes. */
+ * a wire codec ([cluster] wire_grads): the client encodes them and
+ * decodes the values on the GPU, and the net leaves both to it ([job]
+ * device_codecs; docs/GPU.md).  Where that cannot be, one message says
+ * why and the host encodes and decodes, as before. */
 static void
-encode_on_device (RunnerProcess *p, WorkerSlot *slot)
+codecs_on_device (RunnerProcess *p, WorkerSlot *slot)
 {
   ShoalNet *net = shoal_group_net_worker (slot->net, 0);
+  ShoalParamStore *store = shoal_group_net_params (slot->net);
   if (!p->job->device_codecs || p->layout->conf.wire_grads == SHOAL_CODEC_FP32 || net == NULL
-      || shoal_device_is_cpu (shoal_net_device (net)) || shoal_net_params (net) != shoal_group_net_params (slot->net))
+      || shoal_device_is_cpu (shoal_net_device (net)) || shoal_net_params (net) != store)
     return;
   GError *error = NULL;
   char *where = shoal_device_to_string (shoal_net_device (net));
   if (shoal_net_set_grads_on_device (net, TRUE, &error)
-      && !shoal_param_client_encode_on_device (slot->client, shoal_net_compute_stream (net), &error))
+      && !shoal_param_client_codecs_on_device (slot->client, shoal_net_compute_stream (net), &error))
     shoal_net_set_grads_on_device (net, FALSE, NULL);
   if (error != NULL)
     {
-      g_message ("rank %d: gradients encoded (%s) on the host, not on %s: %s", p->proc->rank,
-                 shoal_codec_name (p->layout->conf.wire_grads), where, error->message);
+      g_message ("rank %d: the wire codecs (%s gradients, %s values) run on the host, not on %s: %s", p->proc->rank,
+                 shoal_codec_name (p->layout->conf.wire_grads), shoal_codec_name (p->layout->conf.wire_values),
+                 where, error->message);
       g_error_free (error);
     }
   else
-    g_debug ("rank %d: gradients encoded (%s) on %s", p->proc->rank, shoal_codec_name (p->layout->conf.wire_grads),
-             where);
+    {
+      /* the client puts every value on the device; the running
+       * statistics (the store's tail) go up once, then their layers keep
+       * them there */
+      shoal_net_set_param_upload (net, FALSE);
+      shoal_net_upload_params (net, store->served, store->total);
+      g_debug ("rank %d: the wire codecs run on %s", p->proc->rank, where);
+    }
   g_free (where);
 }
 
@@ -428,7 +437,7 @@ connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
           g_free (host);
         }
     }
-  encode_on_device (p, slot);
+  codecs_on_device (p, slot);
   return shoal_param_client_start (slot->client, error);
 }
 
