@@ -135,6 +135,7 @@ shoal_device_wire_encode (ShoalDeviceWire *w, int from, int to, float scale)
 gboolean
 shoal_device_wire_wait (ShoalDeviceWire *w, int from, GError **error)
 {
+  shoal_device_activate (w->device);   /* the comm thread's first call may be this */
   return shoal_event_sync (w->arrived[from], error);
 }
 

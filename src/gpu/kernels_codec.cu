@@ -137,11 +137,13 @@ put_float (unsigned char *p, float f)
 
 // One codec block per thread block (kThreads == kBlock threads): BITS 2
 // or 1.  Block b starts at value b * kBlock and at byte b * (8 + kBlock
-// * BITS / 8) of out (every block before it is full).
+// * BITS / 8) of out (every block before it is full).  rin and rout may
+// be one buffer: each value's residual is read before the barrier and
+// written after it, by one thread.
 template <int BITS, bool CLEAR>
 __global__ void
-encode_quantised (float *__restrict__ g, float scale, const float *__restrict__ rin, float *__restrict__ rout,
-                  size_t n, unsigned char *__restrict__ out)
+encode_quantised (float *__restrict__ g, float scale, const float *rin, float *rout, size_t n,
+                  unsigned char *__restrict__ out)
 {
   __shared__ float v[kBlock];
   __shared__ float level[3];
