@@ -15,7 +15,7 @@ typedef struct {
 struct _ShoalDeviceWire {
   ShoalDevice device;
   ShoalStream *compute;          /* the net's, borrowed */
-  ShoalStream *down;             /* gradients' copies down, owned */
+  ShoalStream *down;             /* gradients' encoding and copies down, owned */
   ShoalStream *up;               /* values' uploads and decoding, owned */
   float *grads, *values;         /* store->dev_grads and dev_values, borrowed */
   int nslices;
@@ -24,8 +24,8 @@ struct _ShoalDeviceWire {
   Wires grads_wire, values_wire;
   float *residual, *residual_next;  /* device, store->total floats; NULL when no slice quantises */
   size_t total;
-  ShoalEvent **encoded;          /* per batch (its first slice): compute stream, encodings done */
-  ShoalEvent **arrived;          /* per batch: down stream, bytes on the host */
+  ShoalEvent **computed;         /* per batch (its first slice): compute stream, its backward done */
+  ShoalEvent **arrived;          /* per batch: down stream, its bytes on the host */
 };
 
 static float *
@@ -82,7 +82,7 @@ shoal_device_wire_new (ShoalParamStore *store, int nslices, const size_t *begin,
   w->end = g_memdup2 (end, nslices * sizeof (size_t));
   w->grad_codec = g_memdup2 (grad_codecs, nslices * sizeof (ShoalCodec));
   w->value_codec = g_memdup2 (value_codecs, nslices * sizeof (ShoalCodec));
-  w->encoded = g_new0 (ShoalEvent *, nslices);
+  w->computed = g_new0 (ShoalEvent *, nslices);
   w->arrived = g_new0 (ShoalEvent *, nslices);
   gboolean quantises = FALSE;
   for (int s = 0; s < nslices; s++)
@@ -96,7 +96,7 @@ shoal_device_wire_new (ShoalParamStore *store, int nslices, const size_t *begin,
                     || ((w->residual = device_zeros (w->device, store->total, error)) != NULL
                         && (w->residual_next = device_zeros (w->device, store->total, error)) != NULL));
   for (int s = 0; s < nslices && ok; s++)
-    ok = (w->encoded[s] = shoal_event_new (w->device, error)) != NULL
+    ok = (w->computed[s] = shoal_event_new (w->device, error)) != NULL
          && (w->arrived[s] = shoal_event_new (w->device, error)) != NULL;
   if (!ok)
     {
@@ -116,17 +116,20 @@ shoal_device_wire_encode (ShoalDeviceWire *w, int from, int to, float scale)
   g_return_val_if_fail (from >= 0 && from < to && to <= w->nslices, FALSE);
   Wires *g = &w->grads_wire;
   shoal_device_activate (w->device);
+  /* after the backward that completed the slices, beside the backward
+   * of the layers below (which touches neither their gradients nor the
+   * residuals) */
+  shoal_event_record (w->computed[from], w->compute);
+  shoal_stream_wait (w->down, w->computed[from]);
   for (int s = from; s < to; s++)
     {
       size_t b = w->begin[s];
       gboolean lossy = shoal_codec_lossy_feedback (w->grad_codec[s]);
-      shoal_codec_encode_on (w->compute, w->grad_codec[s], w->grads + b, scale, TRUE,
+      shoal_codec_encode_on (w->down, w->grad_codec[s], w->grads + b, scale, TRUE,
                              lossy ? w->residual + b : NULL, lossy ? w->residual_next + b : NULL, w->end[s] - b,
                              g->dev + g->offset[s]);
       residual_written |= lossy;
     }
-  shoal_event_record (w->encoded[from], w->compute);
-  shoal_stream_wait (w->down, w->encoded[from]);
   shoal_stream_copy (w->down, g->host + g->offset[from], g->dev + g->offset[from], g->offset[to] - g->offset[from]);
   shoal_event_record (w->arrived[from], w->down);
   return residual_written;
@@ -209,7 +212,7 @@ shoal_device_wire_free (ShoalDeviceWire *w)
     }
   for (int s = 0; s < w->nslices; s++)
     {
-      shoal_event_free (w->encoded[s]);
+      shoal_event_free (w->computed[s]);
       shoal_event_free (w->arrived[s]);
     }
   shoal_stream_free (w->down);
@@ -218,7 +221,7 @@ shoal_device_wire_free (ShoalDeviceWire *w)
   wires_free (w, &w->values_wire);
   shoal_device_free (w->device, w->residual);
   shoal_device_free (w->device, w->residual_next);
-  g_free (w->encoded);
+  g_free (w->computed);
   g_free (w->arrived);
   g_free (w->grad_codec);
   g_free (w->value_codec);

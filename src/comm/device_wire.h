@@ -5,11 +5,11 @@
  *
  * Gradients: each slice, once complete, is encoded by the wire codec's
  * kernel from store->dev_grads (cleared as read), the quantisers'
- * residuals kept in device memory; the encoding is enqueued on the net's
- * compute stream right after the backward that completed the slice (so
- * it needs no event to follow it), the copy down on a stream of its own,
- * so it overlaps the backward of the layers below, into pinned memory
- * the comm thread sends from once that copy alone is done.
+ * residuals kept in device memory; the encoding and the copy of its
+ * bytes down (into pinned memory the comm thread sends from once that
+ * copy alone is done) run on a stream of their own after an event on the
+ * net's compute stream that follows the backward that completed the
+ * slice, so both overlap the backward of the layers below.
  * Values: the comm thread receives a slice's fp16 or bf16 bytes into
  * pinned memory, and they go up and are decoded into store->dev_values
  * on a third stream; values that came as floats into store->values go

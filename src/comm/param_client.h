@@ -75,10 +75,11 @@ gboolean shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec val
  * after routing, before start.  Each complete slice's gradient is
  * encoded there (store->dev_grads, cleared as read) with the wire codec
  * (core/codec.h, shoal_codec_encode_on: the bytes the host would send,
- * to the bit), enqueued on `compute` (the net's stream, borrowed) after
- * the backward that completed it; only the encoded bytes come down (into
- * pinned memory, on a stream of the client's, overlapping the backward
- * below), and the comm thread sends them without encoding again.  Values
+ * to the bit) on a stream of the client's, after the work enqueued so far
+ * on `compute` (the net's stream, borrowed: the backward that completed
+ * it) and beside the backward below; only the encoded bytes come down
+ * (into pinned memory), and the comm thread sends them without encoding
+ * again.  Values
  * that come back in fp16 or bf16 go up as they came and are decoded into
  * store->dev_values; values that come as floats (fp32, a server in this
  * process, the fetches) go up from store->values.  shoal_param_client_wait
