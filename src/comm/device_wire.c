@@ -71,6 +71,7 @@ shoal_device_wire_new (ShoalParamStore *store, int nslices, const size_t *begin,
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "the params are not on a GPU");
       return NULL;
     }
+  g_return_val_if_fail (compute != NULL, NULL);
   ShoalDeviceWire *w = g_new0 (ShoalDeviceWire, 1);
   w->device = store->device;
   w->compute = compute;

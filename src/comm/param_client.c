@@ -150,7 +150,7 @@ shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, Sho
 gboolean
 shoal_param_client_codecs_on_device (ShoalParamClient *c, ShoalStream *compute, GError **error)
 {
-  g_return_val_if_fail (c->shared == NULL && c->thread == NULL && compute != NULL, FALSE);
+  g_return_val_if_fail (c->shared == NULL && c->thread == NULL, FALSE);
   ShoalCodec *codecs = g_new (ShoalCodec, 2 * c->nslices), *values = codecs + c->nslices;
   for (int s = 0; s < c->nslices; s++)
     {
