@@ -30,6 +30,7 @@
 #include "server/server.h"
 #include "job/job.h"
 #include "layers/recurrent.h"
+#include "support/codec_cases.h"
 #include "support/temp_tree.h"
 
 #define SEED 11
@@ -1528,17 +1529,9 @@ test_server_on_device_refused (void)
 
 /* ---- the wire codecs on the device ---------------------------------------- */
 
-/* Values every codec must treat as the host does: signed zeros,
- * float denormals, fp16's subnormals and their halfway points, fp16's
- * largest value and the first that rounds past it, ties of both 16-bit
- * roundings, float's extremes; infinities and NaN in the "special"
- * inputs only (they poison a quantiser's block, residual and all). */
-static const float codec_edges[] = {
-  0.0f, -0.0f, 1e-40f, -1.4e-45f, 1.17549435e-38f, 5.96046448e-08f, 2.98023224e-08f, -8.94069672e-08f,
-  6.10351562e-05f, 65504.0f, 65520.0f, -65519.0f, 1.00048828125f, 1.00390625f, 1.0f + 1.0f / 256 + 1.0f / 512,
-  3.40282347e+38f, -3.40282347e+38f, 1e-30f,
-};
-
+/* A value for a codec: mostly spread over many magnitudes, one in 16 an
+ * edge case (support/codec_cases.h), with `special` half of those an
+ * infinity or a NaN. */
 static float
 codec_input (GRand *rand, gboolean special)
 {
@@ -1549,7 +1542,7 @@ codec_input (GRand *rand, gboolean special)
           float s[] = { INFINITY, -INFINITY, NAN, -NAN };
           return s[g_rand_int_range (rand, 0, G_N_ELEMENTS (s))];
         }
-      return codec_edges[g_rand_int_range (rand, 0, G_N_ELEMENTS (codec_edges))];
+      return shoal_codec_edge_values[g_rand_int_range (rand, 0, G_N_ELEMENTS (shoal_codec_edge_values))];
     }
   /* magnitudes spread over 2^-40 .. 2^12: sums in a block round */
   return (float) ldexp (g_rand_double_range (rand, -1, 1), g_rand_int_range (rand, -40, 13));
@@ -1567,16 +1560,6 @@ assert_same_bytes (const char *what, const void *host, const void *dev, size_t b
         g_test_fail ();
         return;
       }
-}
-
-/* Two floats that are the same bits, or both NaN. */
-static gboolean
-same_float (const guint8 *a, const guint8 *b)
-{
-  float x, y;
-  memcpy (&x, a, sizeof x);
-  memcpy (&y, b, sizeof y);
-  return memcmp (a, b, sizeof x) == 0 || (isnan (x) && isnan (y));
 }
 
 /* The device's encoding is the host's byte for byte, but for NaN's
@@ -1600,7 +1583,7 @@ assert_codec_bytes (const char *what, ShoalCodec codec, size_t n, const guint8 *
   for (size_t b = 0; b < n; b += SHOAL_CODEC_BLOCK)
     {
       size_t len = MIN ((size_t) SHOAL_CODEC_BLOCK, n - b), codes = (len * bits + 7) / 8;
-      if (!same_float (host, dev) || !same_float (host + 4, dev + 4))
+      if (!shoal_same_float (host, dev) || !shoal_same_float (host + 4, dev + 4))
         {
           g_test_message ("%s: the levels of the block at value %zu differ", what, b);
           g_test_fail ();
@@ -1616,7 +1599,7 @@ static void
 assert_same_floats (const char *what, const float *host, const float *dev, size_t n)
 {
   for (size_t i = 0; i < n; i++)
-    if (!same_float ((const guint8 *) &host[i], (const guint8 *) &dev[i]))
+    if (!shoal_same_float (&host[i], &dev[i]))
       {
         g_test_message ("%s: value %zu differs (host %.9g, device %.9g)", what, i, host[i], dev[i]);
         g_test_fail ();
