@@ -1909,6 +1909,7 @@ test_device_codec_training (void)
   check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_FP16, SHOAL_CODEC_FP32, FALSE);
   check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_BF16, SHOAL_CODEC_FP32, TRUE);
   check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_2BIT, SHOAL_CODEC_FP32, TRUE);
+  check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_FP32, SHOAL_CODEC_BF16, FALSE);
 }
 
 /* [job] precision: fp32 by default, tf32 and bf16 taken, anything else

@@ -43,7 +43,7 @@ struct _ShoalJob {
   double max_seconds;       /* training ends at the first step boundary past this job time; 0 = none */
   double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
   gboolean device_update;   /* a GPU worker with its server in-process updates on the GPU */
-  gboolean device_codecs;   /* a GPU worker encodes its gradients for remote servers on the GPU */
+  gboolean device_codecs;   /* a GPU worker runs the wire codecs to remote servers on the GPU */
   ShoalPrecision precision; /* GPU nets' matrix arithmetic (core/device.h) */
   guint64 memory_limit;     /* bytes the nets of this process may allocate together; 0 = no limit */
   ShoalMemoryBudget *memory_budget; /* owned: give it to every net of the job (ShoalNetOptions.budget) */

@@ -363,17 +363,18 @@ keep_params_on_device (RunnerProcess *p, WorkerSlot *slot, GError **error)
   return TRUE;
 }
 
-/* A GPU worker whose gradients go to servers in other processes through
- * a wire codec ([cluster] wire_grads): the client encodes them and
- * decodes the values on the GPU, and the net leaves both to it ([job]
- * device_codecs; docs/GPU.md).  Where that cannot be, one message says
+/* A GPU worker whose slices go to servers in other processes through a
+ * wire codec ([cluster] wire_grads, wire_values): the client encodes the
+ * gradients and decodes the values on the GPU, and the net leaves both
+ * to it ([job] device_codecs; docs/GPU.md).  Where that cannot be, one message says
  * why and the host encodes and decodes, as before. */
 static void
 codecs_on_device (RunnerProcess *p, WorkerSlot *slot)
 {
   ShoalNet *net = shoal_group_net_worker (slot->net, 0);
   ShoalParamStore *store = shoal_group_net_params (slot->net);
-  if (!p->job->device_codecs || p->layout->conf.wire_grads == SHOAL_CODEC_FP32 || net == NULL
+  gboolean coded = p->layout->conf.wire_grads != SHOAL_CODEC_FP32 || p->layout->conf.wire_values != SHOAL_CODEC_FP32;
+  if (!p->job->device_codecs || !coded || net == NULL
       || shoal_device_is_cpu (shoal_net_device (net)) || shoal_net_params (net) != store)
     return;
   GError *error = NULL;
