@@ -60,6 +60,8 @@ SIDES=${BENCH_GPU_SIDES:-}
 # 0: skip test_gpu, or the whole shoal runs (a second pass at another precision, say)
 WITH_TESTS=${BENCH_GPU_TEST:-1}
 WITH_RUNS=${BENCH_GPU_RUNS:-1}
+# an extended regex of the whole runs to make (default all), e.g. 'downpour'
+RUN_FILTER=${BENCH_GPU_RUN_FILTER:-}
 RES=$B/bench/gpu
 # the char-RNN's text: one file of Python sources cut by prepare, and its
 # LMDB import (the device machine has neither Debian's sources nor room
@@ -243,6 +245,7 @@ run () {
   [ "$PRECISION" = bf16 ] && runs=("cnn fp32" "cnn bf16")
   [ "$WITH_RUNS" = 1 ] || runs=()
   for run_name in "${runs[@]}"; do
+    [ -n "$RUN_FILTER" ] && ! [[ $run_name =~ $RUN_FILTER ]] && continue
     case $run_name in
       "mlp device update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true) ;;
       "mlp host update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=false) ;;
