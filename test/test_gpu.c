@@ -1870,9 +1870,13 @@ check_device_codec_training (ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec 
   size_t served = shoal_net_params (d.layout)->served;
   assert_same_bytes (what, shoal_server_values (h.server), shoal_server_values (d.server), served * sizeof (float));
   /* the last values pulled: in the host store where the host decoded
-   * them, on the device where it did */
+   * them, on the device where it did, until a checkpoint asks for them */
   float *vd = host_floats (shoal_net_params (d.net)->dev_values, served);
   assert_same_bytes ("the worker's last values", shoal_net_params (h.net)->values, vd, served * sizeof (float));
+  g_assert_true (shoal_param_client_values_to_host (d.client, &error));
+  g_assert_no_error (error);
+  assert_same_bytes ("the worker's last values on the host", shoal_net_params (h.net)->values,
+                     shoal_net_params (d.net)->values, served * sizeof (float));
   g_free (vd);
   g_assert_cmpint (shoal_param_client_has_residuals (d.client), ==, shoal_codec_lossy_feedback (grads));
   if (shoal_codec_lossy_feedback (grads))

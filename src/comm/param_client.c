@@ -166,6 +166,15 @@ shoal_param_client_codecs_on_device (ShoalParamClient *c, ShoalStream *compute, 
   return c->dw != NULL;
 }
 
+gboolean
+shoal_param_client_values_to_host (ShoalParamClient *c, GError **error)
+{
+  /* the values of every slice are on the device (those that came as
+   * floats went up from here): one copy of them all */
+  return c->dw == NULL
+         || shoal_device_copy (c->store->values, c->store->dev_values, c->store->served * sizeof (float), error);
+}
+
 #define RESIDUAL_MAGIC 0x53485253u   /* "SRHS" */
 
 gboolean

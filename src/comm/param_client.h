@@ -88,6 +88,11 @@ gboolean shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec val
  * error when device or pinned memory is short; the client is then as
  * before (gradients from store->grads, encoded and decoded on the host). */
 gboolean shoal_param_client_codecs_on_device (ShoalParamClient *client, ShoalStream *compute, GError **error);
+/* Between steps: store->values as the device has them, for what reads
+ * the host's (a checkpoint of the worker's params); TRUE at once where
+ * the values are not decoded on the device.  FALSE with the device's
+ * error. */
+gboolean shoal_param_client_values_to_host (ShoalParamClient *client, GError **error);
 /* The residuals as a checkpoint blob; NULL when the gradients are not
  * quantised.  Load checks the size (SHOAL_ERROR_DATA). */
 gboolean shoal_param_client_has_residuals (ShoalParamClient *client);

@@ -107,7 +107,15 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       g_free (name);
       return FALSE;
     }
-  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
+  gboolean keeps_params = w->group == 0 && w->worker == 0;
+  /* values decoded on the GPU reach the host store first */
+  if (keeps_params && !shoal_param_client_values_to_host (w->client, error))
+    {
+      g_bytes_unref (state);
+      g_free (name);
+      return FALSE;
+    }
+  GBytes *params = keeps_params ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
   /* quantised gradients: what the unit has not sent yet, for an exact resume */
   GBytes *residuals = shoal_param_client_save_residuals (w->client);
   char *residual_name = g_strconcat (name, "/residuals", NULL);
