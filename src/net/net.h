@@ -45,7 +45,9 @@ G_BEGIN_DECLS
 ShoalDevice shoal_net_device (ShoalNet *net);
 /* every_forward FALSE: forward no longer uploads the param values; the
  * caller uploads what changed with shoal_net_upload_params (e.g. each
- * slice as it comes back from the servers).  No effect on CPU nets. */
+ * slice as it comes back from the servers), or writes store->dev_values
+ * itself and waits for its writes before the next forward (a param
+ * client with the wire codecs on the device).  No effect on CPU nets. */
 void shoal_net_set_param_upload (ShoalNet *net, gboolean every_forward);
 /* Starts copying store->values[begin, end) to the device on the copy
  * stream; the next forward waits for it on the device, not on the host.
