@@ -32,7 +32,9 @@
 #   torch gpu          PyTorch on the GPU: bench/gpu_torch.py (SGD+momentum),
 #                      bench/rnn_torch.py --device (cuDNN GRU/LSTM, Adam)
 # then whole `shoal run`s: the MLP with the update on the GPU and on the
-# host, and Downpour with two one-worker groups sharing the GPU.
+# host, and Downpour with two one-worker groups sharing the GPU, as it is
+# and with 2-bit gradients and fp16 values on the wire (the codecs on the
+# GPU, then on the host: [job] device_codecs).
 # FP32 on both sides (TF32 off) by default.  BENCH_GPU_PRECISION=tf32
 # allows TF32 on both; =bf16 runs shoal's [job] precision = bf16 against
 # torch.autocast(bfloat16) (mlp and cnn), and adds whole `shoal run`s of
@@ -58,6 +60,8 @@ SIDES=${BENCH_GPU_SIDES:-}
 # 0: skip test_gpu, or the whole shoal runs (a second pass at another precision, say)
 WITH_TESTS=${BENCH_GPU_TEST:-1}
 WITH_RUNS=${BENCH_GPU_RUNS:-1}
+# an extended regex of the whole runs to make (default all), e.g. 'downpour'
+RUN_FILTER=${BENCH_GPU_RUN_FILTER:-}
 RES=$B/bench/gpu
 # the char-RNN's text: one file of Python sources cut by prepare, and its
 # LMDB import (the device machine has neither Debian's sources nor room
@@ -225,7 +229,9 @@ run () {
   # the MLP as one worker with its server in-process (the update on the
   # GPU, then on the host), and Downpour with two one-worker groups
   # sharing the GPU, servers in a third process (no PyTorch peer: it has
-  # no parameter-server scheme).  The rate: the sum of the groups' own.
+  # no parameter-server scheme), also with 2-bit gradients and fp16
+  # values, the codecs on the GPU and on the host.  The rate: the sum of
+  # the groups' own.
   {
     echo
     if [ "$PRECISION" = bf16 ]; then
@@ -234,10 +240,12 @@ run () {
       echo "whole runs (shoal run, $((STEPS * 4)) steps, samples/s of training summed over the groups):"
     fi
   } >>"$summary"
-  local run_name conf_args runs=("mlp device update" "mlp host update" "downpour 2 groups")
+  local run_name conf_args runs=("mlp device update" "mlp host update" "downpour 2 groups"
+                                 "downpour 2bit, codecs on gpu" "downpour 2bit, codecs on host")
   [ "$PRECISION" = bf16 ] && runs=("cnn fp32" "cnn bf16")
   [ "$WITH_RUNS" = 1 ] || runs=()
   for run_name in "${runs[@]}"; do
+    [ -n "$RUN_FILTER" ] && ! [[ $run_name =~ $RUN_FILTER ]] && continue
     case $run_name in
       "mlp device update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true) ;;
       "mlp host update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=false) ;;
@@ -246,6 +254,10 @@ run () {
       *) conf_args=(examples/fashion-mnist/mlp.conf --topology conf/downpour.conf -o cluster.nworkers_per_group=1
                     -o cluster.nworkers_per_procs=1) ;;
     esac
+    # the same Downpour with 2-bit gradients and fp16 values on the wire,
+    # encoded and decoded on the GPU ([job] device_codecs) or on the host
+    [[ $run_name == "downpour 2bit"* ]] &&
+      conf_args+=(-o cluster.wire_grads=2bit -o cluster.wire_values=fp16 -o "job.device_codecs=$([[ $run_name == *gpu ]] && echo true || echo false)")
     local log=$RES/run-${run_name// /_}.log ws=$RES/ws-${run_name// /_}
     rm -rf "$ws"
     local length=(-o job.epochs=0 -o "job.train_steps=$((STEPS * 4))") precision=("${shoal_precision[@]}")
@@ -253,7 +265,7 @@ run () {
     timeout 300 "$B/shoal" run "${conf_args[@]}" "${precision[@]}" -o cluster.gpus=0 "${length[@]}" \
       -o "layer data.train=$data/train" -o "layer data.test=$data/test" --workspace "$ws" >"$log" 2>&1
     local runs_rc=$?
-    printf '%-22s %12s   %s\n' "$run_name" \
+    printf '%-30s %12s   %s\n' "$run_name" \
       "$(sed -n 's/.*worker [0-9]*: [0-9]* steps at \([0-9.]*\) samples\/s.*/\1/p; s/^trained [0-9]* steps at \([0-9.]*\) samples\/s.*/\1/p' "$log" |
          awk '{ s += $1 } END { if (NR) printf "%.0f\n", s; else print "-" }')" \
       "exit $runs_rc, $(grep -m1 -o 'final test accuracy: [0-9.]*' "$log")" >>"$summary"

@@ -26,9 +26,11 @@
 #include "data/text.h"
 #include "net/net.h"
 #include "partition/partition.h"
+#include "server/rpc_server.h"
 #include "server/server.h"
 #include "job/job.h"
 #include "layers/recurrent.h"
+#include "support/codec_cases.h"
 #include "support/temp_tree.h"
 
 #define SEED 11
@@ -1525,6 +1527,395 @@ test_server_on_device_refused (void)
   shoal_conf_free (conf);
 }
 
+/* ---- the wire codecs on the device ---------------------------------------- */
+
+/* A value for a codec: mostly spread over many magnitudes, one in 16 an
+ * edge case (support/codec_cases.h), with `special` half of those an
+ * infinity or a NaN. */
+static float
+codec_input (GRand *rand, gboolean special)
+{
+  if (g_rand_int_range (rand, 0, 16) == 0)
+    {
+      if (special && g_rand_boolean (rand))
+        {
+          float s[] = { INFINITY, -INFINITY, NAN, -NAN };
+          return s[g_rand_int_range (rand, 0, G_N_ELEMENTS (s))];
+        }
+      return shoal_codec_edge_values[g_rand_int_range (rand, 0, G_N_ELEMENTS (shoal_codec_edge_values))];
+    }
+  /* magnitudes spread over 2^-40 .. 2^12: sums in a block round */
+  return (float) ldexp (g_rand_double_range (rand, -1, 1), g_rand_int_range (rand, -40, 13));
+}
+
+static void
+assert_same_bytes (const char *what, const void *host, const void *dev, size_t bytes)
+{
+  const guint8 *h = host, *d = dev;
+  for (size_t i = 0; i < bytes; i++)
+    if (h[i] != d[i])
+      {
+        g_test_message ("%s: %zu bytes, the first difference at byte %zu (host %02x, device %02x)", what, bytes, i,
+                        h[i], d[i]);
+        g_test_fail ();
+        return;
+      }
+}
+
+/* The device's encoding is the host's byte for byte, but for NaN's
+ * sign and payload: a block whose values hold a NaN, or infinities of
+ * both signs, has NaN levels on both sides, and IEEE leaves which NaN an
+ * operation makes to the processor (x86 passes on an operand's NaN, the
+ * GPU makes its canonical one), so a quantiser's header floats and the
+ * residuals are compared as floats with NaN equal to NaN.  The codes,
+ * and fp16's and bf16's bytes (no arithmetic makes a NaN there; the push
+ * mean's scale could, so its inputs here are finite), must be the host's
+ * exactly. */
+static void
+assert_codec_bytes (const char *what, ShoalCodec codec, size_t n, const guint8 *host, const guint8 *dev)
+{
+  if (!shoal_codec_lossy_feedback (codec))
+    {
+      assert_same_bytes (what, host, dev, shoal_codec_bytes (codec, n));
+      return;
+    }
+  size_t bits = codec == SHOAL_CODEC_2BIT ? 2 : 1;
+  for (size_t b = 0; b < n; b += SHOAL_CODEC_BLOCK)
+    {
+      size_t len = MIN ((size_t) SHOAL_CODEC_BLOCK, n - b), codes = (len * bits + 7) / 8;
+      if (!shoal_same_float (host, dev) || !shoal_same_float (host + 4, dev + 4))
+        {
+          g_test_message ("%s: the levels of the block at value %zu differ", what, b);
+          g_test_fail ();
+          return;
+        }
+      assert_same_bytes (what, host + 8, dev + 8, codes);
+      host += 8 + codes;
+      dev += 8 + codes;
+    }
+}
+
+static void
+assert_same_floats (const char *what, const float *host, const float *dev, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (!shoal_same_float (&host[i], &dev[i]))
+      {
+        g_test_message ("%s: value %zu differs (host %.9g, device %.9g)", what, i, host[i], dev[i]);
+        g_test_fail ();
+        return;
+      }
+}
+
+/* One codec on n values, three steps with the residual carried (the
+ * device's in separate buffers, in and out, as the param client keeps
+ * them): each step's bytes and residual the host's (assert_codec_bytes:
+ * bitwise, but for which NaN a NaN is), and the
+ * device gradient cleared as read.  scale != 1: the mean of n_push
+ * steps, which the host makes in place first. */
+static void
+check_codec_encode (ShoalStream *stream, GRand *rand, ShoalCodec codec, size_t n, gboolean special, float scale)
+{
+  GError *error = NULL;
+  size_t bytes = shoal_codec_bytes (codec, n);
+  gboolean lossy = shoal_codec_lossy_feedback (codec);
+  float *src = g_new (float, n), *residual = g_new0 (float, n);
+  guint8 *host = g_malloc (MAX (bytes, (size_t) 1)), *dev = g_malloc (MAX (bytes, (size_t) 1));
+  float *d_rin = device_floats (residual, n), *d_rout = device_floats (residual, n);
+  guint8 *d_out = shoal_device_alloc (GPU0, MAX (bytes, (size_t) 4), &error);
+  g_assert_no_error (error);
+  char *what = g_strdup_printf ("%s, %zu values%s, scale %g", shoal_codec_name (codec), n,
+                                special ? " with infinities and NaN" : "", scale);
+  for (int step = 0; step < 3; step++)
+    {
+      for (size_t i = 0; i < n; i++)
+        src[i] = codec_input (rand, special);
+      if (step == 0 && n >= 3 * SHOAL_CODEC_BLOCK)
+        for (size_t i = 0; i < SHOAL_CODEC_BLOCK; i++)
+          {
+            src[i] = 0.0f;                                    /* a block of zeros: threshold 0 */
+            src[SHOAL_CODEC_BLOCK + i] = -fabsf (src[SHOAL_CODEC_BLOCK + i]);  /* one side only */
+          }
+      float *d_src = device_floats (src, n);
+      if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+          src[i] *= scale;
+      shoal_codec_encode (codec, src, lossy ? residual : NULL, n, host);
+      shoal_codec_encode_on (stream, codec, d_src, scale, TRUE, lossy ? d_rin : NULL, lossy ? d_rout : NULL, n,
+                             d_out);
+      g_assert_true (shoal_stream_sync (stream, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_device_copy (dev, d_out, bytes, &error));
+      g_assert_no_error (error);
+      char *at = g_strdup_printf ("%s, step %d: bytes", what, step);
+      assert_codec_bytes (at, codec, n, host, dev);
+      float *cleared = host_floats (d_src, n);
+      for (size_t i = 0; i < n; i++)
+        g_assert_cmpfloat (cleared[i], ==, 0.0f);
+      g_free (cleared);
+      if (lossy)
+        {
+          float *r = host_floats (d_rout, n);
+          g_free (at);
+          at = g_strdup_printf ("%s, step %d: residual", what, step);
+          assert_same_floats (at, residual, r, n);
+          g_free (r);
+          float *t = d_rin;   /* committed: the next step adds it */
+          d_rin = d_rout;
+          d_rout = t;
+        }
+      g_free (at);
+      shoal_device_free (GPU0, d_src);
+    }
+  g_free (what);
+  shoal_device_free (GPU0, d_rin);
+  shoal_device_free (GPU0, d_rout);
+  shoal_device_free (GPU0, d_out);
+  g_free (src);
+  g_free (residual);
+  g_free (host);
+  g_free (dev);
+}
+
+/* Every codec, lengths of one value, short of a byte of codes, a block
+ * and one past, many blocks and a partial one (70001: no multiple of 4,
+ * 8 or 256), plain and special inputs, without and with a push mean. */
+static void
+test_device_codecs (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalStream *stream = shoal_stream_new (GPU0, &error);
+  g_assert_no_error (error);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  const size_t lengths[] = { 1, 3, 7, 255, 256, 257, 1000, 70001 };
+  for (int c = 0; c < SHOAL_CODEC_COUNT; c++)
+    for (guint l = 0; l < G_N_ELEMENTS (lengths); l++)
+      for (int special = 0; special < 2; special++)
+        check_codec_encode (stream, rand, (ShoalCodec) c, lengths[l], special, 1.0f);
+  for (int c = 0; c < SHOAL_CODEC_COUNT; c++)
+    check_codec_encode (stream, rand, (ShoalCodec) c, 70001, FALSE, 1.0f / 3.0f);
+  g_rand_free (rand);
+  shoal_stream_free (stream);
+}
+
+/* The values' codecs decoded on the device: every 16-bit pattern of
+ * fp16 and bf16 (NaNs, infinities, subnormals, both zeros) and a
+ * thousand floats of fp32 (NaN payloads too), bitwise the host's. */
+static void
+test_device_decode (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalStream *stream = shoal_stream_new (GPU0, &error);
+  g_assert_no_error (error);
+  const size_t n = 65536;
+  guint16 *codes = g_new (guint16, n);
+  for (size_t i = 0; i < n; i++)
+    codes[i] = (guint16) i;
+  guint8 *d_in = shoal_device_alloc (GPU0, n * sizeof (float), &error);
+  g_assert_no_error (error);
+  float *host = g_new (float, n), *d_out = device_floats (host, n);
+  ShoalCodec codecs[] = { SHOAL_CODEC_FP16, SHOAL_CODEC_BF16, SHOAL_CODEC_FP32 };
+  for (guint c = 0; c < G_N_ELEMENTS (codecs); c++)
+    {
+      size_t count = codecs[c] == SHOAL_CODEC_FP32 ? n / 2 : n, bytes = shoal_codec_bytes (codecs[c], count);
+      g_assert_true (shoal_device_copy (d_in, codes, bytes, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_codec_decode (codecs[c], (const guint8 *) codes, bytes, host, count));
+      shoal_codec_decode_on (stream, codecs[c], d_in, d_out, count);
+      g_assert_true (shoal_stream_sync (stream, &error));
+      g_assert_no_error (error);
+      float *dev = host_floats (d_out, count);
+      assert_same_bytes (shoal_codec_name (codecs[c]), host, dev, count * sizeof (float));
+      g_free (dev);
+    }
+  shoal_device_free (GPU0, d_in);
+  shoal_device_free (GPU0, d_out);
+  g_free (host);
+  g_free (codes);
+  shoal_stream_free (stream);
+}
+
+/* A Downpour-like worker on the GPU whose server is "remote": served
+ * over Thrift on loopback from this process (its params laid out by a
+ * CPU net of the same conf), every slice routed through the socket, or
+ * with `mixed` the even slices to the same server in-process (they go
+ * as floats).  The client encodes and decodes on the host or, on_device,
+ * on the GPU (shoal_param_client_codecs_on_device), where the net then
+ * uploads no values itself. */
+typedef struct {
+  ShoalNet *layout;
+  ShoalServer *server;
+  ShoalRpcServer *rpc;
+  ShoalNet *net;
+  ShoalParamClient *client;
+  ShoalPushStep push;
+} RemoteWorker;
+
+#define CODEC_TOKEN "codec-test"
+
+static RemoteWorker
+remote_worker_new (ShoalConf *conf, ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec values, gboolean mixed,
+                   gboolean on_device)
+{
+  GError *error = NULL;
+  RemoteWorker w = { 0 };
+  ShoalNetOptions cpu = { .seed = SEED, .shard_count = 1 };
+  w.layout = shoal_net_new (conf, &cpu, &error);
+  g_assert_no_error (error);
+  shoal_param_store_init_values (shoal_net_params (w.layout), SEED);
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
+  u.schedule.lr = 0.1f;
+  u.momentum = 0.9f;
+  ShoalServerOptions so = { .mode = mode, .sync_contributors = 1, .nslices = 4 };
+  w.server = shoal_server_new (shoal_net_params (w.layout), &u, &so, &error);
+  g_assert_no_error (error);
+  shoal_server_host_all (w.server);
+  ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = CODEC_TOKEN };
+  w.rpc = shoal_rpc_server_start (w.server, &ro, &error);
+  g_assert_no_error (error);
+  ShoalNetOptions gpu = { .seed = SEED, .shard_count = 1, .device = GPU0 };
+  w.net = shoal_net_new (conf, &gpu, &error);
+  g_assert_no_error (error);
+  w.client = shoal_param_client_new (shoal_net_params (w.net), 4, mode);
+  w.push.client = w.client;
+  g_assert_true (shoal_param_client_set_codecs (w.client, values, grads, &error));
+  g_assert_no_error (error);
+  ShoalRpcClientOptions o = { .host = "127.0.0.1", .port = shoal_rpc_server_port (w.rpc), .token = CODEC_TOKEN };
+  for (int s = 0; s < 4; s++)
+    if (mixed && s % 2 == 0)
+      shoal_param_client_route_local (w.client, s, w.server);
+    else
+      shoal_param_client_route_remote (w.client, s, &o);
+  if (on_device)
+    {
+      g_assert_true (shoal_net_set_grads_on_device (w.net, TRUE, &error));
+      g_assert_no_error (error);
+      g_assert_true (shoal_param_client_codecs_on_device (w.client, shoal_net_compute_stream (w.net), &error));
+      g_assert_no_error (error);
+      shoal_net_set_param_upload (w.net, FALSE);
+    }
+  g_assert_true (shoal_param_client_start (w.client, &error));
+  g_assert_no_error (error);
+  g_assert_true (shoal_param_client_fetch (w.client, &error));
+  g_assert_no_error (error);
+  return w;
+}
+
+static double
+remote_worker_step (RemoteWorker *w, const float *x, const float *labels, int rows)
+{
+  GError *error = NULL;
+  g_assert_true (shoal_net_feed (w->net, "x", x, rows, NULL, &error));
+  g_assert_true (shoal_net_feed (w->net, "labels", labels, rows, labels, &error));
+  g_assert_no_error (error);
+  double loss = shoal_net_train_step (w->net, shoal_worker_push_ready, &w->push);
+  shoal_param_client_step_done (w->client, w->push.step);
+  g_assert_true (shoal_param_client_wait (w->client, &error));
+  g_assert_no_error (error);
+  w->push.step++;
+  return loss;
+}
+
+static void
+remote_worker_free (RemoteWorker *w)
+{
+  shoal_param_client_free (w->client);
+  shoal_net_free (w->net);
+  shoal_rpc_server_stop (w->rpc);
+  shoal_server_free (w->server);
+  shoal_net_free (w->layout);
+}
+
+/* The same training with the wire codecs on the host and on the GPU:
+ * the server receives the same bytes and the worker decodes the same
+ * values, so the losses step by step, the server's final values, the
+ * worker's device values and the residuals are the same to the bit. */
+static void
+check_device_codec_training (ShoalUpdateMode mode, ShoalCodec grads, ShoalCodec values, gboolean mixed)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP, "gpu.conf", &error);
+  g_assert_no_error (error);
+  RemoteWorker h = remote_worker_new (conf, mode, grads, values, mixed, FALSE);
+  RemoteWorker d = remote_worker_new (conf, mode, grads, values, mixed, TRUE);
+  g_assert_true (shoal_net_grads_on_device (d.net));
+  GRand *rand = g_rand_new_with_seed (SEED);
+  float x[32 * 20], labels[32];
+  double first = 0, last = 0;
+  for (int step = 0; step < 20; step++)
+    {
+      for (guint i = 0; i < G_N_ELEMENTS (x); i++)
+        x[i] = (float) g_rand_double_range (rand, -1, 1);
+      for (guint i = 0; i < G_N_ELEMENTS (labels); i++)
+        labels[i] = (float) (x[i * 20] > 0) + 2 * (float) (x[i * 20 + 1] > 0);
+      double lh = remote_worker_step (&h, x, labels, 32);
+      double ld = remote_worker_step (&d, x, labels, 32);
+      if (lh != ld)
+        {
+          g_test_message ("step %d: loss with the host's encoding %.9g, the device's %.9g", step, lh, ld);
+          g_test_fail ();
+        }
+      first = step == 0 ? ld : first;
+      last = ld;
+    }
+  char *what = g_strdup_printf ("%s gradients, %s values, %s%s", shoal_codec_name (grads), shoal_codec_name (values),
+                                mode == SHOAL_UPDATE_SYNC ? "sync" : "async", mixed ? ", half the slices local" : "");
+  g_test_message ("%s, encoded on the GPU: loss %.4f -> %.4f", what, first, last);
+  g_assert_cmpfloat (last, <, first);
+  size_t served = shoal_net_params (d.layout)->served;
+  assert_same_bytes (what, shoal_server_values (h.server), shoal_server_values (d.server), served * sizeof (float));
+  /* the last values pulled: in the host store where the host decoded
+   * them, on the device where it did, until a checkpoint asks for them */
+  float *vd = host_floats (shoal_net_params (d.net)->dev_values, served);
+  assert_same_bytes ("the worker's last values", shoal_net_params (h.net)->values, vd, served * sizeof (float));
+  g_assert_true (shoal_param_client_values_to_host (d.client, &error));
+  g_assert_no_error (error);
+  assert_same_bytes ("the worker's last values on the host", shoal_net_params (h.net)->values,
+                     shoal_net_params (d.net)->values, served * sizeof (float));
+  g_free (vd);
+  g_assert_cmpint (shoal_param_client_has_residuals (d.client), ==, shoal_codec_lossy_feedback (grads));
+  if (shoal_codec_lossy_feedback (grads))
+    {
+      GBytes *rh = shoal_param_client_save_residuals (h.client), *rd = shoal_param_client_save_residuals (d.client);
+      g_assert_true (g_bytes_equal (rh, rd));
+      /* a restored residual reaches the device: zeroes in, zeroes out */
+      gsize len;
+      guint8 *zeroes = g_bytes_unref_to_data (rh, &len);
+      memset (zeroes + 24, 0, len - 24);
+      GBytes *blob = g_bytes_new_take (zeroes, len);
+      g_assert_true (shoal_param_client_load_residuals (d.client, blob, &error));
+      g_assert_no_error (error);
+      GBytes *back = shoal_param_client_save_residuals (d.client);
+      g_assert_true (g_bytes_equal (back, blob));
+      g_bytes_unref (back);
+      g_bytes_unref (blob);
+      g_bytes_unref (rd);
+    }
+  g_free (what);
+  g_rand_free (rand);
+  remote_worker_free (&h);
+  remote_worker_free (&d);
+  shoal_conf_free (conf);
+}
+
+static void
+test_device_codec_training (void)
+{
+  if (!have_real_gpu ())
+    return;
+  check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_2BIT, SHOAL_CODEC_FP16, FALSE);
+  check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_1BIT, SHOAL_CODEC_BF16, FALSE);
+  check_device_codec_training (SHOAL_UPDATE_ASYNC, SHOAL_CODEC_FP16, SHOAL_CODEC_FP32, FALSE);
+  check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_BF16, SHOAL_CODEC_FP32, TRUE);
+  check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_2BIT, SHOAL_CODEC_FP32, TRUE);
+  check_device_codec_training (SHOAL_UPDATE_SYNC, SHOAL_CODEC_FP32, SHOAL_CODEC_BF16, FALSE);
+}
+
 /* [job] precision: fp32 by default, tf32 and bf16 taken, anything else
  * refused naming the key; a TF32 net's dense products differ from the
  * CPU's by TF32's rounding (10-bit mantissas), a BF16 net's by at least
@@ -1669,6 +2060,9 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/device-clip", test_device_clip);
   g_test_add_func ("/gpu/server-on-device", test_server_on_device);
   g_test_add_func ("/gpu/server-on-device-refused", test_server_on_device_refused);
+  g_test_add_func ("/gpu/device-codecs", test_device_codecs);
+  g_test_add_func ("/gpu/device-decode", test_device_decode);
+  g_test_add_func ("/gpu/device-codec-training", test_device_codec_training);
   g_test_add_func ("/gpu/precision", test_precision);
   return g_test_run ();
 }

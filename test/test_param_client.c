@@ -1,7 +1,8 @@
 /* marks: threads (they start threads: TSan runs this file in `make SANITIZE=thread test-threads`) */
 /* The param client against in-process servers: slices pushed as layers
  * complete, values pulled back, Downpour's n_push / n_fetch, a
- * checkpoint of the servers it uses, and a step refused by a stop. */
+ * checkpoint of the servers it uses, a step refused by a stop, and the
+ * wire codecs on a device refused for a store on the CPU. */
 #include <glib.h>
 #include <string.h>
 
@@ -252,6 +253,33 @@ test_comm_thread_refused (void)
   g_test_trap_assert_passed ();
 }
 
+/* The wire codecs on the device need a store on a GPU: on the CPU the
+ * client says why and stays as it was, encoding on the host. */
+static void
+test_codecs_on_device_refused (void)
+{
+  ShoalParamStore *layout = make_store (), *store = make_store ();
+  ShoalServer *server = make_server (layout, SHOAL_UPDATE_SYNC);
+  ShoalParamClient *c = shoal_param_client_new (store, 4, SHOAL_UPDATE_SYNC);
+  GError *error = NULL;
+  g_assert_true (shoal_param_client_set_codecs (c, SHOAL_CODEC_FP16, SHOAL_CODEC_2BIT, &error));
+  for (int s = 0; s < 4; s++)
+    shoal_param_client_route_local (c, s, server);
+  g_assert_false (shoal_param_client_codecs_on_device (c, NULL, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+  g_assert_nonnull (strstr (error->message, "not on a GPU"));
+  g_clear_error (&error);
+  g_assert_true (shoal_param_client_start (c, &error));
+  g_assert_no_error (error);
+  one_step (c, store, 0, 1.0f);
+  for (size_t i = 0; i < 64; i++)
+    g_assert_cmpfloat_with_epsilon (store->values[i], 0.5f, 1e-6);
+  shoal_param_client_free (c);
+  shoal_server_free (server);
+  shoal_param_store_free (store);
+  shoal_param_store_free (layout);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -261,5 +289,6 @@ main (int argc, char **argv)
   g_test_add_func ("/param-client/checkpoint-servers", test_checkpoint_servers);
   g_test_add_func ("/param-client/stop-refuses-step", test_stop_refuses_step);
   g_test_add_func ("/param-client/comm-thread-refused", test_comm_thread_refused);
+  g_test_add_func ("/param-client/codecs-on-device-refused", test_codecs_on_device_refused);
   return g_test_run ();
 }

@@ -20,6 +20,7 @@
 
 #include <string.h>
 
+#include "comm/device_wire.h"
 #include "core/codec.h"
 #include "core/error.h"
 #include "core/thread_start.h"
@@ -70,6 +71,8 @@ struct _ShoalParamClient {
   gboolean residual_written;  /* this step encoded into residual_next */
   guint8 *wire;               /* the comm thread's encoded gradient */
   size_t wire_bytes;
+  ShoalDeviceWire *dw;        /* shoal_param_client_codecs_on_device: gradients encoded and values decoded
+                               * on the GPU, the residuals kept there; or NULL */
 
   gboolean shm_enabled;       /* shoal_param_client_set_shared_memory */
   ShoalShmRegion *shm;        /* the store's values and grads, offered to the servers; owned by
@@ -144,6 +147,34 @@ shoal_param_client_set_codecs (ShoalParamClient *c, ShoalCodec values_codec, Sho
   return TRUE;
 }
 
+gboolean
+shoal_param_client_codecs_on_device (ShoalParamClient *c, ShoalStream *compute, GError **error)
+{
+  g_return_val_if_fail (c->shared == NULL && c->thread == NULL, FALSE);
+  ShoalCodec *codecs = g_new (ShoalCodec, 2 * c->nslices), *values = codecs + c->nslices;
+  for (int s = 0; s < c->nslices; s++)
+    {
+      /* a server in this process takes and gives floats */
+      gboolean local = c->routes[s].local != NULL;
+      codecs[s] = local ? SHOAL_CODEC_FP32 : c->grads_codec;
+      values[s] = local ? SHOAL_CODEC_FP32 : c->values_codec;
+    }
+  c->dw = shoal_device_wire_new (c->store, c->nslices, c->begin, c->end, codecs, values, compute, error);
+  g_free (codecs);
+  if (c->dw != NULL && c->residual != NULL && !shoal_device_wire_set_residual (c->dw, c->residual, error))
+    g_clear_pointer (&c->dw, shoal_device_wire_free);
+  return c->dw != NULL;
+}
+
+gboolean
+shoal_param_client_values_to_host (ShoalParamClient *c, GError **error)
+{
+  /* the values of every slice are on the device (those that came as
+   * floats went up from here): one copy of them all */
+  return c->dw == NULL
+         || shoal_device_copy (c->store->values, c->store->dev_values, c->store->served * sizeof (float), error);
+}
+
 #define RESIDUAL_MAGIC 0x53485253u   /* "SRHS" */
 
 gboolean
@@ -157,6 +188,13 @@ shoal_param_client_save_residuals (ShoalParamClient *c)
 {
   if (c->residual == NULL)
     return NULL;
+  GError *error = NULL;
+  if (c->dw != NULL && !shoal_device_wire_get_residual (c->dw, c->residual, &error))
+    {
+      /* the device failed: the step fails too; the last residuals the host saw are what there is */
+      g_warning ("param client: the gradient residuals could not be read from the GPU: %s", error->message);
+      g_error_free (error);
+    }
   guint32 head[4] = { RESIDUAL_MAGIC, 1, (guint32) c->grads_codec, 0 };
   guint64 total = c->store->total;
   GByteArray *b = g_byte_array_sized_new ((guint) (sizeof head + sizeof total + total * sizeof (float)));
@@ -190,7 +228,7 @@ shoal_param_client_load_residuals (ShoalParamClient *c, GBytes *blob, GError **e
                  shoal_codec_name (c->grads_codec));
     }
   memcpy (c->residual, data + sizeof head + sizeof total, total * sizeof (float));
-  return TRUE;
+  return c->dw == NULL || shoal_device_wire_set_residual (c->dw, c->residual, error);
 bad:
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
                "the checkpoint's gradient residuals (%zu bytes) do not fit this model's %zu values", len,
@@ -315,22 +353,28 @@ exchange (ShoalParamClient *c, int s, GError **error)
 {
   size_t b = c->begin[s], n = c->end[s] - b;
   float *values = c->store->values + b;
-  const float *grad = c->store->grads + b;
+  /* encoded on the GPU: floats for a local server, the wire codec's bytes for a remote one */
+  const guint8 *encoded = c->dw != NULL ? shoal_device_wire_grad_bytes (c->dw, s) : NULL;
+  const float *grad = encoded != NULL ? (const float *) (const void *) encoded : c->store->grads + b;
   ShoalPushOrigin origin = { c->have_version[s], c->unit };
   Route *r = &c->routes[s];
 
+  gboolean fetch = fetches_at (c, c->step);
   if (r->local != NULL)
     {
       gint64 ready = 0;
-      return shoal_server_push_from (r->local, s, grad, n, c->step, &origin, &ready, error)
-             && shoal_server_wait_bound (r->local, s, c->unit, c->step, PULL_TIMEOUT_US, error)
-             && (!fetches_at (c, c->step)
-                 || shoal_server_pull (r->local, s, values, n, ready, PULL_TIMEOUT_US,
-                                       &c->have_version[s], error));
+      gboolean ok = shoal_server_push_from (r->local, s, grad, n, c->step, &origin, &ready, error)
+                    && shoal_server_wait_bound (r->local, s, c->unit, c->step, PULL_TIMEOUT_US, error)
+                    && (!fetch
+                        || shoal_server_pull (r->local, s, values, n, ready, PULL_TIMEOUT_US, &c->have_version[s],
+                                              error));
+      if (ok && fetch && c->dw != NULL)
+        shoal_device_wire_values_arrived (c->dw, s, values);
+      return ok;
     }
   ShoalRpcClient *rpc = ((Connection *) g_ptr_array_index (c->connections, r->connection))->rpc;
   const guint8 *wire = (const guint8 *) grad;
-  if (c->grads_codec != SHOAL_CODEC_FP32)
+  if (c->grads_codec != SHOAL_CODEC_FP32 && encoded == NULL)
     {
       size_t bytes = shoal_codec_bytes (c->grads_codec, n);
       if (c->wire_bytes < bytes)
@@ -350,12 +394,20 @@ exchange (ShoalParamClient *c, int s, GError **error)
       shoal_codec_encode (c->grads_codec, grad, residual, n, c->wire);
       wire = c->wire;
     }
-  if (c->mode == SHOAL_UPDATE_ASYNC && !fetches_at (c, c->step))
+  if (c->mode == SHOAL_UPDATE_ASYNC && !fetch)
     return shoal_rpc_client_push_coded (rpc, s, wire, c->grads_codec, n, c->step, &origin, error);
   /* one round trip: the server answers once the update is in (SYNC: once
-   * every worker of the group pushed) */
-  return shoal_rpc_client_push_pull_coded (rpc, s, wire, c->grads_codec, values, c->values_codec, n,
-                                           c->step, &origin, &c->have_version[s], error);
+   * every worker of the group pushed); values for the GPU stay encoded
+   * until they are there */
+  guint8 *encoded_values = c->dw != NULL ? shoal_device_wire_value_bytes (c->dw, s) : NULL;
+  gboolean ok = encoded_values != NULL
+                  ? shoal_rpc_client_push_pull_encoded (rpc, s, wire, c->grads_codec, encoded_values, c->values_codec,
+                                                        n, c->step, &origin, &c->have_version[s], error)
+                  : shoal_rpc_client_push_pull_coded (rpc, s, wire, c->grads_codec, values, c->values_codec, n,
+                                                      c->step, &origin, &c->have_version[s], error);
+  if (ok && c->dw != NULL)
+    shoal_device_wire_values_arrived (c->dw, s, encoded_values != NULL ? NULL : values);
+  return ok;
 }
 
 /* After a call for slice s failed with SHOAL_ERROR_STOPPED: the step its
@@ -477,15 +529,25 @@ comm_thread (gpointer data)
       /* after a failure (a STOPPED refusal too) the step is given up:
        * the rest of its slices are not sent */
       gboolean *cleared = g_new0 (gboolean, batch->to - batch->from);
-      if (!failed_before && !exchange_batch (c, batch, cleared, &error))
+      /* bytes encoded on the GPU: their copy down is waited for even in a
+       * step given up, as the next step's encoding overwrites the source */
+      gboolean ok = c->dw == NULL || shoal_device_wire_wait (c->dw, batch->from, &error);
+      if (ok && !failed_before)
+        ok = exchange_batch (c, batch, cleared, &error);
+      /* the values uploaded: the next forward may read them, and their
+       * host buffers be received into again */
+      if (c->dw != NULL && !shoal_device_wire_values_sync (c->dw, ok ? &error : NULL))
+        ok = FALSE;
+      if (!ok)
         {
           g_mutex_lock (&c->lock);
           keep_failure (c, batch->from, error);
           g_mutex_unlock (&c->lock);
         }
       /* sent (or given up): backward adds into zeroes next step; a server
-       * that read them from shared memory cleared them already */
-      for (int s = batch->from; s < batch->to; s++)
+       * that read them from shared memory cleared them already, and the
+       * encoding on the GPU as it read them */
+      for (int s = batch->from; s < batch->to && c->dw == NULL; s++)
         if (!cleared[s - batch->from])
           memset (c->store->grads + c->begin[s], 0, (c->end[s] - c->begin[s]) * sizeof (float));
       g_free (cleared);
@@ -585,8 +647,10 @@ shoal_param_client_fetch_version (ShoalParamClient *c, gint64 min_version, GErro
                                     s, c->store->values + b, n, min_version, &c->have_version[s], error);
       if (!ok)
         return FALSE;
+      if (c->dw != NULL)
+        shoal_device_wire_values_arrived (c->dw, s, c->store->values + b);
     }
-  return TRUE;
+  return c->dw == NULL || shoal_device_wire_values_sync (c->dw, error);
 }
 
 /* Queues (or, shared, applies) slices [from, unqueued). */
@@ -614,7 +678,11 @@ queue_slices (ShoalParamClient *c, int from, gint64 step)
     }
   else
     {
-      shoal_push_mean (grads + c->begin[from], c->end[c->unqueued - 1] - c->begin[from], c->n_push);
+      if (c->dw != NULL)
+        c->residual_written |= shoal_device_wire_encode (c->dw, from, c->unqueued,
+                                                       c->n_push > 1 ? 1.0f / (float) c->n_push : 1.0f);
+      else
+        shoal_push_mean (grads + c->begin[from], c->end[c->unqueued - 1] - c->begin[from], c->n_push);
       Batch *batch = g_new0 (Batch, 1);
       batch->from = from;
       batch->to = c->unqueued;
@@ -676,6 +744,8 @@ shoal_param_client_wait (ShoalParamClient *c, GError **error)
       float *t = c->residual;
       c->residual = c->residual_next;
       c->residual_next = t;
+      if (c->dw != NULL)
+        shoal_device_wire_commit (c->dw);
     }
   c->residual_written = FALSE;
   if (failure != NULL)
@@ -811,6 +881,7 @@ shoal_param_client_free (ShoalParamClient *c)
       g_free (conn);
     }
   g_ptr_array_free (c->connections, TRUE);
+  shoal_device_wire_free (c->dw);
   if (c->error != NULL)
     g_error_free (c->error);
   shoal_free_aligned (c->residual);

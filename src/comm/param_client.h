@@ -69,6 +69,30 @@ void shoal_param_client_set_unit (ShoalParamClient *client, int unit);
  * not fit in memory. */
 gboolean shoal_param_client_set_codecs (ShoalParamClient *client, ShoalCodec values_codec,
                                         ShoalCodec grads_codec, GError **error);
+/* A worker net on a GPU that leaves its gradients to the client and
+ * reads the values the client puts on the device (net.h,
+ * shoal_net_set_grads_on_device and shoal_net_set_param_upload FALSE):
+ * after routing, before start.  Each complete slice's gradient is
+ * encoded there (store->dev_grads, cleared as read) with the wire codec
+ * (core/codec.h, shoal_codec_encode_on: the bytes the host would send,
+ * to the bit) on a stream of the client's, after the work enqueued so far
+ * on `compute` (the net's stream, borrowed: the backward that completed
+ * it) and beside the backward below; only the encoded bytes come down
+ * (into pinned memory), and the comm thread sends them without encoding
+ * again.  Values
+ * that come back in fp16 or bf16 go up as they came and are decoded into
+ * store->dev_values; values that come as floats (fp32, a server in this
+ * process, the fetches) go up from store->values.  shoal_param_client_wait
+ * returns once they are on the device.  A slice for a server in this
+ * process goes as floats.  The residuals move to the device.  FALSE with
+ * error when device or pinned memory is short; the client is then as
+ * before (gradients from store->grads, encoded and decoded on the host). */
+gboolean shoal_param_client_codecs_on_device (ShoalParamClient *client, ShoalStream *compute, GError **error);
+/* Between steps: store->values as the device has them, for what reads
+ * the host's (a checkpoint of the worker's params); TRUE at once where
+ * the values are not decoded on the device.  FALSE with the device's
+ * error. */
+gboolean shoal_param_client_values_to_host (ShoalParamClient *client, GError **error);
 /* The residuals as a checkpoint blob; NULL when the gradients are not
  * quantised.  Load checks the size (SHOAL_ERROR_DATA). */
 gboolean shoal_param_client_has_residuals (ShoalParamClient *client);

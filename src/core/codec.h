@@ -27,6 +27,8 @@
 #include <glib.h>
 #include <stddef.h>
 
+#include "core/device.h"
+
 G_BEGIN_DECLS
 
 typedef enum {
@@ -58,6 +60,24 @@ void shoal_codec_encode (ShoalCodec codec, const float *src, float *residual, si
 /* Decodes `bytes` bytes of `in` into n values; FALSE when the length is
  * not the codec's for n values or a code is invalid. */
 gboolean shoal_codec_decode (ShoalCodec codec, const guint8 *in, size_t bytes, float *out, size_t n);
+
+/* The codecs on a GPU (the backend's kernels, src/gpu/kernels_codec.cu),
+ * enqueued on `stream` (core/device.h) and working on device memory of
+ * its GPU, so that only encoded bytes cross PCIe.  Encode: src's n
+ * values, each multiplied by `scale` first where scale != 1 (the host's
+ * shoal_push_mean) and zeroed as read with clear_src; the quantisers add
+ * residual_in (NULL: no feedback) and leave what the encoding lost in
+ * residual_out (NULL: nowhere; may be residual_in); out is 4-byte
+ * aligned.  The bytes and the residual are shoal_codec_encode's to the
+ * bit for the same input: the kernels make the same IEEE operations in
+ * the same order (the block statistics of 2bit and 1bit as the host's
+ * sequential double sums).  Decode: fp32, fp16 or bf16 (the values'
+ * codecs), n values from `in` (4-byte aligned, the bytes checked by the
+ * caller) into out.  Only where a GPU backend is registered; a launch
+ * failure surfaces at the stream's next synchronisation. */
+void shoal_codec_encode_on (ShoalStream *stream, ShoalCodec codec, float *src, float scale, gboolean clear_src,
+                            const float *residual_in, float *residual_out, size_t n, guint8 *out);
+void shoal_codec_decode_on (ShoalStream *stream, ShoalCodec codec, const guint8 *in, float *out, size_t n);
 
 G_END_DECLS
 

@@ -8,6 +8,7 @@
 #define SHOAL_DEVICE_BACKEND_H
 
 #include "core/device.h"
+#include "core/codec.h"
 #include "core/updater.h"
 
 G_BEGIN_DECLS
@@ -54,6 +55,11 @@ typedef struct {
                   float *state_a, float *state_b, size_t n, gboolean clear_grad);
   void (*clip) (ShoalStream *stream, float *grad, size_t n, float clip_value, float clip_norm,
                 double *scratch);
+
+  /* core/codec.h on the device (shoal_codec_encode_on, _decode_on) */
+  void (*codec_encode) (ShoalStream *stream, ShoalCodec codec, float *src, float scale, gboolean clear_src,
+                        const float *residual_in, float *residual_out, size_t n, guint8 *out);
+  void (*codec_decode) (ShoalStream *stream, ShoalCodec codec, const guint8 *in, float *out, size_t n);
 } ShoalDeviceBackend;
 
 /* Makes `backend` (static, never freed) the GPU backend; called once by

@@ -704,4 +704,6 @@ const ShoalDeviceBackend shoal_cuda_backend = {
   .context_check = cuda_context_check,
   .update = shoal_cuda_update,
   .clip = shoal_cuda_clip,
+  .codec_encode = shoal_cuda_codec_encode,
+  .codec_decode = shoal_cuda_codec_decode,
 };

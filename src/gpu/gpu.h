@@ -96,10 +96,18 @@ void shoal_gpu_tag (const ShoalLayer *layer, ShoalTensor *t);
 gboolean shoal_gpu_move_to_device (const ShoalLayer *layer, ShoalTensor *t, GError **error);
 
 /* The backend's updater entries (update.c). */
+/* Logs a failed launch of `what` (update.c) and clears the runtime's
+ * last error; the failure surfaces again at the stream's next sync. */
+void shoal_gpu_launch_failed (const char *what, cudaError_t status);
 void shoal_cuda_update (ShoalStream *stream, const ShoalUpdateScalars *k, float *value, float *grad,
                         float *state_a, float *state_b, size_t n, gboolean clear_grad);
 void shoal_cuda_clip (ShoalStream *stream, float *grad, size_t n, float clip_value, float clip_norm,
                       double *scratch);
+
+/* The backend's codec entries (codec.c). */
+void shoal_cuda_codec_encode (ShoalStream *stream, ShoalCodec codec, float *src, float scale, gboolean clear_src,
+                              const float *residual_in, float *residual_out, size_t n, guint8 *out);
+void shoal_cuda_codec_decode (ShoalStream *stream, ShoalCodec codec, const guint8 *in, float *out, size_t n);
 
 G_END_DECLS
 

@@ -28,8 +28,8 @@ rule_of (const ShoalUpdateScalars *k)
   return SHOAL_K_ADAM;
 }
 
-static void
-launch_failed (const char *what, cudaError_t status)
+void
+shoal_gpu_launch_failed (const char *what, cudaError_t status)
 {
   if (status != cudaSuccess)
     {
@@ -46,12 +46,13 @@ shoal_cuda_update (ShoalStream *stream, const ShoalUpdateScalars *k, float *valu
     .rule = rule_of (k), .lr = k->lr, .wd = k->wd, .mom = k->mom, .rho = k->rho, .eps = k->eps,
     .b1 = k->b1, .b2 = k->b2, .lr_c = k->lr_c, .rs = k->rs,
   };
-  launch_failed ("update kernel", shoal_k_update (&ku, value, grad, state_a, state_b, n, clear_grad ? 1 : 0,
-                                                  (cudaStream_t) stream));
+  shoal_gpu_launch_failed ("update kernel", shoal_k_update (&ku, value, grad, state_a, state_b, n, clear_grad ? 1 : 0,
+                                                            (cudaStream_t) stream));
 }
 
 void
 shoal_cuda_clip (ShoalStream *stream, float *grad, size_t n, float clip_value, float clip_norm, double *scratch)
 {
-  launch_failed ("clip kernels", shoal_k_clip (grad, n, clip_value, clip_norm, scratch, (cudaStream_t) stream));
+  shoal_gpu_launch_failed ("clip kernels",
+                           shoal_k_clip (grad, n, clip_value, clip_norm, scratch, (cudaStream_t) stream));
 }

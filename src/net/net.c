@@ -706,14 +706,15 @@ shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer u
       g_critical ("shoal_net_backward: " NO_TRAIN_FORWARD);
       return;
     }
-  if (net->ctx.gpu != NULL && !net->params_resident)
+  if (net->ctx.gpu != NULL && !net->params_resident && !net->grads_resident)
     {
       shoal_net_gpu_backward (net, ready, user_data);
       return;
     }
-  /* the CPU, or a GPU net whose params stay on the device: there the
-   * caller consumes each layer's gradients on the compute stream, after
-   * its backward, so the layer is handed over at once (net_gpu.c) */
+  /* the CPU, or a GPU net whose params or gradients stay on the device:
+   * there the caller consumes each layer's gradients on the compute
+   * stream, after its backward, so the layer is handed over at once
+   * (net_gpu.c) */
   shoal_device_activate (net->ctx.device);
   for (guint i = net->layers->len; i-- > 0;)
     {

@@ -45,7 +45,9 @@ G_BEGIN_DECLS
 ShoalDevice shoal_net_device (ShoalNet *net);
 /* every_forward FALSE: forward no longer uploads the param values; the
  * caller uploads what changed with shoal_net_upload_params (e.g. each
- * slice as it comes back from the servers).  No effect on CPU nets. */
+ * slice as it comes back from the servers), or writes store->dev_values
+ * itself and waits for its writes before the next forward (a param
+ * client with the wire codecs on the device).  No effect on CPU nets. */
 void shoal_net_set_param_upload (ShoalNet *net, gboolean every_forward);
 /* Starts copying store->values[begin, end) to the device on the copy
  * stream; the next forward waits for it on the device, not on the host.
@@ -64,12 +66,22 @@ void shoal_net_upload_params (ShoalNet *net, size_t begin, size_t end);
  * device error. */
 gboolean shoal_net_keep_params_on_device (ShoalNet *net, GError **error);
 gboolean shoal_net_params_on_device (ShoalNet *net);
+/* Gradients that stay on the device, for a caller that consumes them
+ * there (a param client encoding them for the wire on the GPU,
+ * comm/param_client.h): backward calls `ready` for a layer as soon as
+ * its backward is enqueued and leaves store->dev_grads to the caller on
+ * the compute stream, as with the params on the device, and clipping
+ * runs there; forward still uploads the values.  `on` FALSE: back to
+ * the gradients added into store->grads.  FALSE with error on a CPU net
+ * or when device memory is short. */
+gboolean shoal_net_set_grads_on_device (ShoalNet *net, gboolean on, GError **error);
+gboolean shoal_net_grads_on_device (ShoalNet *net);
 /* The stream a GPU net's layers run on (NULL on the CPU), for work the
  * caller enqueues between a backward and the next forward. */
 ShoalStream *shoal_net_compute_stream (ShoalNet *net);
 /* Clips the gradients of the last backward (shoal_clip_gradients' rule)
- * where they are: the device gradients of a net whose params stay on the
- * device (enqueued, no wait), else store->grads. */
+ * where they are: the device gradients of a net whose params or
+ * gradients stay on the device (enqueued, no wait), else store->grads. */
 void shoal_net_clip_gradients (ShoalNet *net, float clip_value, float clip_norm);
 /* A training forward, then backward with `ready` as in
  * shoal_net_backward_notify; returns the loss.  On a GPU net whose params

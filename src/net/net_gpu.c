@@ -319,6 +319,14 @@ shoal_net_gpu_backward (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user
     device_failed (net, error);
 }
 
+/* The device buffer of shoal_net_clip_gradients' sums. */
+static gboolean
+clip_scratch_ready (ShoalNet *net, GError **error)
+{
+  return net->clip_scratch != NULL
+         || (net->clip_scratch = shoal_device_alloc (net->ctx.device, 2 * sizeof (double), error)) != NULL;
+}
+
 gboolean
 shoal_net_keep_params_on_device (ShoalNet *net, GError **error)
 {
@@ -331,8 +339,7 @@ shoal_net_keep_params_on_device (ShoalNet *net, GError **error)
   if (net->params_resident)
     return TRUE;
   shoal_device_activate (net->ctx.device);
-  if (net->clip_scratch == NULL
-      && (net->clip_scratch = shoal_device_alloc (net->ctx.device, 2 * sizeof (double), error)) == NULL)
+  if (!clip_scratch_ready (net, error))
     return FALSE;
   if (!shoal_device_context_sync (net->ctx.gpu, error)
       || !shoal_device_copy (net->store->dev_values, net->store->values, net->store->total * sizeof (float), error))
@@ -340,6 +347,31 @@ shoal_net_keep_params_on_device (ShoalNet *net, GError **error)
   net->params_resident = TRUE;
   net->upload_every_forward = FALSE;
   return TRUE;
+}
+
+gboolean
+shoal_net_set_grads_on_device (ShoalNet *net, gboolean on, GError **error)
+{
+  g_return_val_if_fail (net != NULL, FALSE);
+  if (on && net->ctx.gpu == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "gradients can stay on a device only in a net on a GPU");
+      return FALSE;
+    }
+  if (on)
+    {
+      shoal_device_activate (net->ctx.device);
+      if (!clip_scratch_ready (net, error))
+        return FALSE;
+    }
+  net->grads_resident = on;
+  return TRUE;
+}
+
+gboolean
+shoal_net_grads_on_device (ShoalNet *net)
+{
+  return net->grads_resident;
 }
 
 gboolean
@@ -357,7 +389,7 @@ shoal_net_compute_stream (ShoalNet *net)
 void
 shoal_net_clip_gradients (ShoalNet *net, float clip_value, float clip_norm)
 {
-  if (net->params_resident)
+  if (net->params_resident || net->grads_resident)
     {
       shoal_device_activate (net->ctx.device);
       shoal_clip_gradients_on (shoal_device_context_compute (net->ctx.gpu), net->store->dev_grads, net->store->total,

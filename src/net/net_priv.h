@@ -28,6 +28,7 @@ struct _ShoalNet {
   gboolean manual_pending;
   float *staging;                 /* pinned host, store->total floats: device gradients land here */
   gboolean params_resident;       /* shoal_net_keep_params_on_device: no param traffic in a step */
+  gboolean grads_resident;        /* shoal_net_keep_grads_on_device: backward leaves them to the caller */
   ShoalEvent *forward_done;       /* shoal_net_train_step on such a net: the forward's outputs are in */
   GPtrArray *pinned_outs;         /* losses' and metrics' host outs this net pinned (copies stay async) */
   double *clip_scratch;           /* device, 2 doubles: shoal_net_clip_gradients' sums */

@@ -107,7 +107,15 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
       g_free (name);
       return FALSE;
     }
-  GBytes *params = w->group == 0 && w->worker == 0 ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
+  gboolean keeps_params = w->group == 0 && w->worker == 0;
+  /* values decoded on the GPU reach the host store first */
+  if (keeps_params && !shoal_param_client_values_to_host (w->client, error))
+    {
+      g_bytes_unref (state);
+      g_free (name);
+      return FALSE;
+    }
+  GBytes *params = keeps_params ? shoal_param_store_to_bytes (shoal_group_net_params (w->net)) : NULL;
   /* quantised gradients: what the unit has not sent yet, for an exact resume */
   GBytes *residuals = shoal_param_client_save_residuals (w->client);
   char *residual_name = g_strconcat (name, "/residuals", NULL);
@@ -363,6 +371,44 @@ keep_params_on_device (RunnerProcess *p, WorkerSlot *slot, GError **error)
   return TRUE;
 }
 
+/* A GPU worker whose slices go to servers in other processes through a
+ * wire codec ([cluster] wire_grads, wire_values): the client encodes the
+ * gradients and decodes the values on the GPU, and the net leaves both
+ * to it ([job] device_codecs; docs/GPU.md).  Where that cannot be, one message says
+ * why and the host encodes and decodes, as before. */
+static void
+codecs_on_device (RunnerProcess *p, WorkerSlot *slot)
+{
+  ShoalNet *net = shoal_group_net_worker (slot->net, 0);
+  ShoalParamStore *store = shoal_group_net_params (slot->net);
+  gboolean coded = p->layout->conf.wire_grads != SHOAL_CODEC_FP32 || p->layout->conf.wire_values != SHOAL_CODEC_FP32;
+  if (!p->job->device_codecs || !coded || net == NULL
+      || shoal_device_is_cpu (shoal_net_device (net)) || shoal_net_params (net) != store)
+    return;
+  GError *error = NULL;
+  char *where = shoal_device_to_string (shoal_net_device (net));
+  if (shoal_net_set_grads_on_device (net, TRUE, &error)
+      && !shoal_param_client_codecs_on_device (slot->client, shoal_net_compute_stream (net), &error))
+    shoal_net_set_grads_on_device (net, FALSE, NULL);
+  if (error != NULL)
+    {
+      g_message ("rank %d: the wire codecs (%s gradients, %s values) run on the host, not on %s: %s", p->proc->rank,
+                 shoal_codec_name (p->layout->conf.wire_grads), shoal_codec_name (p->layout->conf.wire_values),
+                 where, error->message);
+      g_error_free (error);
+    }
+  else
+    {
+      /* the client puts every value on the device; the running
+       * statistics (the store's tail) go up once, then their layers keep
+       * them there */
+      shoal_net_set_param_upload (net, FALSE);
+      shoal_net_upload_params (net, store->served, store->total);
+      g_debug ("rank %d: the wire codecs run on %s", p->proc->rank, where);
+    }
+  g_free (where);
+}
+
 static gboolean
 connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
 {
@@ -400,6 +446,7 @@ connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
           g_free (host);
         }
     }
+  codecs_on_device (p, slot);
   return shoal_param_client_start (slot->client, error);
 }
 

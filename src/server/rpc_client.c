@@ -396,14 +396,15 @@ shoal_rpc_client_push_coded (ShoalRpcClient *c, int slice, const guint8 *grad, S
 
 /* pull and push_pull share the reply: SliceValues, whose values (field 2)
  * sit in the result's success (field 0): depth 2 for the sink.  Values in
- * fp32 land in dst; encoded ones in the client's scratch buffer, decoded
- * into dst by take_values.  Returns where they land. */
+ * fp32, or kept `encoded` (dst then holds their bytes), land in dst;
+ * others in the client's scratch buffer, decoded into dst by
+ * take_values.  Returns where they land. */
 static guint8 *
-arm_values_sink (ShoalRpcClient *c, float *dst, size_t n, ShoalCodec codec)
+arm_values_sink (ShoalRpcClient *c, guint8 *dst, gboolean encoded, size_t n, ShoalCodec codec)
 {
   size_t bytes = shoal_codec_bytes (codec, n);
-  guint8 *into = (guint8 *) dst;
-  if (codec != SHOAL_CODEC_FP32)
+  guint8 *into = dst;
+  if (codec != SHOAL_CODEC_FP32 && !encoded)
     {
       if (c->scratch_bytes < bytes)
         {
@@ -426,6 +427,7 @@ static gboolean
 take_coded_values (ShoalRpcClient *c, gboolean ok, GByteArray *values, guint8 *into, ShoalCodec codec,
                    float *dst, size_t n, GError **terr)
 {
+  /* dst NULL: the caller keeps the encoding, in `into` */
   gsize bytes = values != NULL ? values->len : 0;
   gboolean in_sink = values != NULL && values->data == into && into != NULL;
   const guint8 *data = values != NULL ? values->data : NULL;
@@ -441,8 +443,13 @@ take_coded_values (ShoalRpcClient *c, gboolean ok, GByteArray *values, guint8 *i
                    bytes, shoal_codec_bytes (codec, n));
       return FALSE;
     }
-  if (codec == SHOAL_CODEC_FP32 && in_sink)
+  if ((codec == SHOAL_CODEC_FP32 || dst == NULL) && in_sink)
     return TRUE;
+  if (dst == NULL)
+    {
+      memcpy (into, data, bytes);
+      return TRUE;
+    }
   if (!shoal_codec_decode (codec, in_sink ? into : data, bytes, dst, n))
     {
       g_set_error (terr, SHOAL_ERROR, SHOAL_ERROR_RPC, "the reply's values are no %s encoding",
@@ -471,7 +478,7 @@ shoal_rpc_client_pull (ShoalRpcClient *c, int slice, float *dst, size_t n, gint6
   if (!call_begin (c, "pull", slice, n, error))
     return FALSE;
   ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
-  arm_values_sink (c, dst, n, SHOAL_CODEC_FP32);
+  arm_values_sink (c, (guint8 *) dst, FALSE, n, SHOAL_CODEC_FP32);
   ok = shoal_param_service_if_pull (c->client, &ret, c->token, slice, min_version, wait_ms (c),
                                     SHOAL_CODEC_FP32, &perr, &terr);
   ok = take_values (c, ok, ret->values, dst, n, &terr);
@@ -497,11 +504,12 @@ shoal_rpc_client_push_pull_from (ShoalRpcClient *c, int slice, const float *grad
                                            SHOAL_CODEC_FP32, n, step, origin, version, error);
 }
 
-gboolean
-shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
-                                  ShoalCodec grad_codec, float *dst, ShoalCodec values_codec,
-                                  size_t n, gint64 step, const ShoalPushOrigin *origin,
-                                  gint64 *version, GError **error)
+/* push_pull_coded, and push_pull_encoded where dst is NULL and `keep`
+ * receives the values' encoding */
+static gboolean
+push_pull (ShoalRpcClient *c, int slice, const guint8 *grad, ShoalCodec grad_codec, float *dst, guint8 *keep,
+           ShoalCodec values_codec, size_t n, gint64 step, const ShoalPushOrigin *origin, gint64 *version,
+           GError **error)
 {
   ShoalParamError *perr = NULL;
   GError *terr = NULL;
@@ -512,7 +520,7 @@ shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *gr
     return FALSE;
   GByteArray g = { (guint8 *) grad, (guint) shoal_codec_bytes (grad_codec, n) };
   ret = g_object_new (SHOAL_TYPE_SLICE_VALUES, NULL);
-  guint8 *into = arm_values_sink (c, dst, n, values_codec);
+  guint8 *into = arm_values_sink (c, keep != NULL ? keep : (guint8 *) dst, keep != NULL, n, values_codec);
   ok = shoal_param_service_if_push_pull (c->client, &ret, c->token, slice, step, &g, wait_ms (c),
                                          origin != NULL ? origin->base_version : -1,
                                          origin != NULL ? origin->unit : -1, (gint32) grad_codec,
@@ -522,6 +530,23 @@ shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *gr
     *version = ret->version;
   g_object_unref (ret);
   return call_end (c, ok, "push_pull", slice, perr, terr, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                  ShoalCodec grad_codec, float *dst, ShoalCodec values_codec,
+                                  size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                  gint64 *version, GError **error)
+{
+  return push_pull (c, slice, grad, grad_codec, dst, NULL, values_codec, n, step, origin, version, error);
+}
+
+gboolean
+shoal_rpc_client_push_pull_encoded (ShoalRpcClient *c, int slice, const guint8 *grad, ShoalCodec grad_codec,
+                                    guint8 *values, ShoalCodec values_codec, size_t n, gint64 step,
+                                    const ShoalPushOrigin *origin, gint64 *version, GError **error)
+{
+  return push_pull (c, slice, grad, grad_codec, NULL, values, values_codec, n, step, origin, version, error);
 }
 
 gboolean

@@ -70,6 +70,13 @@ gboolean shoal_rpc_client_push_pull_coded (ShoalRpcClient *c, int slice, const g
                                            ShoalCodec grad_codec, float *dst, ShoalCodec values_codec,
                                            size_t n, gint64 step, const ShoalPushOrigin *origin,
                                            gint64 *version, GError **error);
+/* push_pull_coded that leaves the values as they came: `values` gets
+ * their shoal_codec_bytes (values_codec, n) bytes (the length checked),
+ * for a caller that decodes them elsewhere (a GPU worker's client). */
+gboolean shoal_rpc_client_push_pull_encoded (ShoalRpcClient *c, int slice, const guint8 *grad,
+                                             ShoalCodec grad_codec, guint8 *values, ShoalCodec values_codec,
+                                             size_t n, gint64 step, const ShoalPushOrigin *origin,
+                                             gint64 *version, GError **error);
 gboolean shoal_rpc_client_put (ShoalRpcClient *c, int slice, const float *values, size_t n,
                                gint64 version, GError **error);
 /* Hogwild: send a delta to the slice's master group, get its values back. */

@@ -88,11 +88,11 @@ shoal_worker_compute_step (ShoalGroupNet *net, const ShoalUpdaterConf *up, Shoal
   double loss = shoal_group_net_train_step (net, clip ? NULL : ready, data);
   if (clip)
     {
-      /* where the gradient is: on the GPU for a net whose params stay
-       * there, else in the host store */
+      /* where the gradient is: on the GPU for a net whose params or
+       * gradients stay there, else in the host store */
       ShoalNet *first = shoal_group_net_worker (net, 0);
       ShoalParamStore *store = shoal_group_net_params (net);
-      if (first != NULL && shoal_net_params_on_device (first))
+      if (first != NULL && (shoal_net_params_on_device (first) || shoal_net_grads_on_device (first)))
         shoal_net_clip_gradients (first, up->clip_value, up->clip_norm);
       else
         shoal_clip_gradients (store->grads, store->total, up->clip_value, up->clip_norm);
