@@ -54,11 +54,11 @@ const ShoalOption shoal_job_options[] = {
     "and the updater's state on the GPU and updates them there, so that only data and metrics cross "
     "PCIe in a step (docs/GPU.md); false: gradients go down and values up at every step, and the "
     "host updates them, as for a server in another process" },
-  { "device_codecs", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
+  { "device_codecs", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
     "a GPU worker whose slices go to servers in other processes with [cluster] wire_grads or wire_values "
     "other than fp32 encodes its gradients and decodes its values on the GPU (the same bytes as the "
-    "host's codecs), so that only encoded bytes cross PCIe (docs/GPU.md); false: gradients come down "
-    "and values go up as floats, and the host encodes and decodes" },
+    "host's codecs), so that only encoded bytes cross PCIe (docs/GPU.md); false (the default until a "
+    "GPU has run them): gradients come down and values go up as floats, and the host encodes and decodes" },
   { "precision", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|tf32|bf16",
     "GPU workers' matrix products and convolutions: fp32 (IEEE, as on the CPU), tf32 (TF32 tensor "
     "cores: operands rounded to 10-bit mantissas, FP32 sums) or bf16 (dense and RBM products may run on "
