@@ -257,6 +257,8 @@ shoal_cuda_graph_free (ShoalStepGraph *graph)
   if (graph == NULL)
     return;
   cudaSetDevice (graph->ctx->device.index);
+  /* a launch may still run: its graph and argument block go after it */
+  cudaStreamSynchronize (graph->ctx->compute);
   drop_exec (graph);
   for (int i = 0; i < 2; i++)
     if (graph->host_args[i] != NULL)

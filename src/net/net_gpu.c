@@ -372,6 +372,14 @@ capture (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
   GError *error = NULL;
   shoal_net_take_pending (net);
+  /* what the inputs met is theirs, not the capture's (which discards
+   * the layers' failures as its own) */
+  if (!shoal_device_context_check (net->ctx.gpu, &error))
+    {
+      device_failed (net, error);
+      enqueue_body (net, ready, user_data);
+      return;
+    }
   if (!shoal_step_graph_begin_capture (net->graph, &error))
     {
       graph_off (net, error->message);
