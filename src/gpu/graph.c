@@ -38,6 +38,7 @@ typedef struct {
   OpKind kind;
   size_t at;              /* OP_SEED, OP_UPDATE: where its scalars are in the block */
   ShoalLayer *layer;      /* OP_SEED */
+  uint64_t seed;          /* OP_SEED: this step's */
   ShoalKUpdate k;         /* OP_UPDATE: k.rule picks the kernel; the rest is this step's */
   cudaStream_t stream;    /* OP_UPDATE, OP_ZERO */
   float *w, *g, *a, *b;   /* OP_UPDATE */
@@ -137,7 +138,7 @@ shoal_gpu_step_seed (ShoalLayer *layer, uint64_t *seed)
           const StepOp *op = &g_array_index (graph->step, StepOp, graph->seed_cursor);
           if (op->kind == OP_SEED && op->layer == layer)
             {
-              memcpy (seed, graph->host_args[graph->turn] + op->at, sizeof *seed);
+              *seed = op->seed;
               graph->seed_cursor++;
               return NULL;
             }
@@ -146,13 +147,15 @@ shoal_gpu_step_seed (ShoalLayer *layer, uint64_t *seed)
   *seed = draw_seed (layer);
   if (mode != MODE_CAPTURE)
     return NULL;
-  StepOp op = { .kind = OP_SEED, .layer = layer };
-  if (!put (graph, seed, sizeof *seed, &op.at))
+  /* kept whatever happens: a rerun of the step takes it */
+  StepOp op = { .kind = OP_SEED, .layer = layer, .seed = *seed };
+  gboolean placed = put (graph, seed, sizeof *seed, &op.at);
+  g_array_append_val (graph->step, op);
+  if (!placed)
     {
       graph->failed = "the step's scalars do not fit the argument block";
       return NULL;
     }
-  g_array_append_val (graph->step, op);
   return (const uint64_t *) (graph->dev_args + op.at);
 }
 
@@ -163,25 +166,23 @@ shoal_gpu_step_update (cudaStream_t s, const ShoalKUpdate *k, float *w, float *g
   ShoalStepGraph *graph = active;
   if (mode != MODE_CAPTURE && mode != MODE_REPLAY)
     return FALSE;
+  /* kept whatever happens (with its scalars): a rerun of the step makes it */
   StepOp op = { .kind = OP_UPDATE, .k = *k, .stream = s, .w = w, .g = g, .a = a, .b = b, .n = n, .clear = clear };
-  if (!put (graph, k, sizeof *k, &op.at))
+  gboolean placed = put (graph, k, sizeof *k, &op.at);
+  g_array_append_val (graph->step, op);
+  if (mode == MODE_REPLAY)
     {
-      if (mode == MODE_CAPTURE)
-        graph->failed = "the step's scalars do not fit the argument block";
+      if (placed)
+        check_replayed (graph);
       else
         diverge (graph, g_strdup ("its scalars do not fit the argument block"));
       return TRUE;
     }
-  g_array_append_val (graph->step, op);
-  if (mode == MODE_REPLAY)
-    {
-      check_replayed (graph);
-      return TRUE;
-    }
-  if (s != graph->ctx->compute)
+  if (!placed || s != graph->ctx->compute)
     {
       /* not in the graph: the rerun after the failed capture makes it */
-      graph->failed = "an update was enqueued on another stream than the net's";
+      graph->failed = !placed ? "the step's scalars do not fit the argument block"
+                              : "an update was enqueued on another stream than the net's";
       return TRUE;
     }
   /* a failed launch fails the capture, which end_capture reports */
@@ -418,14 +419,13 @@ shoal_cuda_graph_begin_replay (ShoalStepGraph *graph)
       if (c->kind != OP_SEED)
         break;
       uint64_t seed = draw_seed (c->layer);
-      StepOp op = { .kind = OP_SEED, .layer = c->layer };
-      if (!put (graph, &seed, sizeof seed, &op.at))
-        {
-          diverge (graph, g_strdup ("its scalars do not fit the argument block"));
-          break;
-        }
+      StepOp op = { .kind = OP_SEED, .layer = c->layer, .seed = seed };
+      gboolean placed = put (graph, &seed, sizeof seed, &op.at);
       g_array_append_val (graph->step, op);
-      check_replayed (graph);
+      if (placed)
+        check_replayed (graph);
+      else
+        diverge (graph, g_strdup ("its scalars do not fit the argument block"));
     }
 }
 
