@@ -24,17 +24,23 @@
 # examples/fashion-mnist and the char-RNN as GRU and LSTM (BENCH_GPU_MODELS):
 #   shoal gpu          one worker with its server in-process as `shoal run`
 #                      makes it (bench/gpu_train.c): params, optimiser state
-#                      and update on the GPU ([job] device_update)
+#                      and update on the GPU ([job] device_update), the loss
+#                      read a step late as the worker reads it
+#   shoal gpu graph    the same with the step captured as a CUDA graph and
+#                      replayed ([job] cuda_graph; mlp, cnn)
+#   shoal gpu read-now the same as shoal gpu with each step's loss read at
+#                      once (the host waits for its forward; mlp, cnn)
 #   shoal gpu host-upd the same with the update on the host: gradients
 #                      down, values up at every step
 #   shoal gpu fwd+bwd  forward and backward only (gradients still go down)
 #   shoal cpu          the same net on the machine's CPU cores (MLP, CNN)
 #   torch gpu          PyTorch on the GPU: bench/gpu_torch.py (SGD+momentum),
 #                      bench/rnn_torch.py --device (cuDNN GRU/LSTM, Adam)
-# then whole `shoal run`s: the MLP with the update on the GPU and on the
-# host, and Downpour with two one-worker groups sharing the GPU, as it is
-# and with 2-bit gradients and fp16 values on the wire (the codecs on the
-# GPU, then on the host: [job] device_codecs).
+# then whole `shoal run`s: the MLP with the update on the GPU (eager and
+# as a CUDA graph) and on the host, and Downpour with two one-worker
+# groups sharing the GPU, as it is and with 2-bit gradients and fp16
+# values on the wire (the codecs on the GPU, then on the host: [job]
+# device_codecs).
 # FP32 on both sides (TF32 off) by default.  BENCH_GPU_PRECISION=tf32
 # allows TF32 on both; =bf16 runs shoal's [job] precision = bf16 against
 # torch.autocast(bfloat16) (mlp and cnn), and adds whole `shoal run`s of
@@ -115,6 +121,9 @@ median () {
 
 field () { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1; }
 
+# a / b to 2 places, "-" when either is missing.
+ratio () { awk -v a="${1:--}" -v b="${2:--}" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }'; }
+
 run () {
   # shellcheck disable=SC1091
   . bench/gpu-env.sh setup || die "bench/gpu-env.sh setup failed (are .debs carried?)"
@@ -160,7 +169,7 @@ run () {
   [ "$PRECISION" = fp32 ] || torch_precision=--$PRECISION
   [ -n "$BATCH" ] && batch_opts=(-o "layer data.batch_size=$BATCH") && torch_batch=(--batch "$BATCH")
   local summary=$RES/summary.txt
-  local -A torch_med=() shoal_med=()
+  local -A torch_med=() shoal_med=() graph_med=()
   {
     echo "Training throughput, precision $PRECISION: mlp, cnn: Fashion-MNIST, batch ${BATCH:-64};"
     echo "gru, lstm: the char-RNN (2 levels of 256, Adam, clip_norm 5), batch 32 x 100 bytes;"
@@ -169,7 +178,8 @@ run () {
   } >"$summary"
   for m in $MODELS; do
     local conf=examples/fashion-mnist/$m.conf shoal_data=(--data "$data" "${batch_opts[@]}") torch_cmd=()
-    local sides=("shoal gpu" "shoal gpu host-upd" "shoal gpu fwd+bwd" "shoal cpu" "torch gpu")
+    local sides=("shoal gpu" "shoal gpu graph" "shoal gpu read-now" "shoal gpu host-upd" "shoal gpu fwd+bwd" "shoal cpu"
+                 "torch gpu")
     case $m in
       mlp|cnn)
         torch_cmd=(python3 bench/gpu_torch.py --model "$m" --data "$FMNIST_DIR" $torch_precision "${torch_batch[@]}") ;;
@@ -196,6 +206,10 @@ run () {
         case $side in
           "shoal gpu") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update device >"$log" 2>&1 ;;
+          "shoal gpu graph") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" --update device --graph >"$log" 2>&1 ;;
+          "shoal gpu read-now") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
+                         --steps "$STEPS" --warmup "$WARMUP" --update device --read-now >"$log" 2>&1 ;;
           "shoal gpu host-upd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
                          --steps "$STEPS" --warmup "$WARMUP" --update host >"$log" 2>&1 ;;
           "shoal gpu fwd+bwd") "$B/bench/gpu_train" --conf "$conf" "${shoal_data[@]}" "${shoal_precision[@]}" --device cuda:0 \
@@ -210,6 +224,11 @@ run () {
           echo "bench/gpu: $m $side run $i failed: $(tail -n 3 "$log" | tr '\n' ' ')" >&2
           continue
         fi
+        # a graph that fell back timed eager steps: said, and not counted
+        if [ "$(field graph "$line")" = fell-back ]; then
+          echo "bench/gpu: $m $side run $i: the CUDA graph fell back: $(grep -m1 'CUDA graph off' "$log")" >&2
+          continue
+        fi
         rates="$rates $(field samples_per_sec "$line")"
         ms="$ms $(field step_ms "$line")"
         dev=$(sed -n 's/.*device="\([^"]*\)".*/\1/p' <<<"$line")
@@ -219,11 +238,15 @@ run () {
       med=$(tr ' ' '\n' <<<"$rates" | grep . | median)
       [ "$side" = "torch gpu" ] && torch_med[$m]=$med
       [ "$side" = "shoal gpu" ] && shoal_med[$m]=$med
+      [ "$side" = "shoal gpu graph" ] && graph_med[$m]=$med
       printf '%-5s %-18s %12s %10s   %s\n' "$m" "$side" "$med" \
         "$(tr ' ' '\n' <<<"$ms" | grep . | median)" "$dev" >>"$summary"
     done
-    printf '%-5s %-18s %12s\n' "$m" "shoal gpu / torch" \
-      "$(awk -v a="${shoal_med[$m]:--}" -v b="${torch_med[$m]:--}" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }')" >>"$summary"
+    printf '%-5s %-18s %12s\n' "$m" "shoal gpu / torch" "$(ratio "${shoal_med[$m]:-}" "${torch_med[$m]:-}")" >>"$summary"
+    if [ -n "${graph_med[$m]:-}" ]; then
+      printf '%-5s %-18s %12s\n' "$m" "graph / torch" "$(ratio "${graph_med[$m]}" "${torch_med[$m]:-}")" >>"$summary"
+      printf '%-5s %-18s %12s\n' "$m" "graph / eager" "$(ratio "${graph_med[$m]}" "${shoal_med[$m]:-}")" >>"$summary"
+    fi
   done
   # whole runs through `shoal run` (test passes excluded from the rate):
   # the MLP as one worker with its server in-process (the update on the
@@ -240,7 +263,7 @@ run () {
       echo "whole runs (shoal run, $((STEPS * 4)) steps, samples/s of training summed over the groups):"
     fi
   } >>"$summary"
-  local run_name conf_args runs=("mlp device update" "mlp host update" "downpour 2 groups"
+  local run_name conf_args runs=("mlp device update" "mlp cuda graph" "mlp host update" "downpour 2 groups"
                                  "downpour 2bit, codecs on gpu" "downpour 2bit, codecs on host")
   [ "$PRECISION" = bf16 ] && runs=("cnn fp32" "cnn bf16")
   [ "$WITH_RUNS" = 1 ] || runs=()
@@ -248,6 +271,7 @@ run () {
     [ -n "$RUN_FILTER" ] && ! [[ $run_name =~ $RUN_FILTER ]] && continue
     case $run_name in
       "mlp device update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true) ;;
+      "mlp cuda graph") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=true -o job.cuda_graph=true) ;;
       "mlp host update") conf_args=(examples/fashion-mnist/mlp.conf -o job.device_update=false) ;;
       # the CNN's whole schedule (3 epochs), the same seed, at each precision
       "cnn fp32"|"cnn bf16") conf_args=(examples/fashion-mnist/cnn.conf -o "job.precision=${run_name#cnn }") ;;
@@ -268,7 +292,8 @@ run () {
     printf '%-30s %12s   %s\n' "$run_name" \
       "$(sed -n 's/.*worker [0-9]*: [0-9]* steps at \([0-9.]*\) samples\/s.*/\1/p; s/^trained [0-9]* steps at \([0-9.]*\) samples\/s.*/\1/p' "$log" |
          awk '{ s += $1 } END { if (NR) printf "%.0f\n", s; else print "-" }')" \
-      "exit $runs_rc, $(grep -m1 -o 'final test accuracy: [0-9.]*' "$log")" >>"$summary"
+      "exit $runs_rc, $(grep -m1 -o 'final test accuracy: [0-9.]*' "$log")$(grep -m1 -o 'CUDA graph off.*' "$log" | sed 's/^/; /')" \
+      >>"$summary"
   done
   echo "==== throughput on $gpu"
   cat "$summary"

@@ -10,6 +10,11 @@
  *   host    gradients down, the update on the host, values up at every
  *           step (what a GPU worker with a server in another process pays)
  *   none    forward and backward only (the device's own share of a step)
+ * With the update on the device the loss is read a step late, as the
+ * worker reads it (net.h, shoal_net_train_step_late: the host never waits
+ * for the step it just enqueued); --read-now reads each step's loss at
+ * once (the host waits for its forward).  --graph captures the step as a
+ * CUDA graph and replays it ([job] cuda_graph; needs --update device).
  *
  *   gpu_train --conf examples/fashion-mnist/mlp.conf --data DIR --device cuda:0
  *   gpu_train --conf examples/char-rnn/char_rnn.conf -o 'layer data.data=DIR' --device cuda:0
@@ -19,7 +24,8 @@
  * run -o` does.  Prints one line that bench/gpu.sh parses:
  *
  *   gpu_train samples_per_sec=... mean_samples_per_sec=... step_ms=...
- *     final_loss=... device="cuda:0 NVIDIA H100 ..." ...
+ *     final_loss=... graph=on|off|fell-back graph_steps=N read=late|now
+ *     device="cuda:0 NVIDIA H100 ..." ...
  *
  * samples_per_sec is the median over windows of --window steps. */
 #include <cblas.h>
@@ -75,6 +81,7 @@ main (int argc, char **argv)
   char *conf_path = NULL, *data = NULL, *device_s = NULL, *update_s = NULL;
   char **extra = NULL;
   int steps = 300, warmup = 30, window = 25, threads = 0;
+  gboolean graph = FALSE, read_now = FALSE;
   GOptionEntry entries[] = {
     { "conf", 0, 0, G_OPTION_ARG_FILENAME, &conf_path, "job conf (its [updater] and layers)", "FILE" },
     { "data", 0, 0, G_OPTION_ARG_FILENAME, &data, "directory with train/ and test/ LMDB datasets", "DIR" },
@@ -85,6 +92,9 @@ main (int argc, char **argv)
     { "warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "untimed steps first (default 30)", "N" },
     { "window", 0, 0, G_OPTION_ARG_INT, &window, "steps per rate sample (default 25)", "N" },
     { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "BLAS threads (default: the job's, else cores)", "N" },
+    { "graph", 0, 0, G_OPTION_ARG_NONE, &graph, "capture the step as a CUDA graph and replay it (--update device)",
+      NULL },
+    { "read-now", 0, 0, G_OPTION_ARG_NONE, &read_now, "read each step's loss at once, not a step late", NULL },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GError *error = NULL;
@@ -112,6 +122,11 @@ main (int argc, char **argv)
   if (strcmp (update, "device") == 0 && shoal_device_is_cpu (device))
     {
       fprintf (stderr, "gpu_train: --update device needs a GPU --device\n");
+      return 2;
+    }
+  if (graph && strcmp (update, "device") != 0)
+    {
+      fprintf (stderr, "gpu_train: --graph needs --update device (the params on the GPU)\n");
       return 2;
     }
 
@@ -153,8 +168,12 @@ main (int argc, char **argv)
       && (!shoal_net_keep_params_on_device (net, &error)
           || !shoal_server_move_to_device (server, store->dev_values, device, shoal_net_compute_stream (net), &error)))
     die ("params on the device", error);
+  if (graph && !shoal_net_set_cuda_graph (net, TRUE, &error))
+    die ("--graph", error);
   if (!shoal_param_client_fetch (client, &error))
     die ("fetch", error);
+  /* as the worker reads a net whose params stay on the device */
+  gboolean late = !read_now && shoal_net_params_on_device (net);
   gboolean updates = strcmp (update, "none") != 0;
   gboolean clip = job->updater.clip_value > 0 || job->updater.clip_norm > 0;
   int batch = shoal_tensor_rows (&shoal_net_input (net)->out);
@@ -178,7 +197,14 @@ main (int argc, char **argv)
       if (step > 0 && updates && !shoal_param_client_wait (client, &error))
         die ("update", error);
       ready.step = step;
-      loss = shoal_net_train_step (net, updates && !clip ? shoal_worker_push_ready : NULL, &ready);
+      ShoalParamsReadyFunc hand_over = updates && !clip ? shoal_worker_push_ready : NULL;
+      if (late)
+        {
+          double previous = shoal_net_train_step_late (net, hand_over, &ready, NULL);
+          loss = step > 0 ? previous : 0;
+        }
+      else
+        loss = shoal_net_train_step (net, hand_over, &ready);
       if (!updates)
         shoal_param_store_zero_grads (store);
       else
@@ -190,6 +216,8 @@ main (int argc, char **argv)
       if (!isfinite (loss))
         break;
     }
+  if (late && isfinite (loss))
+    shoal_net_finish_step (net, &loss);
   if (updates && !shoal_param_client_wait (client, &error))
     die ("update", error);
   if (!shoal_server_sync_host (server, &error))
@@ -204,9 +232,13 @@ main (int argc, char **argv)
   double median = nrates == 0 ? mean
                   : nrates % 2 ? rates[nrates / 2] : (rates[nrates / 2 - 1] + rates[nrates / 2]) / 2;
   char *dev = shoal_device_describe (device);
+  /* fell-back: the net turned graphs off (its message says why) */
+  const char *graph_state = !graph ? "off" : shoal_net_cuda_graph (net) ? "on" : "fell-back";
   printf ("gpu_train samples_per_sec=%.1f mean_samples_per_sec=%.1f step_ms=%.3f final_loss=%.4f "
+          "graph=%s graph_steps=%" G_GUINT64_FORMAT " read=%s "
           "batch=%d steps=%d warmup=%d window=%d update=%s rule=%s precision=%s conf=%s device=\"%s\"\n",
-          median, mean, 1000 * (end - t0) / steps, loss, batch, steps, warmup, window, update,
+          median, mean, 1000 * (end - t0) / steps, loss, graph_state, shoal_net_cuda_graph_steps (net),
+          late ? "late" : "now", batch, steps, warmup, window, update,
           shoal_updater_kind_name (job->updater.kind), shoal_precision_name (job->precision),
           conf_path, dev);
   g_free (dev);

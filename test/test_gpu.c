@@ -2014,6 +2014,290 @@ test_bf16 (void)
   shoal_device_set_precision (SHOAL_PRECISION_FP32);
 }
 
+/* ---- CUDA graphs of the step and the loss read a step late ------------- */
+
+/* The MLP with dropout before its last layer; the CNN of /gpu/train-cnn
+ * with dropout on (every layer type but the recurrent and RBM ones a
+ * graph holds). */
+#define MLP_DROPOUT \
+  "[layer x]\ntype = feed\nshape = 32,20\n" \
+  "[layer labels]\ntype = feed\nshape = 32,1\nnum_classes = 4\n" \
+  "[layer fc1]\ntype = dense\nsrc = x\nnum_output = 64\n" \
+  "[layer act]\ntype = relu\nsrc = fc1\n" \
+  "[layer drop]\ntype = dropout\nsrc = act\nratio = 0.5\n" \
+  "[layer fc2]\ntype = dense\nsrc = drop\nnum_output = 4\n" \
+  "[layer loss]\ntype = softmax_loss\nsrc = fc2, labels\n" \
+  "[layer acc]\ntype = accuracy\nsrc = fc2, labels\n"
+#define CNN_DROPOUT \
+  "[layer x]\ntype = feed\nshape = 16,1,12,12\n" \
+  "[layer labels]\ntype = feed\nshape = 16,1\nnum_classes = 4\n" \
+  "[layer conv1]\ntype = conv\nsrc = x\nnum_filters = 6\nkernel = 3\npad = 1\n" \
+  "[layer bn1]\ntype = batchnorm\nsrc = conv1\n" \
+  "[layer relu1]\ntype = relu\nsrc = bn1\n" \
+  "[layer pool1]\ntype = pooling\nsrc = relu1\nkernel = 2\n" \
+  "[layer norm1]\ntype = lrn\nsrc = pool1\nlocal_size = 3\n" \
+  "[layer conv2]\ntype = conv\nsrc = norm1\nnum_filters = 8\nkernel = 3\n" \
+  "[layer pool2]\ntype = pooling\nsrc = conv2\npool = avg\nkernel = 2\n" \
+  "[layer drop]\ntype = dropout\nsrc = pool2\nratio = 0.5\n" \
+  "[layer fc]\ntype = dense\nsrc = drop\nnum_output = 4\n" \
+  "[layer loss]\ntype = softmax_loss\nsrc = fc, labels\n" \
+  "[layer acc]\ntype = accuracy\nsrc = fc, labels\n"
+
+/* A batch of `rows` rows of `width` inputs in [-1, 1) and labels of 4
+ * classes that depend on them. */
+static void
+graph_batch (GRand *rand, float *x, float *labels, int rows, int width)
+{
+  for (int i = 0; i < rows * width; i++)
+    x[i] = (float) g_rand_double_range (rand, -1, 1);
+  for (int i = 0; i < rows; i++)
+    labels[i] = (float) (x[i * width] > 0) + 2 * (float) (x[i * width + 1] > 0);
+}
+
+/* An in-process worker with its update on the device, graphs on or off. */
+static InProcess
+graph_worker (ShoalConf *conf, const ShoalUpdaterConf *u, gboolean graph)
+{
+  InProcess w = in_process_new (conf, GPU0, u, TRUE);
+  GError *error = NULL;
+  g_assert_true (shoal_net_set_cuda_graph (w.net, graph, &error));
+  g_assert_no_error (error);
+  return w;
+}
+
+/* One step as in_process_step, with each layer handed over during the
+ * backward (hand_over) or the whole gradient after it. */
+static double
+graph_step (InProcess *w, const float *x, const float *labels, int rows, gboolean hand_over)
+{
+  GError *error = NULL;
+  g_assert_true (shoal_net_feed (w->net, "x", x, rows, NULL, &error));
+  g_assert_true (shoal_net_feed (w->net, "labels", labels, rows, labels, &error));
+  g_assert_no_error (error);
+  double loss = shoal_net_train_step (w->net, hand_over ? shoal_worker_push_ready : NULL, &w->push);
+  shoal_param_client_step_done (w->client, w->push.step);
+  g_assert_true (shoal_param_client_wait (w->client, &error));
+  g_assert_no_error (error);
+  w->push.step++;
+  return loss;
+}
+
+/* The servers' values (and so the params) of two workers, bit for bit. */
+static void
+assert_same_values (InProcess *a, InProcess *b, const char *what)
+{
+  GError *error = NULL;
+  g_assert_true (shoal_server_sync_host (a->server, &error));
+  g_assert_true (shoal_server_sync_host (b->server, &error));
+  g_assert_no_error (error);
+  size_t n = shoal_net_params (a->net)->served;
+  const float *va = shoal_server_values (a->server), *vb = shoal_server_values (b->server);
+  size_t same = 0;
+  for (size_t i = 0; i < n; i++)
+    same += memcmp (&va[i], &vb[i], sizeof (float)) == 0;
+  g_test_message ("%s: %zu of %zu values bitwise equal", what, same, n);
+  g_assert_cmpuint (same, ==, n);
+}
+
+/* `steps` steps of a net with graphs against the same net without, from
+ * the same seed and batches: the same loss at every step and the same
+ * params at the end, bit for bit (a replay is the eager step's kernels
+ * with the eager step's scalars).  One batch in the middle is short (an
+ * epoch's last): it runs eagerly and the graph goes on after it. */
+static void
+check_graph_bitwise (const char *text, int rows, int width, const ShoalUpdaterConf *u, const char *what)
+{
+  const int steps = 12, short_step = 6;
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (text, "gpu.conf", &error);
+  g_assert_no_error (error);
+  InProcess e = graph_worker (conf, u, FALSE), g = graph_worker (conf, u, TRUE);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  float *x = g_new (float, rows * width), *labels = g_new (float, rows);
+  for (int step = 0; step < steps; step++)
+    {
+      int n = step == short_step ? rows - 3 : rows;
+      graph_batch (rand, x, labels, n, width);
+      double le = graph_step (&e, x, labels, n, TRUE);
+      double lg = graph_step (&g, x, labels, n, TRUE);
+      if (memcmp (&le, &lg, sizeof le) != 0)
+        {
+          g_test_message ("%s, step %d: eager loss %.9g, graph loss %.9g", what, step, le, lg);
+          g_test_fail ();
+        }
+    }
+  /* no fallback: step 0 eager (the warm-up), step 1 captured, the short
+   * one eager, every other replayed */
+  g_assert_true (shoal_net_cuda_graph (g.net));
+  g_assert_cmpuint (shoal_net_cuda_graph_steps (g.net), ==, steps - 2);
+  assert_same_values (&e, &g, what);
+  g_free (x);
+  g_free (labels);
+  g_rand_free (rand);
+  in_process_free (&e);
+  in_process_free (&g);
+  shoal_conf_free (conf);
+}
+
+static void
+test_graph_bitwise (void)
+{
+  if (!have_real_gpu ())
+    return;
+  ShoalUpdaterConf momentum, adam;
+  /* a learning rate that changes at every step, and a warm-up */
+  shoal_updater_conf_defaults (&momentum, SHOAL_UPDATER_SGD);
+  momentum.schedule.policy = SHOAL_LR_INVERSE;
+  momentum.schedule.lr = 0.1f;
+  momentum.schedule.gamma = 0.2f;
+  momentum.schedule.power = 0.75f;
+  momentum.schedule.warmup_steps = 3;
+  momentum.momentum = 0.9f;
+  momentum.weight_decay = 1e-4f;
+  shoal_updater_conf_defaults (&adam, SHOAL_UPDATER_ADAM);
+  adam.schedule.policy = SHOAL_LR_EXPONENTIAL;
+  adam.schedule.lr = 0.01f;
+  adam.schedule.gamma = 0.5f;
+  adam.schedule.step_size = 4;
+  check_graph_bitwise (MLP_DROPOUT, 32, 20, &momentum, "MLP, momentum");
+  check_graph_bitwise (MLP_DROPOUT, 32, 20, &adam, "MLP, Adam");
+  check_graph_bitwise (CNN_DROPOUT, 16, 144, &momentum, "CNN, momentum");
+  check_graph_bitwise (CNN_DROPOUT, 16, 144, &adam, "CNN, Adam");
+}
+
+/* A step whose host half differs from the captured one (here the layers
+ * are not handed over during the backward, so its updates come after
+ * the step instead of inside it): the graph goes off with a message, the
+ * step's device work runs eagerly with the seeds its host half drew, and
+ * the values stay those of the eager net bit for bit. */
+static void
+test_graph_fallback (void)
+{
+  if (!have_real_gpu ())
+    return;
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP_DROPOUT, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_ADAM);
+  u.schedule.lr = 0.01f;
+  InProcess e = graph_worker (conf, &u, FALSE), g = graph_worker (conf, &u, TRUE);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  float x[32 * 20], labels[32];
+  for (int step = 0; step < 8; step++)
+    {
+      gboolean hand_over = step != 5;
+      graph_batch (rand, x, labels, 32, 20);
+      double le = graph_step (&e, x, labels, 32, hand_over);
+      double lg = graph_step (&g, x, labels, 32, hand_over);
+      g_assert_cmpfloat (le, ==, lg);
+      /* on until the step that differs, off after it */
+      g_assert_true (shoal_net_cuda_graph (g.net) == (step < 5));
+    }
+  g_assert_cmpuint (shoal_net_cuda_graph_steps (g.net), ==, 4);
+  assert_same_values (&e, &g, "after a fallback");
+  g_rand_free (rand);
+  in_process_free (&e);
+  in_process_free (&g);
+  shoal_conf_free (conf);
+}
+
+/* Graphs are refused, saying why, where the step waits on the host: a
+ * CPU net, a GPU net whose params do not stay on the device.  The CPU
+ * case runs everywhere. */
+static void
+test_graph_refused (void)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalNetOptions copts = { .seed = SEED, .shard_count = 1 };
+  ShoalNet *cpu = shoal_net_new (conf, &copts, &error);
+  g_assert_no_error (error);
+  g_assert_false (shoal_net_set_cuda_graph (cpu, TRUE, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+  g_assert_nonnull (strstr (error->message, "CPU"));
+  g_clear_error (&error);
+  g_assert_false (shoal_net_cuda_graph (cpu));
+  g_assert_true (shoal_net_set_cuda_graph (cpu, FALSE, &error));
+  shoal_net_free (cpu);
+  if (!DRY_RUN && shoal_device_count () > 0)
+    {
+      ShoalNetOptions gopts = { .seed = SEED, .shard_count = 1, .device = GPU0 };
+      ShoalNet *gpu = shoal_net_new (conf, &gopts, &error);
+      g_assert_no_error (error);
+      g_assert_false (shoal_net_set_cuda_graph (gpu, TRUE, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+      g_assert_nonnull (strstr (error->message, "do not stay on the device"));
+      g_clear_error (&error);
+      shoal_net_free (gpu);
+    }
+  shoal_conf_free (conf);
+}
+
+/* The loss and metrics read a step late (shoal_net_train_step_late) are
+ * those the same steps read at once gave, bit for bit, with graphs off
+ * and on. */
+static void
+check_late_loss (gboolean graph)
+{
+  GError *error = NULL;
+  ShoalConf *conf = shoal_conf_load_data (MLP_DROPOUT, "gpu.conf", &error);
+  g_assert_no_error (error);
+  ShoalUpdaterConf u;
+  shoal_updater_conf_defaults (&u, SHOAL_UPDATER_SGD);
+  u.schedule.lr = 0.1f;
+  u.momentum = 0.9f;
+  InProcess now = graph_worker (conf, &u, FALSE), late = graph_worker (conf, &u, graph);
+  GRand *rand = g_rand_new_with_seed (SEED);
+  float x[32 * 20], labels[32];
+  const int steps = 8;
+  double want[8];
+  ShoalMetric want_m[8][2], got[2];
+  for (int step = 0; step < steps; step++)
+    {
+      graph_batch (rand, x, labels, 32, 20);
+      want[step] = graph_step (&now, x, labels, 32, TRUE);
+      g_assert_cmpuint (shoal_net_metrics (now.net, want_m[step], 2), ==, 2);
+      g_assert_true (shoal_net_feed (late.net, "x", x, 32, NULL, &error));
+      g_assert_true (shoal_net_feed (late.net, "labels", labels, 32, labels, &error));
+      g_assert_no_error (error);
+      gboolean previous = FALSE;
+      double loss = shoal_net_train_step_late (late.net, shoal_worker_push_ready, &late.push, &previous);
+      shoal_param_client_step_done (late.client, late.push.step);
+      g_assert_true (shoal_param_client_wait (late.client, &error));
+      g_assert_no_error (error);
+      late.push.step++;
+      g_assert_true (previous == (step > 0));
+      if (step == 0)
+        continue;
+      g_assert_cmpfloat (loss, ==, want[step - 1]);
+      g_assert_cmpuint (shoal_net_metrics (late.net, got, 2), ==, 2);
+      g_assert_cmpfloat (got[0].value, ==, want_m[step - 1][0].value);
+      g_assert_cmpfloat (got[1].value, ==, want_m[step - 1][1].value);
+    }
+  double last = 0;
+  g_assert_true (shoal_net_finish_step (late.net, &last));
+  g_assert_cmpfloat (last, ==, want[steps - 1]);
+  g_assert_false (shoal_net_finish_step (late.net, &last));
+  if (graph)
+    g_assert_cmpuint (shoal_net_cuda_graph_steps (late.net), ==, steps - 1);
+  assert_same_values (&now, &late, graph ? "read late, graphs on" : "read late");
+  g_rand_free (rand);
+  in_process_free (&now);
+  in_process_free (&late);
+  shoal_conf_free (conf);
+}
+
+static void
+test_late_loss (void)
+{
+  if (!have_real_gpu ())
+    return;
+  check_late_loss (FALSE);
+  check_late_loss (TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2064,5 +2348,9 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/device-decode", test_device_decode);
   g_test_add_func ("/gpu/device-codec-training", test_device_codec_training);
   g_test_add_func ("/gpu/precision", test_precision);
+  g_test_add_func ("/gpu/graph-bitwise", test_graph_bitwise);
+  g_test_add_func ("/gpu/graph-fallback", test_graph_fallback);
+  g_test_add_func ("/gpu/graph-refused", test_graph_refused);
+  g_test_add_func ("/gpu/late-loss", test_late_loss);
   return g_test_run ();
 }

@@ -537,6 +537,78 @@ test_backward_notify (void)
   destroy (net, conf);
 }
 
+/* One step of plain SGD on the host store, after the step's backward. */
+static void
+sgd_step (ShoalNet *net, float lr)
+{
+  ShoalParamStore *s = shoal_net_params (net);
+  for (size_t i = 0; i < s->total; i++)
+    s->values[i] -= lr * s->grads[i];
+  shoal_param_store_zero_grads (s);
+}
+
+/* Steps read a step late (shoal_net_train_step_late) return, with the
+ * next call, exactly the loss and metrics that the same steps read at
+ * once gave; a test forward in between leaves the unread step to the
+ * next call; shoal_net_finish_step reads the last one, then none. */
+static void
+test_late_steps (void)
+{
+  ShoalConf *ca, *cb;
+  ShoalNet *now = build (classifier_conf (8), 7, &ca);
+  ShoalNet *late = build (classifier_conf (8), 7, &cb);
+  GRand *rand = g_rand_new_with_seed (7);
+  double want_loss[6];
+  ShoalMetric want[6][2], got[2], tested[2];
+  for (int step = 0; step < 6; step++)
+    {
+      float x[8 * 5], y[8];
+      for (guint i = 0; i < G_N_ELEMENTS (x); i++)
+        x[i] = (float) g_rand_double_range (rand, -1, 1);
+      for (guint i = 0; i < G_N_ELEMENTS (y); i++)
+        y[i] = (float) g_rand_int_range (rand, 0, 3);
+      GError *error = NULL;
+      g_assert_true (shoal_net_feed (now, "x", x, 8, y, &error));
+      g_assert_true (shoal_net_feed (late, "x", x, 8, y, &error));
+      g_assert_no_error (error);
+      want_loss[step] = shoal_net_train_step (now, NULL, NULL);
+      g_assert_cmpuint (shoal_net_metrics (now, want[step], 2), ==, 2);
+      sgd_step (now, 0.3f);
+
+      gboolean previous = TRUE;
+      double loss = shoal_net_train_step_late (late, NULL, NULL, &previous);
+      sgd_step (late, 0.3f);
+      g_assert_true (previous == (step > 0));
+      if (step == 0)
+        {
+          g_assert_true (isnan (loss));
+          continue;
+        }
+      g_assert_cmpfloat (loss, ==, want_loss[step - 1]);
+      g_assert_cmpuint (shoal_net_metrics (late, got, 2), ==, 2);
+      for (int m = 0; m < 2; m++)
+        g_assert_cmpfloat (got[m].value, ==, want[step - 1][m].value);
+      if (step == 3)
+        {
+          /* a test forward reads its own metrics, and keeps the unread step */
+          shoal_net_forward (late, SHOAL_PHASE_TEST);
+          shoal_net_forward (now, SHOAL_PHASE_TEST);
+          g_assert_cmpuint (shoal_net_metrics (late, got, 2), ==, 2);
+          g_assert_cmpuint (shoal_net_metrics (now, tested, 2), ==, 2);
+          g_assert_cmpfloat (got[0].value, ==, tested[0].value);
+        }
+    }
+  double last = 0;
+  g_assert_true (shoal_net_finish_step (late, &last));
+  g_assert_cmpfloat (last, ==, want_loss[5]);
+  g_assert_cmpuint (shoal_net_metrics (late, got, 2), ==, 2);
+  g_assert_cmpfloat (got[1].value, ==, want[5][1].value);
+  g_assert_false (shoal_net_finish_step (late, &last));
+  g_rand_free (rand);
+  destroy (now, ca);
+  destroy (late, cb);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -551,5 +623,6 @@ main (int argc, char **argv)
   g_test_add_func ("/net/smaller-batch", test_smaller_batch);
   g_test_add_func ("/net/metrics", test_metrics);
   g_test_add_func ("/net/backward-notify", test_backward_notify);
+  g_test_add_func ("/net/late-steps", test_late_steps);
   return g_test_run ();
 }

@@ -367,3 +367,85 @@ shoal_device_context_check (ShoalDeviceContext *ctx, GError **error)
   g_return_val_if_fail (ctx != NULL && gpu_backend != NULL, FALSE);
   return gpu_backend->context_check (ctx, error);
 }
+
+/* ---- step graphs: only with a backend (a context exists only there) ---- */
+
+ShoalStepGraph *
+shoal_step_graph_new (ShoalDeviceContext *ctx, GError **error)
+{
+  g_return_val_if_fail (ctx != NULL, NULL);
+  if (gpu_backend == NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_UNSUPPORTED, "CUDA graphs: built without CUDA");
+      return NULL;
+    }
+  return gpu_backend->graph_new (ctx, error);
+}
+
+void
+shoal_step_graph_free (ShoalStepGraph *graph)
+{
+  if (graph != NULL && gpu_backend != NULL)
+    gpu_backend->graph_free (graph);
+}
+
+const char *
+shoal_step_graph_refuses (gconstpointer gpu_ops)
+{
+  return gpu_backend != NULL ? gpu_backend->graph_refuses (gpu_ops) : "built without CUDA";
+}
+
+gboolean
+shoal_step_graph_ready (ShoalStepGraph *graph)
+{
+  return graph != NULL && gpu_backend != NULL && gpu_backend->graph_ready (graph);
+}
+
+gboolean
+shoal_step_graph_begin_capture (ShoalStepGraph *graph, GError **error)
+{
+  g_return_val_if_fail (graph != NULL && gpu_backend != NULL, FALSE);
+  return gpu_backend->graph_begin_capture (graph, error);
+}
+
+gboolean
+shoal_step_graph_end_capture (ShoalStepGraph *graph, GError **error)
+{
+  g_return_val_if_fail (graph != NULL && gpu_backend != NULL, FALSE);
+  return gpu_backend->graph_end_capture (graph, error);
+}
+
+void
+shoal_step_graph_begin_replay (ShoalStepGraph *graph)
+{
+  g_return_if_fail (graph != NULL && gpu_backend != NULL);
+  gpu_backend->graph_begin_replay (graph);
+}
+
+gboolean
+shoal_step_graph_end_replay (ShoalStepGraph *graph, GError **error)
+{
+  g_return_val_if_fail (graph != NULL && gpu_backend != NULL, FALSE);
+  return gpu_backend->graph_end_replay (graph, error);
+}
+
+gboolean
+shoal_step_graph_launch (ShoalStepGraph *graph, GError **error)
+{
+  g_return_val_if_fail (graph != NULL && gpu_backend != NULL, FALSE);
+  return gpu_backend->graph_launch (graph, error);
+}
+
+void
+shoal_step_graph_begin_rerun (ShoalStepGraph *graph)
+{
+  g_return_if_fail (graph != NULL && gpu_backend != NULL);
+  gpu_backend->graph_begin_rerun (graph);
+}
+
+void
+shoal_step_graph_end_rerun (ShoalStepGraph *graph)
+{
+  g_return_if_fail (graph != NULL && gpu_backend != NULL);
+  gpu_backend->graph_end_rerun (graph);
+}

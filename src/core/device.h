@@ -147,6 +147,57 @@ gboolean shoal_device_context_sync (ShoalDeviceContext *ctx, GError **error);
  * context's). */
 gboolean shoal_device_context_check (ShoalDeviceContext *ctx, GError **error);
 
+/* CUDA graphs of a GPU net's training step (net/net_gpu.c runs them;
+ * docs/GPU.md, "CUDA graphs").  A step is captured once into a graph
+ * and replayed after: one launch instead of one per kernel.  What
+ * changes from step to step is never baked into the graph: the GPU
+ * layers and the device updates take such scalars (a dropout seed, an
+ * update's learning rate and Adam's bias correction) from a block of
+ * device memory that the host refills before each launch (one copy
+ * from pinned memory on the compute stream), and the batch is uploaded
+ * into fixed device buffers before the launch.
+ *
+ *  - capture: between begin_capture and end_capture the net enqueues
+ *    its step (without its inputs' uploads) as usual; the calls go into
+ *    the graph, and the calls that take per-step scalars (dropout's
+ *    seed, the server's updates and gradient clears) are remembered in
+ *    order;
+ *  - replay: between begin_replay and end_replay the host does only the
+ *    host half of the step (the dropout layers' draws, made by
+ *    begin_replay; the `ready` calls, whose server updates write their
+ *    scalars instead of launching): end_replay says whether those calls
+ *    were the captured ones (same kernels on the same memory); then
+ *    launch;
+ *  - rerun: where a capture failed or a replay's host half differed,
+ *    that step's device work has not run and its host half must not
+ *    run twice: between begin_rerun and end_rerun the net enqueues its
+ *    forward and backward (no `ready`), the dropout layers take the
+ *    seeds already drawn, and end_rerun enqueues the step's updates and
+ *    clears with the scalars already resolved.
+ * Everything runs in the calling thread (the modes are the thread's);
+ * one graph per net.  In a build without CUDA _new fails and nothing
+ * else is reached. */
+typedef struct _ShoalStepGraph ShoalStepGraph;
+
+ShoalStepGraph *shoal_step_graph_new (ShoalDeviceContext *ctx, GError **error);
+void shoal_step_graph_free (ShoalStepGraph *graph);
+/* NULL when a layer whose GPU path is `gpu_ops` (its ShoalLayerGpuOps)
+ * may be captured; else why not (a static string). */
+const char *shoal_step_graph_refuses (gconstpointer gpu_ops);
+/* TRUE while a captured graph can be replayed (not after the layers'
+ * shared workspace moved, which the graph's calls point into). */
+gboolean shoal_step_graph_ready (ShoalStepGraph *graph);
+gboolean shoal_step_graph_begin_capture (ShoalStepGraph *graph, GError **error);
+/* Ends the capture and instantiates the graph; FALSE with why (nothing
+ * of the step ran on the device: rerun it). */
+gboolean shoal_step_graph_end_capture (ShoalStepGraph *graph, GError **error);
+void shoal_step_graph_begin_replay (ShoalStepGraph *graph);
+gboolean shoal_step_graph_end_replay (ShoalStepGraph *graph, GError **error);
+/* The step's scalars up, then the graph, on the compute stream. */
+gboolean shoal_step_graph_launch (ShoalStepGraph *graph, GError **error);
+void shoal_step_graph_begin_rerun (ShoalStepGraph *graph);
+void shoal_step_graph_end_rerun (ShoalStepGraph *graph);
+
 G_END_DECLS
 
 #endif

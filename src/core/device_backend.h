@@ -60,6 +60,19 @@ typedef struct {
   void (*codec_encode) (ShoalStream *stream, ShoalCodec codec, float *src, float scale, gboolean clear_src,
                         const float *residual_in, float *residual_out, size_t n, guint8 *out);
   void (*codec_decode) (ShoalStream *stream, ShoalCodec codec, const guint8 *in, float *out, size_t n);
+
+  /* core/device.h's step graphs */
+  ShoalStepGraph *(*graph_new) (ShoalDeviceContext *ctx, GError **error);
+  void (*graph_free) (ShoalStepGraph *graph);
+  const char *(*graph_refuses) (gconstpointer gpu_ops);
+  gboolean (*graph_ready) (ShoalStepGraph *graph);
+  gboolean (*graph_begin_capture) (ShoalStepGraph *graph, GError **error);
+  gboolean (*graph_end_capture) (ShoalStepGraph *graph, GError **error);
+  void (*graph_begin_replay) (ShoalStepGraph *graph);
+  gboolean (*graph_end_replay) (ShoalStepGraph *graph, GError **error);
+  gboolean (*graph_launch) (ShoalStepGraph *graph, GError **error);
+  void (*graph_begin_rerun) (ShoalStepGraph *graph);
+  void (*graph_end_rerun) (ShoalStepGraph *graph);
 } ShoalDeviceBackend;
 
 /* Makes `backend` (static, never freed) the GPU backend; called once by

@@ -3,7 +3,7 @@
  * kernels_codec.cu, on the caller's stream.  As with the updater's
  * entries (update.c), a failed launch is logged (naming the codec) and
  * surfaces again at the stream's next synchronisation. */
-#include "gpu/gpu.h"
+#include "gpu/graph.h"
 #include "gpu/kernels_codec.h"
 
 G_STATIC_ASSERT ((int) SHOAL_K_CODEC_FP32 == (int) SHOAL_CODEC_FP32);
@@ -16,6 +16,7 @@ void
 shoal_cuda_codec_encode (ShoalStream *stream, ShoalCodec codec, float *src, float scale, gboolean clear_src,
                          const float *residual_in, float *residual_out, size_t n, guint8 *out)
 {
+  shoal_gpu_step_other ("a wire codec");
   cudaError_t status = shoal_k_codec_encode ((ShoalKCodec) codec, src, scale, clear_src ? 1 : 0, residual_in,
                                              residual_out, n, out, SHOAL_CODEC_BLOCK, (cudaStream_t) stream);
   shoal_gpu_launch_failed (shoal_codec_name (codec), status);
@@ -24,6 +25,7 @@ shoal_cuda_codec_encode (ShoalStream *stream, ShoalCodec codec, float *src, floa
 void
 shoal_cuda_codec_decode (ShoalStream *stream, ShoalCodec codec, const guint8 *in, float *out, size_t n)
 {
+  shoal_gpu_step_other ("a wire codec");
   cudaError_t status = shoal_k_codec_decode ((ShoalKCodec) codec, in, out, n, (cudaStream_t) stream);
   shoal_gpu_launch_failed (shoal_codec_name (codec), status);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "gpu/graph.h"
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -311,7 +312,9 @@ enqueue_failed (const char *what, cudaError_t status)
 {
   if (status != cudaSuccess)
     {
-      g_critical ("%s: %s", what, cudaGetErrorString (status));
+      /* while capturing, the capture's end reports it */
+      if (!shoal_gpu_step_capturing ())
+        g_critical ("%s: %s", what, cudaGetErrorString (status));
       cudaGetLastError ();
     }
 }
@@ -348,18 +351,22 @@ cuda_stream_sync (ShoalStream *stream, GError **error)
 static void
 cuda_stream_copy (ShoalStream *stream, void *dst, const void *src, size_t bytes)
 {
+  shoal_gpu_step_other ("a copy");
   enqueue_failed ("cudaMemcpyAsync", cudaMemcpyAsync (dst, src, bytes, cudaMemcpyDefault, STREAM (stream)));
 }
 
 static void
 cuda_stream_zero (ShoalStream *stream, void *p, size_t bytes)
 {
+  if (shoal_gpu_step_zero (STREAM (stream), p, bytes))
+    return;
   enqueue_failed ("cudaMemsetAsync", cudaMemsetAsync (p, 0, bytes, STREAM (stream)));
 }
 
 static void
 cuda_stream_wait (ShoalStream *stream, ShoalEvent *event)
 {
+  shoal_gpu_step_other ("an event wait");
   enqueue_failed ("cudaStreamWaitEvent", cudaStreamWaitEvent (STREAM (stream), EVENT (event), 0));
 }
 
@@ -382,7 +389,14 @@ cuda_event_free (ShoalEvent *event)
 static void
 cuda_event_record (ShoalEvent *event, ShoalStream *stream)
 {
-  enqueue_failed ("cudaEventRecord", cudaEventRecord (EVENT (event), STREAM (stream)));
+  shoal_gpu_step_other ("an event record");
+  /* captured, an external record is a node of the graph: each launch
+   * records the event, which the host can wait for */
+  if (shoal_gpu_step_capturing ())
+    enqueue_failed ("cudaEventRecordWithFlags",
+                    cudaEventRecordWithFlags (EVENT (event), STREAM (stream), cudaEventRecordExternal));
+  else
+    enqueue_failed ("cudaEventRecord", cudaEventRecord (EVENT (event), STREAM (stream)));
 }
 
 static gboolean
@@ -436,9 +450,26 @@ cuda_context_new (int index, GError **error)
       cuda_context_free (ctx);
       return NULL;
     }
+  /* cuBLAS's workspace is ours, allocated now: a step captured into a
+   * CUDA graph must not allocate, and eager steps use the same one so
+   * that they pick the same kernels (the size NVIDIA advises: 32 MiB
+   * from Hopper on, 4 MiB before) */
+  int major = 0;
+  cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, index);
+  ctx->blas_workspace_bytes = (size_t) (major >= 9 ? 32 : 4) << 20;
+  status = cudaMalloc (&ctx->blas_workspace, ctx->blas_workspace_bytes);
+  if (!cuda_fail (error, index, status, "cuBLAS's workspace"))
+    {
+      ctx->blas_workspace = NULL;
+      cuda_context_free (ctx);
+      return NULL;
+    }
   cublasStatus_t bs = cublasCreate (&ctx->blas);
   if (bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasSetStream (ctx->blas, ctx->compute);
+  /* after the stream: setting one resets the workspace */
+  if (bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasSetWorkspace (ctx->blas, ctx->blas_workspace, ctx->blas_workspace_bytes);
   if (bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasSetMathMode (ctx->blas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (bs != CUBLAS_STATUS_SUCCESS)
@@ -477,6 +508,7 @@ cuda_context_free (ShoalDeviceContext *ctx)
     cublasDestroy (ctx->blas);
   cudaFree (ctx->workspace);
   cudaFree (ctx->ones);
+  cudaFree (ctx->blas_workspace);
   if (ctx->copy != NULL)
     cudaStreamDestroy (ctx->copy);
   if (ctx->compute != NULL)
@@ -602,6 +634,7 @@ shoal_gpu_workspace (const ShoalLayer *layer, size_t bytes)
       return NULL;
     }
   ctx->workspace_bytes = ctx->workspace_want = bytes;
+  ctx->workspace_generation++;
   return ctx->workspace;
 }
 
@@ -706,4 +739,15 @@ const ShoalDeviceBackend shoal_cuda_backend = {
   .clip = shoal_cuda_clip,
   .codec_encode = shoal_cuda_codec_encode,
   .codec_decode = shoal_cuda_codec_decode,
+  .graph_new = shoal_cuda_graph_new,
+  .graph_free = shoal_cuda_graph_free,
+  .graph_refuses = shoal_cuda_graph_refuses,
+  .graph_ready = shoal_cuda_graph_ready,
+  .graph_begin_capture = shoal_cuda_graph_begin_capture,
+  .graph_end_capture = shoal_cuda_graph_end_capture,
+  .graph_begin_replay = shoal_cuda_graph_begin_replay,
+  .graph_end_replay = shoal_cuda_graph_end_replay,
+  .graph_launch = shoal_cuda_graph_launch,
+  .graph_begin_rerun = shoal_cuda_graph_begin_rerun,
+  .graph_end_rerun = shoal_cuda_graph_end_rerun,
 };

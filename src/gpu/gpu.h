@@ -31,6 +31,9 @@ struct _ShoalDeviceContext {
   size_t workspace_want;        /* the most any layer asked for at set-up */
   size_t workspace_bytes;       /* allocated */
   void *workspace;
+  guint64 workspace_generation; /* counts the workspace's moves (a captured graph points into it) */
+  void *blas_workspace;         /* cuBLAS's (cublasSetWorkspace): no allocation in a captured step */
+  size_t blas_workspace_bytes;
   size_t ones_want, ones_count; /* a vector of ones (bias sums), at least the longest batch */
   float *ones;
   GError *error;                /* first failure since the last sync */

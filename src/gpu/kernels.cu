@@ -70,8 +70,9 @@ draw (uint64_t seed, uint64_t i)
 
 __global__ void
 dropout_forward (const float *__restrict__ x, float *__restrict__ y, float *__restrict__ mask, size_t n,
-                 uint64_t seed, uint32_t threshold, float scale)
+                 uint64_t seed_value, const uint64_t *__restrict__ seed_at, uint32_t threshold, float scale)
 {
+  const uint64_t seed = seed_at != NULL ? *seed_at : seed_value;
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
     {
       float m = (uint32_t) (draw (seed, i) & 0xffffu) >= threshold ? scale : 0.0f;
@@ -241,12 +242,12 @@ shoal_k_stanh_backward (const float *y, const float *dy, float *dx, size_t n, cu
 }
 
 cudaError_t
-shoal_k_dropout_forward (const float *x, float *y, float *mask, size_t n, uint64_t seed, uint32_t threshold,
-                         float scale_, cudaStream_t s)
+shoal_k_dropout_forward (const float *x, float *y, float *mask, size_t n, uint64_t seed, const uint64_t *seed_at,
+                         uint32_t threshold, float scale_, cudaStream_t s)
 {
   if (n == 0)
     return cudaSuccess;
-  dropout_forward<<<blocks_for (n), kThreads, 0, s>>> (x, y, mask, n, seed, threshold, scale_);
+  dropout_forward<<<blocks_for (n), kThreads, 0, s>>> (x, y, mask, n, seed, seed_at, threshold, scale_);
   return cudaGetLastError ();
 }
 

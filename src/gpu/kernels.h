@@ -26,9 +26,11 @@ cudaError_t shoal_k_stanh_backward (const float *y, const float *dy, float *dx, 
 
 /* dropout.c: mask[i] = scale when a 16-bit draw of (seed, i) >= threshold,
  * else 0; y = x * mask.  The draws come from a counter-based hash, so
- * they differ from the CPU's stream but keep its quantised probability. */
+ * they differ from the CPU's stream but keep its quantised probability.
+ * The seed is `seed`, or *seed_at (device memory) where seed_at is not
+ * NULL: a CUDA graph's launch, whose seed the host refills (gpu/graph.c). */
 cudaError_t shoal_k_dropout_forward (const float *x, float *y, float *mask, size_t n, uint64_t seed,
-                                     uint32_t threshold, float scale, cudaStream_t s);
+                                     const uint64_t *seed_at, uint32_t threshold, float scale, cudaStream_t s);
 /* y = a * b */
 cudaError_t shoal_k_multiply (const float *a, const float *b, float *y, size_t n, cudaStream_t s);
 /* y = alpha * x */

@@ -26,11 +26,15 @@ blocks_for (size_t n, int cap)
 #define DIV __fdiv_rn
 #define SQRT __fsqrt_rn
 
+// The scalars come by value, or (at != NULL: a CUDA graph's launch,
+// gpu/graph.c) from device memory the host refills before each launch;
+// the arithmetic is the same either way.
 template <ShoalKRule R, bool CLEAR>
 __global__ void
-update (ShoalKUpdate k, float *__restrict__ w, float *__restrict__ g, float *__restrict__ a,
-        float *__restrict__ b, size_t n)
+update (ShoalKUpdate kv, const ShoalKUpdate *__restrict__ at, float *__restrict__ w, float *__restrict__ g,
+        float *__restrict__ a, float *__restrict__ b, size_t n)
 {
+  const ShoalKUpdate k = at != NULL ? *at : kv;
   for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
     {
       float wi = w[i];
@@ -88,13 +92,14 @@ update (ShoalKUpdate k, float *__restrict__ w, float *__restrict__ g, float *__r
 
 template <ShoalKRule R>
 cudaError_t
-launch (const ShoalKUpdate *k, float *w, float *g, float *a, float *b, size_t n, int clear, cudaStream_t s)
+launch (const ShoalKUpdate *k, const ShoalKUpdate *at, float *w, float *g, float *a, float *b, size_t n, int clear,
+        cudaStream_t s)
 {
   int blocks = blocks_for (n, 4096);
   if (clear)
-    update<R, true><<<blocks, kThreads, 0, s>>> (*k, w, g, a, b, n);
+    update<R, true><<<blocks, kThreads, 0, s>>> (*k, at, w, g, a, b, n);
   else
-    update<R, false><<<blocks, kThreads, 0, s>>> (*k, w, g, a, b, n);
+    update<R, false><<<blocks, kThreads, 0, s>>> (*k, at, w, g, a, b, n);
   return cudaGetLastError ();
 }
 
@@ -154,7 +159,15 @@ scale_to_norm (float *__restrict__ x, size_t n, float clip_norm, const double *s
 extern "C" cudaError_t
 shoal_k_update (const ShoalKUpdate *k, float *w, float *g, float *a, float *b, size_t n, int clear, cudaStream_t s)
 {
-  typedef cudaError_t (*Launch) (const ShoalKUpdate *, float *, float *, float *, float *, size_t, int, cudaStream_t);
+  return shoal_k_update_at (k, NULL, w, g, a, b, n, clear, s);
+}
+
+extern "C" cudaError_t
+shoal_k_update_at (const ShoalKUpdate *k, const ShoalKUpdate *at, float *w, float *g, float *a, float *b, size_t n,
+                   int clear, cudaStream_t s)
+{
+  typedef cudaError_t (*Launch) (const ShoalKUpdate *, const ShoalKUpdate *, float *, float *, float *, float *,
+                                 size_t, int, cudaStream_t);
   // indexed by ShoalKRule
   static const Launch rules[] = {
     launch<SHOAL_K_SGD>, launch<SHOAL_K_MOMENTUM>, launch<SHOAL_K_NESTEROV>, launch<SHOAL_K_ADAGRAD>,
@@ -162,7 +175,7 @@ shoal_k_update (const ShoalKUpdate *k, float *w, float *g, float *a, float *b, s
   };
   if ((unsigned) k->rule >= sizeof rules / sizeof rules[0])
     return cudaErrorInvalidValue;
-  return n == 0 ? cudaSuccess : rules[k->rule] (k, w, g, a, b, n, clear, s);
+  return n == 0 ? cudaSuccess : rules[k->rule] (k, at, w, g, a, b, n, clear, s);
 }
 
 extern "C" cudaError_t

@@ -33,6 +33,12 @@ typedef struct {
 cudaError_t shoal_k_update (const ShoalKUpdate *k, float *w, float *g, float *a, float *b, size_t n, int clear,
                             cudaStream_t s);
 
+/* The same with the scalars read on the device from `at` (k->rule picks
+ * the kernel, the rest of *k is not read): a CUDA graph's update, whose
+ * scalars the host refills before each launch (gpu/graph.c). */
+cudaError_t shoal_k_update_at (const ShoalKUpdate *k, const ShoalKUpdate *at, float *w, float *g, float *a, float *b,
+                               size_t n, int clear, cudaStream_t s);
+
 /* shoal_clip_gradients on g[0, n): clamp to +-clip_value (> 0), then
  * scale to L2 norm clip_norm (> 0) when above it.  scratch: 2 doubles
  * of device memory (the sums of squares before and after clamping). */

@@ -85,7 +85,11 @@ conv_workspace (ShoalLayer *layer, ConvGpu *g, GError **error)
 
 /* The first algorithm of cuDNN's heuristics (sorted by expected speed)
  * that runs, fits the workspace limit and keeps FP32 exact unless TF32 is
- * allowed; each direction on its own descriptor with that algorithm's math. */
+ * allowed; each direction on its own descriptor with that algorithm's math.
+ * A deterministic one first (pass 0), any after (pass 1): two runs of a
+ * step from the same values then give the same bits, which a CUDA graph's
+ * check against the eager step (test_gpu /gpu/graph-bitwise) and a resumed
+ * run need; cuDNN's non-deterministic ones sum with atomics. */
 static gboolean
 conv_choose (ShoalLayer *layer, ConvGpu *g, GError **error)
 {
@@ -105,15 +109,17 @@ conv_choose (ShoalLayer *layer, ConvGpu *g, GError **error)
                                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                                       &n, fp), error))
     return FALSE;
-  for (int i = 0; i < n && !found; i++)
-    if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= limit && math_allowed (ctx, fp[i].mathType))
-      {
-        g->fwd_algo = fp[i].algo;
-        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->fwd, ctx->tf32 ? fp[i].mathType : base),
-                               error);
-        if (!found)
-          return FALSE;
-      }
+  for (int pass = 0; pass < 2 && !found; pass++)
+    for (int i = 0; i < n && !found; i++)
+      if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= limit && math_allowed (ctx, fp[i].mathType)
+          && (pass == 1 || fp[i].determinism == CUDNN_DETERMINISTIC))
+        {
+          g->fwd_algo = fp[i].algo;
+          found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->fwd, ctx->tf32 ? fp[i].mathType : base),
+                                 error);
+          if (!found)
+            return FALSE;
+        }
   if (!found)
     {
       shoal_layer_error (layer, error, NULL, "cuDNN offers no forward convolution algorithm for layer '%s'",
@@ -128,15 +134,17 @@ conv_choose (ShoalLayer *layer, ConvGpu *g, GError **error)
                                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                            &n, dp), error))
     return FALSE;
-  for (int i = 0; i < n && !found; i++)
-    if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= limit && math_allowed (ctx, dp[i].mathType))
-      {
-        g->data_algo = dp[i].algo;
-        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_data,
-                                                                   ctx->tf32 ? dp[i].mathType : base), error);
-        if (!found)
-          return FALSE;
-      }
+  for (int pass = 0; pass < 2 && !found; pass++)
+    for (int i = 0; i < n && !found; i++)
+      if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= limit && math_allowed (ctx, dp[i].mathType)
+          && (pass == 1 || dp[i].determinism == CUDNN_DETERMINISTIC))
+        {
+          g->data_algo = dp[i].algo;
+          found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_data,
+                                                                     ctx->tf32 ? dp[i].mathType : base), error);
+          if (!found)
+            return FALSE;
+        }
   if (!found)
     {
       shoal_layer_error (layer, error, NULL,
@@ -150,15 +158,17 @@ conv_choose (ShoalLayer *layer, ConvGpu *g, GError **error)
                                  ctx->dnn, g->x, g->y, g->bwd_filter, g->wd,
                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp), error))
     return FALSE;
-  for (int i = 0; i < n && !found; i++)
-    if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= limit && math_allowed (ctx, wp[i].mathType))
-      {
-        g->filter_algo = wp[i].algo;
-        found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_filter,
-                                                                   ctx->tf32 ? wp[i].mathType : base), error);
-        if (!found)
-          return FALSE;
-      }
+  for (int pass = 0; pass < 2 && !found; pass++)
+    for (int i = 0; i < n && !found; i++)
+      if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= limit && math_allowed (ctx, wp[i].mathType)
+          && (pass == 1 || wp[i].determinism == CUDNN_DETERMINISTIC))
+        {
+          g->filter_algo = wp[i].algo;
+          found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_filter,
+                                                                     ctx->tf32 ? wp[i].mathType : base), error);
+          if (!found)
+            return FALSE;
+        }
   if (!found)
     {
       shoal_layer_error (layer, error, NULL,

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gpu/graph.h"
 #include "gpu/kernels.h"
 #include "layers/split.h"
 
@@ -400,13 +401,12 @@ dropout_gpu_forward (ShoalLayer *layer, ShoalPhase phase)
                                                    cudaMemcpyDeviceToDevice, s));
       return;
     }
-  /* a fresh seed from the layer's own stream: masks differ by step, worker and layer */
-  /* two statements: the operands of | are evaluated in no fixed order
-   * (C11 6.5p3), so one expression could give another seed per compiler */
-  guint64 hi = shoal_rng_u32 (&layer->rng);
-  guint64 seed = (hi << 32) | shoal_rng_u32 (&layer->rng);
+  /* a fresh seed from the layer's own stream: masks differ by step,
+   * worker and layer (a step graph reads it from its argument block) */
+  uint64_t seed;
+  const uint64_t *seed_at = shoal_gpu_step_seed (layer, &seed);
   GPU_CUDA (layer, "forward", shoal_k_dropout_forward (layer->srcs[0]->out.data, layer->out.data, g->mask, n, seed,
-                                                       g->threshold, g->scale, s));
+                                                       seed_at, g->threshold, g->scale, s));
 }
 
 static void

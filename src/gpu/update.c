@@ -3,8 +3,7 @@
  * kernels_update.cu, on the caller's stream.  Like every enqueue of the
  * backend, a failed launch is logged here and surfaces again at the
  * stream's next synchronisation. */
-#include "gpu/gpu.h"
-#include "gpu/kernels_update.h"
+#include "gpu/graph.h"
 
 static ShoalKRule
 rule_of (const ShoalUpdateScalars *k)
@@ -31,7 +30,9 @@ rule_of (const ShoalUpdateScalars *k)
 void
 shoal_gpu_launch_failed (const char *what, cudaError_t status)
 {
-  if (status != cudaSuccess)
+  if (status != cudaSuccess && shoal_gpu_step_capturing ())
+    cudaGetLastError ();   /* the capture's end reports it */
+  else if (status != cudaSuccess)
     {
       g_critical ("%s: %s", what, cudaGetErrorString (status));
       cudaGetLastError ();
@@ -46,6 +47,9 @@ shoal_cuda_update (ShoalStream *stream, const ShoalUpdateScalars *k, float *valu
     .rule = rule_of (k), .lr = k->lr, .wd = k->wd, .mom = k->mom, .rho = k->rho, .eps = k->eps,
     .b1 = k->b1, .b2 = k->b2, .lr_c = k->lr_c, .rs = k->rs,
   };
+  /* a step graph's capture or replay takes it (gpu/graph.c) */
+  if (shoal_gpu_step_update ((cudaStream_t) stream, &ku, value, grad, state_a, state_b, n, clear_grad ? 1 : 0))
+    return;
   shoal_gpu_launch_failed ("update kernel", shoal_k_update (&ku, value, grad, state_a, state_b, n, clear_grad ? 1 : 0,
                                                             (cudaStream_t) stream));
 }
@@ -53,6 +57,7 @@ shoal_cuda_update (ShoalStream *stream, const ShoalUpdateScalars *k, float *valu
 void
 shoal_cuda_clip (ShoalStream *stream, float *grad, size_t n, float clip_value, float clip_norm, double *scratch)
 {
+  shoal_gpu_step_other ("clipping");
   shoal_gpu_launch_failed ("clip kernels",
                            shoal_k_clip (grad, n, clip_value, clip_norm, scratch, (cudaStream_t) stream));
 }

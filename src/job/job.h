@@ -3,7 +3,7 @@
  *
  * [job]      name, train_steps | epochs, test_freq, test_steps, disp_freq,
  *            seed, threads, checkpoint_freq, init_from, alg, cd_k, max_seconds, metrics_interval,
- *            memory_limit, device_update, device_codecs, precision
+ *            memory_limit, device_update, device_codecs, cuda_graph, precision
  * [updater]  type, lr and its schedule, momentum, weight_decay, betas, ...
  * [cluster]  SINGA's layout fields (see the confs in conf/ and docs/ARCHITECTURE.md)
  * [emulate]  a cluster that is not there (cluster/emulate_conf.h; docs/SCHEMES.md, "Emulation")
@@ -44,6 +44,7 @@ struct _ShoalJob {
   double metrics_interval;  /* seconds between "process" lines in metrics.jsonl; 0 = only at the end */
   gboolean device_update;   /* a GPU worker with its server in-process updates on the GPU */
   gboolean device_codecs;   /* a GPU worker runs the wire codecs to remote servers on the GPU */
+  gboolean cuda_graph;      /* a GPU worker whose params stay on the GPU replays its step as a CUDA graph */
   ShoalPrecision precision; /* GPU nets' matrix arithmetic (core/device.h) */
   guint64 memory_limit;     /* bytes the nets of this process may allocate together; 0 = no limit */
   ShoalMemoryBudget *memory_budget; /* owned: give it to every net of the job (ShoalNetOptions.budget) */

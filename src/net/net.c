@@ -80,6 +80,7 @@ shoal_net_free (ShoalNet *net)
   shoal_device_host_free (net->ctx.device, net->staging);
   shoal_device_context_free (net->ctx.gpu);
   g_clear_error (&net->device_error);
+  g_free (net->snapshot);
   shoal_memory_budget_release (net->budget, net->charged);
   g_free (net);
 }
@@ -655,10 +656,48 @@ shoal_net_follow_rows (ShoalLayer *layer)
     }
 }
 
+void
+shoal_net_take_pending (ShoalNet *net)
+{
+  if (!net->step_pending)
+    return;
+  net->step_pending = FALSE;
+  net->snapshot_unread = TRUE;
+  net->snapshot_loss = net->ctx.gpu != NULL && net->params_resident ? shoal_net_gpu_finish_step (net)
+                                                                    : net->pending_loss;
+  if (net->snapshot == NULL)
+    net->snapshot = g_new0 (float, net->layers->len);
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (layer->ops->flags & (SHOAL_LAYER_LOSS | SHOAL_LAYER_METRIC))
+        net->snapshot[i] = layer->out.data[0];
+    }
+}
+
+/* A forward read at once: a late step not taken yet is taken first (the
+ * next late call still returns it), and the metrics are the layers'
+ * again. */
+static void
+read_now (ShoalNet *net)
+{
+  shoal_net_take_pending (net);
+  net->snapshot_valid = FALSE;
+}
+
+static double forward_now (ShoalNet *net, ShoalPhase phase);
+
 double
 shoal_net_forward (ShoalNet *net, ShoalPhase phase)
 {
   g_return_val_if_fail (net != NULL && (phase == SHOAL_PHASE_TRAIN || phase == SHOAL_PHASE_TEST), NAN);
+  read_now (net);
+  return forward_now (net, phase);
+}
+
+static double
+forward_now (ShoalNet *net, ShoalPhase phase)
+{
   net->train_outputs = phase == SHOAL_PHASE_TRAIN;
   if (net->ctx.gpu != NULL)
     return shoal_net_gpu_forward (net, phase);
@@ -678,14 +717,54 @@ double
 shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
   g_return_val_if_fail (net != NULL, NAN);
+  read_now (net);
+  net->snapshot_unread = FALSE;   /* a step read at once drops a late one not read */
   /* its backward follows its own train forward (the GPU path runs both
    * itself, past shoal_net_forward) */
   net->train_outputs = TRUE;
   if (net->ctx.gpu != NULL)
     return shoal_net_gpu_train_step (net, ready, user_data);
-  double loss = shoal_net_forward (net, SHOAL_PHASE_TRAIN);
+  double loss = forward_now (net, SHOAL_PHASE_TRAIN);
   shoal_net_backward_notify (net, ready, user_data);
   return loss;
+}
+
+double
+shoal_net_train_step_late (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data, gboolean *previous)
+{
+  g_return_val_if_fail (net != NULL, NAN);
+  net->train_outputs = TRUE;
+  if (net->ctx.gpu != NULL && net->params_resident)
+    /* takes the step before once this one's host work is done */
+    shoal_net_gpu_train_step_begin (net, ready, user_data);
+  else
+    {
+      shoal_net_take_pending (net);
+      net->pending_loss = forward_now (net, SHOAL_PHASE_TRAIN);
+      shoal_net_backward_notify (net, ready, user_data);
+    }
+  shoal_net_take_pending (net);   /* where begin could not reach that point */
+  gboolean had = net->snapshot_unread;
+  net->snapshot_unread = FALSE;
+  net->snapshot_valid = had;
+  net->step_pending = TRUE;
+  if (previous != NULL)
+    *previous = had;
+  return had ? net->snapshot_loss : NAN;
+}
+
+gboolean
+shoal_net_finish_step (ShoalNet *net, double *loss)
+{
+  g_return_val_if_fail (net != NULL, FALSE);
+  shoal_net_take_pending (net);
+  if (!net->snapshot_unread)
+    return FALSE;
+  net->snapshot_unread = FALSE;
+  net->snapshot_valid = TRUE;
+  if (loss != NULL)
+    *loss = net->snapshot_loss;
+  return TRUE;
 }
 
 /* Backward reads what the last forward left (a loss layer's
@@ -786,7 +865,7 @@ shoal_net_metrics (ShoalNet *net, ShoalMetric *out, guint n)
       out[k].layer = layer->name;
       out[k].type = layer->ops->type;
       out[k].is_loss = (layer->ops->flags & SHOAL_LAYER_LOSS) != 0;
-      out[k].value = layer->out.data[0];
+      out[k].value = net->snapshot_valid ? net->snapshot[i] : layer->out.data[0];
       k++;
     }
   return k;

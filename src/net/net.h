@@ -89,6 +89,34 @@ void shoal_net_clip_gradients (ShoalNet *net, float clip_value, float clip_norm)
  * forward's end (not the backward's): the backward and what `ready`
  * enqueued run on while the caller prepares the next step. */
 double shoal_net_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
+/* A training step whose loss is read a step late: enqueues this step
+ * (forward, then backward with `ready` as in shoal_net_train_step) and
+ * returns the loss of the step before it, whose metrics
+ * shoal_net_metrics reads from then on; NAN with *previous FALSE when no
+ * step was left to read (the first, or after a synchronous forward or
+ * step, which drop a step not read).  On a GPU net whose params stay on
+ * the device the host then never waits for the step it just enqueued,
+ * only, at the next call, for the previous step's forward (long done
+ * unless the host outruns the device).  Elsewhere the step runs whole
+ * and only its reading is late.  shoal_net_finish_step reads the last. */
+double shoal_net_train_step_late (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data,
+                                  gboolean *previous);
+/* The loss of the step shoal_net_train_step_late left unread (waiting
+ * for its forward); shoal_net_metrics then reads its metrics.  FALSE
+ * when none was left. */
+gboolean shoal_net_finish_step (ShoalNet *net, double *loss);
+/* CUDA graphs of the training step ([job] cuda_graph; docs/GPU.md): a
+ * GPU net whose params stay on the device captures a full batch's step
+ * once and replays it from then on, each replay equal to the eager step
+ * bit for bit.  FALSE with error (and nothing changed) for a CPU net or
+ * one whose params do not stay on the device.  The net turns graphs off
+ * by itself (one message saying why, steps eager from then on) where a
+ * layer cannot be captured or a capture or replay fails. */
+gboolean shoal_net_set_cuda_graph (ShoalNet *net, gboolean on, GError **error);
+/* Whether graphs are on (FALSE once the net turned them off). */
+gboolean shoal_net_cuda_graph (ShoalNet *net);
+/* Steps the graph ran: the captured one and the replays. */
+guint64 shoal_net_cuda_graph_steps (ShoalNet *net);
 /* FALSE with the first device error the net met (TRUE on CPU nets). */
 gboolean shoal_net_device_error (ShoalNet *net, GError **error);
 

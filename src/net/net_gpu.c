@@ -156,9 +156,21 @@ upload_all (ShoalNet *net)
     }
 }
 
-/* Enqueues every layer's forward (and the param uploads it waits for). */
+/* The layers whose forward a step graph leaves out: the inputs, which
+ * read on the host and upload into their fixed device buffers before
+ * the graph runs. */
+static gboolean
+before_graph (const ShoalLayer *layer)
+{
+  return (layer->ops->flags & SHOAL_LAYER_INPUT) && layer->nsrcs == 0;
+}
+
+typedef enum { LAYERS_ALL, LAYERS_INPUTS, LAYERS_BODY } LayerSet;
+
+/* The param uploads a forward waits for (every forward's, or the
+ * caller's); first in a step, before any layer. */
 static void
-enqueue_forward (ShoalNet *net, ShoalPhase phase)
+enqueue_uploads (ShoalNet *net)
 {
   ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
   shoal_device_activate (net->ctx.device);
@@ -169,14 +181,31 @@ enqueue_forward (ShoalNet *net, ShoalPhase phase)
       shoal_stream_wait (compute, net->manual_upload);
       net->manual_pending = FALSE;
     }
+}
+
+/* Enqueues the forward of the layers of `which`, in order. */
+static void
+enqueue_layers (ShoalNet *net, ShoalPhase phase, LayerSet which)
+{
+  ShoalStream *compute = shoal_device_context_compute (net->ctx.gpu);
   for (guint i = 0; i < net->layers->len; i++)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if ((which == LAYERS_INPUTS && !before_graph (layer)) || (which == LAYERS_BODY && before_graph (layer)))
+        continue;
       shoal_net_follow_rows (layer);
       if (net->upload_every_forward && net->uploaded[i] != NULL)
         shoal_stream_wait (compute, net->uploaded[i]);
       layer->gpu->forward (layer, phase);
     }
+}
+
+/* Enqueues every layer's forward (and the param uploads it waits for). */
+static void
+enqueue_forward (ShoalNet *net, ShoalPhase phase)
+{
+  enqueue_uploads (net);
+  enqueue_layers (net, phase, LAYERS_ALL);
 }
 
 /* The weighted losses, once the forward's copies are in. */
@@ -206,11 +235,244 @@ shoal_net_gpu_forward (ShoalNet *net, ShoalPhase phase)
   return losses (net);
 }
 
-/* A training step.  With the params on the device the host enqueues the
- * forward and the backward (whose layers hand their gradients to the
- * updates) before it waits, and then only for the forward's end: the
- * device goes from forward to backward without an idle gap, and the host
- * prepares the next step while the backward and the updates run. */
+/* ---- the step of a net whose params stay on the device ---------------
+ * The host enqueues the forward and the backward (whose layers hand their
+ * gradients to the updates), records where the forward ends, and
+ * returns; whoever wants the loss waits for that point only
+ * (shoal_net_gpu_finish_step): the device goes from forward to backward
+ * without an idle gap, and the host prepares the next step while the
+ * backward and the updates run.  Read late (shoal_net_train_step_late)
+ * the next step waits first only for this step's input uploads (its
+ * host buffers are then free), reads its batch and does its host half,
+ * and only then, before its forward would overwrite this step's losses
+ * and metrics, waits for this step's forward (by then long done unless
+ * the host outruns the device) and takes its values.
+ *
+ * With CUDA graphs on (shoal_net_set_cuda_graph) a full batch's step,
+ * after GRAPH_WARMUP eager ones, is captured once (core/device.h,
+ * ShoalStepGraph) and replayed from then on: the inputs upload into
+ * their fixed buffers, the host does the step's host half (the dropout
+ * draws, the `ready` calls with the server's bookkeeping), and one
+ * launch does the rest.  A short batch (an epoch's last) runs eagerly
+ * and the graph stays for the next full one.  Whatever stops a graph
+ * (a layer it cannot hold, a failed capture, a step whose host half
+ * differs from the captured one) turns it off with one message, and
+ * that step's device work runs eagerly (the rerun) without its host half
+ * running twice. */
+
+/* Eager full-batch steps before the capture: the first step's lazy
+ * set-ups (module loading, library handles' first calls) stay out of
+ * the capture. */
+#define GRAPH_WARMUP 1
+
+static void
+graph_off (ShoalNet *net, const char *why)
+{
+  char *where = shoal_device_to_string (net->ctx.device);
+  g_message ("net on %s: CUDA graph off, its steps run eagerly: %s", where, why);
+  g_free (where);
+  net->graph_wanted = FALSE;
+  shoal_step_graph_free (net->graph);
+  net->graph = NULL;
+}
+
+/* Every input holds a whole batch (the rows a graph is captured with). */
+static gboolean
+full_batch (ShoalNet *net)
+{
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      size_t row = shoal_tensor_row_size (&layer->out);
+      if (before_graph (layer) && row > 0 && (size_t) shoal_tensor_rows (&layer->out) != layer->out.capacity / row)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+graph_prepare (ShoalNet *net)
+{
+  for (guint i = 0; i < net->layers->len; i++)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      const char *why = shoal_step_graph_refuses (layer->gpu);
+      if (why != NULL)
+        {
+          char *msg = g_strdup_printf ("layer '%s' (%s): %s", layer->name, layer->ops->type, why);
+          graph_off (net, msg);
+          g_free (msg);
+          return FALSE;
+        }
+    }
+  GError *error = NULL;
+  net->graph = shoal_step_graph_new (net->ctx.gpu, &error);
+  if (net->graph == NULL)
+    {
+      graph_off (net, error->message);
+      g_error_free (error);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+typedef enum { PATH_EAGER, PATH_CAPTURE, PATH_REPLAY } StepPath;
+
+static StepPath
+step_path (ShoalNet *net)
+{
+  if (!net->graph_wanted || !full_batch (net) || (net->graph == NULL && !graph_prepare (net)))
+    return PATH_EAGER;
+  if (shoal_step_graph_ready (net->graph))
+    return PATH_REPLAY;
+  if (net->graph_warmup < GRAPH_WARMUP)
+    {
+      net->graph_warmup++;
+      return PATH_EAGER;
+    }
+  return PATH_CAPTURE;
+}
+
+/* The step's forward after the inputs, its end recorded, its backward. */
+static void
+enqueue_body (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  enqueue_layers (net, SHOAL_PHASE_TRAIN, LAYERS_BODY);
+  shoal_event_record (net->forward_done, shoal_device_context_compute (net->ctx.gpu));
+  shoal_net_backward_notify (net, ready, user_data);
+}
+
+/* A step whose host half ran (its capture failed, or its replay
+ * differed) but whose device work did not: enqueued eagerly with the
+ * seeds and update scalars the host half resolved; then no more graph. */
+static void
+rerun (ShoalNet *net, const char *why)
+{
+  shoal_step_graph_begin_rerun (net->graph);
+  enqueue_body (net, NULL, NULL);
+  shoal_step_graph_end_rerun (net->graph);
+  graph_off (net, why);
+}
+
+static void
+launch (ShoalNet *net)
+{
+  GError *error = NULL;
+  if (shoal_step_graph_launch (net->graph, &error))
+    net->graph_steps++;
+  else
+    {
+      rerun (net, error->message);
+      g_error_free (error);
+    }
+}
+
+static void
+capture (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  GError *error = NULL;
+  shoal_net_take_pending (net);
+  /* what the inputs met is theirs, not the capture's (which discards
+   * the layers' failures as its own) */
+  if (!shoal_device_context_check (net->ctx.gpu, &error))
+    {
+      device_failed (net, error);
+      enqueue_body (net, ready, user_data);
+      return;
+    }
+  if (!shoal_step_graph_begin_capture (net->graph, &error))
+    {
+      graph_off (net, error->message);
+      g_error_free (error);
+      enqueue_body (net, ready, user_data);
+      return;
+    }
+  enqueue_body (net, ready, user_data);
+  if (shoal_step_graph_end_capture (net->graph, &error))
+    launch (net);
+  else
+    {
+      rerun (net, error->message);
+      g_error_free (error);
+    }
+}
+
+/* The host half of the captured step, then its graph. */
+static void
+replay (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  shoal_step_graph_begin_replay (net->graph);
+  /* the `ready` calls shoal_net_backward_notify makes, in its order */
+  for (guint i = net->layers->len; ready != NULL && i-- > 0;)
+    {
+      ShoalLayer *layer = g_ptr_array_index (net->layers, i);
+      if (layer->needs_grad && layer->ops->backward != NULL && layer->nparams > 0)
+        ready (layer, user_data);
+    }
+  GError *error = NULL;
+  gboolean same = shoal_step_graph_end_replay (net->graph, &error);
+  /* the step before, before this one's forward overwrites its outputs */
+  shoal_net_take_pending (net);
+  if (same)
+    launch (net);
+  else
+    {
+      rerun (net, error->message);
+      g_error_free (error);
+    }
+}
+
+void
+shoal_net_gpu_train_step_begin (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
+{
+  GError *error = NULL;
+  if ((net->forward_done == NULL && (net->forward_done = shoal_event_new (net->ctx.device, &error)) == NULL)
+      || (net->inputs_done == NULL && (net->inputs_done = shoal_event_new (net->ctx.device, &error)) == NULL)
+      || !shoal_event_sync (net->inputs_done, &error))
+    {
+      shoal_net_take_pending (net);
+      device_failed (net, error);
+      net->step_failed = TRUE;
+      return;
+    }
+  /* the previous step's inputs are on the device: their buffers are free */
+  enqueue_uploads (net);
+  enqueue_layers (net, SHOAL_PHASE_TRAIN, LAYERS_INPUTS);
+  shoal_event_record (net->inputs_done, shoal_device_context_compute (net->ctx.gpu));
+  switch (step_path (net))
+    {
+    case PATH_EAGER:
+      shoal_net_take_pending (net);
+      enqueue_body (net, ready, user_data);
+      break;
+    case PATH_CAPTURE:
+      capture (net, ready, user_data);
+      break;
+    case PATH_REPLAY:
+      replay (net, ready, user_data);
+      break;
+    }
+}
+
+double
+shoal_net_gpu_finish_step (ShoalNet *net)
+{
+  GError *error = NULL;
+  if (net->step_failed)
+    {
+      net->step_failed = FALSE;
+      return NAN;
+    }
+  shoal_device_activate (net->ctx.device);
+  if (!shoal_event_sync (net->forward_done, &error) || !shoal_device_context_check (net->ctx.gpu, &error))
+    {
+      device_failed (net, error);
+      return NAN;
+    }
+  return losses (net);
+}
+
+/* A training step, its loss read at once. */
 double
 shoal_net_gpu_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data)
 {
@@ -220,21 +482,48 @@ shoal_net_gpu_train_step (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer us
       shoal_net_backward_notify (net, ready, user_data);
       return loss;
     }
-  GError *error = NULL;
-  if (net->forward_done == NULL && (net->forward_done = shoal_event_new (net->ctx.device, &error)) == NULL)
+  shoal_net_gpu_train_step_begin (net, ready, user_data);
+  return shoal_net_gpu_finish_step (net);
+}
+
+gboolean
+shoal_net_set_cuda_graph (ShoalNet *net, gboolean on, GError **error)
+{
+  g_return_val_if_fail (net != NULL, FALSE);
+  if (on && net->ctx.gpu == NULL)
     {
-      device_failed (net, error);
-      return NAN;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "CUDA graphs: the net runs on the CPU");
+      return FALSE;
     }
-  enqueue_forward (net, SHOAL_PHASE_TRAIN);
-  shoal_event_record (net->forward_done, shoal_device_context_compute (net->ctx.gpu));
-  shoal_net_backward_notify (net, ready, user_data);
-  if (!shoal_event_sync (net->forward_done, &error) || !shoal_device_context_check (net->ctx.gpu, &error))
+  if (on && !net->params_resident)
     {
-      device_failed (net, error);
-      return NAN;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "CUDA graphs: the net's params do not stay on the device (its server is not in its process, "
+                   "or [job] device_update is false), so its step waits on the host for its gradients");
+      return FALSE;
     }
-  return losses (net);
+  if (!on && net->graph != NULL)
+    {
+      shoal_step_graph_free (net->graph);
+      net->graph = NULL;
+    }
+  net->graph_wanted = on;
+  net->graph_warmup = 0;
+  return TRUE;
+}
+
+gboolean
+shoal_net_cuda_graph (ShoalNet *net)
+{
+  g_return_val_if_fail (net != NULL, FALSE);
+  return net->graph_wanted;
+}
+
+guint64
+shoal_net_cuda_graph_steps (ShoalNet *net)
+{
+  g_return_val_if_fail (net != NULL, 0);
+  return net->graph_steps;
 }
 
 void
@@ -249,6 +538,10 @@ shoal_net_gpu_release (ShoalNet *net)
     }
   shoal_event_free (net->forward_done);
   net->forward_done = NULL;
+  shoal_event_free (net->inputs_done);
+  net->inputs_done = NULL;
+  shoal_step_graph_free (net->graph);
+  net->graph = NULL;
   if (net->clip_scratch != NULL)
     shoal_device_free (net->ctx.device, net->clip_scratch);
   net->clip_scratch = NULL;

@@ -409,6 +409,26 @@ codecs_on_device (RunnerProcess *p, WorkerSlot *slot)
   g_free (where);
 }
 
+/* [job] cuda_graph: on for a worker net whose params stay on its GPU.
+ * Elsewhere (CPU workers, the host update, several workers in a net) it
+ * is a no-op, said once: a conf that asks for graphs still runs on a
+ * machine without a GPU, as its precision does. */
+static void
+use_cuda_graph (RunnerProcess *p, WorkerSlot *slot)
+{
+  if (!p->job->cuda_graph)
+    return;
+  ShoalNet *net = shoal_group_net_worker (slot->net, 0);
+  GError *error = NULL;
+  if (net != NULL && shoal_group_net_size (slot->net) == 1 && shoal_net_set_cuda_graph (net, TRUE, &error))
+    return;
+  if (!p->cuda_graph_noted)
+    g_message ("rank %d: [job] cuda_graph = true does nothing for this process's workers: %s", p->proc->rank,
+               error != NULL ? error->message : "a worker group of several workers in one net");
+  p->cuda_graph_noted = TRUE;
+  g_clear_error (&error);
+}
+
 static gboolean
 connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
 {
@@ -505,6 +525,8 @@ run_workers (RunnerProcess *p, ShoalRunResult *result, GError **error)
       ok = slots[i].net != NULL && (slots[i].follower || connect_client (p, &slots[i], m.group, error));
       if (!ok)
         break;
+      if (!slots[i].follower)
+        use_cuda_graph (p, &slots[i]);
       /* a unit of several workers (a group net) waits for its slowest */
       slots[i].slowdown = shoal_slowdown_new (&p->job->emulate, &p->job->cluster, p->job->seed, m.group,
                                               p->unit_size > 1 ? 0 : m.index, p->unit_size);

@@ -51,6 +51,7 @@ typedef struct {
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
   gint64 resume_step;            /* -1: a fresh run */
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
+  gboolean cuda_graph_noted;     /* said once why [job] cuda_graph does nothing here */
 } RunnerProcess;
 
 /* The client options and host (owned by the caller, g_free) of `rank`'s

@@ -79,14 +79,11 @@ run_test (ShoalWorker *w, gint64 step)
   w->test_accuracy = r.accuracy;
 }
 
-double
-shoal_worker_compute_step (ShoalGroupNet *net, const ShoalUpdaterConf *up, ShoalParamsReadyFunc ready,
-                           gpointer data)
+/* The updater's clipping of the step's whole gradient, where it is. */
+static void
+clip_step (ShoalGroupNet *net, const ShoalUpdaterConf *up)
 {
-  /* with clipping the whole gradient must exist before anything is sent */
-  gboolean clip = up->clip_value > 0 || up->clip_norm > 0;
-  double loss = shoal_group_net_train_step (net, clip ? NULL : ready, data);
-  if (clip)
+  if (up->clip_value > 0 || up->clip_norm > 0)
     {
       /* where the gradient is: on the GPU for a net whose params or
        * gradients stay there, else in the host store */
@@ -97,7 +94,27 @@ shoal_worker_compute_step (ShoalGroupNet *net, const ShoalUpdaterConf *up, Shoal
       else
         shoal_clip_gradients (store->grads, store->total, up->clip_value, up->clip_norm);
     }
+}
+
+double
+shoal_worker_compute_step (ShoalGroupNet *net, const ShoalUpdaterConf *up, ShoalParamsReadyFunc ready,
+                           gpointer data)
+{
+  /* with clipping the whole gradient must exist before anything is sent */
+  gboolean clip = up->clip_value > 0 || up->clip_norm > 0;
+  double loss = shoal_group_net_train_step (net, clip ? NULL : ready, data);
+  clip_step (net, up);
   return loss;
+}
+
+/* The net of a unit whose steps are read a step late: one GPU net whose
+ * params stay on its device (net.h, shoal_net_train_step_late), so that
+ * the host never waits for the step it just enqueued; NULL elsewhere. */
+static ShoalNet *
+late_net (ShoalGroupNet *net)
+{
+  ShoalNet *first = shoal_group_net_size (net) == 1 ? shoal_group_net_worker (net, 0) : NULL;
+  return first != NULL && shoal_net_params_on_device (first) ? first : NULL;
 }
 
 int
@@ -428,6 +445,8 @@ typedef struct {
   gint64 window_start;
   double peer_wait_before;     /* the group net's peer wait at the window's start */
   gint64 next_test;
+  ShoalNet *late;              /* late_net: its steps' losses come a step late */
+  gint64 unread;               /* late: the step whose loss is still to come; -1 none */
 } TrainLoop;
 
 static void
@@ -441,7 +460,8 @@ train_loop_init (ShoalWorker *w, TrainLoop *l)
                      .window_start = g_get_monotonic_time (),
                      .peer_wait_before = shoal_group_net_peer_wait_seconds (w->net),
                      .next_test = job->test_freq > 0 ? (w->start_step / job->test_freq + 1) * job->test_freq
-                                                     : G_MAXINT64 };
+                                                     : G_MAXINT64,
+                     .late = late_net (w->net), .unread = -1 };
   l->delay_us = injected_delay_us (w->group, &l->delay_from);
 }
 
@@ -538,16 +558,30 @@ save_step (ShoalWorker *w, gint64 step)
 
 /* Forward and backward in one wake-up of the group's workers, pushing
  * each layer's gradients as they are ready; an emulated straggler sends
- * nothing before its step's end.  Returns the step's loss. */
+ * nothing before its step's end.  Returns the step's loss; read late
+ * (l->late), the loss of step *done (-1 when there was none). */
 static double
-compute_step (ShoalWorker *w, TrainLoop *l, gint64 step)
+compute_step (ShoalWorker *w, TrainLoop *l, gint64 step, gint64 *done)
 {
   if (l->delay_us > 0 && step >= l->delay_from)
     injected_sleep (l->delay_us);
   l->push.step = step;
   gint64 t_compute = g_get_monotonic_time ();
-  double loss = shoal_worker_compute_step (w->net, &w->job->updater,
-                                           w->slowdown ? NULL : shoal_worker_push_ready, &l->push);
+  ShoalParamsReadyFunc ready = w->slowdown ? NULL : shoal_worker_push_ready;
+  const ShoalUpdaterConf *up = &w->job->updater;
+  double loss;
+  *done = step;
+  if (l->late != NULL)
+    {
+      gboolean previous = FALSE;
+      loss = shoal_net_train_step_late (l->late, up->clip_value > 0 || up->clip_norm > 0 ? NULL : ready, &l->push,
+                                        &previous);
+      clip_step (w->net, up);
+      *done = previous ? l->unread : -1;
+      l->unread = step;
+    }
+  else
+    loss = shoal_worker_compute_step (w->net, up, ready, &l->push);
   if (w->slowdown != NULL)
     {
       /* [emulate]: as if computing took (factor x) longer, plus delays */
@@ -634,6 +668,21 @@ finish_training (ShoalWorker *w, const TrainLoop *l, gboolean ok)
   return TRUE;
 }
 
+/* Read late: the step still unread, now (waiting for its forward). */
+static gboolean
+account_unread (ShoalWorker *w, TrainLoop *l)
+{
+  double loss;
+  gint64 step = l->unread;
+  l->unread = -1;
+  if (step < 0 || !shoal_net_finish_step (l->late, &loss))
+    return TRUE;
+  if (!loss_ok (w, step, loss))
+    return FALSE;
+  account_step (w, l, step, loss);
+  return TRUE;
+}
+
 static gboolean
 train_loop (ShoalWorker *w)
 {
@@ -655,14 +704,24 @@ train_loop (ShoalWorker *w)
           ok = FALSE;
           break;
         }
-      double loss = compute_step (w, &l, step);
-      if (!loss_ok (w, step, loss))
+      gint64 done;
+      double loss = compute_step (w, &l, step, &done);
+      if (done >= 0 && !loss_ok (w, done, loss))
         {
           ok = FALSE;
           break;
         }
-      account_step (w, &l, step, loss);
+      if (done >= 0)
+        account_step (w, &l, done, loss);
+      /* read late, the step's own line comes with the next step; a test
+       * due then comes after it, as when read at once */
+      if (l.late != NULL && (l.next_test <= step + 1 || step + 1 == w->job->train_steps))
+        ok = account_unread (w, &l);
     }
+  if (l.late != NULL && ok)
+    ok = account_unread (w, &l);
+  else if (l.late != NULL)
+    shoal_net_finish_step (l.late, NULL);
   /* the last step's updates must be in before the final checkpoint and test */
   return finish_training (w, &l, ok);
 }
