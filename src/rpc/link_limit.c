@@ -21,10 +21,16 @@
  * they come, where with the whole message sent after one wait its
  * wake-up and copy came after the wire time (a 512 KiB push-and-pull at
  * 1000 Mbit/s took the wire time + 450-460 us in pieces of 20 ms of
- * traffic, + 165-254 us in pieces of 1 ms; + 190 us with no link). */
+ * traffic, + 165-254 us in pieces of 1 ms; + 190 us with no link).  And
+ * at most 128 KiB, so that what follows a message's wire time (the last
+ * piece's copy) stays small at any rate, as a NIC's copies overlap its
+ * wire: at 10 Gbit/s 1 ms was a whole 466 KB slice, written (0.1 ms of
+ * copy) only after its wait, and real 1-worker Downpour ran 2,979-3,041
+ * samples/s; in pieces of 0.1 ms, 3,414-3,446 (docs/SCALE.md). */
 #define MIN_BURST 16384.0
 #define BURST_SECONDS 0.02
 #define PIECE_SECONDS 0.001
+#define PIECE_MAX_BYTES 131072.0
 /* A wait shorter than this is not slept: a sleep costs about this much
  * beyond what it asks (the wake-up), so a small message (a reply without
  * values, a heartbeat) goes at once and leaves the link in debt, which
@@ -63,7 +69,7 @@ shoal_link_limiter_init (ShoalLinkLimiter *l, const ShoalLinkLimit *limit, gint6
 {
   l->limit = *limit;
   l->burst = MAX (MIN_BURST, limit->bytes_per_s * BURST_SECONDS);
-  l->piece = MAX (MIN_BURST, limit->bytes_per_s * PIECE_SECONDS);
+  l->piece = CLAMP (limit->bytes_per_s * PIECE_SECONDS, MIN_BURST, PIECE_MAX_BYTES);
   l->tokens = 0;
   l->last_us = now_us;
   l->idle = TRUE;
