@@ -623,9 +623,8 @@ on_send (Emu *e, Unit *u)
  * now (into the unit's params: nothing reads them before the reply
  * arrives) and arrive after the link.  From a server in the unit's own
  * process the comm thread copies them (pull_ns_per_byte, on the
- * process's cores), unless the unit is the job's only one in its only
- * process: its client reads the server's values in place
- * (shoal_param_client_new_shared, as the runner makes it). */
+ * process's cores), unless its client reads the server's values in
+ * place (shoal_runner_reads_server_in_place, as the runner decides). */
 static void
 release (Emu *e, int sg, int s, const Waiting *w)
 {
@@ -645,7 +644,8 @@ release (Emu *e, int sg, int s, const Waiting *w)
     }
   int from = server_rank (e, sg, s);
   gint64 copy = pass_ns (bytes, e->cal.pull_ns_per_byte);
-  if (from == u->rank && copy > 0 && !(e->layout->nprocs == 1 && e->nunits == 1))
+  if (from == u->rank && copy > 0
+      && !shoal_runner_reads_server_in_place (e->layout, (int) e->rank_units[u->rank]->len))
     schedule (e, service_work (e, from, e->now, copy), EV_REPLY, w->unit, s, w->step);
   else
     transmit (e, from, u->rank, bytes, EV_REPLY, w->unit, s, w->step);

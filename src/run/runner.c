@@ -433,7 +433,7 @@ static gboolean
 connect_client (RunnerProcess *p, WorkerSlot *slot, int group, GError **error)
 {
   ShoalParamStore *store = shoal_group_net_params (slot->net);
-  if (p->layout->nprocs == 1 && p->units->len == 1)
+  if (shoal_runner_reads_server_in_place (p->layout, (int) p->units->len))
     {
       slot->client = shoal_param_client_new_shared (store, p->server);
       return keep_params_on_device (p, slot, error);

@@ -127,6 +127,12 @@ shoal_runner_slice_count (const ShoalLayout *layout, size_t total_floats)
   return (int) MIN ((size_t) layout->nslices * factor, MAX (total_floats / 16, (size_t) 1));
 }
 
+gboolean
+shoal_runner_reads_server_in_place (const ShoalLayout *layout, int units_in_process)
+{
+  return layout->nprocs == 1 && units_in_process == 1;
+}
+
 void
 shoal_runner_server_options (const ShoalLayout *layout, gboolean group_pushes, int nslices,
                              ShoalServerOptions *out)

@@ -67,6 +67,10 @@ typedef struct {
 /* How many slices the param buffer is cut into: the layout's count times
  * whatever brings slices near 512 KiB (the same in every process). */
 int shoal_runner_slice_count (const ShoalLayout *layout, size_t total_floats);
+/* Whether a unit's param client reads its server's values in place
+ * (shoal_param_client_new_shared: no comm thread, no copy): the job's
+ * only process holds the server and its only unit (units_in_process). */
+gboolean shoal_runner_reads_server_in_place (const ShoalLayout *layout, int units_in_process);
 /* The options of a server group's ShoalServer: mode, contributors, the
  * asynchronous schemes' lr scale (async_lr), SSP, backup workers,
  * Hogwild's baseline and delta weights.  group_pushes: a group pushes
