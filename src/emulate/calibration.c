@@ -111,112 +111,114 @@ shoal_calibration_median_ms (const ShoalCalibration *cal)
 }
 
 /* A server of every param of `store` in `nslices` slices, applying the
- * job's updater to each push as it comes (NULL with error). */
+ * job's updater to each push as it comes (NULL with error); with
+ * keep_baseline, Hogwild's sync passes work on it too. */
 static ShoalServer *
-calibration_server (ShoalJob *job, ShoalParamStore *store, int nslices, GError **error)
+calibration_server (ShoalJob *job, ShoalParamStore *store, int nslices, gboolean keep_baseline, GError **error)
 {
-  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = nslices };
+  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = nslices,
+                               .keep_baseline = keep_baseline };
   ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
   if (server != NULL)
     shoal_server_host_all (server);
   return server;
 }
 
-/* ns per byte of one server's update of every param (the job's updater,
- * one slice, one core), the median of 9 passes after 2 warm-ups. */
-static gboolean
-measure_update (ShoalJob *job, ShoalParamStore *store, double *ns_per_byte, GError **error)
-{
-  ShoalServer *server = calibration_server (job, store, 1, error);
-  if (server == NULL)
-    return FALSE;
-  size_t n = store->total;
-  float *grad = g_new (float, n);
-  for (size_t i = 0; i < n; i++)
-    grad[i] = (float) ((int) (i % 17) - 8) * 1e-6f;
-  enum { WARM = 2, REPS = 9 };
-  double t[REPS];
-  gboolean ok = TRUE;
-  for (int r = 0; ok && r < WARM + REPS; r++)
-    {
-      gint64 t0 = g_get_monotonic_time ();
-      gint64 ready = 0;
-      ShoalPushOrigin origin = { -1, -1 };
-      ok = shoal_server_push_from (server, 0, grad, n, r, &origin, &ready, error);
-      if (r >= WARM)
-        t[r - WARM] = (double) (g_get_monotonic_time () - t0) * 1e3 / ((double) n * sizeof (float));
-    }
-  g_free (grad);
-  shoal_server_free (server);
-  if (ok)
-    *ns_per_byte = median (t, REPS);
-  return ok;
-}
-
-/* The other in-process passes of a process's threads, each over every
- * param as one slice, in ns per byte (the median of 9 after 2 warm-ups),
- * each timed after one of the job's training steps, as a real process
- * makes them: between two passes its worker's step has taken the caches
- * (back to back they cost about half as much on this machine's EPYC):
- * a pull into a worker's store (the comm thread's copy of the values a
- * server in its own process holds), and Hogwild's group sync: take_delta
- * and merge_master on the replica's side, apply_delta on the master's
+/* A server's passes over every param as one slice: the update of a push
+ * (PASS_UPDATE), and the other passes of a process's threads: a pull
+ * into a worker's store (the comm thread's copy of the values a server
+ * in its own process holds), and Hogwild's group sync: take_delta and
+ * merge_master on the replica's side, apply_delta on the master's
  * (server/server_sync.c; elastic averaging's passes read and write as
- * many arrays).  The virtual clock charges them to the process's cores
- * (emulate/emulator.c, "a process's cores"). */
-typedef enum { PASS_PULL, PASS_TAKE, PASS_APPLY, PASS_MERGE } ServicePass;
+ * many arrays).  The virtual clock charges the others to the process's
+ * cores (emulate/emulator.c, "a process's cores"); they come in
+ * service_keys' order. */
+typedef enum { PASS_UPDATE, PASS_PULL, PASS_TAKE, PASS_APPLY, PASS_MERGE } ServerPass;
 
 static gboolean
-service_pass (ShoalServer *server, ServicePass pass, const float *delta, float *out, size_t n, GError **error)
+server_pass (ShoalServer *server, ServerPass pass, gint64 step, const float *in, float *out, size_t n,
+             GError **error)
 {
   gint64 version = 0;
+  ShoalPushOrigin origin = { -1, -1 };
   switch (pass)
     {
+    case PASS_UPDATE:
+      return shoal_server_push_from (server, 0, in, n, step, &origin, &version, error);
     case PASS_PULL:
       return shoal_server_pull (server, 0, out, n, 0, 0, &version, error);
     case PASS_TAKE:
       return shoal_server_take_delta (server, 0, out, n, error);
     case PASS_APPLY:
-      return shoal_server_apply_delta (server, 0, delta, out, n, error);
+      return shoal_server_apply_delta (server, 0, in, out, n, error);
     case PASS_MERGE:
       return shoal_server_merge_master (server, 0, out, n, error);
     }
   g_return_val_if_reached (FALSE);
 }
 
+/* ns per byte of one pass over the n floats, the median of 9 after 2
+ * warm-ups; with `between`, each after one of its training steps, as a
+ * real process makes it: between two passes its worker's step has taken
+ * the caches (back to back the pull cost about half as much on this
+ * machine's EPYC); without, back to back, as a server process makes its
+ * updates. */
+static gboolean
+time_pass (ShoalServer *server, ServerPass pass, ShoalGroupNet *between, const float *in, float *out, size_t n,
+           double *ns_per_byte, GError **error)
+{
+  enum { WARM = 2, REPS = 9 };
+  double t[REPS];
+  for (int r = 0; r < WARM + REPS; r++)
+    {
+      if (between != NULL)
+        {
+          shoal_group_net_train_step (between, NULL, NULL);
+          shoal_param_store_zero_grads (shoal_group_net_params (between));
+        }
+      gint64 t0 = g_get_monotonic_time ();
+      if (!server_pass (server, pass, r, in, out, n, error))
+        return FALSE;
+      if (r >= WARM)
+        t[r - WARM] = (double) (g_get_monotonic_time () - t0) * 1e3 / ((double) n * sizeof (float));
+    }
+  *ns_per_byte = median (t, REPS);
+  return TRUE;
+}
+
+/* ns per byte of one server's update of every param (the job's updater,
+ * one slice, one core). */
+static gboolean
+measure_update (ShoalJob *job, ShoalParamStore *store, double *ns_per_byte, GError **error)
+{
+  ShoalServer *server = calibration_server (job, store, 1, FALSE, error);
+  if (server == NULL)
+    return FALSE;
+  size_t n = store->total;
+  float *grad = g_new (float, n);
+  for (size_t i = 0; i < n; i++)
+    grad[i] = (float) ((int) (i % 17) - 8) * 1e-6f;
+  gboolean ok = time_pass (server, PASS_UPDATE, NULL, grad, NULL, n, ns_per_byte, error);
+  g_free (grad);
+  shoal_server_free (server);
+  return ok;
+}
+
+/* The other passes of a process's threads, each after a step of net. */
 static gboolean
 measure_service (ShoalJob *job, ShoalGroupNet *net, ShoalCalibration *out, GError **error)
 {
   ShoalParamStore *store = shoal_group_net_params (net);
-  ShoalServerOptions sopts = { .mode = SHOAL_UPDATE_ASYNC, .sync_contributors = 1, .nslices = 1,
-                               .keep_baseline = TRUE };
-  ShoalServer *server = shoal_server_new (store, &job->updater, &sopts, error);
+  ShoalServer *server = calibration_server (job, store, 1, TRUE, error);
   if (server == NULL)
     return FALSE;
-  shoal_server_host_all (server);
   size_t n = store->total;
   float *delta = g_new (float, n), *buf = g_new0 (float, n);
   for (size_t i = 0; i < n; i++)
     delta[i] = (float) ((int) (i % 13) - 6) * 1e-7f;
-  double *results[] = { &out->pull_ns_per_byte, &out->sync_take_ns_per_byte, &out->sync_apply_ns_per_byte,
-                        &out->sync_merge_ns_per_byte };
-  enum { WARM = 2, REPS = 9 };
   gboolean ok = TRUE;
-  for (ServicePass pass = PASS_PULL; ok && pass <= PASS_MERGE; pass++)
-    {
-      double t[REPS];
-      for (int r = 0; ok && r < WARM + REPS; r++)
-        {
-          shoal_group_net_train_step (net, NULL, NULL);
-          shoal_param_store_zero_grads (store);
-          gint64 t0 = g_get_monotonic_time ();
-          ok = service_pass (server, pass, delta, buf, n, error);
-          if (r >= WARM)
-            t[r - WARM] = (double) (g_get_monotonic_time () - t0) * 1e3 / ((double) n * sizeof (float));
-        }
-      if (ok)
-        *results[pass] = median (t, REPS);
-    }
+  for (int i = 0; ok && i < N_SERVICE_KEYS; i++)
+    ok = time_pass (server, PASS_PULL + i, net, delta, buf, n, service_value (out, i), error);
   g_free (delta);
   g_free (buf);
   shoal_server_free (server);
@@ -264,7 +266,7 @@ static gboolean
 loopback_server_start (ShoalJob *job, ShoalParamStore *store, int nslices, LoopbackServer *l, GError **error)
 {
   memset (l, 0, sizeof *l);
-  l->server = calibration_server (job, store, nslices, error);
+  l->server = calibration_server (job, store, nslices, FALSE, error);
   if (l->server == NULL)
     return FALSE;
   ShoalRpcServerOptions ro = { .bind_address = "127.0.0.1", .token = "calibrate" };
