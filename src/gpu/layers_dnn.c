@@ -83,98 +83,93 @@ conv_workspace (ShoalLayer *layer, ConvGpu *g, GError **error)
   return TRUE;
 }
 
+/* What conv_choose reads of an algorithm cuDNN offers (its three
+ * directions' perf structs are three types with these fields). */
+typedef struct {
+  cudnnStatus_t status;
+  size_t memory;
+  cudnnMathType_t math;
+  cudnnDeterminism_t determinism;
+} AlgoOffer;
+
+#define ALGO_OFFERS(perf, n, offers)                                                                           \
+  for (int i_ = 0; i_ < (n); i_++)                                                                               \
+  (offers)[i_] = (AlgoOffer) { (perf)[i_].status, (perf)[i_].memory, (perf)[i_].mathType, (perf)[i_].determinism }
+
 /* The first algorithm of cuDNN's heuristics (sorted by expected speed)
  * that runs, fits the workspace limit and keeps FP32 exact unless TF32 is
- * allowed; each direction on its own descriptor with that algorithm's math.
- * A deterministic one first (pass 0), any after (pass 1): two runs of a
- * step from the same values then give the same bits, which a CUDA graph's
- * check against the eager step (test_gpu /gpu/graph-bitwise) and a resumed
- * run need; cuDNN's non-deterministic ones sum with atomics. */
+ * allowed, a deterministic one first (pass 0), any after (pass 1): two
+ * runs of a step from the same values then give the same bits, which a
+ * CUDA graph's check against the eager step (test_gpu /gpu/graph-bitwise)
+ * and a resumed run need; cuDNN's non-deterministic ones sum with
+ * atomics.  Sets its math (TF32's where allowed, else `base`) on the
+ * direction's descriptor; its index in *chosen. */
+static gboolean
+conv_pick (ShoalLayer *layer, const AlgoOffer *offers, int n, size_t limit, cudnnMathType_t base,
+           cudnnConvolutionDescriptor_t desc, const char *direction, int *chosen, GError **error)
+{
+  ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < n; i++)
+      if (offers[i].status == CUDNN_STATUS_SUCCESS && offers[i].memory <= limit
+          && math_allowed (ctx, offers[i].math) && (pass == 1 || offers[i].determinism == CUDNN_DETERMINISTIC))
+        {
+          *chosen = i;
+          return GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (desc, ctx->tf32 ? offers[i].math : base),
+                                error);
+        }
+  shoal_layer_error (layer, error, NULL, "cuDNN offers no %s convolution algorithm for layer '%s'", direction,
+                     layer->name);
+  return FALSE;
+}
+
+/* Each direction on its own descriptor with its algorithm's math. */
 static gboolean
 conv_choose (ShoalLayer *layer, ConvGpu *g, GError **error)
 {
   ShoalDeviceContext *ctx = shoal_gpu_ctx (layer);
   size_t limit = workspace_limit ();
   cudnnMathType_t base = ctx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  int n = 0;
-  gboolean found = FALSE;
+  int n = 0, i = 0;
 
   if (!GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->fwd, base), error)
       || !GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_data, base), error)
       || !GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_filter, base), error))
     return FALSE;
 
+  AlgoOffer offers[MAX ((int) CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                        MAX ((int) CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                             (int) CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT))];
   cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionForwardAlgorithm_v7 (ctx->dnn, g->x, g->wd, g->fwd, g->y,
                                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                                       &n, fp), error))
     return FALSE;
-  for (int pass = 0; pass < 2 && !found; pass++)
-    for (int i = 0; i < n && !found; i++)
-      if (fp[i].status == CUDNN_STATUS_SUCCESS && fp[i].memory <= limit && math_allowed (ctx, fp[i].mathType)
-          && (pass == 1 || fp[i].determinism == CUDNN_DETERMINISTIC))
-        {
-          g->fwd_algo = fp[i].algo;
-          found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->fwd, ctx->tf32 ? fp[i].mathType : base),
-                                 error);
-          if (!found)
-            return FALSE;
-        }
-  if (!found)
-    {
-      shoal_layer_error (layer, error, NULL, "cuDNN offers no forward convolution algorithm for layer '%s'",
-                         layer->name);
-      return FALSE;
-    }
+  ALGO_OFFERS (fp, n, offers);
+  if (!conv_pick (layer, offers, n, limit, base, g->fwd, "forward", &i, error))
+    return FALSE;
+  g->fwd_algo = fp[i].algo;
 
-  found = FALSE;
   cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardDataAlgorithm_v7 (ctx->dnn, g->wd, g->y, g->bwd_data,
                                                                            g->x,
                                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                            &n, dp), error))
     return FALSE;
-  for (int pass = 0; pass < 2 && !found; pass++)
-    for (int i = 0; i < n && !found; i++)
-      if (dp[i].status == CUDNN_STATUS_SUCCESS && dp[i].memory <= limit && math_allowed (ctx, dp[i].mathType)
-          && (pass == 1 || dp[i].determinism == CUDNN_DETERMINISTIC))
-        {
-          g->data_algo = dp[i].algo;
-          found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_data,
-                                                                     ctx->tf32 ? dp[i].mathType : base), error);
-          if (!found)
-            return FALSE;
-        }
-  if (!found)
-    {
-      shoal_layer_error (layer, error, NULL,
-                         "cuDNN offers no backward-data convolution algorithm for layer '%s'", layer->name);
-      return FALSE;
-    }
+  ALGO_OFFERS (dp, n, offers);
+  if (!conv_pick (layer, offers, n, limit, base, g->bwd_data, "backward-data", &i, error))
+    return FALSE;
+  g->data_algo = dp[i].algo;
 
-  found = FALSE;
   cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   if (!GPU_DNN_SETUP (layer, cudnnGetConvolutionBackwardFilterAlgorithm_v7 (
                                  ctx->dnn, g->x, g->y, g->bwd_filter, g->wd,
                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp), error))
     return FALSE;
-  for (int pass = 0; pass < 2 && !found; pass++)
-    for (int i = 0; i < n && !found; i++)
-      if (wp[i].status == CUDNN_STATUS_SUCCESS && wp[i].memory <= limit && math_allowed (ctx, wp[i].mathType)
-          && (pass == 1 || wp[i].determinism == CUDNN_DETERMINISTIC))
-        {
-          g->filter_algo = wp[i].algo;
-          found = GPU_DNN_SETUP (layer, cudnnSetConvolutionMathType (g->bwd_filter,
-                                                                     ctx->tf32 ? wp[i].mathType : base), error);
-          if (!found)
-            return FALSE;
-        }
-  if (!found)
-    {
-      shoal_layer_error (layer, error, NULL,
-                         "cuDNN offers no backward-filter convolution algorithm for layer '%s'", layer->name);
-      return FALSE;
-    }
+  ALGO_OFFERS (wp, n, offers);
+  if (!conv_pick (layer, offers, n, limit, base, g->bwd_filter, "backward-filter", &i, error))
+    return FALSE;
+  g->filter_algo = wp[i].algo;
   return conv_workspace (layer, g, error);
 }
 
