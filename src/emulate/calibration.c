@@ -10,6 +10,7 @@
 #include "cluster/layout.h"
 #include "core/error.h"
 #include "core/updater.h"
+#include "layers/layer.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
@@ -108,6 +109,19 @@ double
 shoal_calibration_median_ms (const ShoalCalibration *cal)
 {
   return cal->nsteps > 0 ? median (cal->step_ms, cal->nsteps) : 0;
+}
+
+double
+shoal_calibration_ready_fraction (const ShoalCalibration *cal, size_t begin)
+{
+  size_t done_from = G_MAXSIZE;
+  for (int i = 0; i < cal->n_ready; i++)
+    {
+      done_from = MIN (done_from, (size_t) cal->ready_from[i]);
+      if (done_from <= begin)
+        return cal->ready_fraction[i];
+    }
+  return 1.0;
 }
 
 /* A server of every param of `store` in `nslices` slices, applying the
@@ -364,7 +378,19 @@ typedef struct {
   const ShoalCalibrationPlan *plan;
   GArray *step_ms;
   struct StartLine *line;
+  /* the backward's hand-offs (note_ready): this step's, as (param offset,
+   * monotonic us) pairs; every timed step's fractions of its time, per
+   * hand-off; the offsets, which every step must repeat */
+  GArray *marks;
+  GArray *fractions;     /* doubles, hand-off after hand-off, step after step */
+  GArray *ready_from;    /* ints, from the first timed step */
+  gboolean ready_differ; /* a step's hand-offs were not the first's: none kept */
 } CalibrationWorker;
+
+typedef struct {
+  size_t from;
+  gint64 at;
+} ReadyMark;
 
 struct StartLine {
   GMutex lock;
@@ -374,13 +400,54 @@ struct StartLine {
   int timing;        /* workers still timing */
 };
 
-static double
-timed_step (CalibrationWorker *w)
+/* The net's backward hook, as a real worker's (worker/push_hook.c): the
+ * gradients from the layer's params on are final now. */
+static void
+note_ready (ShoalLayer *layer, gpointer data)
 {
+  CalibrationWorker *w = data;
+  size_t begin, end;
+  if (!shoal_layer_param_range (layer, &begin, &end))
+    return;
+  ReadyMark m = { begin, g_get_monotonic_time () };
+  g_array_append_val (w->marks, m);
+}
+
+/* Keeps a timed step's hand-offs as fractions of its time t0..t1. */
+static void
+keep_ready (CalibrationWorker *w, gint64 t0, gint64 t1)
+{
+  GArray *marks = w->marks;
+  if (w->ready_from->len == 0 && w->fractions->len == 0)
+    for (guint i = 0; i < marks->len; i++)
+      {
+        size_t from = g_array_index (marks, ReadyMark, i).from;
+        int at = from <= G_MAXINT ? (int) from : G_MAXINT;
+        g_array_append_val (w->ready_from, at);
+      }
+  gboolean same = marks->len == w->ready_from->len;
+  for (guint i = 0; same && i < marks->len; i++)
+    same = g_array_index (marks, ReadyMark, i).from == (size_t) g_array_index (w->ready_from, int, i);
+  if (!same)
+    w->ready_differ = TRUE;
+  for (guint i = 0; same && i < marks->len; i++)
+    {
+      double f = (double) (g_array_index (marks, ReadyMark, i).at - t0) / (double) MAX (t1 - t0, 1);
+      g_array_append_val (w->fractions, f);
+    }
+}
+
+static double
+timed_step (CalibrationWorker *w, gboolean keep)
+{
+  g_array_set_size (w->marks, 0);
   gint64 t0 = g_get_monotonic_time ();
-  shoal_group_net_train_step (w->net, NULL, NULL);
-  double ms = (double) (g_get_monotonic_time () - t0) / 1000.0;
+  shoal_group_net_train_step (w->net, note_ready, w);
+  gint64 t1 = g_get_monotonic_time ();
+  double ms = (double) (t1 - t0) / 1000.0;
   shoal_param_store_zero_grads (shoal_group_net_params (w->net));
+  if (keep)
+    keep_ready (w, t0, t1);
   return ms;
 }
 
@@ -391,7 +458,7 @@ calibration_worker (gpointer data)
   struct StartLine *line = w->line;
   enum { WARM = 3 };
   for (int i = 0; i < WARM; i++)
-    timed_step (w);
+    timed_step (w, FALSE);
   g_mutex_lock (&line->lock);
   if (++line->warm == line->n)
     g_cond_broadcast (&line->all_warm);
@@ -401,7 +468,7 @@ calibration_worker (gpointer data)
   gint64 deadline = g_get_monotonic_time () + (gint64) (w->plan->seconds * G_USEC_PER_SEC);
   for (;;)
     {
-      double ms = timed_step (w);
+      double ms = timed_step (w, TRUE);
       g_array_append_val (w->step_ms, ms);
       int n = (int) w->step_ms->len;
       gboolean enough = w->plan->steps > 0 ? n >= w->plan->steps
@@ -412,8 +479,36 @@ calibration_worker (gpointer data)
     }
   g_atomic_int_dec_and_test (&line->timing);
   while (g_atomic_int_get (&line->timing) > 0)
-    timed_step (w);
+    timed_step (w, FALSE);
   return NULL;
+}
+
+/* The hand-offs' fractions, each the median over every worker's timed
+ * steps (each step's are in order, so their medians are too); none
+ * where the workers' steps did not all make the same hand-offs, or the
+ * net made none. */
+static void
+ready_medians (const CalibrationWorker *workers, int n, ShoalCalibration *out)
+{
+  const GArray *from = workers[0].ready_from;
+  guint k = from->len;
+  for (int i = 0; i < n; i++)
+    if (k == 0 || workers[i].ready_differ || workers[i].ready_from->len != k
+        || memcmp (workers[i].ready_from->data, from->data, k * sizeof (int)) != 0 || workers[i].fractions->len == 0)
+      return;
+  out->n_ready = (int) k;
+  out->ready_from = g_memdup2 (from->data, k * sizeof (int));
+  out->ready_fraction = g_new (double, k);
+  GArray *one = g_array_new (FALSE, FALSE, sizeof (double));
+  for (guint j = 0; j < k; j++)
+    {
+      g_array_set_size (one, 0);
+      for (int i = 0; i < n; i++)
+        for (guint t = j; t < workers[i].fractions->len; t += k)
+          g_array_append_val (one, g_array_index (workers[i].fractions, double, t));
+      out->ready_fraction[j] = median ((const double *) one->data, (int) one->len);
+    }
+  g_array_free (one, TRUE);
 }
 
 /* The compute: plan->concurrent nets of one worker's batch, each stepped
@@ -436,7 +531,10 @@ measure_compute (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibrati
   for (int i = 0; ok && i < n; i++)
     {
       workers[i] = (CalibrationWorker) { .plan = plan, .line = &line,
-                                         .step_ms = g_array_new (FALSE, FALSE, sizeof (double)) };
+                                         .step_ms = g_array_new (FALSE, FALSE, sizeof (double)),
+                                         .marks = g_array_new (FALSE, FALSE, sizeof (ReadyMark)),
+                                         .fractions = g_array_new (FALSE, FALSE, sizeof (double)),
+                                         .ready_from = g_array_new (FALSE, FALSE, sizeof (int)) };
       workers[i].net = shoal_runner_unit_net (job, &one, first, 1, TRUE, FALSE, NULL, error);
       ok = workers[i].net != NULL;
       if (!ok && n > 1)
@@ -458,6 +556,7 @@ measure_compute (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibrati
       out->nsteps = (int) all->len;
       out->step_ms = (double *) g_array_free (all, FALSE);
       out->concurrent = n;
+      ready_medians (workers, n, out);
       *first_net = g_steal_pointer (&workers[0].net);
     }
   for (int i = 0; i < n; i++)
@@ -465,7 +564,12 @@ measure_compute (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibrati
       if (workers[i].net != NULL)
         shoal_group_net_free (workers[i].net);
       if (workers[i].step_ms != NULL)
-        g_array_free (workers[i].step_ms, TRUE);
+        {
+          g_array_free (workers[i].step_ms, TRUE);
+          g_array_free (workers[i].marks, TRUE);
+          g_array_free (workers[i].fractions, TRUE);
+          g_array_free (workers[i].ready_from, TRUE);
+        }
     }
   g_free (workers);
   g_mutex_clear (&line.lock);
@@ -524,6 +628,11 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   for (int i = 0; i < N_SERVICE_KEYS; i++)
     g_key_file_set_double (kf, GROUP, service_keys[i], *service_value (&values, i));
   g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
+  if (cal->n_ready > 0)
+    {
+      g_key_file_set_integer_list (kf, GROUP, "ready_from", cal->ready_from, (gsize) cal->n_ready);
+      g_key_file_set_double_list (kf, GROUP, "ready_fraction", cal->ready_fraction, (gsize) cal->n_ready);
+    }
   g_key_file_set_double_list (kf, GROUP, "step_ms", cal->step_ms, (gsize) cal->nsteps);
   char *sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) cal->step_ms,
                                            sizeof (double) * (gsize) cal->nsteps);
@@ -534,6 +643,29 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   if (!ok)
     g_prefix_error (error, "%s: ", path);
   return ok;
+}
+
+/* What is wrong with a file's hand-offs: "offsets" (ready_from missing
+ * beside ready_fraction, not integers, or one below 0), "fractions"
+ * (missing beside ready_from, not numbers, not as many, outside 0..1 or
+ * out of order); NULL when they are sound or both absent. */
+static const char *
+ready_hand_offs_damage (const int *from, gsize n_from, const GError *bad_from, const double *fraction,
+                        gsize n_fraction, const GError *bad_fraction)
+{
+  if (from == NULL && fraction == NULL && bad_from == NULL && bad_fraction == NULL)
+    return NULL;
+  if (from == NULL || bad_from != NULL)
+    return "offsets";
+  for (gsize i = 0; i < n_from; i++)
+    if (from[i] < 0)
+      return "offsets";
+  if (fraction == NULL || bad_fraction != NULL || n_fraction != n_from)
+    return "fractions";
+  for (gsize i = 0; i < n_fraction; i++)
+    if (!(fraction[i] >= 0 && fraction[i] <= 1) || (i > 0 && fraction[i] < fraction[i - 1]))
+      return "fractions";
+  return NULL;
 }
 
 static gboolean
@@ -593,6 +725,17 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   int concurrent = g_key_file_has_key (kf, GROUP, "concurrent", NULL)
                      ? g_key_file_get_integer (kf, GROUP, "concurrent", &no_concurrent)
                      : 1;
+  /* absent from files made before they were measured: no hand-offs */
+  gsize n_from = 0, n_fraction = 0;
+  GError *bad_from = NULL, *bad_fraction = NULL;
+  int *ready_from = g_key_file_has_key (kf, GROUP, "ready_from", NULL)
+                      ? g_key_file_get_integer_list (kf, GROUP, "ready_from", &n_from, &bad_from)
+                      : NULL;
+  double *ready_fraction = g_key_file_has_key (kf, GROUP, "ready_fraction", NULL)
+                             ? g_key_file_get_double_list (kf, GROUP, "ready_fraction", &n_fraction, &bad_fraction)
+                             : NULL;
+  const char *bad_ready = ready_hand_offs_damage (ready_from, n_from, bad_from, ready_fraction, n_fraction,
+                                                  bad_fraction);
   char *mine = shoal_calibration_fingerprint (job);
   char *check = steps != NULL ? g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) steps,
                                                              sizeof (double) * n)
@@ -619,6 +762,11 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, "batch", "missing or not a number of rows >= 1");
   else if (no_concurrent != NULL || concurrent < 1)
     damaged (error, path, "concurrent", "not a number of workers >= 1");
+  else if (bad_ready != NULL)
+    damaged (error, path, strcmp (bad_ready, "fractions") == 0 ? "ready_fraction" : "ready_from",
+             strcmp (bad_ready, "fractions") == 0
+               ? "not one fraction of a step (0 to 1, each at least the one before) for each ready_from"
+               : "not a list of param offsets >= 0 beside ready_fraction");
   else
     {
       ok = TRUE;
@@ -642,7 +790,14 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
       out->host = g_key_file_get_string (kf, GROUP, "host", NULL);
       out->threads = g_key_file_get_integer (kf, GROUP, "threads", NULL);
       out->unit_bytes = g_key_file_get_int64 (kf, GROUP, "unit_bytes", NULL);
+      out->n_ready = (int) n_from;
+      out->ready_from = n_from > 0 ? g_steal_pointer (&ready_from) : NULL;
+      out->ready_fraction = n_from > 0 ? g_steal_pointer (&ready_fraction) : NULL;
     }
+  g_free (ready_from);
+  g_free (ready_fraction);
+  g_clear_error (&bad_from);
+  g_clear_error (&bad_fraction);
   g_clear_error (&local);
   g_clear_error (&no_batch);
   g_clear_error (&no_rpc);
@@ -660,6 +815,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
 void
 shoal_calibration_clear (ShoalCalibration *cal)
 {
+  g_free (cal->ready_from);
+  g_free (cal->ready_fraction);
   g_free (cal->model);
   g_free (cal->updater);
   g_free (cal->step_ms);

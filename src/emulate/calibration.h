@@ -17,7 +17,11 @@
  *     and a part per byte, through a real server on loopback;
  *   - a process's other passes over the params, per byte: a pull from a
  *     server in the worker's own process, and Hogwild's sync passes;
- *   - memory: what one unit's net holds (resident bytes it added).
+ *   - memory: what one unit's net holds (resident bytes it added);
+ *   - the backward's hand-offs: when, within a step, each layer's
+ *     gradients were final (the push hook's calls, worker/push_hook.c),
+ *     from which the virtual clock sends a slice during the backward of
+ *     the layers below it, as a real worker's comm thread does.
  *
  * The file is a GKeyFile with a [calibration] group; `model` is a hash of
  * the job's layer and updater sections (not the data paths), so a file
@@ -51,6 +55,14 @@ typedef struct {
    * master's apply_delta) */
   double pull_ns_per_byte;
   double sync_take_ns_per_byte, sync_apply_ns_per_byte, sync_merge_ns_per_byte;
+  /* the backward's hand-offs, in the order they came: at ready_fraction[i]
+   * of a step (the median over the timed steps) the gradients from param
+   * offset ready_from[i] to the store's end were final.  n_ready 0 in
+   * files from before they were measured: every slice ready at the
+   * step's end */
+  int *ready_from;
+  double *ready_fraction;
+  int n_ready;
   gint64 unit_bytes;           /* resident bytes of one unit's net */
   int threads;                 /* BLAS threads the steps ran with */
   int concurrent;              /* workers stepping at once when timed (1 in files from before it was
@@ -83,6 +95,11 @@ gboolean shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibrati
 void shoal_calibration_clear (ShoalCalibration *cal);
 /* The median of the measured steps. */
 double shoal_calibration_median_ms (const ShoalCalibration *cal);
+/* The fraction of a step after which the gradients from param offset
+ * `begin` on are final: the first hand-off that covers it (a real
+ * client queues a slice once every layer from its begin up is done,
+ * comm/param_client.c); 1 (the step's end) where none does. */
+double shoal_calibration_ready_fraction (const ShoalCalibration *cal, size_t begin);
 
 G_END_DECLS
 

@@ -47,6 +47,7 @@
 typedef enum {
   EV_STEP,         /* a: unit */
   EV_COMPUTED,     /* a: unit: its step's compute may be done (a process's cores may have stretched it) */
+  EV_SEND,         /* a: unit: the backward may have completed its chain's next slice (it may have stretched) */
   EV_ARRIVE,       /* a: unit, b: slice, step */
   EV_REPLY,        /* a: unit */
   EV_SYNC_SEND,    /* a: server group, b: slice: its delta was taken, it leaves for the master */
@@ -78,7 +79,10 @@ typedef struct {
   gint64 step;               /* the step in flight (between STEP and the last REPLY) */
   int chain;                 /* slices of the step sent so far */
   gboolean fetch;            /* this step's replies carry values */
-  gboolean pushing;          /* this step's gradients go out when its compute is done */
+  gboolean pushing;          /* this step's gradients go out (as backward completes them, or after it) */
+  gboolean overlaps;         /* its slices leave during backward, as their layers finish (the
+                              * calibration's hand-offs); else when its compute is done, as a real
+                              * straggler's or a clipped step's do (worker/worker.c) */
   gboolean line_due;         /* the step ends a train line's window */
   gboolean computing;        /* between STEP and COMPUTED */
   gint64 compute_start, compute_end;  /* virtual ns */
@@ -126,6 +130,8 @@ typedef struct {
   gint64 latency_ns;
   gint64 step_ns;            /* one unit's compute per step, before its slowdown (no calibration) */
   ShoalCalibration cal;      /* [emulate] calibration: measured steps; nsteps 0: none */
+  double *slice_ready;       /* per slice: the fraction of a step after which its gradients are final
+                              * (shoal_calibration_ready_fraction); NULL without hand-offs */
   double update_ns_per_byte; /* a server core's update cost */
   gint64 *core_free;         /* per rank: when its other work's core is free (virtual ns) */
   int process_cores;         /* [emulate] process_cores; 0: that core is a core of its own */
@@ -572,6 +578,8 @@ on_step (Emu *e, Unit *u)
         shoal_unit_state_drop_values (e->shared, &u->hold);  /* the replies bring the next step's */
     }
   schedule (e, u->compute_end, EV_COMPUTED, (int) (u - e->units), 0, step);
+  if (u->pushing && u->overlaps)
+    on_send (e, u);
 }
 
 /* The step's compute is done unless its process's other work stretched
@@ -591,13 +599,14 @@ on_computed (Emu *e, Unit *u)
   if (u->line_due)
     train_line (e, u, u->steps_done, u->compute_end);
   u->line_due = FALSE;
-  if (u->pushing)
+  if (u->pushing && !u->overlaps)
     on_send (e, u);
-  else
+  else if (!u->pushing || u->chain >= e->nslices)
     {
       u->step++;
       on_step (e, u);
     }
+  /* else its chain, sending since backward began, ends the step */
 }
 
 /* The comm thread sends slices from the top of the buffer down, as
@@ -608,12 +617,32 @@ chain_slice (Emu *e, Unit *u)
   return e->nslices - 1 - u->chain;
 }
 
+/* When the backward of unit u's step completes slice s (its process's
+ * other work may have stretched the step since it began). */
+static gint64
+slice_ready_at (Emu *e, const Unit *u, int s)
+{
+  if (!u->computing)
+    return e->now;
+  return u->compute_start + (gint64) llround (e->slice_ready[s] * (double) (u->compute_end - u->compute_start));
+}
+
+/* The chain's next slice leaves, once its backward is done. */
 static void
 on_send (Emu *e, Unit *u)
 {
   if (u->dead)
     return;
   int s = chain_slice (e, u);
+  if (u->overlaps)
+    {
+      gint64 ready = slice_ready_at (e, u, s);
+      if (ready > e->now)
+        {
+          schedule (e, ready, EV_SEND, (int) (u - e->units), 0, u->step);
+          return;
+        }
+    }
   size_t n = slice_floats (e, s, NULL);
   transmit (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float), EV_ARRIVE, (int) (u - e->units), s,
             u->step);
@@ -684,7 +713,10 @@ static void on_apply (Emu *e, Unit *u, int s, gint64 step);
 
 /* A push that reached its server waits for the server process's other
  * work (a process's cores: one job at a time, update_ns_per_byte each
- * byte) and is applied when that is done with it (on_apply). */
+ * byte) and is applied when that is done with it (on_apply).  A client
+ * that reads its server in place applies it on the worker's own thread
+ * (comm/param_client.c, queue_slices): in the backward it was handed
+ * off in, which it lengthens, or after it. */
 static void
 on_arrive (Emu *e, Unit *u, int s, gint64 step)
 {
@@ -697,7 +729,18 @@ on_arrive (Emu *e, Unit *u, int s, gint64 step)
     }
   int rank = server_rank (e, u->server_group, s);
   size_t n = slice_floats (e, s, NULL);
-  gint64 done = service_work (e, rank, e->now, pass_ns (n * sizeof (float), e->update_ns_per_byte));
+  gint64 update = pass_ns (n * sizeof (float), e->update_ns_per_byte);
+  if (rank == u->rank && shoal_runner_reads_server_in_place (e->layout, (int) e->rank_units[u->rank]->len))
+    {
+      if (u->computing)
+        {
+          u->compute_end += update;
+          u->win.compute_s += vseconds (update);
+        }
+      schedule (e, e->now + update, EV_APPLY, (int) (u - e->units), s, step);
+      return;
+    }
+  gint64 done = service_work (e, rank, e->now, update);
   schedule (e, done, EV_APPLY, (int) (u - e->units), s, step);
 }
 
@@ -733,11 +776,12 @@ on_reply (Emu *e, Unit *u)
   u->chain++;
   if (u->chain < e->nslices)
     on_send (e, u);
-  else
+  else if (!u->computing)
     {
       u->step++;
       on_step (e, u);
     }
+  /* else the step's compute is not done: its end goes on (on_computed) */
 }
 
 /* ---- Hogwild's group sync ---------------------------------------------------- */
@@ -1087,6 +1131,28 @@ build_servers (Emu *e, GError **error)
   return share_net (e, error);
 }
 
+/* When each slice's gradients are final within a step (the
+ * calibration's hand-offs), and the units whose comm thread sends them
+ * then: a real worker hands its client every layer as backward
+ * finishes it unless the step is clipped as a whole or an emulated
+ * straggler's (worker/worker.c, compute_step). */
+static void
+plan_hand_offs (Emu *e)
+{
+  const ShoalUpdaterConf *up = &e->job->updater;
+  if (e->cal.n_ready == 0 || up->clip_value > 0 || up->clip_norm > 0)
+    return;
+  e->slice_ready = g_new (double, e->nslices);
+  for (int s = 0; s < e->nslices; s++)
+    {
+      size_t begin = 0;
+      slice_floats (e, s, &begin);
+      e->slice_ready[s] = shoal_calibration_ready_fraction (&e->cal, begin);
+    }
+  for (int i = 0; i < e->nunits; i++)
+    e->units[i].overlaps = e->units[i].slowdown == NULL;
+}
+
 static void
 emu_free (Emu *e)
 {
@@ -1108,6 +1174,7 @@ emu_free (Emu *e)
         g_array_free (e->waiting[sg * e->nslices + s], TRUE);
     }
   g_free (e->servers);
+  g_free (e->slice_ready);
   g_free (e->server_dead);
   g_free (e->sync);
   g_free (e->waiting);
@@ -1298,6 +1365,7 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   shoal_threads_apply (job->threads, c->nworkers_per_procs >= c->nworkers_per_group ? c->nworkers_per_group : 1, 0);
   if (!build_units (e, error) || !build_servers (e, error))
     goto out;
+  plan_hand_offs (e);
   ShoalLayer *input = shoal_group_net_input (e->shared->net);
   if (input == NULL || input->ops->num_records == NULL)
     {
@@ -1383,6 +1451,9 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           break;
         case EV_COMPUTED:
           on_computed (e, &e->units[ev.a]);
+          break;
+        case EV_SEND:
+          on_send (e, &e->units[ev.a]);
           break;
         case EV_ARRIVE:
           on_arrive (e, &e->units[ev.a], ev.b, ev.step);

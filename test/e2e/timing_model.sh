@@ -19,10 +19,19 @@
 #     thread's copy of every slice (pull_ns_per_byte), exactly; with the
 #     sync passes charged and one core a process (process_cores = 1) the
 #     steps' compute stretches, and with nothing to charge it does not;
-#  5. bad input, each a clear error naming the key: an unknown
+#  5. the backward's hand-offs: calibrate records when each layer's
+#     gradients were final; a slice leaves once its layers' backward is
+#     done, during the step (one unit, two server shards, a fixed step
+#     of 10 ms, 1 ms a message: every slice ready at three quarters of
+#     the step costs max(10, 7.5 + 2 x slices) ms a step, exactly), and
+#     not before the step's end where the step is clipped as a whole or
+#     a hand-off covers no slice (10 + 2 x slices);
+#  6. bad input, each a clear error naming the key: an unknown
 #     distribution, a NIC bandwidth of 0, the timing keys on the real
 #     clock, a calibration file of another model, a damaged one, too few
 #     process cores.
+# The exact checks of 3 and 4 take the hand-offs out of their files
+# (no_hand_offs): each prices one cost alone.
 # Usage: timing_model.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -31,6 +40,7 @@ source test/e2e/lib/time_scale.sh "$BUILD"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+no_hand_offs='/^ready_\(from\|fraction\)=/d'
 
 TINY=(examples/fashion-mnist/mlp.conf -o job.epochs=0 -o job.test_freq=0 -o job.test_steps=5 -o job.disp_freq=1
       -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o emulate.clock=virtual)
@@ -95,7 +105,7 @@ grep -q "^rpc_ns_per_byte=[0-9.e-]*$" "$dir/tiny.cal" || fail "calibrate did not
 grep -qE "^rpc_us_per_message=[0-9.e-]+$" "$dir/tiny.cal" \
   || fail "calibrate did not measure a message's fixed cost (rpc_us_per_message)"
 sed -e 's/^rpc_us_per_message=.*/rpc_us_per_message=1000/' -e 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=0/' \
-  -e 's/^update_ns_per_byte=.*/update_ns_per_byte=0/' "$dir/tiny.cal" >"$dir/message.cal"
+  -e 's/^update_ns_per_byte=.*/update_ns_per_byte=0/' -e "$no_hand_offs" "$dir/tiny.cal" >"$dir/message.cal"
 one_unit_run msg "the run with 1 ms a message" -o "emulate.calibration=$dir/message.cal"
 grep -q "a message's transport 1000.0 us + 0.0000 ns/byte" "$dir/msg.out" || fail "the run's log names no message cost"
 step_costs_1ms_a_message msg "a message's fixed cost"
@@ -157,7 +167,8 @@ hogwild_run () {  # NAME CAL OPTION...: 2 Hogwild groups of 1 worker, a process 
 }
 # a pull of the whole model (the bytes a unit pushes a step, from the incast run) costs 1 ms
 pull=$(/usr/bin/python3 -c "print(1e6 / $(cat "$dir/incast/metrics.jsonl.push"))")
-sed -e "$(zero_costs)" -e "s/^pull_ns_per_byte=.*/pull_ns_per_byte=$pull/" "$dir/tiny.cal" >"$dir/pull.cal"
+sed -e "$(zero_costs)" -e "s/^pull_ns_per_byte=.*/pull_ns_per_byte=$pull/" -e "$no_hand_offs" "$dir/tiny.cal" \
+  >"$dir/pull.cal"
 hogwild_run pull "$dir/pull.cal" -o cluster.sync_freq=1000000
 /usr/bin/python3 - "$dir/pull/metrics.jsonl" <<'PY' || fail "the in-process pull"
 import json, sys
@@ -172,8 +183,8 @@ PY
 # of their own (process_cores = 0), or with nothing to charge, they do
 # not (Hogwild's syncs run beside its workers' steps)
 sed -e "$(zero_costs)" -e 's/^sync_\(take\|apply\|merge\)_ns_per_byte=.*/sync_\1_ns_per_byte=20/' \
-  "$dir/tiny.cal" >"$dir/sync.cal"
-sed -e "$(zero_costs)" "$dir/tiny.cal" >"$dir/free.cal"
+  -e "$no_hand_offs" "$dir/tiny.cal" >"$dir/sync.cal"
+sed -e "$(zero_costs)" -e "$no_hand_offs" "$dir/tiny.cal" >"$dir/free.cal"
 hogwild_run sync1 "$dir/sync.cal" -o cluster.sync_freq=1 -o emulate.process_cores=1
 hogwild_run sync0 "$dir/sync.cal" -o cluster.sync_freq=1 -o emulate.process_cores=0
 hogwild_run free1 "$dir/free.cal" -o cluster.sync_freq=1 -o emulate.process_cores=1
@@ -195,7 +206,56 @@ print("sync passes: compute %.2f ms on 1 core against %.2f beside; end %.2f / %.
       % (c1 * 1e3, c0 * 1e3, t1 * 1e3, t0 * 1e3, tf * 1e3))
 PY
 
-# 5. bad input
+# 5. the backward's hand-offs
+/usr/bin/python3 - "$dir/tiny.cal" <<'PY' || fail "calibrate's hand-offs"
+import sys
+kv = dict(l.rstrip("\n").split("=", 1) for l in open(sys.argv[1]) if "=" in l)
+offsets = [int(x) for x in kv["ready_from"].split(";") if x]
+fractions = [float(x) for x in kv["ready_fraction"].split(";") if x]
+# the tiny MLP: three dense layers, handed off top down; the first's
+# params begin the store
+assert len(offsets) == len(fractions) == 3, (offsets, fractions)
+assert offsets == sorted(offsets, reverse=True) and offsets[-1] == 0, offsets
+assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] <= 1, fractions
+print("calibrate's hand-offs: from %s at %s of a step: ok" % (offsets, ["%.2f" % f for f in fractions]))
+PY
+hand_offs() {  # CAL FROM FRACTION NAME: CAL with 1 ms a message, nothing else, and one hand-off
+  sed -e "$(zero_costs)" -e "$no_hand_offs" -e 's/^rpc_us_per_message=.*/rpc_us_per_message=1000/' "$1" \
+    >"$dir/$4.cal"
+  printf 'ready_from=%s;\nready_fraction=%s;\n' "$2" "$3" >>"$dir/$4.cal"
+}
+step_period () {  # NAME PERIOD_MS WHAT: every step of run NAME ends PERIOD_MS after the one before
+  /usr/bin/python3 - "$dir/$1/metrics.jsonl" "$2" "$3" <<'PY' || fail "$3"
+import json, sys
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["phase"] == "train"]
+period = float(sys.argv[2]) * 1e-3
+assert len(train) == 5, len(train)
+for r in train:
+    want = (r["step"] - 1) * period + 10e-3
+    assert abs(r["vtime"] - want) < 1e-6, (r["step"], r["vtime"], want)
+print("%s: a step every %.1f ms: ok" % (sys.argv[3], period * 1e3))
+PY
+}
+TWO_SHARDS=(-o cluster.nservers_per_group=2 -o cluster.nservers_per_procs=2)
+hand_offs "$dir/tiny.cal" 0 0.75 late
+one_unit_run late "the run with its slices ready at three quarters of the step" "${TWO_SHARDS[@]}" \
+  -o "emulate.calibration=$dir/late.cal"
+shards=$(sed -n 's/.*server group, \([0-9]*\) slices.*/\1/p' "$dir/late.out")
+[ "${shards:-0}" -ge 2 ] || fail "two server shards made ${shards:-no} slices"
+step_period late "$(/usr/bin/python3 -c "print(max(10, 7.5 + 2 * $shards))")" "every slice ready at three quarters"
+# a whole step's clipping needs its whole gradient: nothing leaves before its end
+"$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
+  -o updater.clip_norm=5 --steps 5 --out "$dir/clip-measured.cal" >"$dir/calclip.out" 2>&1 \
+  || { cat "$dir/calclip.out"; fail "calibrate a clipped model"; }
+hand_offs "$dir/clip-measured.cal" 0 0.75 clip
+one_unit_run clipped "the clipped run" "${TWO_SHARDS[@]}" -o "emulate.calibration=$dir/clip.cal" -o updater.clip_norm=5
+step_period clipped "$((10 + 2 * shards))" "a clipped step"
+# a hand-off above every slice's params hands off none: all at the end
+hand_offs "$dir/tiny.cal" 2000000000 0.25 above
+one_unit_run above "the run with a hand-off above the params" "${TWO_SHARDS[@]}" -o "emulate.calibration=$dir/above.cal"
+step_period above "$((10 + 2 * shards))" "a hand-off that covers no slice"
+
+# 6. bad input
 bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
   local want=$1 rc=0
   shift
@@ -223,6 +283,13 @@ sed 's/^rpc_us_per_message=.*/rpc_us_per_message=nan/' "$dir/tiny.cal" >"$dir/ms
 bad "[calibration] rpc_us_per_message: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/msgbad.cal"
 sed 's/^concurrent=.*/concurrent=0/' "$dir/tiny.cal" >"$dir/conc.cal"
 bad "[calibration] concurrent: not a number of workers >= 1" "${TINY[@]}" -o "emulate.calibration=$dir/conc.cal"
+sed 's/^ready_fraction=\([0-9.e-]*\);\([0-9.e-]*\);/ready_fraction=\2;\1;/' "$dir/tiny.cal" >"$dir/order.cal"
+bad "[calibration] ready_fraction: not one fraction of a step (0 to 1, each at least the one before)" "${TINY[@]}" \
+  -o "emulate.calibration=$dir/order.cal"
+sed '/^ready_fraction=/d' "$dir/tiny.cal" >"$dir/alone.cal"
+bad "[calibration] ready_fraction: not one fraction" "${TINY[@]}" -o "emulate.calibration=$dir/alone.cal"
+sed 's/^ready_from=[0-9]*;/ready_from=-3;/' "$dir/tiny.cal" >"$dir/below.cal"
+bad "[calibration] ready_from: not a list of param offsets >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/below.cal"
 head -c 100 "$dir/tiny.cal" >"$dir/cut.cal"
 bad "cut.cal" "${TINY[@]}" -o "emulate.calibration=$dir/cut.cal"
 bad "[emulate] calibration: $dir/none.cal" "${TINY[@]}" -o "emulate.calibration=$dir/none.cal"
