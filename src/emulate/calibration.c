@@ -10,11 +10,11 @@
 #include "cluster/layout.h"
 #include "core/error.h"
 #include "core/updater.h"
-#include "layers/layer.h"
 #include "server/rpc_client.h"
 #include "server/rpc_server.h"
 #include "server/server.h"
 #include "worker/job_run.h"
+#include "worker/push_hook.h"
 #include "worker/threads.h"
 
 #define GROUP "calibration"
@@ -406,10 +406,10 @@ static void
 note_ready (ShoalLayer *layer, gpointer data)
 {
   CalibrationWorker *w = data;
-  size_t begin, end;
-  if (!shoal_layer_param_range (layer, &begin, &end))
+  size_t from = shoal_worker_ready_from (layer);
+  if (from == G_MAXSIZE)
     return;
-  ReadyMark m = { begin, g_get_monotonic_time () };
+  ReadyMark m = { from, g_get_monotonic_time () };
   g_array_append_val (w->marks, m);
 }
 
@@ -421,8 +421,10 @@ keep_ready (CalibrationWorker *w, gint64 t0, gint64 t1)
   if (w->ready_from->len == 0 && w->fractions->len == 0)
     for (guint i = 0; i < marks->len; i++)
       {
+        /* the file's integers: a model past 2^31 params keeps none */
         size_t from = g_array_index (marks, ReadyMark, i).from;
-        int at = from <= G_MAXINT ? (int) from : G_MAXINT;
+        int at = from <= G_MAXINT ? (int) from : -1;
+        w->ready_differ |= at < 0;
         g_array_append_val (w->ready_from, at);
       }
   gboolean same = marks->len == w->ready_from->len;

@@ -73,13 +73,15 @@ shoal_cmd_calibrate (int argc, char **argv)
                                        : g_strdup ("");
   printf ("shoal calibrate: %s: model %s, %d steps%s (median %.3f ms, %d BLAS thread%s), a server's %s update "
           "%.4f ns/byte, a message's transport %.1f us + %.4f ns/byte beyond the wire, an in-process pull %.4f "
-          "ns/byte, a Hogwild sync's passes %.4f + %.4f + %.4f ns/byte, %.1f MiB per unit\n"
+          "ns/byte, a Hogwild sync's passes %.4f + %.4f + %.4f ns/byte, %.1f MiB per unit; %d backward hand-off%s "
+          "(the first at %.2f of a step)\n"
           "give it to a virtual-clock run: -o emulate.clock=virtual -o emulate.calibration=%s\n",
           out, cal.model, cal.nsteps, together, shoal_calibration_median_ms (&cal), cal.threads,
           cal.threads == 1 ? "" : "s",
           cal.updater, cal.update_ns_per_byte, cal.rpc_us_per_message, cal.rpc_ns_per_byte,
           cal.pull_ns_per_byte, cal.sync_take_ns_per_byte, cal.sync_apply_ns_per_byte, cal.sync_merge_ns_per_byte,
-          (double) cal.unit_bytes / 1048576.0, out);
+          (double) cal.unit_bytes / 1048576.0, cal.n_ready, cal.n_ready == 1 ? "" : "s",
+          cal.n_ready > 0 ? cal.ready_fraction[0] : 1.0, out);
   g_free (together);
 
 out:

@@ -20,6 +20,12 @@ typedef struct {
   gint64 step;
 } ShoalPushStep;
 
+/* Where the params whose gradients `layer`'s backward completed begin:
+ * once it is done, every gradient from there to the store's end is final
+ * in the step (the layers above finished before it); G_MAXSIZE for a
+ * layer without params, which completes nothing. */
+size_t shoal_worker_ready_from (ShoalLayer *layer);
+
 /* A ShoalParamsReadyFunc: tells push_step's client that the store's
  * gradients from where `layer`'s params begin are final in its step.  A
  * layer with statistics alone still marks the step (its range is empty). */
