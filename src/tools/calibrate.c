@@ -72,7 +72,7 @@ shoal_cmd_calibrate (int argc, char **argv)
   char *together = cal.concurrent > 1 ? g_strdup_printf (" of %d workers stepping at once", cal.concurrent)
                                        : g_strdup ("");
   printf ("shoal calibrate: %s: model %s, %d steps%s (median %.3f ms, %d BLAS thread%s), a server's %s update "
-          "%.4f ns/byte, a message's transport %.1f us + %.4f ns/byte beyond the wire, an in-process pull %.4f "
+          "%.4f ns/byte, a message's transport %.1f us + %.4f ns/byte beyond the wire, an in-process exchange %.4f "
           "ns/byte, a Hogwild sync's passes %.4f + %.4f + %.4f ns/byte, %.1f MiB per unit; %d backward hand-off%s "
           "(the first at %.2f of a step)\n"
           "give it to a virtual-clock run: -o emulate.clock=virtual -o emulate.calibration=%s\n",
