@@ -78,6 +78,7 @@ typedef struct {
 
   gint64 step;               /* the step in flight (between STEP and the last REPLY) */
   int chain;                 /* slices of the step sent so far */
+  int *order;                /* the order its comm thread sends them in (plan_chain) */
   gboolean fetch;            /* this step's replies carry values */
   gboolean pushing;          /* this step's gradients go out (as backward completes them, or after it) */
   gboolean overlaps;         /* its slices leave during backward, as their layers finish (the
@@ -609,12 +610,12 @@ on_computed (Emu *e, Unit *u)
   /* else its chain, sending since backward began, ends the step */
 }
 
-/* The comm thread sends slices from the top of the buffer down, as
- * backward completes them. */
+/* The slice the comm thread sends next (plan_chain's order). */
 static int
 chain_slice (Emu *e, Unit *u)
 {
-  return e->nslices - 1 - u->chain;
+  (void) e;
+  return u->order[u->chain];
 }
 
 /* When the backward of unit u's step completes slice s (its process's
@@ -1153,6 +1154,51 @@ plan_hand_offs (Emu *e)
     e->units[i].overlaps = e->units[i].slowdown == NULL;
 }
 
+/* When unit u's slice s is handed to its comm thread: the fraction of
+ * the step (1: at its end). */
+static double
+handed_at (Emu *e, const Unit *u, int s)
+{
+  return u->overlaps ? e->slice_ready[s] : 1.0;
+}
+
+/* The order in which unit u's comm thread sends its slices, as
+ * exchange_batch does (comm/param_client.c): the slices handed to it
+ * together (one batch; all of them at the step's end without hand-offs)
+ * go grouped by the process that serves them, the groups in the order
+ * of their top slice, each slice by slice from the top; batch after
+ * batch from the top of the store down.  (AllReduce's worker sends all
+ * of a batch's slices of one process, then the other's: both workers
+ * meet at each slice's server in turn, and no exchange overlaps another
+ * in the other direction.) */
+static void
+plan_chain (Emu *e, Unit *u)
+{
+  int n = e->nslices, k = 0;
+  u->order = g_new (int, n);
+  gboolean *taken = g_new0 (gboolean, n);
+  for (int top = n - 1; top >= 0;)
+    {
+      int low = top;
+      while (low > 0 && handed_at (e, u, low - 1) == handed_at (e, u, top))
+        low--;
+      for (int t = top; t >= low; t--)
+        {
+          if (taken[t])
+            continue;
+          int rank = server_rank (e, u->server_group, t);
+          for (int s = t; s >= low; s--)
+            if (!taken[s] && server_rank (e, u->server_group, s) == rank)
+              {
+                taken[s] = TRUE;
+                u->order[k++] = s;
+              }
+        }
+      top = low - 1;
+    }
+  g_free (taken);
+}
+
 static void
 emu_free (Emu *e)
 {
@@ -1162,6 +1208,7 @@ emu_free (Emu *e)
       shoal_unit_state_clear (e->shared, &u->hold);
       shoal_slowdown_free (u->slowdown);
       g_free (u->have_version);
+      g_free (u->order);
     }
   g_free (e->units);
   shoal_shared_net_free (e->shared);
@@ -1366,6 +1413,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   if (!build_units (e, error) || !build_servers (e, error))
     goto out;
   plan_hand_offs (e);
+  for (int i = 0; i < e->nunits; i++)
+    plan_chain (e, &e->units[i]);
   ShoalLayer *input = shoal_group_net_input (e->shared->net);
   if (input == NULL || input->ops->num_records == NULL)
     {

@@ -26,6 +26,11 @@
 #     the step costs max(10, 7.5 + 2 x slices) ms a step, exactly), and
 #     not before the step's end where the step is clipped as a whole or
 #     a hand-off covers no slice (10 + 2 x slices);
+#     the order the comm thread sends a batch in (comm/param_client.c):
+#     AllReduce's 2 workers send the slices of one process's server
+#     first, then the other's, so with 2m slices, a 5 ms step and 1 ms a
+#     message a step costs 5 + (4m - 2) ms, where top-down alternation
+#     would overlap the two directions (5 + 2m);
 #  6. bad input, each a clear error naming the key: an unknown
 #     distribution, a NIC bandwidth of 0, the timing keys on the real
 #     clock, a calibration file of another model, a damaged one, too few
@@ -254,6 +259,26 @@ step_period clipped "$((10 + 2 * shards))" "a clipped step"
 hand_offs "$dir/tiny.cal" 2000000000 0.25 above
 one_unit_run above "the run with a hand-off above the params" "${TWO_SHARDS[@]}" -o "emulate.calibration=$dir/above.cal"
 step_period above "$((10 + 2 * shards))" "a hand-off that covers no slice"
+
+# the comm thread's order: AllReduce, 2 workers each with its server
+# shard, fc1 of 400 (a model past 2 x 512 KiB: 2m = 4 or more slices)
+"$BUILD/shoal" run "${TINY[@]}" -o 'layer fc1.num_output=400' --topology conf/allreduce.conf -o job.train_steps=5 \
+  -o emulate.step_ms=10 -o emulate.latency_ms=1 -o job.metrics_interval=0 --workspace "$dir/order" >"$dir/order.out" 2>&1 \
+  || { tail -3 "$dir/order.out"; fail "the AllReduce run"; }
+order_slices=$(sed -n 's/.*server group, \([0-9]*\) slices.*/\1/p' "$dir/order.out")
+[ "${order_slices:-0}" -ge 4 ] || fail "AllReduce's model made ${order_slices:-no} slices, not 4 or more"
+/usr/bin/python3 - "$dir/order/metrics.jsonl" "$order_slices" <<'PY' || fail "the comm thread's order"
+import json, sys
+m = int(sys.argv[2]) // 2
+train = [r for r in map(json.loads, open(sys.argv[1])) if r["phase"] == "train"]
+for who in sorted({(r["group"], r["worker"]) for r in train}):
+    t = [r["vtime"] for r in train if (r["group"], r["worker"]) == who]
+    assert len(t) == 5, t
+    # from the second step on: 5 ms of compute, then the batch by process
+    for a, b in zip(t[1:], t[2:]):
+        assert abs((b - a) - (5 + 4 * m - 2) * 1e-3) < 1e-6, (who, t)
+print("AllReduce's batch by process, %d slices: a step every %d ms: ok" % (2 * m, 5 + 4 * m - 2))
+PY
 
 # 6. bad input
 bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
