@@ -612,9 +612,8 @@ on_computed (Emu *e, Unit *u)
 
 /* The slice the comm thread sends next (plan_chain's order). */
 static int
-chain_slice (Emu *e, Unit *u)
+chain_slice (const Unit *u)
 {
-  (void) e;
   return u->order[u->chain];
 }
 
@@ -634,7 +633,7 @@ on_send (Emu *e, Unit *u)
 {
   if (u->dead)
     return;
-  int s = chain_slice (e, u);
+  int s = chain_slice (u);
   if (u->overlaps)
     {
       gint64 ready = slice_ready_at (e, u, s);
