@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cluster/emulate_conf.h"
+#include "emulate/calibration.h"
 #include "core/error.h"
 #include "rpc/link_limit.h"
 #include "rpc/thrift_socket.h"
@@ -635,6 +636,29 @@ test_elastic_rule (void)
   shoal_server_free (group);
 }
 
+/* A slice is handed off at the first hand-off whose params, together
+ * with the ones before it, reach down to the slice's begin: the running
+ * lowest offset, as the param client's done_from (comm/param_client.c). */
+static void
+test_ready_fraction (void)
+{
+  int from[] = { 100, 300, 40, 0 };
+  double fraction[] = { 0.2, 0.5, 0.7, 1.0 };
+  ShoalCalibration cal = { .ready_from = from, .ready_fraction = fraction, .n_ready = 4 };
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&cal, 250), ==, 0.2);  /* 100 <= 250 */
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&cal, 100), ==, 0.2);
+  /* 300 comes after 100: the lowest so far stays 100, so 50 waits for 40 */
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&cal, 50), ==, 0.7);
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&cal, 0), ==, 1.0);
+  ShoalCalibration none = { 0 };
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&none, 0), ==, 1.0);  /* at the step's end */
+  int above[] = { 500 };
+  double half[] = { 0.5 };
+  ShoalCalibration high = { .ready_from = above, .ready_fraction = half, .n_ready = 1 };
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&high, 499), ==, 1.0);  /* covered by none */
+  g_assert_cmpfloat (shoal_calibration_ready_fraction (&high, 500), ==, 0.5);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -649,5 +673,6 @@ main (int argc, char **argv)
   g_test_add_func ("/emulate/limiter-latency", test_limiter_latency);
   g_test_add_func ("/emulate/limiter-idle-banks-nothing", test_limiter_idle_banks_nothing);
   g_test_add_func ("/emulate/elastic-rule", test_elastic_rule);
+  g_test_add_func ("/emulate/ready-fraction", test_ready_fraction);
   return g_test_run ();
 }
