@@ -30,8 +30,12 @@ shoal_cmd_calibrate (int argc, char **argv)
       "set a conf key as the runs will, e.g. -o job.threads=1", "SECTION.KEY=VALUE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
-  GOptionContext *ctx = g_option_context_new ("JOB.conf - measure the model's step times, update cost and memory "
-                                              "for the virtual clock");
+  GOptionContext *ctx = g_option_context_new ("JOB.conf - measure what the virtual clock's timing model needs "
+                                              "for this model here");
+  g_option_context_set_summary (ctx, "The step times, when in a step each layer's gradients are final (the "
+                                     "backward's hand-offs), a server's update, a message's transport, the "
+                                     "in-process exchange and Hogwild's sync passes per byte, and a unit's "
+                                     "memory (docs/SCALE.md, \"Calibration\").");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   ShoalJob *job = NULL;
