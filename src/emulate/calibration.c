@@ -698,26 +698,32 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   return ok;
 }
 
-/* What is wrong with a file's hand-offs: "offsets" (ready_from missing
- * beside ready_fraction, not integers, or one below 0), "fractions"
- * (missing beside ready_from, not numbers, not as many, outside 0..1 or
- * out of order); NULL when they are sound or both absent. */
+/* The key of a file's hand-offs that is damaged, with *why: ready_from
+ * (missing beside ready_fraction, not integers, or one below 0),
+ * ready_fraction (missing beside ready_from, not numbers, not as many,
+ * outside 0..1 or out of order); NULL when they are sound or both
+ * absent. */
 static const char *
 ready_hand_offs_damage (const int *from, gsize n_from, const GError *bad_from, const double *fraction,
-                        gsize n_fraction, const GError *bad_fraction)
+                        gsize n_fraction, const GError *bad_fraction, const char **why)
 {
+  static const char offsets[] = "not a list of param offsets >= 0 beside ready_fraction";
+  static const char fractions[] =
+    "not one fraction of a step (0 to 1, each at least the one before) for each ready_from";
   if (from == NULL && fraction == NULL && bad_from == NULL && bad_fraction == NULL)
     return NULL;
+  *why = offsets;
   if (from == NULL || bad_from != NULL)
-    return "offsets";
+    return "ready_from";
   for (gsize i = 0; i < n_from; i++)
     if (from[i] < 0)
-      return "offsets";
+      return "ready_from";
+  *why = fractions;
   if (fraction == NULL || bad_fraction != NULL || n_fraction != n_from)
-    return "fractions";
+    return "ready_fraction";
   for (gsize i = 0; i < n_fraction; i++)
     if (!(fraction[i] >= 0 && fraction[i] <= 1) || (i > 0 && fraction[i] < fraction[i - 1]))
-      return "fractions";
+      return "ready_fraction";
   return NULL;
 }
 
@@ -787,8 +793,9 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   double *ready_fraction = g_key_file_has_key (kf, GROUP, "ready_fraction", NULL)
                              ? g_key_file_get_double_list (kf, GROUP, "ready_fraction", &n_fraction, &bad_fraction)
                              : NULL;
+  const char *ready_why = NULL;
   const char *bad_ready = ready_hand_offs_damage (ready_from, n_from, bad_from, ready_fraction, n_fraction,
-                                                  bad_fraction);
+                                                  bad_fraction, &ready_why);
   char *mine = shoal_calibration_fingerprint (job);
   char *check = steps != NULL ? g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) steps,
                                                              sizeof (double) * n)
@@ -816,10 +823,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   else if (no_concurrent != NULL || concurrent < 1)
     damaged (error, path, "concurrent", "not a number of workers >= 1");
   else if (bad_ready != NULL)
-    damaged (error, path, strcmp (bad_ready, "fractions") == 0 ? "ready_fraction" : "ready_from",
-             strcmp (bad_ready, "fractions") == 0
-               ? "not one fraction of a step (0 to 1, each at least the one before) for each ready_from"
-               : "not a list of param offsets >= 0 beside ready_fraction");
+    damaged (error, path, bad_ready, ready_why);
   else
     {
       ok = TRUE;

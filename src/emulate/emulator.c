@@ -648,12 +648,21 @@ on_send (Emu *e, Unit *u)
             u->step);
 }
 
+/* Whether unit u's client reads the one server of its process in place
+ * (shoal_runner_reads_server_in_place, as the runner decides): no copy
+ * of values back, and its updates on the worker's own thread. */
+static gboolean
+reads_in_place (Emu *e, const Unit *u)
+{
+  return shoal_runner_reads_server_in_place (e->layout, (int) e->rank_units[u->rank]->len);
+}
+
 /* A held reply whose rule now allows it: its values leave the server
  * now (into the unit's params: nothing reads them before the reply
  * arrives) and arrive after the link.  From a server in the unit's own
  * process the comm thread copies them (pull_ns_per_byte, on the
  * process's cores), unless its client reads the server's values in
- * place (shoal_runner_reads_server_in_place, as the runner decides). */
+ * place. */
 static void
 release (Emu *e, int sg, int s, const Waiting *w)
 {
@@ -673,8 +682,7 @@ release (Emu *e, int sg, int s, const Waiting *w)
     }
   int from = server_rank (e, sg, s);
   gint64 copy = pass_ns (bytes, e->cal.pull_ns_per_byte);
-  if (from == u->rank && copy > 0
-      && !shoal_runner_reads_server_in_place (e->layout, (int) e->rank_units[u->rank]->len))
+  if (from == u->rank && copy > 0 && !reads_in_place (e, u))
     schedule (e, service_work (e, from, e->now, copy), EV_REPLY, w->unit, s, w->step);
   else
     transmit (e, from, u->rank, bytes, EV_REPLY, w->unit, s, w->step);
@@ -730,7 +738,7 @@ on_arrive (Emu *e, Unit *u, int s, gint64 step)
   int rank = server_rank (e, u->server_group, s);
   size_t n = slice_floats (e, s, NULL);
   gint64 update = pass_ns (n * sizeof (float), e->update_ns_per_byte);
-  if (rank == u->rank && shoal_runner_reads_server_in_place (e->layout, (int) e->rank_units[u->rank]->len))
+  if (rank == u->rank && reads_in_place (e, u))
     {
       if (u->computing)
         {
