@@ -82,7 +82,28 @@ test_conf_reads (void)
   g_assert_cmpint (e->fault_group, ==, 1);
   g_assert_cmpfloat (e->fault_at, ==, 30);
   g_assert_true (shoal_emulate_active (e));
+  /* the real clock limits each socket: no NIC */
+  g_assert_cmpfloat (e->nic_mbit, ==, 0);
+  g_assert_false (e->nic_from_links);
   shoal_job_free (job);
+
+  /* the virtual clock: without nic_mbit each process's NIC takes the links'
+   * speed; unlimited leaves the links alone; a number is the NIC's */
+  const struct { const char *keys; double nic; gboolean from_links; } nics[] = {
+    { "clock = virtual\nbandwidth_mbit = 10000\n", 10000, TRUE },
+    { "clock = virtual\nbandwidth_mbit = 10000\nnic_mbit = unlimited\n", 0, FALSE },
+    { "clock = virtual\nbandwidth_mbit = 10000\nnic_mbit = 2500\n", 2500, FALSE },
+    { "clock = virtual\nnic_mbit = 40000\n", 40000, FALSE },
+    { "clock = virtual\n", 0, FALSE },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (nics); i++)
+    {
+      job = load (nics[i].keys, &error);
+      g_assert_no_error (error);
+      g_assert_cmpfloat (job->emulate.nic_mbit, ==, nics[i].nic);
+      g_assert_cmpint (job->emulate.nic_from_links, ==, nics[i].from_links);
+      shoal_job_free (job);
+    }
 
   job = load ("clock = virtual\nstep_ms = 12.5\n", &error);
   g_assert_no_error (error);
@@ -142,6 +163,14 @@ test_conf_errors (void)
   expect_error ("bandwidth_mbit = 0\n",
                 "x.conf:14: [emulate] bandwidth_mbit: 0 is not a bandwidth: give Mbit/s above 0 and at most 1e7 "
                 "(leave the key out for no limit)");
+  expect_error ("clock = virtual\nnic_mbit = 1e8\n",
+                "x.conf:15: [emulate] nic_mbit: 1e8 is not a bandwidth: give Mbit/s above 0 and at most 1e7, or "
+                "unlimited for no NIC limit beside the links (leave the key out for bandwidth_mbit's)");
+  expect_error ("clock = virtual\nnic_mbit = 10G\n",
+                "x.conf:15: [emulate] nic_mbit: 10G is not a bandwidth: give Mbit/s above 0 and at most 1e7, or "
+                "unlimited for no NIC limit beside the links (leave the key out for bandwidth_mbit's)");
+  expect_error ("nic_mbit = unlimited\n",
+                "x.conf:14: [emulate] nic_mbit: only the virtual clock uses it (clock = virtual)");
   expect_error ("fault_group = 1\n",
                 "x.conf:14: [emulate] fault_group: give fault_at, the seconds into the job at which group 1 dies");
   expect_error ("fault_group = 5\nfault_at = 3\n",

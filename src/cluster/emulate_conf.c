@@ -35,9 +35,11 @@ const ShoalOption shoal_emulate_options[] = {
     "Mbit/s of every link between two processes (a token bucket in shoal's socket transport); "
     "absent: no limit" },
   { "latency_ms", SHOAL_OPT_FLOAT, "0", 0, 1e6, NULL, "one-way milliseconds added to every message between processes" },
-  { "nic_mbit", SHOAL_OPT_FLOAT, "", SHOAL_UNBOUNDED, NULL,
+  { "nic_mbit", SHOAL_OPT_STRING, "", SHOAL_UNBOUNDED, NULL,
     "virtual clock: Mbit/s of every process's NIC, each way (full duplex), shared max-min fairly by the "
-    "messages crossing it (pushes into a server queue at its NIC); absent: no NIC limit" },
+    "messages crossing it (pushes into a server queue at its NIC); absent: bandwidth_mbit's (a process's "
+    "links leave through its one NIC), or no limit where bandwidth_mbit is absent too; unlimited: no NIC "
+    "limit beside the links (as the real clock's per-socket limit)" },
   { "core_mbit", SHOAL_OPT_FLOAT, "", SHOAL_UNBOUNDED, NULL,
     "virtual clock: Mbit/s of an oversubscribed core every message between processes crosses, shared "
     "by all of them; absent: a full-bisection network" },
@@ -507,6 +509,46 @@ read_mbit (ShoalConf *conf, const char *key, double *mbit, GError **error)
   return FALSE;
 }
 
+/* nic_mbit: Mbit/s, "unlimited", or absent.  Absent on the virtual clock
+ * with links limited, every process's NIC takes a link's speed: each
+ * process is a machine whose links all leave through its one NIC, so n
+ * workers pushing into one server share that server's NIC (incast); per-pair
+ * links alone would let every process send and take in any number of
+ * links' worth at once, the linear speedup no real cluster shows.
+ * "unlimited" keeps the links alone: what the real clock's limiter does
+ * (one token bucket per socket), for predicting such runs. */
+static gboolean
+read_nic (ShoalConf *conf, ShoalEmulateConf *e, GError **error)
+{
+  e->nic_mbit = 0;
+  e->nic_from_links = FALSE;
+  if (!g_key_file_has_key (shoal_conf_keyfile (conf), G, "nic_mbit", NULL))
+    {
+      e->nic_from_links = e->clock == SHOAL_CLOCK_VIRTUAL && e->bandwidth_mbit > 0;
+      if (e->nic_from_links)
+        e->nic_mbit = e->bandwidth_mbit;
+      return TRUE;
+    }
+  char *text = g_strstrip (shoal_conf_get_string (conf, G, shoal_emulate_options, "nic_mbit"));
+  char *end = NULL;
+  double mbit = g_ascii_strtod (text, &end);
+  gboolean ok = TRUE;
+  if (strcmp (text, "unlimited") == 0)
+    e->nic_mbit = 0;
+  else if (*text != '\0' && end != NULL && *end == '\0' && mbit > 0 && mbit <= 1e7)
+    e->nic_mbit = mbit;
+  else
+    {
+      shoal_conf_error (conf, error, G, "nic_mbit",
+                        "%s is not a bandwidth: give Mbit/s above 0 and at most 1e7, or unlimited for no NIC "
+                        "limit beside the links (leave the key out for bandwidth_mbit's)",
+                        *text != '\0' ? text : "''");
+      ok = FALSE;
+    }
+  g_free (text);
+  return ok;
+}
+
 static gboolean
 read_bandwidth (ShoalConf *conf, double *mbit, GError **error)
 {
@@ -542,7 +584,7 @@ read_virtual_model (ShoalConf *conf, ShoalEmulateConf *e, GError **error)
         shoal_conf_error (conf, error, G, virtual_only[i], "only the virtual clock uses it (clock = virtual)");
         return FALSE;
       }
-  if (!read_mbit (conf, "nic_mbit", &e->nic_mbit, error) || !read_mbit (conf, "core_mbit", &e->core_mbit, error)
+  if (!read_nic (conf, e, error) || !read_mbit (conf, "core_mbit", &e->core_mbit, error)
       || !read_distribution (conf, "step_delay", &e->step_delay, error)
       || !read_distribution (conf, "machine_factor", &e->machine_factor, error))
     return FALSE;

@@ -33,8 +33,9 @@
  *   latency_ms = MS             one way, per message
  * The virtual clock's timing model (docs/SCALE.md; the real clock
  * refuses these keys by name):
- *   nic_mbit = MBIT             every process's NIC, in and out, shared
- *                               max-min fairly by its messages
+ *   nic_mbit = MBIT | unlimited every process's NIC, in and out, shared
+ *                               max-min fairly by its messages; absent:
+ *                               bandwidth_mbit's (unlimited: the links alone)
  *   core_mbit = MBIT            an oversubscribed core all messages share
  *   update_ns_per_byte = NS     a server's update cost (one core each)
  *   process_cores = N           the cores of every process: its workers
@@ -99,6 +100,7 @@ typedef struct {
   double fault_at;         /* seconds of the job's clock */
   /* the virtual clock's timing model (docs/SCALE.md) */
   double nic_mbit;         /* every process's NIC, each way; 0: no limit */
+  gboolean nic_from_links; /* nic_mbit absent: the NICs take bandwidth_mbit's speed */
   double core_mbit;        /* an oversubscribed core; 0: none */
   double update_ns_per_byte;  /* a server's update per byte; < 0: the calibration's, else 0 */
   int process_cores;       /* every process's cores; 0: its other work has a core of its own */

@@ -1456,13 +1456,14 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   if (!opts->quiet)
     {
       g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
-                 " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s, "
+                 " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s%s, "
                  "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte; process cores %d (0: their "
                  "other work on a core beside the workers)",
                  job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
                  shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
                  e->cal.nsteps > 0 ? " (median; drawn from the calibration)" : "", job->emulate.bandwidth_mbit,
-                 job->emulate.nic_mbit, job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte,
+                 job->emulate.nic_mbit, job->emulate.nic_from_links ? " (bandwidth_mbit's: no nic_mbit given)" : "",
+                 job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte,
                  e->process_cores);
       shoal_layout_log (e->layout);
     }

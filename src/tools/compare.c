@@ -496,6 +496,9 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
       g_free (v);
     }
   g_strfreev (keys);
+  if (job->emulate.nic_from_links)
+    g_string_append_printf (d, "; every process's NIC takes %g Mbit/s each way, bandwidth_mbit's (no nic_mbit "
+                            "given: a process's links all leave through its one NIC)", job->emulate.nic_mbit);
   if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL && job->emulate.calibration != NULL && job->emulate.step_ms <= 0)
     g_string_append_printf (d, "; each step's time is drawn from the measured steps of the calibration file "
                             "`%s` (median %.3f ms for a group's batch on one machine): give the same file to "

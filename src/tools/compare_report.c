@@ -365,9 +365,10 @@ paragraph_time (GString *md, GPtrArray *schemes, double target)
     }
   not_reached (md, schemes);
   if (virtual_runs (schemes))
-    g_string_append (md, " The time is virtual: each worker had a machine of its own, each step cost the "
-                         "same measured compute time times the worker's emulated slowdown, each message "
-                         "its bytes over the emulated link (docs/SCHEMES.md, \"Emulation\"). It is what "
+    g_string_append (md, " The time is virtual: each worker had a machine of its own, each step cost its "
+                         "compute time (the header says whether measured steps were drawn or one time "
+                         "charged) times the worker's emulated slowdown, each message its bytes through "
+                         "the emulated NICs and links (docs/SCALE.md, \"The timing model\"). It is what "
                          "such a cluster would show under that model, not a measurement.\n\n");
   else
     g_string_append (md, " Wall time here is one machine's: the processes of every scheme share its cores, "

@@ -6,6 +6,9 @@
 #  2. incast at the server's NIC: 4 groups in lockstep push every slice
 #     into one server process whose NIC (nic_mbit) they share, and its
 #     replies share its out side: a step costs step_ms + 2 x 4 x bytes / B;
+#     links of B alone (bandwidth_mbit, no nic_mbit) give the NICs their
+#     speed: the same steps; with nic_mbit = unlimited each group's link
+#     is its own (the real clock's per-socket limit): step_ms + 2 x bytes / B;
 #  3. shoal calibrate writes a file (a message's transport: a fixed part
 #     and a part per byte), and the model charges its fixed part once per
 #     message: with 1 ms a message and nothing per byte, a step costs
@@ -85,25 +88,35 @@ slices=$(sed -n 's/.*server group, \([0-9]*\) slices.*/\1/p' "$dir/lat.out")
 step_costs_1ms_a_message lat "latency"
 
 # 2. incast: 4 groups into one server process's NIC of 100 Mbit/s
-"$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=4 \
-  -o job.train_steps=4 -o emulate.step_ms=10 -o emulate.nic_mbit=100 -o job.metrics_interval=0 \
-  --workspace "$dir/incast" >"$dir/incast.out" 2>&1 || { tail -3 "$dir/incast.out"; fail "the incast run"; }
-/usr/bin/python3 - "$dir/incast/metrics.jsonl" <<'PY' || fail "incast"
+incast_run () {  # NAME SHARING WHAT OPTION...: 4 groups, a step every 10 ms + 2 x SHARING x push / 100 Mbit/s
+  local name=$1 sharing=$2 what=$3
+  shift 3
+  "$BUILD/shoal" run "${TINY[@]}" "${ONE_SERVER[@]}" --topology conf/downpour.conf -o cluster.nworker_groups=4 \
+    -o job.train_steps=4 -o emulate.step_ms=10 -o job.metrics_interval=0 "$@" \
+    --workspace "$dir/$name" >"$dir/$name.out" 2>&1 || { tail -3 "$dir/$name.out"; fail "the $what run"; }
+  /usr/bin/python3 - "$dir/$name/metrics.jsonl" "$sharing" "$what" <<'PY' || fail "$what"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
+sharing = int(sys.argv[2])
 train = [r for r in lines if r["phase"] == "train"]
 proc = [r for r in lines if r["phase"] == "process"]
 server = max(proc, key=lambda r: r["bytes_received"])
 steps = max(r["step"] for r in train)
 # the bytes one unit pushes per step: the server took 4 units' pushes
 push = server["bytes_received"] / (4 * steps)
-period = 10e-3 + 2 * 4 * push / 12.5e6
+period = 10e-3 + 2 * sharing * push / 12.5e6
 for r in train:
     want = (r["step"] - 1) * period + 10e-3
     assert abs(r["vtime"] - want) < 1e-6 * r["step"] + 1e-8, (r["group"], r["step"], r["vtime"], want)
-print("incast: 4 pushes of %.0f bytes through one 100 Mbit/s NIC, a step every %.3f ms: ok" % (push, period * 1e3))
+print("%s: 4 pushes of %.0f bytes, each at 1/%d of 100 Mbit/s, a step every %.3f ms: ok"
+      % (sys.argv[3], push, sharing, period * 1e3))
 open(sys.argv[1] + ".push", "w").write("%.0f\n" % push)
 PY
+}
+incast_run incast 4 "incast through one NIC" -o emulate.nic_mbit=100
+incast_run links 4 "links alone: NICs of their speed" -o emulate.bandwidth_mbit=100
+grep -q "NICs 100 Mbit/s (bandwidth_mbit's: no nic_mbit given)" "$dir/links.out" || fail "the log does not say the NICs took the links' speed"
+incast_run unlimited 1 "links alone with unlimited NICs" -o emulate.bandwidth_mbit=100 -o emulate.nic_mbit=unlimited
 
 # 3. calibrate; a calibrated compare twice
 "$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
@@ -282,6 +295,8 @@ bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
 bad "[emulate] step_delay: unknown distribution 'weibull'" "${TINY[@]}" -o 'emulate.step_delay=weibull(1, 2)'
 bad "[emulate] machine_factor: unknown distribution 'zipf'" "${TINY[@]}" -o 'emulate.machine_factor=zipf(2)'
 bad "[emulate] nic_mbit: 0 is not a bandwidth" "${TINY[@]}" -o emulate.nic_mbit=0
+bad "[emulate] nic_mbit: fast is not a bandwidth: give Mbit/s above 0 and at most 1e7, or unlimited" "${TINY[@]}" \
+  -o emulate.nic_mbit=fast
 bad "[emulate] core_mbit: -5 is not a bandwidth" "${TINY[@]}" -o emulate.core_mbit=-5
 bad "[emulate] nic_mbit: only the virtual clock uses it" "${TINY[@]}" -o emulate.clock=real -o emulate.nic_mbit=100
 bad "[emulate] process_cores: only the virtual clock uses it" "${TINY[@]}" -o emulate.clock=real -o emulate.process_cores=2
