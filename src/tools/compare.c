@@ -739,7 +739,10 @@ summarize (GPtrArray *schemes, const char *out, double target, gboolean interrup
   for (guint i = 0; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
-      if (s->reached > 0)
+      if (s->finished == 0)
+        printf ("  %-14s no run finished (results.csv has the exit status, the run's workspace its metrics)\n",
+                s->name);
+      else if (s->reached > 0)
         printf ("  %-14s final accuracy %.4f, target at %.1f s / %.0f samples, %.0f samples/s\n", s->name,
                 s->acc_mean, s->time_to_target, s->samples_to_target, s->sps);
       else

@@ -186,7 +186,9 @@ curves_figure (GString *gp, GPtrArray *schemes, const char *png, const char *tit
   if (n > 0)
     g_string_append_printf (gp, "%s\n", plot->str);
   else
-    g_string_append (gp, "set label 1 'no run has data' at graph 0.4,0.5\nplot 1/0 notitle\nunset label 1\n");
+    /* an empty frame: gnuplot refuses a plot with no defined point
+     * (plot 1/0), and every figure must exist for the report */
+    g_string_append (gp, "set label 1 'no run has data' at graph 0.4,0.5\nplot [0:1][0:1] 2 notitle\nunset label 1\n");
   g_string_free (plot, TRUE);
 }
 

@@ -209,6 +209,24 @@ efficiency (const Curve *c, const Scheme *p)
   return speedup (c, p) * first->workers / p->workers;
 }
 
+/* Whether curve c has a point gnuplot can draw in column col of its
+ * data file (scale_figures): on log scales only positive values count,
+ * and time to target only where it was reached. */
+static gboolean
+curve_has_points (const Curve *c, int col)
+{
+  for (guint j = 0; j < c->points->len; j++)
+    {
+      const Scheme *p = g_ptr_array_index (c->points, j);
+      if (p->finished == 0)
+        continue;
+      double v = col == 2 ? p->sps : col == 3 ? speedup (c, p) : col == 4 ? efficiency (c, p) : 0;
+      if (col == 5 ? p->reached > 0 : v > 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 static void
 csv_cell (GString *s, double v, gboolean have, const char *fmt)
 {
@@ -291,17 +309,29 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
       g_string_append_printf (gp, "set output '%s'\nset title \"%s\"\nset ylabel \"%s\"\n%s", figures[f].png,
                               figures[f].title, figures[f].ylabel,
                               f == 0 || f == 1 || f == 3 ? "set logscale y 2\n" : "unset logscale y\n");
+      /* only the curves with a point to draw: gnuplot refuses a plot
+       * whose every file is empty (no run finished, no size reached the
+       * target), and the report needs every figure */
       GString *plot = g_string_new ("plot ");
+      int plotted = 0;
       for (guint i = 0; i < curves->len; i++)
         {
-          char *q = shoal_gnuplot_quote (g_array_index (curves, Curve, i).base);
+          const Curve *c = &g_array_index (curves, Curve, i);
+          if (!curve_has_points (c, figures[f].col))
+            continue;
+          char *q = shoal_gnuplot_quote (c->base);
           g_string_append_printf (plot, "%s'data/scale-%s.dat' using 1:%d with linespoints lw 2 pt 7 title %s",
-                                  i > 0 ? ", \\\n  " : "", g_array_index (curves, Curve, i).base, figures[f].col, q);
+                                  plotted > 0 ? ", \\\n  " : "", c->base, figures[f].col, q);
           g_free (q);
+          plotted++;
         }
-      if (f == 1)
+      if (plotted > 0 && f == 1)
         g_string_append (plot, ", \\\n  x / 1 with lines dt 2 lc rgb 'gray40' title 'ideal (from 1 worker)'");
-      g_string_append_printf (gp, "%s\n", plot->str);
+      if (plotted > 0)
+        g_string_append_printf (gp, "%s\n", plot->str);
+      else
+        g_string_append_printf (gp, "set label 1 '%s' at graph 0.35,0.5\nplot [1:2][1:2] 4 notitle\nunset label 1\n",
+                                f == 3 ? "no size reached the target" : "no run has data");
       g_string_free (plot, TRUE);
       g_string_append_printf (md, "%s![%s](%s)\n", f == 0 ? "\n" : "", figures[f].title, figures[f].png);
     }

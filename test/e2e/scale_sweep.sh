@@ -6,6 +6,8 @@
 # w workers with w batches, the asynchronous ones w groups; only group
 # 0 tests (test_groups = 1), 2,048 rows a pass (test_steps 32).  Bad
 # --workers (0, a non-number, a count named twice) are errors naming it.
+# A sweep whose every run fails and one whose target no size reaches still
+# write the report and every figure.
 # [cluster] sync_lr: with warm-up its first update is at lr, so the
 # second step's loss equals a run without it, and the third differs.
 # No timing is asserted.
@@ -53,6 +55,29 @@ conf = open(os.path.join(d, "runs", "downpour-w4-r1", "job.conf")).read()
 assert "\ntest_groups=1\n" in conf and "\ntest_steps=32\n" in conf, "no sweep test defaults in job.conf"
 print("sweep: " + ", ".join("%s-w%s %.2fx" % (r["scheme"], r["workers"], float(r["speedup"])) for r in rows))
 PY
+
+# a sweep where nothing finishes (every run diverges) and one where no size
+# reaches the target: the report and every figure still come, the first
+# exits 1 naming the failures, each scheme's line says no run finished
+pngs_and_report () {  # DIR WHAT
+  for f in report.md scale.csv accuracy-time.png scale-throughput.png scale-speedup.png scale-efficiency.png \
+    scale-time-to-target.png; do
+    [ -s "$1/$f" ] || { tail -5 "$dir/out"; fail "$2: no $f"; }
+  done
+}
+rc=0
+timeout -k 5 "$(scaled 120)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes sandblaster,downpour \
+  --workers 1,2 --budget samples=1280 --points 1 --out "$dir/diverged" --quiet "${TINY[@]}" \
+  -o updater.lr_policy=fixed -o updater.lr=1e5 >"$dir/out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { tail -5 "$dir/out"; fail "a sweep of diverging runs exited $rc, not 1"; }
+grep -q "4 runs failed" "$dir/out" && grep -q "downpour-w2    no run finished" "$dir/out" \
+  || { cat "$dir/out"; fail "the diverged sweep's summary"; }
+pngs_and_report "$dir/diverged" "a sweep of diverging runs"
+timeout -k 5 "$(scaled 120)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes downpour \
+  --workers 1,2 --budget samples=1280 --points 1 --target 0.999 --out "$dir/unreached" --quiet "${TINY[@]}" \
+  >"$dir/out" 2>&1 || { tail -5 "$dir/out"; fail "a sweep with an unreached target"; }
+pngs_and_report "$dir/unreached" "a sweep with an unreached target"
+echo "nothing finished, no target reached: the report and every figure: ok"
 
 bad() {  # MESSAGE ARGS
   local want=$1 rc=0
