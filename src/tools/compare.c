@@ -569,7 +569,9 @@ parse_compare_args (int *argc, char ***argv, CompareArgs *a, GError **error)
       "per run: samples=N (all workers together) or seconds=S (of training); default: the job's own length "
       "for one group", "samples=N|seconds=S" },
     { "target", 'T', 0, G_OPTION_ARG_DOUBLE, &a->target,
-      "test accuracy to time (0 < ACC <= 1); default: 95 percent of the best scheme's mean final accuracy", "ACC" },
+      "test accuracy to time (0 < ACC <= 1), or the test loss where the net has no accuracy layer (an RBM); "
+      "default: 95 percent of the best scheme's mean final accuracy (5 percent above the best mean final loss)",
+      "ACC" },
     { "points", 0, 0, G_OPTION_ARG_INT, &a->points, "test passes per run with a samples budget (default 10)", "N" },
     { "override", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &a->overrides, "set a conf key in every run",
       "SECTION.KEY=VALUE" },
@@ -603,12 +605,37 @@ parse_compare_args (int *argc, char ***argv, CompareArgs *a, GError **error)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--repeats %d: give 1 to 1000 runs per scheme", a->repeats);
   else if (a->points < 1)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--points %d: at least one test pass per run", a->points);
-  else if (!isnan (a->target) && !(a->target > 0 && a->target <= 1))
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                 "--target %g: a test accuracy is above 0 and at most 1", a->target);
+  else if (!isnan (a->target) && !isfinite (a->target))
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--target %g: give a number", a->target);
   else
     return TRUE;
   return FALSE;
+}
+
+/* What the comparison measures (Plan.by_loss): the test accuracy where the
+ * net has an accuracy layer, else the test loss; --target must be one. */
+static gboolean
+plan_measure (ShoalJob *first, double target, Plan *plan, GError **error)
+{
+  GKeyFile *kf = shoal_conf_keyfile (first->conf);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  gboolean accuracy = FALSE;
+  for (int i = 0; !accuracy && groups[i] != NULL; i++)
+    if (g_str_has_prefix (groups[i], "layer "))
+      {
+        char *type = g_key_file_get_string (kf, groups[i], "type", NULL);
+        accuracy = type != NULL && strcmp (g_strstrip (type), "accuracy") == 0;
+        g_free (type);
+      }
+  g_strfreev (groups);
+  plan->by_loss = !accuracy;
+  if (accuracy && !isnan (target) && !(target > 0 && target <= 1))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--target %g: a test accuracy is above 0 and at most 1",
+                   target);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* --emulate FILE: its keys go before the user's -o, which go over them. */
@@ -733,9 +760,14 @@ run_all (Plan *plan, GPtrArray *schemes, gboolean *interrupted)
 
 /* One line per scheme after the report, and the exit status. */
 static int
-summarize (GPtrArray *schemes, const char *out, double target, gboolean interrupted, int failed)
+summarize (GPtrArray *schemes, const Plan *plan, double target, gboolean interrupted, int failed)
 {
-  printf ("shoal compare: %s/report.md, results.csv and the figures; target accuracy %.4f\n", out, target);
+  const char *measure = shoal_compare_measure (plan);
+  printf ("shoal compare: %s/report.md, results.csv and the figures; ", plan->out);
+  if (isnan (target))
+    printf ("no target (no run finished)\n");
+  else
+    printf ("target %s %.4f\n", measure, target);
   for (guint i = 0; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
@@ -743,10 +775,11 @@ summarize (GPtrArray *schemes, const char *out, double target, gboolean interrup
         printf ("  %-14s no run finished (results.csv has the exit status, the run's workspace its metrics)\n",
                 s->name);
       else if (s->reached > 0)
-        printf ("  %-14s final accuracy %.4f, target at %.1f s / %.0f samples, %.0f samples/s\n", s->name,
-                s->acc_mean, s->time_to_target, s->samples_to_target, s->sps);
+        printf ("  %-14s final %s %.4f, target at %.1f s / %.0f samples, %.0f samples/s\n", s->name, measure,
+                s->final_mean, s->time_to_target, s->samples_to_target, s->sps);
       else
-        printf ("  %-14s final accuracy %.4f, target not reached, %.0f samples/s\n", s->name, s->acc_mean, s->sps);
+        printf ("  %-14s final %s %.4f, target not reached, %.0f samples/s\n", s->name, measure, s->final_mean,
+                s->sps);
     }
   if (interrupted)
     {
@@ -792,6 +825,11 @@ shoal_cmd_compare (int argc, char **argv)
   /* the job as the first scheme runs it: every error of the conf and the
    * overrides shows here, before anything runs */
   first = load_scheme (argv[1], g_ptr_array_index (schemes, 0), a.overrides, &error);
+  if (first != NULL && !plan_measure (first, a.target, &plan, &error))
+    {
+      status = 2;   /* a usage error, as the options' own */
+      goto out;
+    }
   if (first == NULL || !plan_emulation (first, &plan, &a.overrides, &error)
       || !check_schemes (argv[1], schemes, a.overrides, &error) || !plan_budget_samples (first, &plan, &error)
       || !prepare_out (first, a.force, &a.out, &error) || !shoal_compare_resolve_jobs (&plan, a.jobs, &error))
@@ -811,7 +849,7 @@ shoal_cmd_compare (int argc, char **argv)
   gboolean target_given = !isnan (a.target);
   if (shoal_compare_report (schemes, &plan, &a.target, target_given, &error)
       && (workers == NULL || shoal_compare_scale_report (schemes, &plan, a.target, &error)))
-    status = summarize (schemes, a.out, a.target, interrupted, failed);
+    status = summarize (schemes, &plan, a.target, interrupted, failed);
 
 out:
   if (error != NULL)

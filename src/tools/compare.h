@@ -37,7 +37,8 @@ typedef struct {
   int groups;
   GPtrArray *runs;      /* Run * */
   /* over the runs with a log */
-  double acc_mean, acc_sd, sps, bytes_per_sample, wait_s, compute_s, peer_wait_s, final_loss;
+  double final_mean, final_sd;   /* group 0's last test pass: the comparison's measure (Plan) */
+  double sps, bytes_per_sample, wait_s, compute_s, peer_wait_s, final_loss;
   double time_to_target, samples_to_target;   /* means over the runs that reached it; < 0 none */
   int reached, finished;
   gint64 dropped;
@@ -54,6 +55,10 @@ typedef struct {
   int repeats;
   const char *out;
   gboolean quiet;
+  /* what the target and the final numbers measure: group 0's test
+   * accuracy, or where the net has no accuracy layer (an RBM, an
+   * autoencoder) its test loss, which is better lower */
+  gboolean by_loss;
   /* [emulate] of every run (the first scheme's job says): its words for
    * the report, and the virtual clock's step, measured once */
   char *emulation;
@@ -88,8 +93,11 @@ void shoal_compare_scale_overrides (const Scheme *s, const ShoalClusterConf *clu
  * report.md; after shoal_compare_report. */
 gboolean shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target, GError **error);
 
+/* The measure's words: "test accuracy" or "test loss" (plan->by_loss). */
+const char *shoal_compare_measure (const Plan *plan);
 /* Summarises every scheme, chooses the target (given in *target, or 95 %
- * of the best mean final accuracy, written back) and writes
+ * of the best mean final accuracy, written back; with by_loss 5 % above
+ * the best mean final test loss) and writes
  * results.csv, the figures' data and script, the PNGs (gnuplot) and
  * report.md into plan->out.  FALSE with an IO error naming the file. */
 gboolean shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target,

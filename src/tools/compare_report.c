@@ -14,8 +14,25 @@
 
 /* ---- numbers ------------------------------------------------------------ */
 
+const char *
+shoal_compare_measure (const Plan *plan)
+{
+  return plan->by_loss ? "test loss" : "test accuracy";
+}
+
+/* The file names of the measure's two figures. */
+static const char *
+measure_png (const Plan *plan, gboolean samples)
+{
+  if (plan->by_loss)
+    return samples ? "test-loss-samples.png" : "test-loss-time.png";
+  return samples ? "accuracy-samples.png" : "accuracy-time.png";
+}
+
+/* target (unless NaN): the runs' first test pass at or above it (at or
+ * below it by_loss) */
 static void
-summarise (Scheme *s, double target)
+summarise (Scheme *s, double target, gboolean by_loss)
 {
   double sum = 0, sq = 0, t = 0, n = 0, loss = 0;
   int count = 0;
@@ -43,7 +60,7 @@ summarise (Scheme *s, double target)
       if (r->log->train->len > 0)
         loss += g_array_index (r->log->train, ShoalRunPoint, r->log->train->len - 1).value;
       shoal_staleness_merge (&s->staleness_hist, &r->log->staleness);
-      const ShoalRunPoint *p = target > 0 ? shoal_run_log_reached (r->log, target) : NULL;
+      const ShoalRunPoint *p = !isnan (target) ? shoal_run_log_reached (r->log, target, by_loss) : NULL;
       if (p != NULL)
         {
           t += p->time;
@@ -52,8 +69,8 @@ summarise (Scheme *s, double target)
         }
     }
   s->finished = count;
-  s->acc_mean = count > 0 ? sum / count : 0;
-  s->acc_sd = count > 1 ? sqrt (MAX (sq - sum * sum / count, 0) / (count - 1)) : 0;
+  s->final_mean = count > 0 ? sum / count : 0;
+  s->final_sd = count > 1 ? sqrt (MAX (sq - sum * sum / count, 0) / (count - 1)) : 0;
   if (count > 0)
     {
       s->sps /= count;
@@ -110,12 +127,13 @@ csv_number (GString *c, double v, const char *format, gboolean have)
 }
 
 static gboolean
-write_csv (GPtrArray *schemes, const char *out, double target, GError **error)
+write_csv (GPtrArray *schemes, const Plan *plan, double target, GError **error)
 {
-  GString *c = g_string_new ("scheme,repeat,status,seed,train_steps,final_accuracy,target,time_to_target_s,"
+  GString *c = g_string_new (NULL);
+  g_string_append_printf (c, "scheme,repeat,status,seed,train_steps,%s,target,time_to_target_s,"
                              "samples_to_target,samples,samples_per_sec,bytes_sent,bytes_per_sample,"
                              "staleness_mean,staleness_p95,staleness_max,updates,dropped,compute_s,wait_s,"
-                             "peer_wait_s,wall_s\n");
+                             "peer_wait_s,wall_s\n", plan->by_loss ? "final_test_loss" : "final_accuracy");
   for (guint i = 0; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
@@ -126,9 +144,9 @@ write_csv (GPtrArray *schemes, const char *out, double target, GError **error)
           g_string_append_printf (c, "%s,%d,%d,%" G_GUINT64_FORMAT ",%" G_GINT64_FORMAT, s->name, r->repeat + 1,
                                   r->status, r->seed, r->train_steps);
           const ShoalRunPoint *final = l != NULL ? shoal_run_log_final (l) : NULL;
-          const ShoalRunPoint *hit = l != NULL ? shoal_run_log_reached (l, target) : NULL;
+          const ShoalRunPoint *hit = l != NULL ? shoal_run_log_reached (l, target, plan->by_loss) : NULL;
           csv_number (c, final ? final->value : 0, "%.4f", final != NULL);
-          csv_number (c, target, "%.4f", TRUE);
+          csv_number (c, target, "%.4f", !isnan (target));
           csv_number (c, hit ? hit->time : 0, "%.3f", hit != NULL);
           csv_number (c, hit ? hit->samples : 0, "%.0f", hit != NULL);
           csv_number (c, l ? l->samples : 0, "%.0f", l != NULL);
@@ -147,14 +165,15 @@ write_csv (GPtrArray *schemes, const char *out, double target, GError **error)
           g_string_append_c (c, '\n');
         }
     }
-  char *path = g_build_filename (out, "results.csv", NULL);
+  char *path = g_build_filename (plan->out, "results.csv", NULL);
   gboolean ok = g_file_set_contents (path, c->str, (gssize) c->len, error);
   g_free (path);
   g_string_free (c, TRUE);
   return ok;
 }
 
-/* One figure of curves: every run of every scheme, a colour per scheme. */
+/* One figure of curves: every run of every scheme, a colour per scheme;
+ * a dashed line at target unless it is NaN. */
 static void
 curves_figure (GString *gp, GPtrArray *schemes, const char *png, const char *title, const char *xlabel,
                const char *ylabel, gboolean train, int xcol, double target)
@@ -181,7 +200,7 @@ curves_figure (GString *gp, GPtrArray *schemes, const char *png, const char *tit
           n++;
         }
     }
-  if (target > 0)
+  if (!isnan (target))
     g_string_append_printf (plot, ", \\\n  %g with lines dt 2 lc rgb 'gray40' title 'target %.3f'", target, target);
   if (n > 0)
     g_string_append_printf (gp, "%s\n", plot->str);
@@ -247,22 +266,26 @@ write_data (GPtrArray *schemes, const char *out, GError **error)
 
 /* The figures' script; the PNGs it makes go into `pngs`. */
 static GString *
-figures_script (GPtrArray *schemes, double target, GPtrArray *pngs)
+figures_script (GPtrArray *schemes, const Plan *plan, double target, GPtrArray *pngs)
 {
   GString *gp = g_string_new (SHOAL_GNUPLOT_HEADER);
-  g_string_append (gp, "set key bottom right inside\n");
-  const char *clock = clock_name (schemes);
-  char *title = g_strdup_printf ("test accuracy vs %s", clock), *xlabel = g_strdup_printf ("%s (s)", clock);
-  curves_figure (gp, schemes, "accuracy-time.png", title, xlabel, "test accuracy (group 0)", FALSE, 1, target);
+  /* the curves rise (accuracy) or fall (loss): the key where they are not */
+  g_string_append_printf (gp, "set key %s right inside\n", plan->by_loss ? "top" : "bottom");
+  const char *clock = clock_name (schemes), *measure = shoal_compare_measure (plan);
+  char *title = g_strdup_printf ("%s vs %s", measure, clock), *xlabel = g_strdup_printf ("%s (s)", clock);
+  char *ylabel = g_strdup_printf ("%s (group 0)", measure);
+  curves_figure (gp, schemes, measure_png (plan, FALSE), title, xlabel, ylabel, FALSE, 1, target);
   g_free (title);
-  g_ptr_array_add (pngs, g_strdup ("accuracy-time.png"));
-  curves_figure (gp, schemes, "accuracy-samples.png", "test accuracy vs samples seen",
-                 "samples seen (all workers)", "test accuracy (group 0)", FALSE, 2, target);
-  g_ptr_array_add (pngs, g_strdup ("accuracy-samples.png"));
+  g_ptr_array_add (pngs, g_strdup (measure_png (plan, FALSE)));
+  title = g_strdup_printf ("%s vs samples seen", measure);
+  curves_figure (gp, schemes, measure_png (plan, TRUE), title, "samples seen (all workers)", ylabel, FALSE, 2, target);
+  g_free (title);
+  g_free (ylabel);
+  g_ptr_array_add (pngs, g_strdup (measure_png (plan, TRUE)));
   g_string_append (gp, "set key top right inside\n");
   title = g_strdup_printf ("train loss vs %s", clock);
   curves_figure (gp, schemes, "loss-time.png", title, xlabel, "train loss (group 0, mean over disp_freq steps)",
-                 TRUE, 1, 0);
+                 TRUE, 1, NAN);
   g_free (title);
   g_free (xlabel);
   g_ptr_array_add (pngs, g_strdup ("loss-time.png"));
@@ -348,17 +371,19 @@ not_reached (GString *md, GPtrArray *schemes)
 }
 
 static void
-paragraph_time (GString *md, GPtrArray *schemes, double target)
+paragraph_time (GString *md, GPtrArray *schemes, const Plan *plan, double target)
 {
   GPtrArray *r = ranked (schemes, key_time, FALSE);
   g_string_append (md, "**What this shows.** ");
   if (r->len == 0)
-    g_string_append_printf (md, "No scheme reached the target accuracy %.4f within the budget.", target);
+    g_string_append_printf (md, "No scheme reached the target %s %.4f within the budget.",
+                            shoal_compare_measure (plan), target);
   else
     {
       Scheme *first = g_ptr_array_index (r, 0), *last = g_ptr_array_index (r, r->len - 1);
-      g_string_append_printf (md, "%s reached the target accuracy %.4f first, after %.1f s of %s "
-                                  "(mean over %d run%s).", first->name, target, first->time_to_target,
+      g_string_append_printf (md, "%s reached the target %s %.4f first, after %.1f s of %s "
+                                  "(mean over %d run%s).", first->name, shoal_compare_measure (plan), target,
+                              first->time_to_target,
                               clock_name (schemes), first->reached, first->reached == 1 ? "" : "s");
       if (r->len > 1)
         g_string_append_printf (md, " %s was the slowest to get there, at %.1f s (%.2fx %s's time).", last->name,
@@ -496,12 +521,16 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
   g_date_time_unref (now);
   g_string_append_printf (md, "# shoal compare: %s\n\n", plan->job_path);
   g_string_append_printf (md, "%s; %d run%s per scheme (repeat r uses the job's seed + r); budget %s; target "
-                              "test accuracy %.4f (%s). Each run is `shoal run %s --topology SCHEME.conf` with "
+                              "%s %.4f (%s). Each run is `shoal run %s --topology SCHEME.conf` with "
                               "the same overrides; its workspace is `runs/SCHEME-rN/`. Every number below is "
                               "computed from the runs' metrics.jsonl (README.md, \"Metrics\").\n\n",
                           date, plan->repeats, plan->repeats == 1 ? "" : "s",
-                          budget_words (&plan->budget, plan->budget_samples, budget, sizeof budget), target,
-                          target_given ? "--target" : "95 % of the best scheme's mean final accuracy",
+                          budget_words (&plan->budget, plan->budget_samples, budget, sizeof budget),
+                          shoal_compare_measure (plan), target,
+                          target_given ? "--target"
+                          : plan->by_loss ? "5 % above the best scheme's mean final test loss: the net has no "
+                                            "accuracy layer, so the test loss is the measure, lower better"
+                                          : "95 % of the best scheme's mean final accuracy",
                           plan->job_path);
   g_free (date);
   if (plan->emulation != NULL)
@@ -510,11 +539,11 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
                                 "paced, and the numbers show what each scheme does under those conditions.\n\n",
                             plan->emulation);
   gboolean virt = virtual_runs (schemes);
-  g_string_append_printf (md, "| scheme | runs ok | time to target (%ss) | samples to target | final accuracy | samples/s "
+  g_string_append_printf (md, "| scheme | runs ok | time to target (%ss) | samples to target | final %s | samples/s "
                               "| bytes sent / sample | staleness mean | staleness p95 | waiting / computing (%ss per "
                               "run) | late gradients dropped |\n"
                               "|---|---|---|---|---|---|---|---|---|---|---|\n",
-                          virt ? "virtual " : "", virt ? "virtual " : "");
+                          virt ? "virtual " : "", shoal_compare_measure (plan), virt ? "virtual " : "");
   for (guint i = 0; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
@@ -530,28 +559,28 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
         g_string_append (md, "not reached | - | ");
       if (s->finished > 0)
         g_string_append_printf (md, "%.4f ± %.4f | %.0f | %.0f | %.2f | %" G_GINT64_FORMAT " | %.1f / %.1f (%.0f %% waiting) | %"
-                                G_GINT64_FORMAT " |\n", s->acc_mean, s->acc_sd, s->sps, s->bytes_per_sample,
+                                G_GINT64_FORMAT " |\n", s->final_mean, s->final_sd, s->sps, s->bytes_per_sample,
                                 shoal_staleness_mean (&s->staleness_hist),
                                 shoal_staleness_quantile (&s->staleness_hist, 0.95), s->wait_s, s->compute_s,
                                 wait_share (s), s->dropped);
       else
         g_string_append (md, "failed | - | - | - | - | - | - |\n");
     }
-  g_string_append_printf (md, "\nfinal accuracy: group 0's last test pass, mean ± sd over the runs. time and samples to "
-                       "target: group 0's first test pass at or above the target (mean over the runs that got "
+  g_string_append_printf (md, "\nfinal %s: group 0's last test pass, mean ± sd over the runs. time and samples to "
+                       "target: group 0's first test pass at or %s the target (mean over the runs that got "
                        "there). bytes: %s. "
                        "staleness: over every update with a known base version, all servers together. waiting: "
                        "the workers' time blocked on the servers (summed over worker units), computing: their "
                        "forward and backward time.\n\n",
-                          virt ? "the payloads of the emulated messages between the layout's processes"
+                          shoal_compare_measure (plan), plan->by_loss ? "below" : "above", virt ? "the payloads of the emulated messages between the layout's processes"
                                : "everything every process sent over the network, headers included");
   for (guint i = 0; i < pngs->len; i++)
     {
       const char *png = g_ptr_array_index (pngs, i);
       g_string_append_printf (md, "## %s\n\n![%s](%s)\n\n", png, png, png);
-      if (strcmp (png, "accuracy-time.png") == 0)
-        paragraph_time (md, schemes, target);
-      else if (strcmp (png, "accuracy-samples.png") == 0)
+      if (strcmp (png, measure_png (plan, FALSE)) == 0)
+        paragraph_time (md, schemes, plan, target);
+      else if (strcmp (png, measure_png (plan, TRUE)) == 0)
         paragraph_samples (md, schemes);
       else if (strcmp (png, "loss-time.png") == 0)
         paragraph_loss (md, schemes);
@@ -581,27 +610,29 @@ shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target, gboo
                       GError **error)
 {
   const char *out = plan->out;
-  /* the target: given, or 95 % of the best mean final accuracy */
+  /* the target: given, or 95 % of the best mean final accuracy (5 % above
+   * the best mean final test loss); NaN where no run finished */
   if (!target_given)
     {
-      double best = 0;
+      double best = NAN;
       for (guint i = 0; i < schemes->len; i++)
         {
           Scheme *s = g_ptr_array_index (schemes, i);
-          summarise (s, 0);
-          best = MAX (best, s->acc_mean);
+          summarise (s, NAN, plan->by_loss);
+          if (s->finished > 0 && (isnan (best) || (plan->by_loss ? s->final_mean < best : s->final_mean > best)))
+            best = s->final_mean;
         }
-      *target = 0.95 * best;
+      *target = plan->by_loss ? best + 0.05 * fabs (best) : 0.95 * best;
     }
   for (guint i = 0; i < schemes->len; i++)
-    summarise (g_ptr_array_index (schemes, i), *target);
+    summarise (g_ptr_array_index (schemes, i), *target, plan->by_loss);
 
   GPtrArray *pngs = g_ptr_array_new_with_free_func (g_free);
   GString *gp = NULL;
-  gboolean ok = write_csv (schemes, out, *target, error) && write_data (schemes, out, error);
+  gboolean ok = write_csv (schemes, plan, *target, error) && write_data (schemes, out, error);
   if (ok)
     {
-      gp = figures_script (schemes, *target, pngs);
+      gp = figures_script (schemes, plan, *target, pngs);
       char *script = g_build_filename (out, "figures.gp", NULL);
       ok = g_file_set_contents (script, gp->str, (gssize) gp->len, error)
            && shoal_gnuplot_run (out, "figures.gp", error)

@@ -239,8 +239,10 @@ gboolean
 shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target, GError **error)
 {
   GArray *curves = curves_of (schemes);
-  GString *csv = g_string_new ("scheme,workers,runs_ok,final_accuracy,samples_per_sec,speedup,efficiency,"
-                               "time_to_target_s,samples_to_target\n");
+  GString *csv = g_string_new (NULL);
+  const char *final_column = plan->by_loss ? "final_test_loss" : "final_accuracy";
+  g_string_append_printf (csv, "scheme,workers,runs_ok,%s,samples_per_sec,speedup,efficiency,time_to_target_s,"
+                          "samples_to_target\n", final_column);
   GString *md = g_string_new (NULL);
   GString *gp = g_string_new (SHOAL_GNUPLOT_HEADER);
   gboolean ok = TRUE;
@@ -252,20 +254,23 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
                           "the speedup over the workers added; a synchronous scheme's group keeps each "
                           "worker's batch (its group batch grows with the workers: weak scaling), an "
                           "asynchronous one gets a group per worker. scale.csv has every number.\n\n"
-                          "| scheme | workers | final accuracy | samples/s | speedup | efficiency | time to %.4f |\n"
+                          "| scheme | workers | final %s | samples/s | speedup | efficiency | time to %.4f |\n"
                           "|---|---:|---:|---:|---:|---:|---:|\n",
                           curves->len > 0 ? g_array_index (curves, Curve, 0).points->len : 0,
-                          plan->virtual_clock ? "virtual clock's timing model" : "machine's cores", target);
+                          plan->virtual_clock ? "virtual clock's timing model" : "machine's cores",
+                          shoal_compare_measure (plan), target);
   for (guint i = 0; ok && i < curves->len; i++)
     {
       const Curve *c = &g_array_index (curves, Curve, i);
-      GString *dat = g_string_new ("# workers samples_per_sec speedup efficiency time_to_target_s final_accuracy\n");
+      GString *dat = g_string_new (NULL);
+      g_string_append_printf (dat, "# workers samples_per_sec speedup efficiency time_to_target_s %s\n",
+                              final_column);
       for (guint j = 0; j < c->points->len; j++)
         {
           const Scheme *p = g_ptr_array_index (c->points, j);
           gboolean have = p->finished > 0, reached = p->reached > 0;
           g_string_append_printf (csv, "%s,%d,%d", c->base, p->workers, p->finished);
-          csv_cell (csv, p->acc_mean, have, "%.4f");
+          csv_cell (csv, p->final_mean, have, "%.4f");
           csv_cell (csv, p->sps, have, "%.1f");
           csv_cell (csv, speedup (c, p), have, "%.3f");
           csv_cell (csv, efficiency (c, p), have, "%.3f");
@@ -277,7 +282,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
             g_snprintf (tt, sizeof tt, "%.6g", p->time_to_target);
           if (have)
             g_string_append_printf (dat, "%d %.6g %.6g %.6g %s %.6g\n", p->workers, p->sps, speedup (c, p),
-                                    efficiency (c, p), tt, p->acc_mean);
+                                    efficiency (c, p), tt, p->final_mean);
           char ttt[64];
           if (reached)
             g_snprintf (ttt, sizeof ttt, "%.3f s", p->time_to_target);
@@ -285,7 +290,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
             g_snprintf (ttt, sizeof ttt, "not reached");
           if (have)
             g_string_append_printf (md, "| %s | %d | %.4f | %.0f | %.2f | %.2f | %s |\n", c->base, p->workers,
-                                    p->acc_mean, p->sps, speedup (c, p), efficiency (c, p), ttt);
+                                    p->final_mean, p->sps, speedup (c, p), efficiency (c, p), ttt);
           else
             g_string_append_printf (md, "| %s | %d | failed | | | | |\n", c->base, p->workers);
         }

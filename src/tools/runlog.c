@@ -368,12 +368,12 @@ shoal_run_log_free (ShoalRunLog *log)
 }
 
 const ShoalRunPoint *
-shoal_run_log_reached (const ShoalRunLog *log, double target)
+shoal_run_log_reached (const ShoalRunLog *log, double target, gboolean lower_is_better)
 {
   for (guint i = 0; i < log->tests->len; i++)
     {
       const ShoalRunPoint *p = &g_array_index (log->tests, ShoalRunPoint, i);
-      if (p->value >= target)
+      if (lower_is_better ? p->value <= target : p->value >= target)
         return p;
     }
   return NULL;

@@ -51,8 +51,9 @@ typedef struct {
 ShoalRunLog *shoal_run_log_read (const char *path, GError **error);
 void shoal_run_log_free (ShoalRunLog *log);
 
-/* The first test point at or above `target` (NULL when none). */
-const ShoalRunPoint *shoal_run_log_reached (const ShoalRunLog *log, double target);
+/* The first test point at or above `target` (at or below it where
+ * lower_is_better: a test loss); NULL when none. */
+const ShoalRunPoint *shoal_run_log_reached (const ShoalRunLog *log, double target, gboolean lower_is_better);
 /* The last test point (NULL when none). */
 const ShoalRunPoint *shoal_run_log_final (const ShoalRunLog *log);
 

@@ -5,7 +5,8 @@
 # run exit 0) and every PNG - accuracy vs time and vs samples, loss vs
 # time, throughput, a staleness histogram per asynchronous scheme - each
 # a real PNG (8-byte signature, a sane size).  Then shoal plot draws two
-# of the runs.  No timing is asserted.
+# of the runs.  A net without an accuracy layer (an RBM) is compared by
+# its test loss.  No timing is asserted.
 # Usage: compare.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -22,7 +23,7 @@ timeout -k 10 "$(scaled 240)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.
   -o job.test_steps=20 -o 'updater.step_list=0, 150' >"$dir/out" 2>"$dir/err" \
   || { rc=$?; tail -30 "$dir/err"; fail "shoal compare exited with $rc"; }
 tail -12 "$dir/out"
-grep -q "^shoal compare: $dir/cmp/report.md, results.csv and the figures; target accuracy 0\.[0-9]*$" "$dir/out" \
+grep -q "^shoal compare: $dir/cmp/report.md, results.csv and the figures; target test accuracy 0\.[0-9]*$" "$dir/out" \
   || fail "no closing line"
 
 png_ok() {  # FILE: the PNG signature and more than a header
@@ -82,4 +83,34 @@ grep -q 'title "sandblaster-r1"' "$dir/plot.png.gp" && grep -q 'title "downpour-
   || fail "plot titles"
 "$BUILD/shoal" plot "$dir/cmp/runs/ssp-r1" --out "$dir/acc.png" >/dev/null || fail "shoal plot defaults"
 png_ok "$dir/acc.png"
+# a net without an accuracy layer (an RBM: its test loss is the
+# reconstruction error): the measure is the test loss, lower better; the
+# default target 5 % above the best final loss, reached by that scheme;
+# a --target above 1 is a loss there (refused for the MLP above: its
+# measure is an accuracy)
+timeout -k 10 "$(scaled 240)" "$BUILD/shoal" compare examples/dbn/rbm1.conf --schemes sandblaster,downpour \
+  --out "$dir/rbm" --quiet --budget samples=4000 --points 4 -o 'layer h1.num_output=64' -o job.test_steps=5 \
+  -o emulate.clock=virtual -o emulate.step_ms=5 >"$dir/out" 2>"$dir/err" || { tail -5 "$dir/err"; fail "the RBM compare"; }
+grep -q "; target test loss [0-9.]*$" "$dir/out" || { cat "$dir/out"; fail "the RBM compare's target is not a test loss"; }
+/usr/bin/python3 - "$dir/rbm" <<'PY' || fail "the RBM compare's measure"
+import csv, os, sys
+rows = list(csv.DictReader(open(os.path.join(sys.argv[1], "results.csv"))))
+assert "final_test_loss" in rows[0] and "final_accuracy" not in rows[0], list(rows[0])
+best = min(float(r["final_test_loss"]) for r in rows)
+target = float(rows[0]["target"])
+assert abs(target - 1.05 * best) < 1e-3, (target, best)
+for r in rows:
+    # the loss falls: whoever ends at the best reached the target on the way down
+    if float(r["final_test_loss"]) == best:
+        assert r["time_to_target_s"] != "", r
+report = open(os.path.join(sys.argv[1], "report.md")).read()
+assert "target test loss" in report and "| final test loss |" in report, "report.md words"
+for png in ("test-loss-time.png", "test-loss-samples.png"):
+    assert os.path.exists(os.path.join(sys.argv[1], png)), png
+print("RBM: target %.4f (best final test loss %.4f)" % (target, best))
+PY
+"$BUILD/shoal" compare examples/dbn/rbm1.conf --schemes sandblaster --out "$dir/rbm-target" --quiet \
+  --budget samples=400 --points 1 -o 'layer h1.num_output=16' -o job.test_steps=2 -o emulate.clock=virtual \
+  -o emulate.step_ms=5 --target 500 >"$dir/out" 2>"$dir/err" || { tail -5 "$dir/err"; fail "--target 500 on an RBM"; }
+grep -q "; target test loss 500.0000$" "$dir/out" || { cat "$dir/out"; fail "--target 500 on an RBM"; }
 echo "compare: ok"
