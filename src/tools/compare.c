@@ -775,8 +775,12 @@ summarize (GPtrArray *schemes, const Plan *plan, double target, gboolean interru
         printf ("  %-14s no run finished (results.csv has the exit status, the run's workspace its metrics)\n",
                 s->name);
       else if (s->reached > 0)
-        printf ("  %-14s final %s %.4f, target at %.1f s / %.0f samples, %.0f samples/s\n", s->name, measure,
-                s->final_mean, s->time_to_target, s->samples_to_target, s->sps);
+        {
+          char t[32];
+          printf ("  %-14s final %s %.4f, target at %s s / %.0f samples, %.0f samples/s\n", s->name, measure,
+                  s->final_mean, shoal_compare_seconds (s->time_to_target, t, sizeof t), s->samples_to_target,
+                  s->sps);
+        }
       else
         printf ("  %-14s final %s %.4f, target not reached, %.0f samples/s\n", s->name, measure, s->final_mean,
                 s->sps);
@@ -818,8 +822,8 @@ shoal_cmd_compare (int argc, char **argv)
   schemes = resolve_schemes (a.schemes_arg, a.conf_dir, &error);
   if (schemes == NULL)
     goto out;
-  if (workers != NULL)
-    shoal_compare_expand (schemes, workers, scheme_free, run_free);
+  if (workers != NULL && !shoal_compare_expand (schemes, workers, scheme_free, run_free, &error))
+    goto out;
 
   status = 1;
   /* the job as the first scheme runs it: every error of the conf and the

@@ -74,9 +74,12 @@ typedef struct {
 #define SHOAL_COMPARE_MAX_WORKERS 4096
 GArray *shoal_compare_parse_workers (const char *text, GError **error);
 /* Each scheme once per worker count, named SCHEME-wN (schemes is
- * replaced; the free functions of a Scheme and a Run). */
-void shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify scheme_free,
-                           GDestroyNotify run_free);
+ * replaced; the free functions of a Scheme and a Run), but for the
+ * sizes its topology cannot run (elastic averaging at 1 worker: a line on
+ * stderr says so); FALSE with an error naming --workers when no point
+ * is left. */
+gboolean shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify scheme_free,
+                               GDestroyNotify run_free, GError **error);
 /* The overrides that run scheme point s (s->workers > 0) at its size:
  * a synchronous scheme's one group gets s->workers workers, one to a
  * process, each with the job's batch (the group's batch grows with it:
@@ -93,6 +96,8 @@ void shoal_compare_scale_overrides (const Scheme *s, const ShoalClusterConf *clu
  * report.md; after shoal_compare_report. */
 gboolean shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target, GError **error);
 
+/* A time to target in seconds as the report prints it, into buf. */
+const char *shoal_compare_seconds (double s, char *buf, gsize len);
 /* The measure's words: "test accuracy" or "test loss" (plan->by_loss). */
 const char *shoal_compare_measure (const Plan *plan);
 /* Summarises every scheme, chooses the target (given in *target, or 95 %

@@ -20,6 +20,16 @@ shoal_compare_measure (const Plan *plan)
   return plan->by_loss ? "test loss" : "test accuracy";
 }
 
+const char *
+shoal_compare_seconds (double s, char *buf, gsize len)
+{
+  /* tenths from a second up; below it three significant digits, so that
+   * a small model's times to target (hundredths of a virtual second) do
+   * not all read 0.0 */
+  g_snprintf (buf, len, s >= 1 ? "%.1f" : "%.3g", s);
+  return buf;
+}
+
 /* The file names of the measure's two figures. */
 static const char *
 measure_png (const Plan *plan, gboolean samples)
@@ -381,13 +391,14 @@ paragraph_time (GString *md, GPtrArray *schemes, const Plan *plan, double target
   else
     {
       Scheme *first = g_ptr_array_index (r, 0), *last = g_ptr_array_index (r, r->len - 1);
-      g_string_append_printf (md, "%s reached the target %s %.4f first, after %.1f s of %s "
+      char t1[32], t2[32];
+      g_string_append_printf (md, "%s reached the target %s %.4f first, after %s s of %s "
                                   "(mean over %d run%s).", first->name, shoal_compare_measure (plan), target,
-                              first->time_to_target,
+                              shoal_compare_seconds (first->time_to_target, t1, sizeof t1),
                               clock_name (schemes), first->reached, first->reached == 1 ? "" : "s");
       if (r->len > 1)
-        g_string_append_printf (md, " %s was the slowest to get there, at %.1f s (%.2fx %s's time).", last->name,
-                                last->time_to_target, last->time_to_target / MAX (first->time_to_target, 1e-9),
+        g_string_append_printf (md, " %s was the slowest to get there, at %s s (%.2fx %s's time).", last->name,
+                                shoal_compare_seconds (last->time_to_target, t2, sizeof t2), last->time_to_target / MAX (first->time_to_target, 1e-9),
                                 first->name);
     }
   not_reached (md, schemes);
@@ -550,7 +561,8 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
       g_string_append_printf (md, "| %s | %d of %u | ", s->name, s->finished, s->runs->len);
       if (s->reached > 0)
         {
-          g_string_append_printf (md, "%.1f", s->time_to_target);
+          char t[32];
+          g_string_append (md, shoal_compare_seconds (s->time_to_target, t, sizeof t));
           if (s->reached < s->finished)
             g_string_append_printf (md, " (%d reached)", s->reached);
           g_string_append_printf (md, " | %.0f | ", s->samples_to_target);

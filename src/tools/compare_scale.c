@@ -65,8 +65,28 @@ shoal_compare_parse_workers (const char *text, GError **error)
   return out;
 }
 
-void
-shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify scheme_free, GDestroyNotify run_free)
+/* The fewest workers a scheme's topology runs with in a sweep, and why
+ * (NULL: 1, any size).  Elastic averaging (hogwild_sync = elastic) pulls
+ * each replica toward a center that the server groups hold together: one
+ * worker is one replica with no group to meet, which the cluster conf
+ * refuses (nserver_groups = 1). */
+static int
+sweep_min_workers (const char *topology, const char **why)
+{
+  GKeyFile *kf = g_key_file_new ();
+  char *sync = g_key_file_load_from_file (kf, topology, G_KEY_FILE_NONE, NULL)
+                 ? g_key_file_get_value (kf, "cluster", "hogwild_sync", NULL)
+                 : NULL;
+  gboolean elastic = sync != NULL && strcmp (g_strstrip (sync), "average") != 0;
+  g_free (sync);
+  g_key_file_free (kf);
+  *why = elastic ? "its server groups meet by elastic averaging (hogwild_sync), which needs 2 replicas" : NULL;
+  return elastic ? 2 : 1;
+}
+
+gboolean
+shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify scheme_free, GDestroyNotify run_free,
+                      GError **error)
 {
   GPtrArray *base = g_ptr_array_new_with_free_func (scheme_free);
   while (schemes->len > 0)
@@ -74,8 +94,16 @@ shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify 
   for (guint i = 0; i < base->len; i++)
     {
       Scheme *b = g_ptr_array_index (base, i);
+      const char *why = NULL;
+      int min = sweep_min_workers (b->conf, &why);
       for (guint j = 0; j < workers->len; j++)
         {
+          if (g_array_index (workers, int, j) < min)
+            {
+              fprintf (stderr, "shoal compare: %s at %d worker%s left out: %s; its curve starts at %d\n", b->name,
+                       g_array_index (workers, int, j), g_array_index (workers, int, j) == 1 ? "" : "s", why, min);
+              continue;
+            }
           Scheme *s = g_new0 (Scheme, 1);
           s->workers = g_array_index (workers, int, j);
           s->base = g_strdup (b->name);
@@ -86,6 +114,9 @@ shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify 
         }
     }
   g_ptr_array_free (base, TRUE);
+  if (schemes->len == 0)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "--workers: no scheme runs at these sizes (above)");
+  return schemes->len > 0;
 }
 
 void
@@ -248,16 +279,33 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
   gboolean ok = TRUE;
   char *data = g_build_filename (plan->out, "data", NULL);
   g_mkdir_with_parents (data, 0755);
-  g_string_append_printf (md, "\n## Scaling\n\nEvery scheme at %u sizes, each point a run of the budget above "
+  /* a curve that starts above the sweep's smallest size (shoal_compare_expand) */
+  int smallest = G_MAXINT;
+  guint sizes = 0;
+  for (guint i = 0; i < curves->len; i++)
+    {
+      const Curve *c = &g_array_index (curves, Curve, i);
+      smallest = MIN (smallest, ((const Scheme *) g_ptr_array_index (c->points, 0))->workers);
+      sizes = MAX (sizes, c->points->len);
+    }
+  GString *later = g_string_new (NULL);
+  for (guint i = 0; i < curves->len; i++)
+    {
+      const Scheme *first = g_ptr_array_index (g_array_index (curves, Curve, i).points, 0);
+      const char *why = NULL;
+      if (first->workers > smallest && sweep_min_workers (first->conf, &why) > smallest && why != NULL)
+        g_string_append_printf (later, " %s starts at %d workers: %s (its speedup is against that size).",
+                                g_array_index (curves, Curve, i).base, first->workers, why);
+    }
+  g_string_append_printf (md, "\n## Scaling\n\nEvery scheme at up to %u sizes, each point a run of the budget above "
                           "(the same samples at every size: its cost follows the samples, its time the "
                           "%s). Speedup is the scheme's throughput against its own smallest size, efficiency "
                           "the speedup over the workers added; a synchronous scheme's group keeps each "
                           "worker's batch (its group batch grows with the workers: weak scaling), an "
-                          "asynchronous one gets a group per worker. scale.csv has every number.\n\n"
+                          "asynchronous one gets a group per worker. scale.csv has every number.%s\n\n"
                           "| scheme | workers | final %s | samples/s | speedup | efficiency | time to %.4f |\n"
                           "|---|---:|---:|---:|---:|---:|---:|\n",
-                          curves->len > 0 ? g_array_index (curves, Curve, 0).points->len : 0,
-                          plan->virtual_clock ? "virtual clock's timing model" : "machine's cores",
+                          sizes, plan->virtual_clock ? "virtual clock's timing model" : "machine's cores", later->str,
                           shoal_compare_measure (plan), target);
   for (guint i = 0; ok && i < curves->len; i++)
     {
@@ -367,6 +415,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
   g_free (data);
   g_string_free (csv, TRUE);
   g_string_free (md, TRUE);
+  g_string_free (later, TRUE);
   g_string_free (gp, TRUE);
   curves_free (curves);
   return ok;

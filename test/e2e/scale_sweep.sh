@@ -7,7 +7,8 @@
 # 0 tests (test_groups = 1), 2,048 rows a pass (test_steps 32).  Bad
 # --workers (0, a non-number, a count named twice) are errors naming it.
 # A sweep whose every run fails and one whose target no size reaches still
-# write the report and every figure.
+# write the report and every figure; elastic averaging's 1-worker point is
+# left out with a line saying why.
 # [cluster] sync_lr: with warm-up its first update is at lr, so the
 # second step's loss equals a run without it, and the third differs.
 # No timing is asserted.
@@ -78,6 +79,21 @@ timeout -k 5 "$(scaled 120)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.c
   >"$dir/out" 2>&1 || { tail -5 "$dir/out"; fail "a sweep with an unreached target"; }
 pngs_and_report "$dir/unreached" "a sweep with an unreached target"
 echo "nothing finished, no target reached: the report and every figure: ok"
+
+# elastic averaging needs 2 replicas: its 1-worker point is left out (a
+# line says so), its curve starts at 2; a sweep of nothing else is refused
+timeout -k 5 "$(scaled 120)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes elastic,hogwild \
+  --workers 1,2 --budget samples=1280 --points 1 --out "$dir/elastic" --quiet "${TINY[@]}" >"$dir/out" 2>&1 \
+  || { tail -5 "$dir/out"; fail "a sweep with elastic averaging at 1 worker"; }
+grep -q "elastic at 1 worker left out: its server groups meet by elastic averaging" "$dir/out" \
+  && [ ! -e "$dir/elastic/runs/elastic-w1-r1" ] && [ -e "$dir/elastic/runs/hogwild-w1-r1" ] \
+  && grep -q "elastic starts at 2 workers" "$dir/elastic/report.md" \
+  && [ "$(grep -c '^elastic,' "$dir/elastic/scale.csv")" = 1 ] || { cat "$dir/out"; fail "elastic's 1-worker point"; }
+rc=0
+"$BUILD/shoal" compare examples/fashion-mnist/mlp.conf --schemes elastic --workers 1 --out "$dir/elastic1" \
+  "${TINY[@]}" >"$dir/out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "no scheme runs at these sizes" "$dir/out" || { cat "$dir/out"; fail "elastic at 1 worker alone: rc $rc"; }
+echo "elastic at 1 worker left out: ok"
 
 bad() {  # MESSAGE ARGS
   local want=$1 rc=0
