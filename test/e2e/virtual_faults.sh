@@ -91,6 +91,6 @@ timeout -k 5 "$(scaled 180)" "$BUILD/shoal" compare "${SMALL[0]}" --schemes elas
   -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o cluster.all_groups_required=false \
   >"$dir/cmp.out" 2>&1 || { tail -5 "$dir/cmp.out"; fail "compare with group 0 lost"; }
 survivor=$(survivor_of "$dir/cmp/runs/elastic-r1/metrics.jsonl")
-grep -q "final accuracy $survivor" "$dir/cmp.out" || { cat "$dir/cmp.out"; fail "compare reports another accuracy than group 1's $survivor"; }
+grep -q "final test accuracy $survivor" "$dir/cmp.out" || { cat "$dir/cmp.out"; fail "compare reports another accuracy than group 1's $survivor"; }
 echo "3. group 0 lost: final accuracy $printed (run), $survivor (compare), group 1's: ok"
 echo "virtual_faults: ok"
