@@ -4,6 +4,8 @@
  * -o emulate.calibration=FILE repeats exactly and names where its times
  * came from. */
 #include <glib.h>
+#include <glib/gstdio.h>
+#include <unistd.h>
 #include <stdio.h>
 
 #include "tools/commands.h"
@@ -65,6 +67,17 @@ shoal_cmd_calibrate (int argc, char **argv)
     }
   ShoalCalibrationPlan plan = { .steps = MAX (steps, 0), .seconds = steps > 0 ? 0 : seconds > 0 ? seconds : 3,
                                 .concurrent = concurrent };
+  /* where the file goes, before the seconds of measuring it */
+  char *out_dir = g_path_get_dirname (out);
+  gboolean writable = g_file_test (out_dir, G_FILE_TEST_IS_DIR) && g_access (out_dir, W_OK) == 0;
+  if (!writable)
+    fprintf (stderr, "shoal calibrate: --out %s: %s is not a directory this user may write to\n", out, out_dir);
+  g_free (out_dir);
+  if (!writable)
+    {
+      status = 2;
+      goto out;
+    }
   job = shoal_job_load (argv[1], (const char *const *) overrides, &error);
   if (job == NULL || !shoal_calibration_measure (job, &plan, &cal, &error)
       || !shoal_calibration_save (&cal, out, &error))

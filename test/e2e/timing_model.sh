@@ -149,6 +149,11 @@ calbad "--concurrent: give 1 to 256 workers" --concurrent 0
 calbad "--steps: give 1 to 100000 steps" --steps 0
 calbad "--seconds: give a time above 0" --seconds -2
 calbad "give --steps or --seconds, not both" --steps 5 --seconds 1
+# a place it cannot write: said before the seconds of measuring
+rc=0
+"$BUILD/shoal" calibrate "${TINY[0]}" --steps 5 --out "$dir/no/such/dir/x.cal" >"$dir/calbad.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--out $dir/no/such/dir/x.cal: $dir/no/such/dir is not a directory" "$dir/calbad.out" \
+  || { cat "$dir/calbad.out"; fail "calibrate into a missing directory: rc $rc"; }
 # K nets in one process: the job's memory limit refuses the one that crosses it, by number
 rc=0
 "$BUILD/shoal" calibrate "${TINY[0]}" -o job.memory_limit=40M --concurrent 8 --steps 1 --out "$dir/refused.cal" \
