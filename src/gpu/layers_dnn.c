@@ -882,10 +882,16 @@ softmax_loss_gpu_setup (ShoalLayer *layer, GError **error)
       return FALSE;
     }
   memset (g->host_result, 0, sizeof (ShoalLossResult));
+  /* no unlabelled row until a forward's copy says so: on a net whose
+   * params stay on the device the backward comes right after the
+   * forward is enqueued, and reads this before the first copy lands */
+  g->host_result->bad_row = -1;
   return TRUE;
 }
 
-/* The previous forward's unlabelled row, now that it was synchronised. */
+/* The previous forward's unlabelled row, now that it was synchronised
+ * (on a net whose params stay on the device the backward may read it
+ * before this forward's copy is in: then the step before's). */
 static void
 softmax_warn (ShoalLayer *layer, SoftmaxGpu *g)
 {
