@@ -46,20 +46,27 @@ shoal_net_gpu_setup_layer (ShoalNet *net, ShoalLayer *layer, GError **error)
   if (ok)
     {
       GError *local = NULL;
-      if (layer->out.data == NULL)
+      if (layer->out.data == NULL && keeps_host_out (layer))
         {
-          ok = shoal_tensor_alloc_on (&layer->out, &layer->out.shape,
-                                      keeps_host_out (layer) ? cpu : dev, &local);
           /* pinned, the copy of a loss or metric into it does not make
-           * the host wait in the middle of a forward */
-          if (ok && keeps_host_out (layer)
-              && shoal_device_host_register (dev, layer->out.data, layer->out.capacity * sizeof (float)))
+           * the host wait in the middle of a forward, and a CUDA graph
+           * can capture it.  Allocated pinned, not pinned afterwards: a
+           * loss and a metric of a few bytes each share a page, and a
+           * second cudaHostRegister of a page fails, leaving that copy
+           * pageable (synchronous, and refused inside a capture) */
+          size_t bytes = MAX (shoal_shape_count (&layer->out.shape), (size_t) 1) * sizeof (float);
+          float *pinned = shoal_device_host_alloc (dev, bytes, &local);
+          ok = pinned != NULL;
+          if (ok)
             {
+              shoal_tensor_view_on (&layer->out, pinned, &layer->out.shape, cpu);
               if (net->pinned_outs == NULL)
                 net->pinned_outs = g_ptr_array_new ();
-              g_ptr_array_add (net->pinned_outs, layer->out.data);
+              g_ptr_array_add (net->pinned_outs, pinned);
             }
         }
+      else if (layer->out.data == NULL)
+        ok = shoal_tensor_alloc_on (&layer->out, &layer->out.shape, dev, &local);
       if (ok && layer->needs_grad && layer->grad.data == NULL && layer->ops != &shoal_layer_split_ops)
         ok = shoal_tensor_alloc_on (&layer->grad, &layer->out.shape, dev, &local);
       if (!ok)
@@ -531,8 +538,9 @@ shoal_net_gpu_release (ShoalNet *net)
 {
   if (net->pinned_outs != NULL)
     {
+      /* the layers' outs are views on them, never read after this */
       for (guint i = 0; i < net->pinned_outs->len; i++)
-        shoal_device_host_unregister (net->ctx.device, g_ptr_array_index (net->pinned_outs, i));
+        shoal_device_host_free (net->ctx.device, g_ptr_array_index (net->pinned_outs, i));
       g_ptr_array_free (net->pinned_outs, TRUE);
       net->pinned_outs = NULL;
     }

@@ -31,7 +31,7 @@ struct _ShoalNet {
   gboolean grads_resident;        /* shoal_net_keep_grads_on_device: backward leaves them to the caller */
   ShoalEvent *forward_done;       /* shoal_net_train_step on such a net: the forward's outputs are in */
   ShoalEvent *inputs_done;        /* ...: the inputs' uploads are done (their host buffers free again) */
-  GPtrArray *pinned_outs;         /* losses' and metrics' host outs this net pinned (copies stay async) */
+  GPtrArray *pinned_outs;         /* losses' and metrics' host outs, pinned memory the layers' outs view */
   double *clip_scratch;           /* device, 2 doubles: shoal_net_clip_gradients' sums */
   GError *device_error;           /* the first device error */
   gboolean step_failed;           /* the pending step could not be enqueued: its loss is NaN */
