@@ -25,6 +25,7 @@
 
 #include "cluster/emulate_conf.h"
 #include "cluster/layout.h"
+#include "core/codec.h"
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "core/param.h"
@@ -74,6 +75,8 @@ typedef struct {
   double rows_factor;        /* calibrated steps: its rows per thread / the calibration's rows */
   int cores_here;            /* its workers in its process, each computing on a core (a process's cores) */
   gint64 *have_version;      /* per slice */
+  float *residual;           /* a quantising wire_grads' error feedback, every param (comm/param_client.c);
+                              * NULL until its first push to another process */
   gboolean tester, dead, finished, budget_end;
 
   gint64 step;               /* the step in flight (between STEP and the last REPLY) */
@@ -137,6 +140,10 @@ typedef struct {
   gint64 *core_free;         /* per rank: when its other work's core is free (virtual ns) */
   int process_cores;         /* [emulate] process_cores; 0: that core is a core of its own */
   GArray **rank_units;       /* per rank: the units (int) computing there */
+  ShoalCodec grads_codec, values_codec;  /* [cluster] wire_grads, wire_values: between processes */
+  float *coded;              /* a slice as its codec left it (the largest slice's floats) */
+  size_t params;             /* floats of every slice together */
+  guint8 *wire;              /* its encoding */
   guint64 *sent, *received;  /* per rank, bytes between processes */
   gboolean *rank_moved;      /* per rank: something to report since the last tick */
   gint64 *decided_step;      /* SYNC time budget: per group, the step whose boundary decided */
@@ -333,6 +340,65 @@ slice_floats (Emu *e, int slice, size_t *begin)
   if (begin != NULL)
     *begin = b;
   return end - b;
+}
+
+/* ---- the wire codecs ---------------------------------------------------------
+ *
+ * Between processes the real param client sends gradients in wire_grads
+ * and the server answers with values in wire_values ([cluster]; a server
+ * in the client's own process gets floats): the bytes on the virtual
+ * wire are the codec's, and what arrives is what the codec let through,
+ * each slice encoded and decoded by core/codec.c as the two ends do, the
+ * quantisers with the unit's residual (error feedback). */
+
+static gboolean
+crosses_processes (Emu *e, const Unit *u, int s)
+{
+  return server_rank (e, u->server_group, s) != u->rank;
+}
+
+/* The bytes a push (grads) or a reply's values of slice s take between
+ * unit u's process and its server's. */
+static gsize
+wire_bytes (Emu *e, const Unit *u, int s, gboolean grads)
+{
+  size_t n = slice_floats (e, s, NULL);
+  ShoalCodec codec = grads ? e->grads_codec : e->values_codec;
+  return crosses_processes (e, u, s) ? shoal_codec_bytes (codec, n) : n * sizeof (float);
+}
+
+/* Slice s of unit u's gradient as its server receives it: the held
+ * floats, or where a codec is between them e->coded after the codec. */
+static const float *
+pushed_grads (Emu *e, Unit *u, int s)
+{
+  const float *grad = shoal_unit_state_grads (e->shared, &u->hold, s);
+  if (e->grads_codec == SHOAL_CODEC_FP32 || !crosses_processes (e, u, s))
+    return grad;
+  size_t b = 0, n = slice_floats (e, s, &b);
+  float *residual = NULL;
+  if (shoal_codec_lossy_feedback (e->grads_codec))
+    {
+      if (u->residual == NULL)
+        u->residual = g_new0 (float, e->params);
+      residual = u->residual + b;
+    }
+  shoal_codec_encode (e->grads_codec, grad, residual, n, e->wire);
+  /* its own encoding: the length and codes are right */
+  shoal_codec_decode (e->grads_codec, e->wire, shoal_codec_bytes (e->grads_codec, n), e->coded, n);
+  return e->coded;
+}
+
+/* Values of slice s just pulled into `to` for unit u, as the reply's
+ * codec lets them through. */
+static void
+received_values (Emu *e, const Unit *u, int s, float *to)
+{
+  if (e->values_codec == SHOAL_CODEC_FP32 || !crosses_processes (e, u, s))
+    return;
+  size_t n = slice_floats (e, s, NULL);
+  shoal_codec_encode (e->values_codec, to, NULL, n, e->wire);
+  shoal_codec_decode (e->values_codec, e->wire, shoal_codec_bytes (e->values_codec, n), to, n);
 }
 
 static void
@@ -643,9 +709,8 @@ on_send (Emu *e, Unit *u)
           return;
         }
     }
-  size_t n = slice_floats (e, s, NULL);
-  transmit (e, u->rank, server_rank (e, u->server_group, s), n * sizeof (float), EV_ARRIVE, (int) (u - e->units), s,
-            u->step);
+  transmit (e, u->rank, server_rank (e, u->server_group, s), wire_bytes (e, u, s, TRUE), EV_ARRIVE,
+            (int) (u - e->units), s, u->step);
 }
 
 /* Whether unit u's client reads the one server of its process in place
@@ -678,7 +743,8 @@ release (Emu *e, int sg, int s, const Waiting *w)
           fail (e, err);
           return;
         }
-      bytes = n * sizeof (float);
+      received_values (e, u, s, to);
+      bytes = wire_bytes (e, u, s, FALSE);
     }
   int from = server_rank (e, sg, s);
   gint64 copy = pass_ns (bytes, e->cal.pull_ns_per_byte);
@@ -762,8 +828,7 @@ on_apply (Emu *e, Unit *u, int s, gint64 step)
   ShoalPushOrigin origin = { u->have_version[s], u->id };
   gint64 ready = 0;
   GError *err = NULL;
-  if (!shoal_server_push_from (e->servers[sg], s, shoal_unit_state_grads (e->shared, &u->hold, s), n, step, &origin,
-                               &ready, &err))
+  if (!shoal_server_push_from (e->servers[sg], s, pushed_grads (e, u, s), n, step, &origin, &ready, &err))
     {
       fail (e, err);
       return;
@@ -1216,7 +1281,10 @@ emu_free (Emu *e)
       shoal_slowdown_free (u->slowdown);
       g_free (u->have_version);
       g_free (u->order);
+      g_free (u->residual);
     }
+  g_free (e->coded);
+  g_free (e->wire);
   g_free (e->units);
   shoal_shared_net_free (e->shared);
   shoal_group_net_free (e->net);
@@ -1422,6 +1490,20 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
   plan_hand_offs (e);
   for (int i = 0; i < e->nunits; i++)
     plan_chain (e, &e->units[i]);
+  e->grads_codec = e->layout->conf.wire_grads;
+  e->values_codec = e->layout->conf.wire_values;
+  if (e->grads_codec != SHOAL_CODEC_FP32 || e->values_codec != SHOAL_CODEC_FP32)
+    {
+      size_t largest = 0;
+      for (int s = 0; s < e->nslices; s++)
+        {
+          size_t b = 0, n = slice_floats (e, s, &b);
+          largest = MAX (largest, n);
+          e->params = MAX (e->params, b + n);
+        }
+      e->coded = g_new (float, MAX (largest, (size_t) 1));
+      e->wire = g_malloc (MAX (shoal_codec_bytes (SHOAL_CODEC_FP32, largest), (size_t) 1));
+    }
   ShoalLayer *input = shoal_group_net_input (e->shared->net);
   if (input == NULL || input->ops->num_records == NULL)
     {

@@ -14,7 +14,8 @@
 #  - every family learns on both clocks (the last train loss below the
 #    first); an RBM once did not learn on the virtual clock at all.
 # The asynchronous schemes' later losses depend on the order pushes
-# arrive in, which only the virtual clock makes repeatable.
+# arrive in, which only the virtual clock makes repeatable.  The same for
+# Sandblaster with the wire codecs (2-bit gradients, fp16 values).
 # Usage: clocks_agree.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -36,22 +37,20 @@ rnn=(examples/char-rnn/char_rnn.conf -o "layer data.data=$dir/text" -o "layer da
      -o "layer embed.vocab_size=$vocab" -o "layer logits.num_output=$vocab" -o updater.lr=0.01)
 rbm=(examples/dbn/rbm1.conf -o "layer h1.num_output=32" -o updater.momentum=0.5)
 
-run() {  # NAME CLOCK FAMILY TOPOLOGY
+run() {  # NAME CLOCK FAMILY TOPOLOGY [OPTION...]
   local name=$1 clock=$2 family=$3 topo=$4 args=()
+  shift 4
   case $family in mlp) args=("${mlp[@]}") ;; rnn) args=("${rnn[@]}") ;; rbm) args=("${rbm[@]}") ;; esac
+  args+=("$@")
   [ "$topo" = single ] || args+=(--topology "conf/$topo.conf")
   [ "$clock" = virtual ] && args+=(-o emulate.clock=virtual -o emulate.step_ms=5)
   timeout -k 10 "$(scaled 180)" "$BUILD/shoal" run "${args[@]}" "${COMMON[@]}" --workspace "$dir/$name" \
     >"$dir/$name.out" 2>&1 || { tail -5 "$dir/$name.out"; fail "$name did not run"; }
 }
 
-for family in mlp rnn rbm; do
-  for topo in single sandblaster allreduce downpour hogwild ssp; do
-    run "$family-$topo-real" real "$family" "$topo"
-    run "$family-$topo-virtual" virtual "$family" "$topo"
-    case $topo in single | sandblaster | allreduce) sync=1 ;; *) sync=0 ;; esac
-    /usr/bin/python3 - "$dir/$family-$topo-real/metrics.jsonl" "$dir/$family-$topo-virtual/metrics.jsonl" \
-      "$family $topo" "$sync" <<'PY' || fail "$family under $topo: the clocks disagree"
+agree() {  # NAME WHAT SYNC: runs NAME-real and NAME-virtual agree
+  /usr/bin/python3 - "$dir/$1-real/metrics.jsonl" "$dir/$1-virtual/metrics.jsonl" "$2" "$3" <<'PY' \
+    || fail "$2: the clocks disagree"
 import json, sys
 real, virt, what, sync = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 def lines(path):
@@ -91,6 +90,29 @@ assert all(same_start) if sync else any(same_start), "%s: first losses differ (u
 print("%-16s %d units, %d lines: agree (first loss %.4f; last real %.4f, virtual %.4f)" % (
     what, len(units), len(a), a[first]["loss"], a[("train", g, w, train[-1])]["loss"], b[("train", g, w, train[-1])]["loss"]))
 PY
+}
+
+for family in mlp rnn rbm; do
+  for topo in single sandblaster allreduce downpour hogwild ssp; do
+    run "$family-$topo-real" real "$family" "$topo"
+    run "$family-$topo-virtual" virtual "$family" "$topo"
+    case $topo in single | sandblaster | allreduce) sync=1 ;; *) sync=0 ;; esac
+    agree "$family-$topo" "$family $topo" "$sync"
   done
 done
+# the wire codecs between processes: 2-bit gradients with error feedback
+# and fp16 values cross the virtual wire as they cross the real one, so a
+# synchronous scheme's every loss agrees (a virtual clock that moved fp32
+# would train on unquantised gradients)
+# (shared memory off: with it the real client moves a slice to a server
+# on its own host unencoded; the virtual clock's processes are hosts of
+# their own)
+CODECS=(-o cluster.wire_grads=2bit -o cluster.wire_values=fp16 -o cluster.shared_memory=off)
+run codecs-real real mlp sandblaster "${CODECS[@]}"
+run codecs-virtual virtual mlp sandblaster "${CODECS[@]}"
+agree codecs "mlp sandblaster 2bit/fp16" 1
+run fp32-virtual virtual mlp sandblaster
+cmp -s <(grep '"train"' "$dir/fp32-virtual/metrics.jsonl" | sed 's/"time":[0-9.]*,"vtime":[0-9.]*,//') \
+  <(grep '"train"' "$dir/codecs-virtual/metrics.jsonl" | sed 's/"time":[0-9.]*,"vtime":[0-9.]*,//') \
+  && fail "the virtual clock trained the same with 2-bit gradients as with fp32"
 echo "clocks agree"

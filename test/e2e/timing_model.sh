@@ -9,6 +9,8 @@
 #     links of B alone (bandwidth_mbit, no nic_mbit) give the NICs their
 #     speed: the same steps; with nic_mbit = unlimited each group's link
 #     is its own (the real clock's per-socket limit): step_ms + 2 x bytes / B;
+#     the wire codecs: 1-bit gradients and bf16 values are charged their
+#     encoded bytes (the clocks' numbers with them: clocks_agree.sh);
 #  3. shoal calibrate writes a file (a message's transport: a fixed part
 #     and a part per byte), and the model charges its fixed part once per
 #     message: with 1 ms a message and nothing per byte, a step costs
@@ -117,6 +119,28 @@ incast_run incast 4 "incast through one NIC" -o emulate.nic_mbit=100
 incast_run links 4 "links alone: NICs of their speed" -o emulate.bandwidth_mbit=100
 grep -q "NICs 100 Mbit/s (bandwidth_mbit's: no nic_mbit given)" "$dir/links.out" || fail "the log does not say the NICs took the links' speed"
 incast_run unlimited 1 "links alone with unlimited NICs" -o emulate.bandwidth_mbit=100 -o emulate.nic_mbit=unlimited
+
+# 2b. the wire codecs: 1-bit gradients and bf16 values cross the NIC as
+# their bytes (one unit, one 100 Mbit/s server NIC: a step every 10 ms +
+# the step's bytes each way / 100 Mbit/s, the bytes about 1/32 and 1/2
+# of fp32's)
+one_unit_run coded "the wire codecs' run" -o emulate.nic_mbit=100 -o cluster.wire_grads=1bit -o cluster.wire_values=bf16
+/usr/bin/python3 - "$dir/coded/metrics.jsonl" "$(cat "$dir/incast/metrics.jsonl.push")" <<'PY' || fail "the wire codecs' bytes"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+fp32 = float(sys.argv[2])
+train = [r for r in lines if r["phase"] == "train"]
+server = max((r for r in lines if r["phase"] == "process"), key=lambda r: r["bytes_sent"])
+steps = max(r["step"] for r in train)
+push, reply = server["bytes_received"] / steps, server["bytes_sent"] / steps
+assert 20 < fp32 / push <= 32 and fp32 / reply == 2, (fp32, push, reply)
+period = 10e-3 + (push + reply) / 12.5e6
+for r in train:
+    want = (r["step"] - 1) * period + 10e-3
+    assert abs(r["vtime"] - want) < 1e-6 * r["step"] + 1e-8, (r["step"], r["vtime"], want)
+print("wire codecs: a push of %.0f bytes (1bit), a reply of %.0f (bf16) against %.0f, a step every %.3f ms: ok"
+      % (push, reply, fp32, period * 1e3))
+PY
 
 # 3. calibrate; a calibrated compare twice
 "$BUILD/shoal" calibrate "${TINY[0]}" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 \
