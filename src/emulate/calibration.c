@@ -20,17 +20,29 @@
 
 #define GROUP "calibration"
 
-/* The passes of a process's other threads (measure_service), each in
- * ns per byte; absent from files made before they were measured: 0. */
-static const char *const service_keys[] = { "pull_ns_per_byte", "sync_take_ns_per_byte", "sync_apply_ns_per_byte",
-                                            "sync_merge_ns_per_byte" };
-#define N_SERVICE_KEYS ((int) G_N_ELEMENTS (service_keys))
+/* The keys absent from files made before they were measured (then 0),
+ * each a number >= 0: first the passes of a process's other threads
+ * (measure_service), in ns per byte, then the wire codecs' encoding and
+ * decoding (measure_codecs), in ns per value. */
+static const char *const optional_keys[] = {
+  "pull_ns_per_byte", "sync_take_ns_per_byte", "sync_apply_ns_per_byte", "sync_merge_ns_per_byte",
+  "encode_ns_per_value_fp16", "encode_ns_per_value_bf16", "encode_ns_per_value_2bit", "encode_ns_per_value_1bit",
+  "decode_ns_per_value_fp16", "decode_ns_per_value_bf16", "decode_ns_per_value_2bit", "decode_ns_per_value_1bit",
+};
+#define N_SERVICE_KEYS 4
+#define N_OPTIONAL_KEYS ((int) G_N_ELEMENTS (optional_keys))
 
 static double *
-service_value (ShoalCalibration *cal, int i)
+optional_value (ShoalCalibration *cal, int i)
 {
-  double *values[] = { &cal->pull_ns_per_byte, &cal->sync_take_ns_per_byte, &cal->sync_apply_ns_per_byte,
-                       &cal->sync_merge_ns_per_byte };
+  double *values[] = {
+    &cal->pull_ns_per_byte, &cal->sync_take_ns_per_byte, &cal->sync_apply_ns_per_byte, &cal->sync_merge_ns_per_byte,
+    &cal->encode_ns_per_value[SHOAL_CODEC_FP16], &cal->encode_ns_per_value[SHOAL_CODEC_BF16],
+    &cal->encode_ns_per_value[SHOAL_CODEC_2BIT], &cal->encode_ns_per_value[SHOAL_CODEC_1BIT],
+    &cal->decode_ns_per_value[SHOAL_CODEC_FP16], &cal->decode_ns_per_value[SHOAL_CODEC_BF16],
+    &cal->decode_ns_per_value[SHOAL_CODEC_2BIT], &cal->decode_ns_per_value[SHOAL_CODEC_1BIT],
+  };
+  G_STATIC_ASSERT (G_N_ELEMENTS (values) == G_N_ELEMENTS (optional_keys));
   return values[i];
 }
 
@@ -145,7 +157,7 @@ calibration_server (ShoalJob *job, ShoalParamStore *store, int nslices, gboolean
  * (server/server_sync.c; elastic averaging's passes read and write as
  * many arrays).  The virtual clock charges the sync passes to the
  * process's cores (emulate/emulator.c, "a process's cores"); they come
- * in service_keys' order, after the pull (measure_local_exchange). */
+ * in optional_keys' order, after the pull (measure_local_exchange). */
 typedef enum { PASS_UPDATE, PASS_TAKE, PASS_APPLY, PASS_MERGE } ServerPass;
 
 static gboolean
@@ -266,7 +278,7 @@ measure_local_exchange (ShoalJob *job, ShoalGroupNet *net, double update_ns_per_
 
 /* The other passes of a process's threads, each after a step of net:
  * the comm thread's exchange with a server in its own process (the
- * first of service_keys), Hogwild's sync passes (the others). */
+ * first of optional_keys), Hogwild's sync passes (the next three). */
 static gboolean
 measure_service (ShoalJob *job, ShoalGroupNet *net, ShoalCalibration *out, GError **error)
 {
@@ -282,11 +294,55 @@ measure_service (ShoalJob *job, ShoalGroupNet *net, ShoalCalibration *out, GErro
     delta[i] = (float) ((int) (i % 13) - 6) * 1e-7f;
   gboolean ok = TRUE;
   for (int i = 1; ok && i < N_SERVICE_KEYS; i++)
-    ok = time_pass (server, PASS_TAKE + i - 1, net, delta, buf, n, service_value (out, i), error);
+    ok = time_pass (server, PASS_TAKE + i - 1, net, delta, buf, n, optional_value (out, i), error);
   g_free (delta);
   g_free (buf);
   shoal_server_free (server);
   return ok;
+}
+
+/* The wire codecs' cost per value (core/codec.c), as a real client
+ * encodes a remote slice's gradient and a server its reply's values, and
+ * the other end decodes them: each codec over net's every param, its
+ * gradient after a training step (the quantisers with a residual, as
+ * error feedback keeps one) and its values, the median of 9 after 2
+ * warm-ups.  2bit and 1bit read and write a residual beside the
+ * gradient: their encoding costs several times fp16's. */
+static void
+measure_codecs (ShoalGroupNet *net, ShoalCalibration *out)
+{
+  enum { WARM = 2, REPS = 9 };
+  ShoalParamStore *store = shoal_group_net_params (net);
+  shoal_group_net_train_step (net, NULL, NULL);
+  size_t n = store->total;
+  float *residual = g_new0 (float, n), *decoded = g_new (float, n);
+  guint8 *wire = g_malloc (MAX (shoal_codec_bytes (SHOAL_CODEC_FP32, n), (size_t) 1));
+  for (int c = SHOAL_CODEC_FP16; c < SHOAL_CODEC_COUNT; c++)
+    {
+      ShoalCodec codec = (ShoalCodec) c;
+      /* the values' codecs encode values, the quantisers gradients */
+      const float *src = shoal_codec_lossy_feedback (codec) ? store->grads : store->values;
+      double te[REPS], td[REPS];
+      for (int r = 0; r < WARM + REPS; r++)
+        {
+          gint64 t0 = g_get_monotonic_time ();
+          shoal_codec_encode (codec, src, residual, n, wire);
+          gint64 t1 = g_get_monotonic_time ();
+          shoal_codec_decode (codec, wire, shoal_codec_bytes (codec, n), decoded, n);
+          gint64 t2 = g_get_monotonic_time ();
+          if (r >= WARM)
+            {
+              te[r - WARM] = (double) (t1 - t0) * 1e3 / (double) n;
+              td[r - WARM] = (double) (t2 - t1) * 1e3 / (double) n;
+            }
+        }
+      out->encode_ns_per_value[c] = median (te, REPS);
+      out->decode_ns_per_value[c] = median (td, REPS);
+    }
+  shoal_param_store_zero_grads (store);
+  g_free (residual);
+  g_free (decoded);
+  g_free (wire);
 }
 
 /* Round trips of `reps` push-and-pulls of slice `slice` through a
@@ -647,6 +703,8 @@ shoal_calibration_measure (ShoalJob *job, const ShoalCalibrationPlan *plan, Shoa
                 && measure_service (job, net, out, error)
                 && measure_rpc (job, store, out->update_ns_per_byte, &out->rpc_us_per_message, &out->rpc_ns_per_byte,
                                 error);
+  if (ok)
+    measure_codecs (net, out);
   shoal_group_net_free (net);
   if (!ok)
     {
@@ -677,9 +735,9 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   g_key_file_set_double (kf, GROUP, "update_ns_per_byte", cal->update_ns_per_byte);
   g_key_file_set_double (kf, GROUP, "rpc_ns_per_byte", cal->rpc_ns_per_byte);
   g_key_file_set_double (kf, GROUP, "rpc_us_per_message", cal->rpc_us_per_message);
-  ShoalCalibration values = *cal;   /* service_value's fields, not its pointers' */
-  for (int i = 0; i < N_SERVICE_KEYS; i++)
-    g_key_file_set_double (kf, GROUP, service_keys[i], *service_value (&values, i));
+  ShoalCalibration values = *cal;   /* optional_value's fields, not its pointers' */
+  for (int i = 0; i < N_OPTIONAL_KEYS; i++)
+    g_key_file_set_double (kf, GROUP, optional_keys[i], *optional_value (&values, i));
   g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
   if (cal->n_ready > 0)
     {
@@ -765,16 +823,16 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   double rpc_per_message = g_key_file_has_key (kf, GROUP, "rpc_us_per_message", NULL)
                              ? g_key_file_get_double (kf, GROUP, "rpc_us_per_message", &no_message)
                              : 0;
-  double service[N_SERVICE_KEYS];
-  const char *bad_service = NULL;
-  for (int i = 0; i < N_SERVICE_KEYS; i++)
+  double optional[N_OPTIONAL_KEYS];
+  const char *bad_optional = NULL;
+  for (int i = 0; i < N_OPTIONAL_KEYS; i++)
     {
       GError *bad = NULL;
-      service[i] = g_key_file_has_key (kf, GROUP, service_keys[i], NULL)
-                     ? g_key_file_get_double (kf, GROUP, service_keys[i], &bad)
-                     : 0;
-      if ((bad != NULL || !(service[i] >= 0) || !isfinite (service[i])) && bad_service == NULL)
-        bad_service = service_keys[i];
+      optional[i] = g_key_file_has_key (kf, GROUP, optional_keys[i], NULL)
+                      ? g_key_file_get_double (kf, GROUP, optional_keys[i], &bad)
+                      : 0;
+      if ((bad != NULL || !(optional[i] >= 0) || !isfinite (optional[i])) && bad_optional == NULL)
+        bad_optional = optional_keys[i];
       g_clear_error (&bad);
     }
   GError *no_batch = NULL;
@@ -816,8 +874,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, "rpc_ns_per_byte", "not a number >= 0");
   else if (no_message != NULL || !(rpc_per_message >= 0) || !isfinite (rpc_per_message))
     damaged (error, path, "rpc_us_per_message", "not a number >= 0");
-  else if (bad_service != NULL)
-    damaged (error, path, bad_service, "not a number >= 0");
+  else if (bad_optional != NULL)
+    damaged (error, path, bad_optional, "not a number >= 0");
   else if (no_batch != NULL || batch < 1)
     damaged (error, path, "batch", "missing or not a number of rows >= 1");
   else if (no_concurrent != NULL || concurrent < 1)
@@ -839,8 +897,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
       out->update_ns_per_byte = per_byte;
       out->rpc_ns_per_byte = rpc_per_byte;
       out->rpc_us_per_message = rpc_per_message;
-      for (int i = 0; i < N_SERVICE_KEYS; i++)
-        *service_value (out, i) = service[i];
+      for (int i = 0; i < N_OPTIONAL_KEYS; i++)
+        *optional_value (out, i) = optional[i];
       out->batch = batch;
       out->concurrent = concurrent;
       out->updater = g_key_file_get_string (kf, GROUP, "updater", NULL);

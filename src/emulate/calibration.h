@@ -17,6 +17,7 @@
  *     and a part per byte, through a real server on loopback;
  *   - a process's other passes over the params, per byte: a pull from a
  *     server in the worker's own process, and Hogwild's sync passes;
+ *   - the wire codecs: encoding and decoding a value in each of them;
  *   - memory: what one unit's net holds (resident bytes it added);
  *   - the backward's hand-offs: when, within a step, each layer's
  *     gradients were final (the push hook's calls, worker/push_hook.c),
@@ -31,6 +32,7 @@
 
 #include <glib.h>
 
+#include "core/codec.h"
 #include "job/job.h"
 
 G_BEGIN_DECLS
@@ -55,6 +57,10 @@ typedef struct {
    * master's apply_delta) */
   double pull_ns_per_byte;
   double sync_take_ns_per_byte, sync_apply_ns_per_byte, sync_merge_ns_per_byte;
+  /* the wire codecs (core/codec.c) on this machine, ns per value: a
+   * sender's encoding and a receiver's decoding of a slice (fp32's 0:
+   * the transport covers it); 0 in files from before they were measured */
+  double encode_ns_per_value[SHOAL_CODEC_COUNT], decode_ns_per_value[SHOAL_CODEC_COUNT];
   /* the backward's hand-offs, in the order they came: at ready_fraction[i]
    * of a step (the median over the timed steps) the gradients from param
    * offset ready_from[i] to the store's end were final.  n_ready 0 in

@@ -57,6 +57,8 @@ typedef enum {
   EV_SYNC_REPLY,   /* a: server group, b: slice */
   EV_SYNC_MERGED,  /* a: server group, b: slice: the replica merged the master's values */
   EV_APPLY,        /* a: unit, b: slice, step: a server core is done with the push */
+  EV_PUSH_ENCODED, /* a: unit, b: slice, step: its process encoded the push (wire_grads): it leaves */
+  EV_VALUES_ENCODED, /* a: unit, b: slice, step: the server's process encoded the reply's values: it leaves */
   EV_FAULT,
   EV_TICK          /* process lines */
 } EventKind;
@@ -293,15 +295,18 @@ receiver_rank (Emu *e, EventKind kind, int a, int b)
     }
 }
 
+static gint64 decode_ns (Emu *e, EventKind kind, int a, int b, gsize bytes);
+
 /* A message of `bytes` whose last bytes reach its process at `at` (the
  * wire and latency behind it): the event once it is read and decoded,
- * transport_ns later; with process_cores that work is the receiving
- * process's, on its cores.  The event was counted in e->pending. */
+ * transport_ns later (and a wire codec's decoding, decode_ns); with
+ * process_cores that work is the receiving process's, on its cores.  The
+ * event was counted in e->pending. */
 static void
 deliver (Emu *e, gint64 at, gsize bytes, EventKind kind, int a, int b, gint64 step)
 {
-  gint64 read = e->process_cores > 0 ? service_work (e, receiver_rank (e, kind, a, b), at, transport_ns (e, bytes))
-                                     : at + transport_ns (e, bytes);
+  gint64 work = transport_ns (e, bytes) + decode_ns (e, kind, a, b, bytes);
+  gint64 read = e->process_cores > 0 ? service_work (e, receiver_rank (e, kind, a, b), at, work) : at + work;
   shoal_event_queue_push (&e->queue, read, kind, a, b, step);
 }
 
@@ -387,6 +392,49 @@ pushed_grads (Emu *e, Unit *u, int s)
   /* its own encoding: the length and codes are right */
   shoal_codec_decode (e->grads_codec, e->wire, shoal_codec_bytes (e->grads_codec, n), e->coded, n);
   return e->coded;
+}
+
+/* ns of a wire codec's pass over slice s: encoding (the sender's) or
+ * decoding (the receiver's), the calibration's cost per value; none for
+ * fp32 (the transport's part per byte is its serialising) or within a
+ * process. */
+static gint64
+codec_ns (Emu *e, const Unit *u, int s, gboolean grads, gboolean encode)
+{
+  ShoalCodec codec = grads ? e->grads_codec : e->values_codec;
+  if (codec == SHOAL_CODEC_FP32 || !crosses_processes (e, u, s))
+    return 0;
+  double per_value = encode ? e->cal.encode_ns_per_value[codec] : e->cal.decode_ns_per_value[codec];
+  return (gint64) llround ((double) slice_floats (e, s, NULL) * per_value);
+}
+
+/* The bytes of a message that crossed the NICs: a push's or a reply's
+ * in its codec, a Hogwild sync's floats. */
+static gsize
+message_bytes (Emu *e, EventKind kind, int a, int b)
+{
+  if (kind == EV_ARRIVE || kind == EV_REPLY)
+    return wire_bytes (e, &e->units[a], b, kind == EV_ARRIVE);
+  return slice_floats (e, b, NULL) * sizeof (float);
+}
+
+/* The receiver's decoding of a message of `bytes` (deliver): a push's
+ * gradient, a reply's values (a reply without values has no bytes). */
+static gint64
+decode_ns (Emu *e, EventKind kind, int a, int b, gsize bytes)
+{
+  if (bytes == 0 || (kind != EV_ARRIVE && kind != EV_REPLY))
+    return 0;
+  return codec_ns (e, &e->units[a], b, kind == EV_ARRIVE, FALSE);
+}
+
+/* Work of `ns` at `rank` before a message leaves it (a wire codec's
+ * encoding), as deliver charges a receiver's: on the process's cores
+ * with process_cores, else a delay; when it is done. */
+static gint64
+before_sending (Emu *e, int rank, gint64 ns)
+{
+  return e->process_cores > 0 ? service_work (e, rank, e->now, ns) : e->now + ns;
 }
 
 /* Values of slice s just pulled into `to` for unit u, as the reply's
@@ -693,6 +741,17 @@ slice_ready_at (Emu *e, const Unit *u, int s)
   return u->compute_start + (gint64) llround (e->slice_ready[s] * (double) (u->compute_end - u->compute_start));
 }
 
+/* Slice s of unit u's push leaves for its server (encoded, where a wire
+ * codec is between them). */
+static void
+on_push_encoded (Emu *e, Unit *u, int s, gint64 step)
+{
+  if (u->dead)
+    return;
+  transmit (e, u->rank, server_rank (e, u->server_group, s), wire_bytes (e, u, s, TRUE), EV_ARRIVE,
+            (int) (u - e->units), s, step);
+}
+
 /* The chain's next slice leaves, once its backward is done. */
 static void
 on_send (Emu *e, Unit *u)
@@ -709,8 +768,11 @@ on_send (Emu *e, Unit *u)
           return;
         }
     }
-  transmit (e, u->rank, server_rank (e, u->server_group, s), wire_bytes (e, u, s, TRUE), EV_ARRIVE,
-            (int) (u - e->units), s, u->step);
+  gint64 encode = codec_ns (e, u, s, TRUE, TRUE);
+  if (encode > 0)
+    schedule (e, before_sending (e, u->rank, encode), EV_PUSH_ENCODED, (int) (u - e->units), s, u->step);
+  else
+    on_push_encoded (e, u, s, u->step);
 }
 
 /* Whether unit u's client reads the one server of its process in place
@@ -748,10 +810,24 @@ release (Emu *e, int sg, int s, const Waiting *w)
     }
   int from = server_rank (e, sg, s);
   gint64 copy = pass_ns (bytes, e->cal.pull_ns_per_byte);
+  gint64 encode = w->fetch ? codec_ns (e, u, s, FALSE, TRUE) : 0;
   if (from == u->rank && copy > 0 && !reads_in_place (e, u))
     schedule (e, service_work (e, from, e->now, copy), EV_REPLY, w->unit, s, w->step);
+  else if (encode > 0)
+    schedule (e, before_sending (e, from, encode), EV_VALUES_ENCODED, w->unit, s, w->step);
   else
     transmit (e, from, u->rank, bytes, EV_REPLY, w->unit, s, w->step);
+}
+
+/* The reply with slice s's values for unit u leaves its server, encoded
+ * in wire_values. */
+static void
+on_values_encoded (Emu *e, Unit *u, int s, gint64 step)
+{
+  if (u->dead)
+    return;
+  transmit (e, server_rank (e, u->server_group, s), u->rank, wire_bytes (e, u, s, FALSE), EV_REPLY,
+            (int) (u - e->units), s, step);
 }
 
 /* Releases, in arrival order, every held reply of the slice whose rule
@@ -1547,6 +1623,12 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
                  job->emulate.nic_mbit, job->emulate.nic_from_links ? " (bandwidth_mbit's: no nic_mbit given)" : "",
                  job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte,
                  e->process_cores);
+      if (e->grads_codec != SHOAL_CODEC_FP32 || e->values_codec != SHOAL_CODEC_FP32)
+        g_message ("between processes gradients go as %s (%.2f + %.2f ns a value to encode and decode), values as "
+                   "%s (%.2f + %.2f)%s", shoal_codec_name (e->grads_codec), e->cal.encode_ns_per_value[e->grads_codec],
+                   e->cal.decode_ns_per_value[e->grads_codec], shoal_codec_name (e->values_codec),
+                   e->cal.encode_ns_per_value[e->values_codec], e->cal.decode_ns_per_value[e->values_codec],
+                   e->cal.nsteps > 0 ? "" : " (no calibration: the codecs cost no time)");
       shoal_layout_log (e->layout);
     }
 
@@ -1573,9 +1655,9 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           ShoalTimedEvent crossed;
           shoal_nic_model_pop (e->nic, &crossed);
           e->now = crossed.t;
-          /* every message that crosses is one slice's floats (a push, a
-           * reply with values, a Hogwild sync) */
-          deliver (e, crossed.t + e->latency_ns, slice_floats (e, crossed.b, NULL) * sizeof (float), crossed.kind,
+          /* every message that crosses is one slice's (a push, a reply
+           * with values, a Hogwild sync), in its codec */
+          deliver (e, crossed.t + e->latency_ns, message_bytes (e, crossed.kind, crossed.a, crossed.b), crossed.kind,
                    crossed.a, crossed.b, crossed.step);
           continue;
         }
@@ -1596,6 +1678,12 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           break;
         case EV_ARRIVE:
           on_arrive (e, &e->units[ev.a], ev.b, ev.step);
+          break;
+        case EV_PUSH_ENCODED:
+          on_push_encoded (e, &e->units[ev.a], ev.b, ev.step);
+          break;
+        case EV_VALUES_ENCODED:
+          on_values_encoded (e, &e->units[ev.a], ev.b, ev.step);
           break;
         case EV_APPLY:
           on_apply (e, &e->units[ev.a], ev.b, ev.step);

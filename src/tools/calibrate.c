@@ -100,6 +100,11 @@ shoal_cmd_calibrate (int argc, char **argv)
           (double) cal.unit_bytes / 1048576.0, cal.n_ready, cal.n_ready == 1 ? "" : "s",
           cal.n_ready > 0 ? cal.ready_fraction[0] : 1.0, out);
   g_free (together);
+  printf ("the wire codecs' encoding + decoding, ns a value:");
+  for (int c = SHOAL_CODEC_FP16; c < SHOAL_CODEC_COUNT; c++)
+    printf ("%s %s %.2f + %.2f", c == SHOAL_CODEC_FP16 ? "" : ",", shoal_codec_name ((ShoalCodec) c),
+            cal.encode_ns_per_value[c], cal.decode_ns_per_value[c]);
+  printf ("\n");
 
 out:
   shoal_calibration_clear (&cal);
