@@ -1438,10 +1438,19 @@ log_memory (Emu *e)
 {
   double mib = 1024.0 * 1024.0;
   double held = (double) e->shared->held_peak / mib;
+  int with_residual = 0;
+  for (int i = 0; i < e->nunits; i++)
+    with_residual += e->units[i].residual != NULL;
+  char *residuals = with_residual > 0
+                      ? g_strdup_printf ("; %d units keep a residual of %s's error feedback, %.1f MiB", with_residual,
+                                         shoal_codec_name (e->grads_codec),
+                                         (double) with_residual * (double) e->params * sizeof (float) / mib)
+                      : g_strdup ("");
   g_message ("[emulate] memory: peak resident %.1f MiB (VmHWM), resident %.1f MiB, anonymous %.1f MiB; the "
-             "%d units held at most %.1f MiB of slices between their steps (%.2f MiB a unit)",
+             "%d units held at most %.1f MiB of slices between their steps (%.2f MiB a unit)%s",
              (double) shoal_memory_of_process ("VmHWM") / mib, (double) shoal_memory_of_process ("VmRSS") / mib,
-             (double) shoal_memory_of_process ("RssAnon") / mib, e->nunits, held, held / e->nunits);
+             (double) shoal_memory_of_process ("RssAnon") / mib, e->nunits, held, held / e->nunits, residuals);
+  g_free (residuals);
 }
 
 /* The result unit's params. */
