@@ -186,7 +186,7 @@ rm -rf "$ws/metrics.jsonl" "$ws/checkpoint"
 printf 'job-token-for-the-test\n' >"$ws/token"
 chmod 600 "$ws/token"
 sed -i 's/^train_steps=.*/train_steps=3000/' "$ws/job.conf"
-base=$((20000 + RANDOM % 20000))
+base=$(free_ports_base 3)
 eps="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 pids=()
 for r in 2 0 1; do
@@ -198,6 +198,7 @@ for _ in $(seq "$(scaled 300)"); do
   grep -q '"group":1' "$ws/metrics.jsonl" 2>/dev/null && break
   sleep 0.1
 done
+kill -0 "${pids[1]}" 2>/dev/null || { tail -5 "$dir/bare1.err"; fail "bare: rank 1 ended before it was stopped"; }
 kill -STOP "${pids[1]}"
 stopped+=("${pids[1]}")
 # bounded: 120 s for ranks 0 and 2 to end on their own

@@ -129,13 +129,22 @@ make_token() {
 }
 
 # free_ports_base N: the first of N consecutive loopback ports that are
-# free now (a random base, up to 200 tries), for ranks given a --base-port
+# free now (a random base, up to 200 tries), for ranks given a --base-port;
+# below the kernel's ephemeral range where it leaves room, so that no
+# client's outgoing connection takes one of them before the rank binds it
 free_ports_base() {
   /usr/bin/python3 - "$1" <<'PY'
 import random, socket, sys
 n = int(sys.argv[1])
+low, high = 20000, 60000
+try:
+    ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    if ephemeral - n > low + 1000:
+        high = ephemeral - n
+except (OSError, ValueError, IndexError):
+    pass
 for _ in range(200):
-    base = random.randrange(20000, 60000)
+    base = random.randrange(low, high)
     socks = []
     try:
         for p in range(base, base + n):
