@@ -521,19 +521,46 @@ paragraph_throughput (GString *md, GPtrArray *schemes)
   g_ptr_array_free (r, TRUE);
 }
 
+/* Whether the schemes are a scale sweep's points (--workers). */
+static gboolean
+sweep (GPtrArray *schemes)
+{
+  for (guint i = 0; i < schemes->len; i++)
+    if (((Scheme *) g_ptr_array_index (schemes, i))->workers > 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* The overrides every run got, as -o arguments (quoted where a shell
+ * would split them): with the topology, what reproduces a run. */
+static char *
+overrides_words (const Plan *plan)
+{
+  GString *w = g_string_new (NULL);
+  for (int i = 0; plan->overrides != NULL && plan->overrides[i] != NULL; i++)
+    {
+      const char *o = plan->overrides[i];
+      char *quoted = strpbrk (o, " \t'\"$`\\()*?[]{};&|<>!#~") != NULL ? g_shell_quote (o) : g_strdup (o);
+      g_string_append_printf (w, "%s-o %s", w->len > 0 ? " " : "", quoted);
+      g_free (quoted);
+    }
+  return g_string_free (w, FALSE);
+}
+
 static gboolean
 write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean target_given, GPtrArray *pngs,
               GError **error)
 {
   GString *md = g_string_new (NULL);
+  char *overrides = overrides_words (plan);
   char budget[128];
   GDateTime *now = g_date_time_new_now_local ();
   char *date = g_date_time_format (now, "%Y-%m-%d %H:%M");
   g_date_time_unref (now);
   g_string_append_printf (md, "# shoal compare: %s\n\n", plan->job_path);
   g_string_append_printf (md, "%s; %d run%s per scheme (repeat r uses the job's seed + r); budget %s; target "
-                              "%s %.4f (%s). Each run is `shoal run %s --topology SCHEME.conf` with "
-                              "the same overrides; its workspace is `runs/SCHEME-rN/`. Every number below is "
+                              "%s %.4f (%s). Each run is `shoal run %s --topology SCHEME.conf%s%s`%s; its "
+                              "workspace is `runs/SCHEME-rN/`. Every number below is "
                               "computed from the runs' metrics.jsonl (README.md, \"Metrics\").\n\n",
                           date, plan->repeats, plan->repeats == 1 ? "" : "s",
                           budget_words (&plan->budget, plan->budget_samples, budget, sizeof budget),
@@ -542,8 +569,11 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
                           : plan->by_loss ? "5 % above the best scheme's mean final test loss: the net has no "
                                             "accuracy layer, so the test loss is the measure, lower better"
                                           : "95 % of the best scheme's mean final accuracy",
-                          plan->job_path);
+                          plan->job_path, *overrides != '\0' ? " " : "", overrides,
+                          sweep (schemes) ? " with its size's cluster keys (its workspace's job.conf has them all)"
+                                          : "");
   g_free (date);
+  g_free (overrides);
   if (plan->emulation != NULL)
     g_string_append_printf (md, "**Emulated** (docs/SCHEMES.md, \"Emulation\"): %s. This is emulation, not "
                                 "measurement: slowed workers sleep or are charged their slowdown, links are "

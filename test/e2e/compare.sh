@@ -25,6 +25,9 @@ timeout -k 10 "$(scaled 240)" "$BUILD/shoal" compare examples/fashion-mnist/mlp.
 tail -12 "$dir/out"
 grep -q "^shoal compare: $dir/cmp/report.md, results.csv and the figures; target test accuracy 0\.[0-9]*$" "$dir/out" \
   || fail "no closing line"
+# the report says how each run was made, its overrides quoted for a shell
+grep -qF -- "--topology SCHEME.conf -o 'layer fc1.num_output=64' -o 'layer fc2.num_output=64' -o job.test_steps=20 -o 'updater.step_list=0, 150'" \
+  "$dir/cmp/report.md" || { sed -n 3p "$dir/cmp/report.md"; fail "report.md does not give the runs' overrides"; }
 
 png_ok() {  # FILE: the PNG signature and more than a header
   [ -f "$1" ] || fail "$1 missing"
