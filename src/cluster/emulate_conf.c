@@ -492,6 +492,13 @@ check_fault_layout (ShoalConf *conf, const ShoalClusterConf *c, int group, GErro
   return ok;
 }
 
+/* Mbit/s a bandwidth key may give. */
+static gboolean
+is_bandwidth (double mbit)
+{
+  return mbit > 0 && mbit <= 1e7;
+}
+
 /* A bandwidth key, absent (0: no limit) or above 0. */
 static gboolean
 read_mbit (ShoalConf *conf, const char *key, double *mbit, GError **error)
@@ -500,7 +507,7 @@ read_mbit (ShoalConf *conf, const char *key, double *mbit, GError **error)
   if (!g_key_file_has_key (shoal_conf_keyfile (conf), G, key, NULL))
     return TRUE;
   *mbit = shoal_conf_get_float (conf, G, shoal_emulate_options, key);
-  if (*mbit > 0 && *mbit <= 1e7)
+  if (is_bandwidth (*mbit))
     return TRUE;
   char buf[G_ASCII_DTOSTR_BUF_SIZE];
   shoal_conf_error (conf, error, G, key,
@@ -535,7 +542,7 @@ read_nic (ShoalConf *conf, ShoalEmulateConf *e, GError **error)
   gboolean ok = TRUE;
   if (strcmp (text, "unlimited") == 0)
     e->nic_mbit = 0;
-  else if (*text != '\0' && end != NULL && *end == '\0' && mbit > 0 && mbit <= 1e7)
+  else if (*text != '\0' && end != NULL && *end == '\0' && is_bandwidth (mbit))
     e->nic_mbit = mbit;
   else
     {

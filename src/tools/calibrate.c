@@ -69,15 +69,14 @@ shoal_cmd_calibrate (int argc, char **argv)
                                 .concurrent = concurrent };
   /* where the file goes, before the seconds of measuring it */
   char *out_dir = g_path_get_dirname (out);
-  gboolean writable = g_file_test (out_dir, G_FILE_TEST_IS_DIR) && g_access (out_dir, W_OK) == 0;
-  if (!writable)
-    fprintf (stderr, "shoal calibrate: --out %s: %s is not a directory this user may write to\n", out, out_dir);
-  g_free (out_dir);
-  if (!writable)
+  if (!g_file_test (out_dir, G_FILE_TEST_IS_DIR) || g_access (out_dir, W_OK) != 0)
     {
+      fprintf (stderr, "shoal calibrate: --out %s: %s is not a directory this user may write to\n", out, out_dir);
       status = 2;
-      goto out;
     }
+  g_free (out_dir);
+  if (status != 0)
+    goto out;
   job = shoal_job_load (argv[1], (const char *const *) overrides, &error);
   if (job == NULL || !shoal_calibration_measure (job, &plan, &cal, &error)
       || !shoal_calibration_save (&cal, out, &error))

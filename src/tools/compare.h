@@ -32,6 +32,8 @@ typedef struct {
   char *conf;           /* the topology file */
   char *base;           /* a scale sweep's point: the scheme's own name (owned); NULL: not a sweep */
   int workers;          /* a sweep's point: workers it runs with; 0: the topology's own */
+  const char *fewer_why;  /* a sweep's point: why the scheme has no point below its smallest size
+                           * (shoal_compare_expand; a static string); NULL: none was left out */
   gboolean async;
   int staleness;        /* [cluster] staleness, -1 none */
   int groups;
@@ -98,8 +100,10 @@ gboolean shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, doubl
 
 /* A time to target in seconds as the report prints it, into buf. */
 const char *shoal_compare_seconds (double s, char *buf, gsize len);
-/* The measure's words: "test accuracy" or "test loss" (plan->by_loss). */
+/* The measure's words: "test accuracy" or "test loss" (plan->by_loss),
+ * and its CSV column: final_accuracy or final_test_loss. */
 const char *shoal_compare_measure (const Plan *plan);
+const char *shoal_compare_final_column (const Plan *plan);
 /* Summarises every scheme, chooses the target (given in *target, or 95 %
  * of the best mean final accuracy, written back; with by_loss 5 % above
  * the best mean final test loss) and writes

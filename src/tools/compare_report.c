@@ -21,6 +21,12 @@ shoal_compare_measure (const Plan *plan)
 }
 
 const char *
+shoal_compare_final_column (const Plan *plan)
+{
+  return plan->by_loss ? "final_test_loss" : "final_accuracy";
+}
+
+const char *
 shoal_compare_seconds (double s, char *buf, gsize len)
 {
   /* tenths from a second up; below it three significant digits, so that
@@ -143,7 +149,7 @@ write_csv (GPtrArray *schemes, const Plan *plan, double target, GError **error)
   g_string_append_printf (c, "scheme,repeat,status,seed,train_steps,%s,target,time_to_target_s,"
                              "samples_to_target,samples,samples_per_sec,bytes_sent,bytes_per_sample,"
                              "staleness_mean,staleness_p95,staleness_max,updates,dropped,compute_s,wait_s,"
-                             "peer_wait_s,wall_s\n", plan->by_loss ? "final_test_loss" : "final_accuracy");
+                             "peer_wait_s,wall_s\n", shoal_compare_final_column (plan));
   for (guint i = 0; i < schemes->len; i++)
     {
       Scheme *s = g_ptr_array_index (schemes, i);
@@ -215,9 +221,7 @@ curves_figure (GString *gp, GPtrArray *schemes, const char *png, const char *tit
   if (n > 0)
     g_string_append_printf (gp, "%s\n", plot->str);
   else
-    /* an empty frame: gnuplot refuses a plot with no defined point
-     * (plot 1/0), and every figure must exist for the report */
-    g_string_append (gp, "set label 1 'no run has data' at graph 0.4,0.5\nplot [0:1][0:1] 2 notitle\nunset label 1\n");
+    shoal_gnuplot_empty_frame (gp, "no run has data");
   g_string_free (plot, TRUE);
 }
 

@@ -94,7 +94,7 @@ shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify 
   for (guint i = 0; i < base->len; i++)
     {
       Scheme *b = g_ptr_array_index (base, i);
-      const char *why = NULL;
+      const char *why = NULL, *left_out = NULL;
       int min = sweep_min_workers (b->conf, &why);
       for (guint j = 0; j < workers->len; j++)
         {
@@ -102,9 +102,11 @@ shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestroyNotify 
             {
               fprintf (stderr, "shoal compare: %s at %d worker%s left out: %s; its curve starts at %d\n", b->name,
                        g_array_index (workers, int, j), g_array_index (workers, int, j) == 1 ? "" : "s", why, min);
+              left_out = why;
               continue;
             }
           Scheme *s = g_new0 (Scheme, 1);
+          s->fewer_why = left_out;
           s->workers = g_array_index (workers, int, j);
           s->base = g_strdup (b->name);
           s->name = g_strdup_printf ("%s-w%d", b->name, s->workers);
@@ -271,7 +273,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
 {
   GArray *curves = curves_of (schemes);
   GString *csv = g_string_new (NULL);
-  const char *final_column = plan->by_loss ? "final_test_loss" : "final_accuracy";
+  const char *final_column = shoal_compare_final_column (plan);
   g_string_append_printf (csv, "scheme,workers,runs_ok,%s,samples_per_sec,speedup,efficiency,time_to_target_s,"
                           "samples_to_target\n", final_column);
   GString *md = g_string_new (NULL);
@@ -279,23 +281,17 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
   gboolean ok = TRUE;
   char *data = g_build_filename (plan->out, "data", NULL);
   g_mkdir_with_parents (data, 0755);
-  /* a curve that starts above the sweep's smallest size (shoal_compare_expand) */
-  int smallest = G_MAXINT;
+  /* the curves that start above the sweep's smallest size (shoal_compare_expand left points out) */
   guint sizes = 0;
-  for (guint i = 0; i < curves->len; i++)
-    {
-      const Curve *c = &g_array_index (curves, Curve, i);
-      smallest = MIN (smallest, ((const Scheme *) g_ptr_array_index (c->points, 0))->workers);
-      sizes = MAX (sizes, c->points->len);
-    }
   GString *later = g_string_new (NULL);
   for (guint i = 0; i < curves->len; i++)
     {
-      const Scheme *first = g_ptr_array_index (g_array_index (curves, Curve, i).points, 0);
-      const char *why = NULL;
-      if (first->workers > smallest && sweep_min_workers (first->conf, &why) > smallest && why != NULL)
-        g_string_append_printf (later, " %s starts at %d workers: %s (its speedup is against that size).",
-                                g_array_index (curves, Curve, i).base, first->workers, why);
+      const Curve *c = &g_array_index (curves, Curve, i);
+      const Scheme *first = g_ptr_array_index (c->points, 0);
+      sizes = MAX (sizes, c->points->len);
+      if (first->fewer_why != NULL)
+        g_string_append_printf (later, " %s starts at %d workers: %s (its speedup is against that size).", c->base,
+                                first->workers, first->fewer_why);
     }
   g_string_append_printf (md, "\n## Scaling\n\nEvery scheme at up to %u sizes, each point a run of the budget above "
                           "(the same samples at every size: its cost follows the samples, its time the "
@@ -362,9 +358,9 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
       g_string_append_printf (gp, "set output '%s'\nset title \"%s\"\nset ylabel \"%s\"\n%s", figures[f].png,
                               figures[f].title, figures[f].ylabel,
                               f == 0 || f == 1 || f == 3 ? "set logscale y 2\n" : "unset logscale y\n");
-      /* only the curves with a point to draw: gnuplot refuses a plot
-       * whose every file is empty (no run finished, no size reached the
-       * target), and the report needs every figure */
+      /* only the curves with a point to draw (gnuplot refuses a plot
+       * whose every file is empty: no run finished, no size reached the
+       * target) */
       GString *plot = g_string_new ("plot ");
       int plotted = 0;
       for (guint i = 0; i < curves->len; i++)
@@ -383,8 +379,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
       if (plotted > 0)
         g_string_append_printf (gp, "%s\n", plot->str);
       else
-        g_string_append_printf (gp, "set label 1 '%s' at graph 0.35,0.5\nplot [1:2][1:2] 4 notitle\nunset label 1\n",
-                                f == 3 ? "no size reached the target" : "no run has data");
+        shoal_gnuplot_empty_frame (gp, f == 3 ? "no size reached the target" : "no run has data");
       g_string_free (plot, TRUE);
       g_string_append_printf (md, "%s![%s](%s)\n", f == 0 ? "\n" : "", figures[f].title, figures[f].png);
     }

@@ -38,6 +38,14 @@ shoal_gnuplot_run (const char *dir, const char *script, GError **error)
   return ok;
 }
 
+void
+shoal_gnuplot_empty_frame (GString *gp, const char *why)
+{
+  char *q = shoal_gnuplot_quote (why);
+  g_string_append_printf (gp, "set label 1 %s at graph 0.35,0.5\nplot [1:2][1:2] 4 notitle\nunset label 1\n", q);
+  g_free (q);
+}
+
 char *
 shoal_gnuplot_quote (const char *s)
 {

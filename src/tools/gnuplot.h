@@ -19,6 +19,11 @@ G_BEGIN_DECLS
 /* Runs `gnuplot SCRIPT` in `dir`; an error names gnuplot's complaint,
  * or says to install it (make deps: gnuplot-nox). */
 gboolean shoal_gnuplot_run (const char *dir, const char *script, GError **error);
+/* A figure with nothing to draw: an empty frame saying `why`.  gnuplot
+ * refuses a plot without one defined point (plot 1/0, files with no
+ * valid points), and a report shows every figure; the frame's range
+ * holds on linear and log axes alike. */
+void shoal_gnuplot_empty_frame (GString *gp, const char *why);
 /* s as a gnuplot string literal in double quotes (g_free). */
 char *shoal_gnuplot_quote (const char *s);
 /* Writes points as lines "time samples value" (ShoalRunPoint). */
