@@ -126,6 +126,14 @@ test_conf_errors (void)
   expect_error ("slow_groups = 1\nslow_factor = 0.5\n",
                 "x.conf:15: [emulate] slow_factor: 0.5 is below 1 (a factor makes a step take factor x its "
                 "measured compute time; 1 = no slowdown)");
+  /* past any clock: 1e12 ms slept 31 years a step on the real clock; 1e300
+   * overflowed the virtual clock's nanoseconds (vtime stayed 0) */
+  expect_error ("slow_groups = 1\nslow_extra_ms = 1e12\n",
+                "x.conf:15: [emulate] slow_extra_ms: 1e+12 is above 3.6e+06 (an hour per step, the most an "
+                "emulated delay adds)");
+  expect_error ("slow_groups = 1\nslow_factor = 1e308\n",
+                "x.conf:15: [emulate] slow_factor: 1e+308 is above 1e+06 (a step a million times slower is as "
+                "far as an emulation goes)");
   expect_error ("slow_groups = 1\nslow_delay = poisson(3)\n",
                 "x.conf:15: [emulate] slow_delay: unknown distribution 'poisson' (known: exponential(MEAN_MS), "
                 "uniform(LOW_MS, HIGH_MS), normal(MEAN_MS, SD_MS), lognormal(MU, SIGMA), pareto(SCALE_MS, SHAPE) "

@@ -23,10 +23,11 @@ const ShoalOption shoal_emulate_options[] = {
   { "slow_workers", SHOAL_OPT_STRING_LIST, "", SHOAL_UNBOUNDED, NULL,
     "single workers slowed: GROUP.WORKER, or group * nworkers_per_group + worker" },
   { "slow_factor", SHOAL_OPT_FLOAT_LIST, "", SHOAL_UNBOUNDED, NULL,
-    "a slowed unit's step takes this many times its compute time (>= 1); one value, or one per "
+    "a slowed unit's step takes this many times its compute time (1 to 1e6); one value, or one per "
     "slowed unit (slow_groups', then slow_workers')" },
   { "slow_extra_ms", SHOAL_OPT_FLOAT_LIST, "", SHOAL_UNBOUNDED, NULL,
-    "fixed extra milliseconds per step of a slowed unit; one value or one per unit" },
+    "fixed extra milliseconds per step of a slowed unit (at most 3.6e6, an hour); one value or one per "
+    "unit" },
   { "slow_delay", SHOAL_OPT_STRING, "none", SHOAL_UNBOUNDED, NULL,
     "random extra milliseconds per step of a slowed unit: exponential(MEAN), uniform(LOW, HIGH), "
     "normal(MEAN, SD) truncated at 0, lognormal(MU, SIGMA), pareto(SCALE, SHAPE) or none; seeded "
@@ -338,10 +339,10 @@ parse_worker (ShoalConf *conf, const ShoalClusterConf *c, const char *item, int 
 }
 
 /* slow_factor / slow_extra_ms: one value or one per slowed unit, each
- * at least `min`. */
+ * in [min, max] (past max: `above` says why). */
 static gboolean
 per_unit_values (ShoalConf *conf, const char *key, int nunits, double fallback, double min, const char *below,
-                 double *out, gboolean *given, GError **error)
+                 double max, const char *above, double *out, gboolean *given, GError **error)
 {
   gsize n = 0;
   double *v = shoal_conf_get_float_list (conf, G, shoal_emulate_options, key, &n);
@@ -360,11 +361,11 @@ per_unit_values (ShoalConf *conf, const char *key, int nunits, double fallback, 
       ok = FALSE;
     }
   for (gsize i = 0; ok && i < n; i++)
-    if (v[i] < min)
+    if (v[i] < min || v[i] > max)
       {
         char buf[G_ASCII_DTOSTR_BUF_SIZE];
-        shoal_conf_error (conf, error, G, key, "%s is below %g (%s)", g_ascii_formatd (buf, sizeof buf, "%g", v[i]),
-                          min, below);
+        shoal_conf_error (conf, error, G, key, "%s is %s %g (%s)", g_ascii_formatd (buf, sizeof buf, "%g", v[i]),
+                          v[i] < min ? "below" : "above", v[i] < min ? min : max, v[i] < min ? below : above);
         ok = FALSE;
       }
   for (int u = 0; ok && u < nunits; u++)
@@ -419,8 +420,10 @@ read_slow (ShoalConf *conf, const ShoalClusterConf *c, ShoalEmulateConf *e, GErr
   ok = ok
        && per_unit_values (conf, "slow_factor", n, 1, 1,
                            "a factor makes a step take factor x its measured compute time; 1 = no slowdown",
+                           SHOAL_SLOW_FACTOR_MAX, "a step a million times slower is as far as an emulation goes",
                            factor, &has_factor, error)
-       && per_unit_values (conf, "slow_extra_ms", n, 0, 0, "extra milliseconds per step", extra, &has_extra, error);
+       && per_unit_values (conf, "slow_extra_ms", n, 0, 0, "extra milliseconds per step", SHOAL_DELAY_MAX_MS,
+                           "an hour per step, the most an emulated delay adds", extra, &has_extra, error);
   for (int u = 0; ok && u < n; u++)
     {
       e->slow[u].factor = factor[u];
@@ -822,7 +825,8 @@ shoal_slowdown_extra_s (ShoalSlowdown *s, double compute_s)
         extra += shoal_delay_draw_ms (&s->delay, &w->rng) / 1000;
       most = MAX (most, extra);
     }
-  return most;
+  /* a bound every clock can hold (factor x a long step could pass it) */
+  return MIN (most, SHOAL_DELAY_MAX_MS / 1000);
 }
 
 char *

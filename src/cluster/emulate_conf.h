@@ -134,6 +134,9 @@ gboolean shoal_delay_parse (const char *text, ShoalDelay *delay, GError **error)
  * heavy tail's draws (pareto(1, 0.01) draws 1e30 ms) so that every clock
  * can hold them, far above any delay a study means. */
 #define SHOAL_DELAY_MAX_MS 3.6e6
+/* slow_factor's most: its extra (factor - 1) x compute is bounded by
+ * SHOAL_DELAY_MAX_MS too; a factor past a million is a typo. */
+#define SHOAL_SLOW_FACTOR_MAX 1e6
 double shoal_delay_draw_ms (const ShoalDelay *delay, ShoalRng *rng);
 /* The distribution's mean in ms (G_MAXDOUBLE for a Pareto shape <= 1). */
 double shoal_delay_mean_ms (const ShoalDelay *delay);
