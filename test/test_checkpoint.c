@@ -1,5 +1,5 @@
 /* The checkpoint store: the last two steps per name, one transaction per
- * save, the newest common step of several stores. */
+ * save, the newest common step of several stores, damaged blobs. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -201,6 +201,88 @@ test_truncated (void)
   g_free (dir);
 }
 
+/* Flips one bit in the middle of the first run of 64 bytes `fill` in
+ * the store's data.mdb, as a disk or a copy may. */
+static void
+flip_inside (const char *dir, char fill)
+{
+  char *file = g_build_filename (dir, "data.mdb", NULL);
+  char *data = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (file, &data, &len, NULL));
+  char run[64];
+  memset (run, fill, sizeof run);
+  char *at = memmem (data, len, run, sizeof run);
+  g_assert_nonnull (at);
+  at[32] ^= 0x10;
+  g_assert_true (g_file_set_contents (file, data, (gssize) len, NULL));
+  g_free (data);
+  g_free (file);
+}
+
+/* LMDB checks no data: a bit flipped in a blob read back as other floats
+ * and a resume trained on from them.  Each blob's CRC-32 catches it; the
+ * resume goes back to the other step kept, or fails naming the damage. */
+static void
+test_bit_flip (void)
+{
+  char *dir = g_dir_make_tmp ("ckpt-XXXXXX", NULL);
+  GError *error = NULL;
+  ShoalCheckpoint *c = shoal_checkpoint_open (dir, TRUE, &error);
+  g_assert_no_error (error);
+  char *five = g_malloc0 (20001), *ten = g_malloc0 (20001);
+  memset (five, 'a', 20000);
+  memset (ten, 'b', 20000);
+  save (c, 5, "server", five);
+  save (c, 5, "unit-0-0", "state five");
+  save (c, 10, "server", ten);
+  save (c, 10, "unit-0-0", "state ten");
+  shoal_checkpoint_close (c);
+  flip_inside (dir, 'b');
+
+  c = shoal_checkpoint_open (dir, FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_null (shoal_checkpoint_load (c, "server", 10, &error));
+  char *want = g_strdup_printf ("%s/data.mdb: the checkpoint of 'server' at step 10 is damaged: its 20000 bytes do "
+                                "not match the checksum saved with them (bits changed on disk or in a copy)", dir);
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_assert_cmpstr (error->message, ==, want);
+  g_clear_error (&error);
+  g_assert_false (shoal_checkpoint_intact (c, "server", 10, &error));
+  g_assert_cmpstr (error->message, ==, want);
+  g_clear_error (&error);
+  g_free (want);
+  g_assert_true (shoal_checkpoint_intact (c, "server", 5, &error));
+  g_assert_true (shoal_checkpoint_intact (c, "nobody", 5, &error));   /* absent is not damaged */
+  g_assert_no_error (error);
+  char *s = load (c, "server", 5);
+  g_assert_cmpstr (s, ==, five);
+  g_free (s);
+  shoal_checkpoint_close (c);
+
+  /* the resume goes back to step 5, saying why */
+  const char *dirs[] = { dir, NULL };
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*'server' at step 10 is damaged*step 10 is left out of the resume");
+  g_assert_cmpint (shoal_checkpoint_common_step (dirs, &error), ==, 5);
+  g_test_assert_expected_messages ();
+  g_assert_no_error (error);
+
+  /* both steps damaged: no resume, and the error says why */
+  flip_inside (dir, 'a');
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*'server' at step 10 is damaged*");
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*'server' at step 5 is damaged*");
+  g_assert_cmpint (shoal_checkpoint_common_step (dirs, &error), ==, -1);
+  g_test_assert_expected_messages ();
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_assert_cmpstr (error->message, ==, "no checkpoint step is common to every process's checkpoint and intact (the "
+                                       "damaged steps are named above)");
+  g_clear_error (&error);
+  g_free (five);
+  g_free (ten);
+  g_assert_true (shoal_test_remove_tree (dir));
+  g_free (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -208,5 +290,6 @@ main (int argc, char **argv)
   g_test_add_func ("/checkpoint/keeps-two-steps", test_keeps_two_steps);
   g_test_add_func ("/checkpoint/grows", test_grows);
   g_test_add_func ("/checkpoint/truncated", test_truncated);
+  g_test_add_func ("/checkpoint/bit-flip", test_bit_flip);
   return g_test_run ();
 }

@@ -1,8 +1,9 @@
 /* Checkpoint blobs in LMDB.  Keys: "<name>@<step, 20 digits>" for blobs
  * (a blob over PIECE bytes: its first PIECE there, the rest in pieces
- * "<name>@<step>+<k>", k = 1, 2, ...), "<name>" for the list of kept steps
- * (two gint64, newest first, -1 when absent).  One write transaction per
- * save keeps it atomic. */
+ * "<name>@<step>+<k>", k = 1, 2, ...), "<name>@<step>#sum" for the blob's
+ * length and CRC-32, "<name>" for the list of kept steps (two gint64,
+ * newest first, -1 when absent).  One write transaction per save keeps it
+ * atomic. */
 #include "data/checkpoint.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <lmdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "core/error.h"
 #include "data/lmdb_file.h"
@@ -117,6 +119,30 @@ blob_key (const char *name, gint64 step, int k)
                 : g_strdup_printf ("%s@%020" G_GINT64_FORMAT "+%d", name, step, k);
 }
 
+/* LMDB checks no data: a bit flipped on disk (or in a copy) in a blob
+ * reads back as other floats, and a resume trained on from them silently
+ * or ended in "the loss is nan".  Each blob carries its length and CRC-32
+ * (zlib's, ~1 GB/s, a fraction of LMDB's write); a store saved before it
+ * has none and is read as it is. */
+typedef struct
+{
+  guint64 len;
+  guint32 crc;
+  guint32 zero;
+} BlobSum;
+
+static char *
+sum_key (const char *name, gint64 step)
+{
+  return g_strdup_printf ("%s@%020" G_GINT64_FORMAT "#sum", name, step);
+}
+
+static guint32
+crc_of (const guint8 *data, gsize len, guint32 crc)
+{
+  return (guint32) crc32_z (crc, data, len);
+}
+
 /* Deletes the pieces of name's blob at step from piece `from` on; an LMDB
  * code (0 also when there was none). */
 static int
@@ -150,7 +176,26 @@ put_blob (MDB_txn *txn, MDB_dbi dbi, const char *name, gint64 step, GBytes *blob
       rc = mdb_put (txn, dbi, &kv, &v, 0);
       g_free (key);
     }
+  if (rc == 0)
+    {
+      BlobSum sum = { len, crc_of (data, len, (guint32) crc32_z (0, NULL, 0)), 0 };
+      char *key = sum_key (name, step);
+      MDB_val kv = { strlen (key), key }, v = { sizeof sum, &sum };
+      rc = mdb_put (txn, dbi, &kv, &v, 0);
+      g_free (key);
+    }
   return rc == 0 ? del_blob (txn, dbi, name, step, k) : rc;
+}
+
+/* Deletes name's blob at step and its sum. */
+static int
+del_step (MDB_txn *txn, MDB_dbi dbi, const char *name, gint64 step)
+{
+  char *key = sum_key (name, step);
+  MDB_val kv = { strlen (key), key };
+  int rc = mdb_del (txn, dbi, &kv, NULL);
+  g_free (key);
+  return rc == 0 || rc == MDB_NOTFOUND ? del_blob (txn, dbi, name, step, 0) : rc;
 }
 
 static void
@@ -259,7 +304,7 @@ save_once (ShoalCheckpoint *c, gint64 step, const char *const *names, GBytes *co
         {
           /* the step before the previous one goes */
           if (steps[1] >= 0)
-            rc = del_blob (txn, c->dbi, names[i], steps[1], 0);
+            rc = del_step (txn, c->dbi, names[i], steps[1]);
           steps[1] = steps[0];
           steps[0] = step;
         }
@@ -276,11 +321,17 @@ save_once (ShoalCheckpoint *c, gint64 step, const char *const *names, GBytes *co
   return rc;
 }
 
-GBytes *
-shoal_checkpoint_load (ShoalCheckpoint *c, const char *name, gint64 step, GError **error)
+/* Reads name's blob at step and checks it against its sum: with `out`,
+ * a copy of it (new reference); without, the check alone (no copy of a
+ * blob of hundreds of MiB).  FALSE with error naming the file and what is
+ * wrong; *damaged tells a blob that is there but damaged from one that
+ * is not there. */
+static gboolean
+read_blob (ShoalCheckpoint *c, const char *name, gint64 step, GBytes **out, gboolean *damaged, GError **error)
 {
   MDB_txn *txn = NULL;
-  GBytes *out = NULL;
+  char *damage = NULL;
+  *damaged = FALSE;
   int rc = mdb_txn_begin (c->env, NULL, MDB_RDONLY, &txn);
   if (rc == 0)
     {
@@ -304,6 +355,30 @@ shoal_checkpoint_load (ShoalCheckpoint *c, const char *name, gint64 step, GError
         }
       if (rc == 0)
         {
+          char *key = sum_key (name, step);
+          MDB_val kv = { strlen (key), key }, v;
+          int src = mdb_get (txn, c->dbi, &kv, &v);
+          g_free (key);
+          BlobSum sum;
+          if (src == 0 && v.mv_size == sizeof sum)
+            {
+              memcpy (&sum, v.mv_data, sizeof sum);
+              guint32 crc = (guint32) crc32_z (0, NULL, 0);
+              for (guint k = 0; k < pieces->len; k++)
+                crc = crc_of (g_array_index (pieces, MDB_val, k).mv_data, g_array_index (pieces, MDB_val, k).mv_size,
+                              crc);
+              if (sum.len != len)
+                damage = g_strdup_printf ("it has %zu bytes, %" G_GUINT64_FORMAT " were saved", len, sum.len);
+              else if (crc != sum.crc)
+                damage = g_strdup_printf ("its %zu bytes do not match the checksum saved with them", len);
+            }
+          else if (src == 0)
+            damage = g_strdup_printf ("its checksum record has %zu bytes, not %zu", v.mv_size, sizeof sum);
+          else if (src != MDB_NOTFOUND)
+            rc = src;
+        }
+      if (rc == 0 && damage == NULL && out != NULL)
+        {
           guint8 *all = g_malloc (len), *at = all;
           for (guint k = 0; k < pieces->len; k++)
             {
@@ -311,15 +386,47 @@ shoal_checkpoint_load (ShoalCheckpoint *c, const char *name, gint64 step, GError
               memcpy (at, v->mv_data, v->mv_size);
               at += v->mv_size;
             }
-          out = g_bytes_new_take (all, len);
+          *out = g_bytes_new_take (all, len);
         }
       g_array_free (pieces, TRUE);
       mdb_txn_abort (txn);
     }
-  if (out == NULL)
+  if (damage != NULL)
+    {
+      *damaged = TRUE;
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "%s/data.mdb: the checkpoint of '%s' at step %" G_GINT64_FORMAT " is damaged: %s (bits changed "
+                   "on disk or in a copy)", c->dir, name, step, damage);
+      g_free (damage);
+      return FALSE;
+    }
+  if (rc != 0)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: no checkpoint of '%s' at step %" G_GINT64_FORMAT ": %s",
                  c->dir, name, step, mdb_strerror (rc));
+  return rc == 0;
+}
+
+GBytes *
+shoal_checkpoint_load (ShoalCheckpoint *c, const char *name, gint64 step, GError **error)
+{
+  GBytes *out = NULL;
+  gboolean damaged;
+  read_blob (c, name, step, &out, &damaged, error);
   return out;
+}
+
+gboolean
+shoal_checkpoint_intact (ShoalCheckpoint *c, const char *name, gint64 step, GError **error)
+{
+  gboolean damaged;
+  GError *local = NULL;
+  if (read_blob (c, name, step, NULL, &damaged, &local) || !damaged)
+    {
+      g_clear_error (&local);
+      return TRUE;
+    }
+  g_propagate_error (error, local);
+  return FALSE;
 }
 
 int
@@ -368,7 +475,7 @@ shoal_checkpoint_common_step (const char *const *dirs, GError **error)
 {
   /* candidates: the steps of the first name seen; keep those every name has */
   gint64 cand[2] = { -1, -1 };
-  gboolean first = TRUE;
+  gboolean first = TRUE, damaged = FALSE;
   for (int d = 0; dirs[d] != NULL; d++)
     {
       ShoalCheckpoint *c = shoal_checkpoint_open (dirs[d], FALSE, error);
@@ -379,6 +486,19 @@ shoal_checkpoint_common_step (const char *const *dirs, GError **error)
         {
           gint64 s[2];
           shoal_checkpoint_steps (c, names[i], s);
+          for (int j = 0; j < 2; j++)
+            {
+              /* the store keeps two steps so that one can go back: a
+               * damaged one is left out, saying so */
+              GError *damage = NULL;
+              if (s[j] >= 0 && !shoal_checkpoint_intact (c, names[i], s[j], &damage))
+                {
+                  g_warning ("%s; step %" G_GINT64_FORMAT " is left out of the resume", damage->message, s[j]);
+                  g_error_free (damage);
+                  s[j] = -1;
+                  damaged = TRUE;
+                }
+            }
           if (first)
             {
               cand[0] = s[0];
@@ -395,7 +515,7 @@ shoal_checkpoint_common_step (const char *const *dirs, GError **error)
     }
   gint64 best = MAX (cand[0], cand[1]);
   if (best < 0)
-    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
-                 "no checkpoint step is common to every process's checkpoint");
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "no checkpoint step is common to every process's checkpoint%s",
+                 damaged ? " and intact (the damaged steps are named above)" : "");
   return best;
 }

@@ -154,19 +154,17 @@ load_residuals (RunnerProcess *p, WorkerSlot *slot, GError **error)
 {
   char *unit = unit_name (&slot->worker);
   char *name = g_strconcat (unit, "/residuals", NULL);
-  GError *missing = NULL;
-  GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, &missing);
   gboolean ok = TRUE;
-  if (blob == NULL)
-    {
-      g_message ("%s: the checkpoint of step %" G_GINT64_FORMAT " holds no gradient residuals (%s); "
-                 "they start from zero", unit, p->resume_step, missing->message);
-      g_error_free (missing);
-    }
+  if (!shoal_checkpoint_has (p->ckpt, name, p->resume_step))
+    g_message ("%s: the checkpoint of step %" G_GINT64_FORMAT " holds no gradient residuals; "
+               "they start from zero", unit, p->resume_step);
   else
     {
-      ok = shoal_param_client_load_residuals (slot->client, blob, error);
-      g_bytes_unref (blob);
+      /* there, but damaged: an error, not zeros */
+      GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, error);
+      ok = blob != NULL && shoal_param_client_load_residuals (slot->client, blob, error);
+      if (blob != NULL)
+        g_bytes_unref (blob);
     }
   g_free (name);
   g_free (unit);
@@ -181,10 +179,14 @@ load_progress (RunnerProcess *p, ShoalWorker *w, GError **error)
 {
   char *unit = unit_name (w);
   char *name = g_strconcat (unit, "/progress", NULL);
-  GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, NULL);
-  gboolean ok = blob == NULL || shoal_worker_load_progress (w, blob, error);
-  if (blob != NULL)
-    g_bytes_unref (blob);
+  gboolean ok = TRUE;
+  if (shoal_checkpoint_has (p->ckpt, name, p->resume_step))
+    {
+      GBytes *blob = shoal_checkpoint_load (p->ckpt, name, p->resume_step, error);
+      ok = blob != NULL && shoal_worker_load_progress (w, blob, error);
+      if (blob != NULL)
+        g_bytes_unref (blob);
+    }
   g_free (name);
   g_free (unit);
   return ok;
