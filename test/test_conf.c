@@ -709,6 +709,18 @@ test_job_values (void)
                   "x.conf:5: [updater] beta1: must be below 1");
   assert_message (job_error ("[job]\ntrain_steps = 10\n[updater]\nmomentum = 1.5\n", NULL),
                   "x.conf:4: [updater] momentum: 1.5 is out of range [0, 1]");
+  /* the name is the default workspace's folder: ".." made the current
+   * folder the workspace, "../../x" one outside workspace/ */
+  const char *names[] = { "..", "../../escape", "", ".", "a/b", NULL };
+  for (int i = 0; names[i] != NULL; i++)
+    {
+      char *text = g_strdup_printf ("[job]\ntrain_steps = 10\nname = %s\n", names[i]);
+      char *want = g_strdup_printf ("x.conf:3: [job] name: '%s' cannot name the job's folder workspace/NAME: give a "
+                                    "name without '/' that is not empty, '.' or '..'", names[i]);
+      assert_message (job_error (text, NULL), want);
+      g_free (want);
+      g_free (text);
+    }
 }
 
 int

@@ -366,6 +366,13 @@ read_memory_limit (ShoalJob *job, GError **error)
   return TRUE;
 }
 
+/* Whether name is one folder below workspace/ (the default workspace). */
+static gboolean
+name_is_folder (const char *name)
+{
+  return name[0] != '\0' && strchr (name, '/') == NULL && strcmp (name, ".") != 0 && strcmp (name, "..") != 0;
+}
+
 static ShoalJob *
 job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
 {
@@ -428,6 +435,15 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
     absolute_paths (job);
   if (!ok)
     ;
+  else if (!name_is_folder (job->name))
+    {
+      /* "..", "../../x" or "" put the workspace (checkpoint, job.conf,
+       * metrics.jsonl, and --force's removals) outside workspace/ */
+      shoal_conf_error (conf, error, "job", "name",
+                        "'%s' cannot name the job's folder workspace/NAME: give a name without '/' that is not "
+                        "empty, '.' or '..'", job->name);
+      ok = FALSE;
+    }
   else if (job->train_steps > 0 && job->epochs > 0)
     {
       shoal_conf_error (conf, error, "job", "epochs", "give train_steps or epochs, not both");
