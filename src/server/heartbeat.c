@@ -54,6 +54,15 @@ shoal_heartbeat_pipe_fatal (int pipe_fd, int rank, const char *why)
     g_debug ("rank %d: cannot tell the launcher why it stops: %s", rank, g_strerror (errno));
 }
 
+void
+shoal_heartbeat_pipe_stop (int pipe_fd, int rank, int sig)
+{
+  ShoalBeatRecord rec = { rank, SHOAL_BEAT_STOP, sig };
+  /* from a signal handler: nothing but the write */
+  if (pipe_fd >= 0 && write (pipe_fd, &rec, sizeof rec) < 0)
+    return;
+}
+
 static void
 write_pipe (ShoalHeartbeat *hb, gint64 progress)
 {

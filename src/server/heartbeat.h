@@ -48,6 +48,10 @@ typedef struct {
 
 #define SHOAL_BEAT_PROGRESS 0
 #define SHOAL_BEAT_FATAL 1
+/* a stop signal came to the rank from someone other than the launcher
+ * (`progress`: the signal): a rank without workers cannot stop the job
+ * with a checkpoint by itself, so the launcher forwards the stop */
+#define SHOAL_BEAT_STOP 2
 #define SHOAL_BEAT_TEXT_MAX 2000
 
 typedef struct _ShoalHeartbeat ShoalHeartbeat;
@@ -64,6 +68,9 @@ int shoal_heartbeat_pipe_from_env (void);
 /* Tells the launcher on pipe_fd (-1: none, nothing done) why rank `rank`
  * stops the job; a longer reason is cut at SHOAL_BEAT_TEXT_MAX bytes. */
 void shoal_heartbeat_pipe_fatal (int pipe_fd, int rank, const char *why);
+/* Tells the launcher on pipe_fd (-1: none) that rank `rank` was sent
+ * signal `sig` by someone else.  Async-signal-safe (one write). */
+void shoal_heartbeat_pipe_stop (int pipe_fd, int rank, int sig);
 
 G_END_DECLS
 

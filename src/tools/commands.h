@@ -82,7 +82,8 @@ int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspac
  * step with a checkpoint (worker.h); a second signal ends the process, and
  * so does `stop_timeout_s` passing after the first (a stop that waits on
  * a peer or link that does not answer): it exits with status 1, saying
- * so on stderr. */
-void shoal_install_stop_handlers (double stop_timeout_s);
+ * so on stderr.  `rank` (-1: none) of a `shoal run` launcher's job also
+ * tells the launcher of a signal it did not send (SHOAL_BEAT_STOP). */
+void shoal_install_stop_handlers (double stop_timeout_s, int rank);
 
 #endif

@@ -120,6 +120,7 @@ typedef struct {
   char *first_failed_how;
   int fatal_rank;              /* the first rank that said why it stops the job (-1: none), and why */
   char *fatal_why;
+  int stop_rank, stop_sig;     /* the first rank sent a stop signal by someone else (-1: none), and which */
   ShoalMetricsWriter *cluster_log;  /* the "cluster" lines of metrics.jsonl */
 } Launch;
 
@@ -247,6 +248,15 @@ read_beats (Launch *L, double now)
             }
           continue;
         }
+      if (rec.kind == SHOAL_BEAT_STOP)
+        {
+          if (L->stop_rank < 0 && rec.rank >= 0 && rec.rank < L->layout->nprocs)
+            {
+              L->stop_rank = rec.rank;
+              L->stop_sig = (int) rec.progress;
+            }
+          continue;
+        }
       if (rec.rank < 0 || rec.rank >= L->layout->nprocs || !L->children[rec.rank].running)
         continue;
       Child *c = &L->children[rec.rank];
@@ -337,6 +347,22 @@ supervise (Launch *L)
       int sig = sigtimedwait (&set, NULL, &tick);
       double now = now_s ();
       read_beats (L, now);
+      if (L->stop_rank >= 0 && !children[L->stop_rank].has_workers && !failed && !interrupted && !stopping)
+        {
+          /* a signal to a server process alone (a scheduler preempting
+           * its node): it serves on until the workers say done, which
+           * they do only when they stop too, so the whole job stops as
+           * on Ctrl-C, everyone with a checkpoint.  It once served 5 s,
+           * exited, and the workers failed on its closed port. */
+          char *who = describe_rank (layout, L->stop_rank);
+          fprintf (stderr, "shoal run: %s was sent %s; stopping %d process%s with a checkpoint\n", who,
+                   L->stop_sig == SIGINT ? "SIGINT" : L->stop_sig == SIGTERM ? "SIGTERM" : g_strsignal (L->stop_sig),
+                   running, running == 1 ? "" : "es");
+          g_free (who);
+          signal_running (children, n, SIGINT);
+          interrupted = TRUE;
+          kill_at = now + KILL_GRACE_S;
+        }
 
       int status;
       pid_t pid;
@@ -634,7 +660,7 @@ prepare_ranks (Launch *L, ShoalJob *job, char ***endpoints, GError **error)
   L->restarts = 0;
   g_clear_pointer (&L->first_failed_how, g_free);
   g_clear_pointer (&L->fatal_why, g_free);
-  L->first_failed = L->fatal_rank = -1;
+  L->first_failed = L->fatal_rank = L->stop_rank = -1;
   return TRUE;
 }
 
@@ -867,7 +893,7 @@ shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspace, c
   char **endpoints = NULL;
   Launch L = { .layout = layout, .o = o, .workspace = workspace, .conf_path = conf_path,
                .token_path = token_path, .metrics_path = metrics_path, .beat = { -1, -1 }, .lock_fd = -1,
-               .first_failed = -1, .fatal_rank = -1 };
+               .first_failed = -1, .fatal_rank = -1, .stop_rank = -1 };
   L.children = g_new0 (Child, layout->nprocs);
   gboolean resume = o->resume;
   gboolean own_restart = FALSE;   /* a restart of this run: its files are its own */

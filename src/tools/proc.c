@@ -332,7 +332,7 @@ shoal_cmd_proc (int argc, char **argv)
                            .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
                            .rejoin = rejoin, .on_fatal = on_fatal, .fatal_data = &fatal_exit };
-  shoal_install_stop_handlers (job->cluster.stop_timeout);
+  shoal_install_stop_handlers (job->cluster.stop_timeout, rank);
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;

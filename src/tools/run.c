@@ -11,6 +11,7 @@
 #include "tools/commands.h"
 #include "job/job.h"
 #include "run/runner.h"
+#include "server/heartbeat.h"
 #include "worker/worker.h"
 
 static volatile sig_atomic_t stop_signals;
@@ -20,6 +21,9 @@ static volatile sig_atomic_t stop_signals;
  * signal must not end the rank before its checkpoint is written.  The
  * launcher escalates itself (SIGKILL after its grace). */
 static pid_t launcher_pid;
+/* Its heartbeat pipe and this rank, to tell it of a signal it did not
+ * send (-1: not a launcher's rank). */
+static int launcher_pipe = -1, launcher_rank = -1;
 /* [cluster] stop_timeout, whole seconds for alarm(2) */
 static unsigned stop_bound_s;
 
@@ -51,17 +55,23 @@ on_stop_signal (int sig, siginfo_t *info, void *context)
       raise (sig);
       return;
     }
+  if (launcher_pipe >= 0 && (info == NULL || info->si_pid != launcher_pid))
+    shoal_heartbeat_pipe_stop (launcher_pipe, launcher_rank, sig);
   shoal_worker_request_stop ();
 }
 
 void
-shoal_install_stop_handlers (double stop_timeout_s)
+shoal_install_stop_handlers (double stop_timeout_s, int rank)
 {
   stop_bound_s = (unsigned) MAX (1.0, ceil (stop_timeout_s));
   signal (SIGALRM, on_stop_overdue);
   const char *launcher = g_getenv ("SHOAL_LAUNCHER_PID");
   if (launcher != NULL && (pid_t) g_ascii_strtoll (launcher, NULL, 10) == getppid ())
-    launcher_pid = getppid ();
+    {
+      launcher_pid = getppid ();
+      launcher_rank = rank;
+      launcher_pipe = rank >= 0 ? shoal_heartbeat_pipe_from_env () : -1;
+    }
   struct sigaction sa;
   memset (&sa, 0, sizeof sa);
   sa.sa_sigaction = on_stop_signal;
@@ -191,7 +201,7 @@ shoal_cmd_run (int argc, char **argv)
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .resume = resume, .resume_step = -1,
                            .overwrite = force };
   ShoalRunResult result = { 0 };
-  shoal_install_stop_handlers (job->cluster.stop_timeout);
+  shoal_install_stop_handlers (job->cluster.stop_timeout, -1);
   if (!shoal_run_job (job, &opts, &result, &error))
     {
       fprintf (stderr, "shoal run: %s\n", error->message);
