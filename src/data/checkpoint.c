@@ -233,18 +233,23 @@ reserve (ShoalCheckpoint *c, GBytes *const *blobs, size_t *need_out)
   return size == info.me_mapsize ? 0 : mdb_env_set_mapsize (c->env, size);
 }
 
+static void narrow_steps (ShoalCheckpoint *c, gint64 cand[2], gboolean *first, gboolean verify, gboolean *damaged);
+
 /* Every failed save says where, which step and which step's checkpoint
- * is still there: a save never touches the steps it keeps. */
+ * is still there: a save never touches the steps it keeps.  That is the
+ * newest step every name of the store has, not the failing blob's: a
+ * server's slices saved at a step whose unit state then did not fit
+ * are no checkpoint of that step. */
 static gboolean
-save_fail (ShoalCheckpoint *c, gint64 step, const char *const *names, const char *what,
-           GError **error)
+save_fail (ShoalCheckpoint *c, gint64 step, const char *what, GError **error)
 {
   gint64 kept[2] = { -1, -1 };
-  if (names[0] != NULL)
-    shoal_checkpoint_steps (c, names[0], kept);
+  gboolean first = TRUE, damaged = FALSE;
+  narrow_steps (c, kept, &first, FALSE, &damaged);
+  gint64 newest = MAX (kept[0], kept[1]);
   char *file = g_build_filename (c->dir, "data.mdb", NULL);
-  char *also = kept[0] >= 0 ? g_strdup_printf (" (the checkpoint of step %" G_GINT64_FORMAT " is kept)", kept[0])
-                            : g_strdup ("");
+  char *also = newest >= 0 ? g_strdup_printf (" (the checkpoint of step %" G_GINT64_FORMAT " is kept)", newest)
+                           : g_strdup ("");
   g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: checkpoint of step %" G_GINT64_FORMAT ": %s%s",
                file, step, what, also);
   g_free (also);
@@ -265,7 +270,7 @@ shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names
   GError *local = NULL;
   if (!shoal_lmdb_reserve_disk (c->env, need, &local))
     {
-      gboolean r = save_fail (c, step, names, local->message, error);
+      gboolean r = save_fail (c, step, local->message, error);
       g_error_free (local);
       return r;
     }
@@ -280,13 +285,13 @@ shoal_checkpoint_save (ShoalCheckpoint *c, gint64 step, const char *const *names
           char *size = shoal_format_bytes (need);
           char *what = g_strdup_printf ("writing %s: %s", size, g_strerror (ENOSPC));
           g_free (size);
-          save_fail (c, step, names, what, error);
+          save_fail (c, step, what, error);
           g_free (what);
           return FALSE;
         }
       if (rc != MDB_MAP_FULL || mdb_env_info (c->env, &info) != 0 || info.me_mapsize >= MAX_MAP_SIZE
           || mdb_env_set_mapsize (c->env, info.me_mapsize * 2) != 0)
-        return save_fail (c, step, names, mdb_strerror (rc), error);
+        return save_fail (c, step, mdb_strerror (rc), error);
     }
 }
 
@@ -470,6 +475,44 @@ shoal_checkpoint_names (ShoalCheckpoint *c)
   return (char **) g_ptr_array_free (names, FALSE);
 }
 
+/* Narrows cand (the steps every name seen so far has; *first: none seen
+ * yet) to those every name of store c has too; with `verify`, a damaged
+ * step counts as absent (a warning names it, *damaged says so). */
+static void
+narrow_steps (ShoalCheckpoint *c, gint64 cand[2], gboolean *first, gboolean verify, gboolean *damaged)
+{
+  char **names = shoal_checkpoint_names (c);
+  for (int i = 0; names[i] != NULL; i++)
+    {
+      gint64 s[2];
+      shoal_checkpoint_steps (c, names[i], s);
+      for (int j = 0; verify && j < 2; j++)
+        {
+          /* the store keeps two steps so that one can go back: a
+           * damaged one is left out, saying so */
+          GError *damage = NULL;
+          if (s[j] >= 0 && !shoal_checkpoint_intact (c, names[i], s[j], &damage))
+            {
+              g_warning ("%s; step %" G_GINT64_FORMAT " is left out of the resume", damage->message, s[j]);
+              g_error_free (damage);
+              s[j] = -1;
+              *damaged = TRUE;
+            }
+        }
+      if (*first)
+        {
+          cand[0] = s[0];
+          cand[1] = s[1];
+          *first = FALSE;
+          continue;
+        }
+      for (int j = 0; j < 2; j++)
+        if (cand[j] >= 0 && cand[j] != s[0] && cand[j] != s[1])
+          cand[j] = -1;
+    }
+  g_strfreev (names);
+}
+
 gint64
 shoal_checkpoint_common_step (const char *const *dirs, GError **error)
 {
@@ -481,36 +524,7 @@ shoal_checkpoint_common_step (const char *const *dirs, GError **error)
       ShoalCheckpoint *c = shoal_checkpoint_open (dirs[d], FALSE, error);
       if (c == NULL)
         return -1;
-      char **names = shoal_checkpoint_names (c);
-      for (int i = 0; names[i] != NULL; i++)
-        {
-          gint64 s[2];
-          shoal_checkpoint_steps (c, names[i], s);
-          for (int j = 0; j < 2; j++)
-            {
-              /* the store keeps two steps so that one can go back: a
-               * damaged one is left out, saying so */
-              GError *damage = NULL;
-              if (s[j] >= 0 && !shoal_checkpoint_intact (c, names[i], s[j], &damage))
-                {
-                  g_warning ("%s; step %" G_GINT64_FORMAT " is left out of the resume", damage->message, s[j]);
-                  g_error_free (damage);
-                  s[j] = -1;
-                  damaged = TRUE;
-                }
-            }
-          if (first)
-            {
-              cand[0] = s[0];
-              cand[1] = s[1];
-              first = FALSE;
-              continue;
-            }
-          for (int j = 0; j < 2; j++)
-            if (cand[j] >= 0 && cand[j] != s[0] && cand[j] != s[1])
-              cand[j] = -1;
-        }
-      g_strfreev (names);
+      narrow_steps (c, cand, &first, TRUE, &damaged);
       shoal_checkpoint_close (c);
     }
   gint64 best = MAX (cand[0], cand[1]);

@@ -57,6 +57,18 @@ rc=0
 check_full "$ws" rank-0 "$dir/err" "$rc"
 echo "ok: one process: checkpoint of step $failed_step refused, step $kept kept"
 
+# --resume on the disk still full fails at that save again, naming as kept
+# the step it resumed from, not the failed step whose server slices alone
+# were saved (it said "the checkpoint of step 10 is kept" for step 10's
+# failed save)
+first_kept=$kept
+rc=0
+"$build/shoal" run examples/fashion-mnist/mlp.conf "${small[@]}" --workspace "$ws" --resume 2>"$dir/err" >/dev/null \
+  || rc=$?
+check_full "$ws" rank-0 "$dir/err" "$rc"
+[ "$kept" -eq "$first_kept" ] || fail "the resume on a full disk names step $kept as kept, not $first_kept"
+echo "ok: resumed on the full disk: checkpoint of step $failed_step refused again, step $kept kept"
+
 # the kept checkpoint is whole: copied out to a disk with room, it resumes
 cp -a "$ws" "$dir/ws-copy"
 umount "$dir/mnt"
