@@ -3,14 +3,18 @@
 #include "metrics/metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
 struct _ShoalMetricsWriter {
-  FILE *file;
+  int fd;
+  char *path;
+  guint64 lost;      /* lines that could not be written (a full disk), under lock */
   GMutex lock;
   gint64 start_us;   /* real time origin of "time" */
   double vtime;      /* the virtual clock's seconds for the next lines; < 0: none */
@@ -19,15 +23,16 @@ struct _ShoalMetricsWriter {
 ShoalMetricsWriter *
 shoal_metrics_open (const char *path, gboolean append, GError **error)
 {
-  FILE *f = fopen (path, append ? "a" : "w");
-  if (f == NULL)
+  int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  if (fd < 0)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot open for writing: %s", path,
                    g_strerror (errno));
       return NULL;
     }
   ShoalMetricsWriter *w = g_new0 (ShoalMetricsWriter, 1);
-  w->file = f;
+  w->fd = fd;
+  w->path = g_strdup (path);
   g_mutex_init (&w->lock);
   /* processes of one job share the launcher's clock origin, so their
    * lines can be compared; alone, a run starts its clock here */
@@ -45,8 +50,12 @@ shoal_metrics_close (ShoalMetricsWriter *w)
 {
   if (w == NULL)
     return;
-  fclose (w->file);
+  if (w->lost > 0)
+    g_warning ("%s: %" G_GUINT64_FORMAT " metrics line%s could not be written", w->path, w->lost,
+               w->lost == 1 ? "" : "s");
+  close (w->fd);
   g_mutex_clear (&w->lock);
+  g_free (w->path);
   g_free (w);
 }
 
@@ -110,12 +119,34 @@ line_end (ShoalMetricsWriter *w, GString *s)
   g_mutex_lock (&w->lock);
   /* a rank resumed without a launcher rewrites its own lines in place
    * under this lock while the others may write (workspace_claim.h) */
-  int fd = fileno (w->file);
+  int fd = w->fd;
   gboolean locked = flock (fd, LOCK_EX) == 0;
-  fputs (s->str, w->file);
-  fflush (w->file);
+  off_t end = lseek (fd, 0, SEEK_END);
+  const char *at = s->str;
+  gsize left = s->len;
+  int err = 0;
+  while (left > 0 && err == 0)
+    {
+      ssize_t n = write (fd, at, left);
+      if (n > 0)
+        {
+          at += n;
+          left -= (gsize) n;
+        }
+      else if (n == 0 || errno != EINTR)
+        err = n == 0 ? EIO : errno;
+    }
+  /* a full disk took part of the line: no half line stays behind (every
+   * writer appends under the lock) */
+  if (err != 0 && at != s->str && end >= 0 && ftruncate (fd, end) != 0)
+    g_debug ("%s: cannot take back a half-written line: %s", w->path, g_strerror (errno));
   if (locked)
     flock (fd, LOCK_UN);
+  /* said once, and counted at the close: the run goes on (its
+   * checkpoints are written apart and say so themselves) */
+  if (err != 0 && w->lost++ == 0)
+    g_warning ("%s: cannot write a metrics line: %s; lines are lost until there is room again (the run "
+               "goes on)", w->path, g_strerror (err));
   g_mutex_unlock (&w->lock);
   g_string_free (s, TRUE);
 }

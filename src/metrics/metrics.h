@@ -37,7 +37,9 @@ typedef struct _ShoalMetricsWriter ShoalMetricsWriter;
 /* Creates or truncates `path` (append = TRUE keeps what is there).
  * Returns a writer or NULL with error set. */
 ShoalMetricsWriter *shoal_metrics_open (const char *path, gboolean append, GError **error);
-/* Flushes and closes; NULL is fine. */
+/* Closes, warning how many lines could not be written (a full disk: the
+ * first failed line warns at once, a half-written one is taken back);
+ * NULL is fine. */
 void shoal_metrics_close (ShoalMetricsWriter *writer);
 
 /* Means of the metric layers other than the loss and the accuracy, over
