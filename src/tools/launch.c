@@ -337,6 +337,7 @@ supervise (Launch *L)
   gboolean interrupted = FALSE, failed = FALSE, stopping = FALSE;
   double started = now_s ();
   double kill_at = 0, workers_done_at = 0, progress_at = started;
+  double fatal_death_at = 0;   /* when a rank the job cannot do without ended (0: none) */
   goffset metrics_seen = file_size (L->metrics_path);
   sigset_t set;
   launcher_signals (&set);
@@ -427,13 +428,15 @@ supervise (Launch *L)
                   if (tolerated_group_rank (layout, r))
                     fprintf (stderr, "shoal run: %s failed: %s; the others go on without its group\n", who, how);
                   else
-                    fprintf (stderr, "shoal run: %s failed: %s; the others get %d s without progress "
-                             "before they are stopped\n", who, how, L->o->grace_s);
+                    fprintf (stderr, "shoal run: %s failed: %s; the others get %.1f s to find it lost before "
+                             "they are stopped\n", who, how,
+                             layout->conf.heartbeat_timeout + 2 * layout->conf.heartbeat_interval);
                   g_free (who);
                   L->first_failed = r;
                   L->first_failed_how = how;
                   failed = TRUE;
                   progress_at = now;
+                  fatal_death_at = tolerated_group_rank (layout, r) ? 0 : now;
                 }
             }
 
@@ -489,6 +492,14 @@ supervise (Launch *L)
             why = "the worker processes ended but server processes are still waiting";
           else if (failed && now - progress_at >= L->o->grace_s)
             why = "no progress since a process failed";
+          else if (fatal_death_at > 0
+                   && now - fatal_death_at >= layout->conf.heartbeat_timeout + 2 * layout->conf.heartbeat_interval)
+            /* the others find a lost rank within heartbeat_timeout and
+             * stop the job themselves, saying why; one they never heard
+             * from (killed as it started) they would wait for as slow to
+             * start for progress_timeout (300 s), training on without a
+             * group the job cannot do without */
+            why = "the others went on after a process the job needs ended";
           if (why != NULL)
             {
               fprintf (stderr, "shoal run: %s; stopping %d process%s\n", why, running,
