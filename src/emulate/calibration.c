@@ -793,6 +793,25 @@ damaged (GError **error, const char *path, const char *key, const char *why)
   return FALSE;
 }
 
+/* The key of the first cost past any machine (1e6 ns a byte or a value,
+ * 1e6 us a message; [emulate] update_ns_per_byte's most), or NULL: a
+ * calibration saying 1e300 ns a byte put the virtual clock's events
+ * past its nanoseconds and the run spun for ever at step 1. */
+static const char *
+past_any_machine (double update_per_byte, double rpc_per_byte, double rpc_per_message, const double *optional)
+{
+  if (update_per_byte > 1e6)
+    return "update_ns_per_byte";
+  if (rpc_per_byte > 1e6)
+    return "rpc_ns_per_byte";
+  if (rpc_per_message > 1e6)
+    return "rpc_us_per_message";
+  for (int i = 0; i < N_OPTIONAL_KEYS; i++)
+    if (optional[i] > 1e6)
+      return optional_keys[i];
+  return NULL;
+}
+
 gboolean
 shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, GError **error)
 {
@@ -851,7 +870,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   double *ready_fraction = g_key_file_has_key (kf, GROUP, "ready_fraction", NULL)
                              ? g_key_file_get_double_list (kf, GROUP, "ready_fraction", &n_fraction, &bad_fraction)
                              : NULL;
-  const char *ready_why = NULL;
+  const char *ready_why = NULL, *past = NULL;
   const char *bad_ready = ready_hand_offs_damage (ready_from, n_from, bad_from, ready_fraction, n_fraction,
                                                   bad_fraction, &ready_why);
   char *mine = shoal_calibration_fingerprint (job);
@@ -882,12 +901,16 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, "concurrent", "not a number of workers >= 1");
   else if (bad_ready != NULL)
     damaged (error, path, bad_ready, ready_why);
+  else if ((past = past_any_machine (per_byte, rpc_per_byte, rpc_per_message, optional)) != NULL)
+    damaged (error, path, past, "above 1e6, past any machine's (the file was changed or damaged)");
   else
     {
       ok = TRUE;
       for (gsize i = 0; ok && i < n; i++)
         if (!(steps[i] > 0) || !isfinite (steps[i]))
           ok = damaged (error, path, "step_ms", "a step time is not a number above 0");
+        else if (steps[i] > 1e9)
+          ok = damaged (error, path, "step_ms", "a step time above 1e9 ms ([emulate] step_ms's most)");
     }
   if (ok)
     {

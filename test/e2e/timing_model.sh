@@ -329,7 +329,8 @@ PY
 bad() {  # MESSAGE ARGS...: the run fails with MESSAGE
   local want=$1 rc=0
   shift
-  "$BUILD/shoal" run "$@" -o job.train_steps=5 --workspace "$dir/bad" >"$dir/bad.out" 2>&1 || rc=$?
+  timeout -k 5 "$(scaled 60)" "$BUILD/shoal" run "$@" -o job.train_steps=5 --workspace "$dir/bad" >"$dir/bad.out" 2>&1 \
+    || rc=$?
   [ "$rc" != 0 ] || fail "accepted: $*"
   grep -qF -- "$want" "$dir/bad.out" || { cat "$dir/bad.out"; fail "no '$want'"; }
 }
@@ -351,6 +352,10 @@ sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
 sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
 bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
+# a cost past any machine put the clock's events past its nanoseconds: the run spun at step 1
+sed 's/^update_ns_per_byte=.*/update_ns_per_byte=1e300/' "$dir/tiny.cal" >"$dir/huge.cal"
+bad "[calibration] update_ns_per_byte: above 1e6, past any machine's (the file was changed or damaged)" "${TINY[@]}" \
+  -o "emulate.calibration=$dir/huge.cal"
 sed 's/^rpc_us_per_message=.*/rpc_us_per_message=nan/' "$dir/tiny.cal" >"$dir/msgbad.cal"
 bad "[calibration] rpc_us_per_message: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/msgbad.cal"
 sed 's/^concurrent=.*/concurrent=0/' "$dir/tiny.cal" >"$dir/conc.cal"
