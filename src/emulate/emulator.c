@@ -1396,6 +1396,28 @@ emu_free (Emu *e)
     g_error_free (e->failure);
 }
 
+/* The most virtual nanoseconds a run counts to (31.7 years): a time
+ * past it is a sum that overflowed or is about to (each unit's step of
+ * step_ms = 1e9 ms, the conf's most, made 20,000 steps 2e19 ns, past
+ * gint64, and the run spun with its clock wrapped) */
+#define VCLOCK_MAX_NS ((gint64) 1000000000 * 1000000000)
+
+static gboolean
+vtime_ok (Emu *e, gint64 t)
+{
+  if (t >= 0 && t <= VCLOCK_MAX_NS)
+    return TRUE;
+  gint64 most = 0;
+  for (int i = 0; i < e->nunits; i++)
+    most = MAX (most, e->units[i].step);
+  g_set_error (&e->failure, SHOAL_ERROR, SHOAL_ERROR_CONF,
+               "[emulate] the virtual clock passed 31 years (1e18 ns) at step %" G_GINT64_FORMAT ", past what "
+               "it counts: the emulated times (step_ms, the slowdowns and delays, the links, the calibration's "
+               "costs) are too long for this many steps",
+               most);
+  return FALSE;
+}
+
 /* What holds the units that never finished (the queue ran dry). */
 static GError *
 deadlock_error (Emu *e)
@@ -1663,6 +1685,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           /* a message has crossed: it arrives a latency later */
           ShoalTimedEvent crossed;
           shoal_nic_model_pop (e->nic, &crossed);
+          if (!vtime_ok (e, crossed.t))
+            break;
           e->now = crossed.t;
           /* every message that crosses is one slice's (a push, a reply
            * with values, a Hogwild sync), in its codec */
@@ -1671,6 +1695,8 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           continue;
         }
       ShoalTimedEvent ev = shoal_event_queue_pop (&e->queue);
+      if (!vtime_ok (e, ev.t))
+        break;
       e->now = ev.t;
       if (ev.kind != EV_TICK && ev.kind != EV_FAULT)
         e->pending--;
@@ -1720,9 +1746,18 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
             on_fault (e);
           break;
         case EV_TICK:
-          process_lines (e, FALSE);
-          schedule (e, e->now + tick_ns, EV_TICK, 0, 0, 0);
-          break;
+          {
+            process_lines (e, FALSE);
+            /* a tick where nothing moved writes nothing: the next one is
+             * the first after the next event (steps of days once made a
+             * tick a virtual second, millions of them between two steps) */
+            gint64 next = e->now + tick_ns;
+            gint64 upcoming = MIN (shoal_event_queue_next_time (&e->queue), shoal_nic_model_next_end (e->nic));
+            if (upcoming != G_MAXINT64 && upcoming > next)
+              next += (upcoming - next) / tick_ns * tick_ns;
+            schedule (e, next, EV_TICK, 0, 0, 0);
+            break;
+          }
         }
     }
   process_lines (e, TRUE);

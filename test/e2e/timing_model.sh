@@ -352,6 +352,16 @@ sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
 sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
 bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
+# steps of a day: a metrics tick every virtual ms once made 1e8 idle
+# ticks a step (900 steps would take hours); and a step past 31 years
+# (1e18 ns) overflowed the clock (vtime stayed 0)
+rc=0
+timeout -k 5 "$(scaled 60)" "$BUILD/shoal" run "${TINY[@]}" -o emulate.step_ms=100000000 -o job.train_steps=900 \
+  -o job.metrics_interval=0.001 --workspace "$dir/days" >"$dir/days.out" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { tail -3 "$dir/days.out"; fail "a run of steps of 1e8 ms: exit $rc"; }
+grep -q '"vtime":90000000\.[0-9]*,"step":900,' "$dir/days/metrics.jsonl" || fail "the 900th step of 1e5 s is not at 9e7 s"
+bad "[emulate] the virtual clock passed 31 years (1e18 ns) at step 0" "${TINY[@]}" -o emulate.step_ms=1000000000 \
+  -o 'emulate.machine_factor=uniform(1000000, 1000000)'
 # a cost past any machine put the clock's events past its nanoseconds: the run spun at step 1
 sed 's/^update_ns_per_byte=.*/update_ns_per_byte=1e300/' "$dir/tiny.cal" >"$dir/huge.cal"
 bad "[calibration] update_ns_per_byte: above 1e6, past any machine's (the file was changed or damaged)" "${TINY[@]}" \
