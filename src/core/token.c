@@ -2,6 +2,7 @@
 #include "core/token.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "core/error.h"
@@ -27,4 +28,17 @@ shoal_token_new (GError **error)
   for (gsize i = 0; i < sizeof bytes; i++)
     g_snprintf (hex + 2 * i, 3, "%02x", bytes[i]);
   return hex;
+}
+
+gboolean
+shoal_token_check (const char *token, const char *where, GError **error)
+{
+  gsize len = strlen (token);
+  if (len >= SHOAL_TOKEN_MIN_CHARS)
+    return TRUE;
+  g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+               "%s: the token has %" G_GSIZE_FORMAT " character%s, at least %d are needed (a short one can be "
+               "guessed): make one with `od -An -tx1 -N16 /dev/urandom | tr -d ' \\n'`",
+               where, len, len == 1 ? "" : "s", SHOAL_TOKEN_MIN_CHARS);
+  return FALSE;
 }

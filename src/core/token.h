@@ -10,6 +10,16 @@ G_BEGIN_DECLS
  * allocated; NULL with SHOAL_ERROR_IO saying why when it cannot be read. */
 char *shoal_token_new (GError **error);
 
+/* The fewest characters a token given from outside (a file, SHOAL_TOKEN)
+ * may have: 16, 64 bits as hex (shoal's own have 32).  A shorter one can
+ * be guessed by anyone who reaches a port, and is the only thing between
+ * a loopback caller and the job's RPCs. */
+#define SHOAL_TOKEN_MIN_CHARS 16
+
+/* TRUE when token is long enough; else FALSE with SHOAL_ERROR_CONF
+ * "WHERE: the token has N characters, at least 16 are needed ..." */
+gboolean shoal_token_check (const char *token, const char *where, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -13,6 +13,7 @@
 #include "cluster/slurm.h"
 #include "core/error.h"
 #include "core/thread_start.h"
+#include "core/token.h"
 #include "tools/commands.h"
 #include "run/runner.h"
 #include "workspace/resume_plan.h"
@@ -102,7 +103,7 @@ read_token (const char *token_file, GError **error)
                        "no job token: give --token-file FILE or set SHOAL_TOKEN");
           return NULL;
         }
-      return g_strdup (env);
+      return shoal_token_check (env, "SHOAL_TOKEN", error) ? g_strdup (env) : NULL;
     }
   char *text = NULL;
   GError *local = NULL;
@@ -116,6 +117,11 @@ read_token (const char *token_file, GError **error)
   if (*text == '\0')
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the job token is empty", token_file);
+      g_free (text);
+      return NULL;
+    }
+  if (!shoal_token_check (text, token_file, error))
+    {
       g_free (text);
       return NULL;
     }
@@ -261,16 +267,20 @@ shoal_cmd_proc (int argc, char **argv)
   layout = shoal_layout_new (&job->cluster, job->conf, &error);
   if (layout == NULL)
     goto out;
+  /* before the rank's own check: every task of a wrong srun -n says the same */
+  if (slurm && slurm_ntasks != layout->nprocs)
+    {
+      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "srun started %d tasks (SLURM_NTASKS), the layout has %d "
+                   "process%s: srun -n %d%s", slurm_ntasks, layout->nprocs, layout->nprocs == 1 ? "" : "es",
+                   layout->nprocs,
+                   layout->nprocs == 1 ? " (the conf has no [cluster] for several processes: append a topology, "
+                                         "e.g. cat conf/sandblaster.conf >>JOB.conf)" : "");
+      goto out;
+    }
   if (rank >= layout->nprocs)
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "rank %d does not exist: the layout has %d processes",
                    rank, layout->nprocs);
-      goto out;
-    }
-  if (slurm && slurm_ntasks != layout->nprocs)
-    {
-      g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF, "srun started %d tasks (SLURM_NTASKS), the layout has %d "
-                   "processes: srun -n %d", slurm_ntasks, layout->nprocs, layout->nprocs);
       goto out;
     }
   if (hostfile != NULL || slurm)

@@ -16,10 +16,8 @@ shoal_serve_read_token (const char *path, GError **error)
   if (!g_file_get_contents (path, &text, NULL, error))
     return NULL;
   g_strstrip (text);
-  if (strlen (text) < 16)
+  if (!shoal_token_check (text, path, error))
     {
-      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s: a token of at least 16 characters was expected",
-                   path);
       g_free (text);
       return NULL;
     }

@@ -71,6 +71,19 @@ expect 1 "shoal proc (rank 0): $dir/hosts:1: slots: expected a number from 1 to 
 : >"$dir/empty-token"
 expect 2 "shoal proc (rank 0): $dir/empty-token: the job token is empty" \
   proc "$dir/job.conf" --rank 0 --endpoints ,127.0.0.1:1 --token-file "$dir/empty-token"
+# a token that can be guessed is refused, from a file or from SHOAL_TOKEN
+printf 'abc\n' >"$dir/short-token"
+chmod 600 "$dir/short-token"
+expect 2 "shoal proc (rank 0): $dir/short-token: the token has 3 characters, at least 16 are needed (a short one can be guessed): make one with \`od -An -tx1 -N16 /dev/urandom | tr -d ' \\n'\`" \
+  proc "$dir/job.conf" --rank 0 --endpoints ,127.0.0.1:1 --token-file "$dir/short-token"
+SHOAL_TOKEN=0123456789abcde expect 2 "shoal proc (rank 0): SHOAL_TOKEN: the token has 15 characters, at least 16 are needed (a short one can be guessed): make one with \`od -An -tx1 -N16 /dev/urandom | tr -d ' \\n'\`" \
+  proc "$dir/job.conf" --rank 0 --endpoints ,127.0.0.1:1
+# srun -n 2 of a one-process conf: every task says how many srun should
+# start and why (rank 1 said only that it does not exist)
+for r in 0 1; do
+  SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_JOB_NODELIST=localhost expect 1 "shoal proc (rank $r): srun started 2 tasks (SLURM_NTASKS), the layout has 1 process: srun -n 1 (the conf has no [cluster] for several processes: append a topology, e.g. cat conf/sandblaster.conf >>JOB.conf)" \
+    proc "$job" --token-file "$dir/token"
+done
 
 # a one-process topology trains in this process: no launcher, no token
 printf '[cluster]\nnworkers_per_group = 2\nnworkers_per_procs = 2\nnservers_per_group = 2\nnservers_per_procs = 2\n' \
