@@ -42,3 +42,11 @@ shoal_token_check (const char *token, const char *where, GError **error)
                where, len, len == 1 ? "" : "s", SHOAL_TOKEN_MIN_CHARS);
   return FALSE;
 }
+
+char *
+shoal_token_derive (const char *token, const char *purpose)
+{
+  char *mac = g_compute_hmac_for_string (G_CHECKSUM_SHA256, (const guchar *) token, strlen (token), purpose, -1);
+  mac[32] = '\0';
+  return mac;
+}

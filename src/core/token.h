@@ -20,6 +20,12 @@ char *shoal_token_new (GError **error);
  * "WHERE: the token has N characters, at least 16 are needed ..." */
 gboolean shoal_token_check (const char *token, const char *where, GError **error);
 
+/* A token for one use made from another, newly allocated: the first 32
+ * hex characters of HMAC-SHA256 (key: token, message: purpose).  Whoever
+ * learns it learns nothing of token: the dashboard's address carries one
+ * derived from a job's token, which then never travels in clear HTTP. */
+char *shoal_token_derive (const char *token, const char *purpose);
+
 G_END_DECLS
 
 #endif

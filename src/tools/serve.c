@@ -9,6 +9,9 @@
 #include "dashboard/dashboard.h"
 #include "tools/commands.h"
 
+/* the HMAC message that makes a dashboard token from a token file's */
+#define DASHBOARD_TOKEN_PURPOSE "shoal dashboard"
+
 char *
 shoal_serve_read_token (const char *path, GError **error)
 {
@@ -16,12 +19,14 @@ shoal_serve_read_token (const char *path, GError **error)
   if (!g_file_get_contents (path, &text, NULL, error))
     return NULL;
   g_strstrip (text);
-  if (!shoal_token_check (text, path, error))
-    {
-      g_free (text);
-      return NULL;
-    }
-  return text;
+  /* the address carries a token derived from the file's, never the
+   * file's own: a job's token (WORKSPACE/token) given here must not
+   * travel in clear HTTP and browser histories, where it would open the
+   * job's RPCs to whoever reads it (docs/SECURITY.md) */
+  char *derived = shoal_token_check (text, path, error) ? shoal_token_derive (text, DASHBOARD_TOKEN_PURPOSE) : NULL;
+  explicit_bzero (text, strlen (text));
+  g_free (text);
+  return derived;
 }
 
 ShoalDashboard *
@@ -64,7 +69,8 @@ shoal_cmd_serve (int argc, char **argv)
       "where to listen (default " SHOAL_DASHBOARD_DEFAULT_LISTEN ", loopback; port 0: any free port); an address "
       "that is not loopback needs --token-file", "ADDRESS:PORT" },
     { "token-file", 0, 0, G_OPTION_ARG_FILENAME, &token_file,
-      "every request must carry this token (?token=... in the address); a job's WORKSPACE/token will do", "FILE" },
+      "every request must carry a token made from this file's (?token=... in the address printed; never "
+      "the file's own, so a job's WORKSPACE/token will do)", "FILE" },
     { NULL, 0, 0, 0, NULL, NULL, NULL }
   };
   GOptionContext *ctx = g_option_context_new ("DIR... - watch runs in a browser: workspaces and compare folders, "

@@ -11,6 +11,7 @@
 #     answer, an event stream) and one that never speaks: all answered,
 #     the server goes on;
 #  4. a token: the data without it 401, with it (query or Bearer) 200;
+#     the address carries one derived from the file's, never the file's own;
 #     the page's own files (no data) load without it, as a browser asks;
 #  5. bad input: a port in use, a folder with no runs, a missing folder,
 #     a listen address that is not loopback without a token, a malformed
@@ -99,17 +100,25 @@ start_server "$dir/serve-token.log" "$fix/ws" --listen 127.0.0.1:0 --token-file 
 if [ -z "$url" ]; then
   fail "shoal serve --token-file did not start: $(cat "$dir/serve-token.log")"
 else
-  grep -q 'token=0123456789abcdef0123456789abcdef' "$dir/serve-token.log" || fail "the address printed lacks the token"
+  # the address carries a token derived from the file's (HMAC-SHA256 keyed
+  # by it, docs/SECURITY.md), never the file's own: a job's token must not
+  # travel in clear HTTP
+  derived=$(python3 -c 'import hashlib, hmac, sys; print(hmac.new(sys.argv[1].encode(), b"shoal dashboard", hashlib.sha256).hexdigest()[:32])' \
+              0123456789abcdef0123456789abcdef)
+  grep -q "token=$derived" "$dir/serve-token.log" || fail "the address printed lacks the derived token: $(cat "$dir/serve-token.log")"
+  grep -q '0123456789abcdef0123456789abcdef' "$dir/serve-token.log" && fail "the file's own token was printed"
   root=${url%%\?*}
   code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
   [ "$(code "${root}api/runs")" = 401 ] || fail "no token: not 401"
   [ "$(code "${root}api/runs?token=wrong")" = 401 ] || fail "a wrong token: not 401"
+  [ "$(code "${root}api/runs?token=0123456789abcdef0123456789abcdef")" = 401 ] \
+    || fail "the file's own token opened the data: it is not what requests carry"
   [ "$(code "${root}api/metrics?run=ws&from=0")" = 401 ] || fail "the metrics without a token: not 401"
   [ "$(code "${root}app.js")" = 200 ] || fail "the page's script (no data) without the token: not 200"
-  [ "$(code "${root}?token=0123456789abcdef0123456789abcdef")" = 200 ] || fail "the page with its token: not 200"
-  [ "$(code -H 'Authorization: Bearer 0123456789abcdef0123456789abcdef' "${root}api/runs")" = 200 ] \
+  [ "$(code "${root}api/runs?token=$derived")" = 200 ] || fail "the data with the address's token: not 200"
+  [ "$(code -H "Authorization: Bearer $derived" "${root}api/runs")" = 200 ] \
     || fail "a Bearer token: not 200"
-  echo "ok: the token is required"
+  echo "ok: the token is required, and the file's own never travels"
 fi
 
 # ---- 5: bad input ----------------------------------------------------------------------------
