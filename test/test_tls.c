@@ -244,7 +244,11 @@ test_load (void)
     { c.other_cert, c.other_key, "not issued by the job's CA" },
     { c.self_cert, c.self_key, "not issued by the job's CA" },
     { c.cert[0], c.key[1], "cannot load this rank's key for" },
-    { "/nonexistent/rank.crt", c.key[0], "/nonexistent/rank.crt: cannot load this rank's certificate" },
+    /* a missing file reads as one (it read "OpenSSL error 80000002; system lib; system lib") */
+    { "/nonexistent/rank.crt", c.key[0],
+      "/nonexistent/rank.crt: cannot load this rank's certificate: No such file or directory" },
+    { c.cert[0], "/nonexistent/rank.key",
+      "No such file or directory" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
     {

@@ -60,13 +60,16 @@ openssl_reasons (void)
   unsigned long e;
   while ((e = ERR_get_error ()) != 0)
     {
-      const char *r = ERR_reason_error_string (e);
-      if (s->len > 0)
-        g_string_append (s, "; ");
-      if (r != NULL)
-        g_string_append (s, r);
-      else
-        g_string_append_printf (s, "OpenSSL error %lx", e);
+      /* a file that cannot be opened is a system error carrying errno
+       * ("No such file or directory"), which OpenSSL names only "OpenSSL
+       * error 80000002", followed by its own "system lib" lines */
+      if (!ERR_SYSTEM_ERROR (e) && ERR_GET_REASON (e) == ERR_R_SYS_LIB)
+        continue;
+      const char *r = ERR_SYSTEM_ERROR (e) ? g_strerror (ERR_GET_REASON (e)) : ERR_reason_error_string (e);
+      char *text = r != NULL ? g_strdup (r) : g_strdup_printf ("OpenSSL error %lx", e);
+      if (strstr (s->str, text) == NULL)
+        g_string_append_printf (s, "%s%s", s->len > 0 ? "; " : "", text);
+      g_free (text);
     }
   return g_string_free (s, FALSE);
 }
