@@ -359,6 +359,17 @@ test_refusals (void)
   assert_push_refused (client, "takes TLS connections only");
   assert_server_said ("refused a plain (unencrypted) call");
   shoal_rpc_client_free (client);
+  /* each refusal counted for its host, the last named: what a rank lost
+   * without a word is reported with (run/membership.c) */
+  const char *const loopback[] = { "127.0.0.1", NULL }, *const elsewhere[] = { "127.0.0.2", NULL };
+  char *refused = shoal_rpc_server_refusals (env.rpc, loopback);
+  g_assert_nonnull (refused);
+  char *end = NULL;
+  guint64 count = g_ascii_strtoull (refused, &end, 10);
+  if (count < 6 || !g_str_has_prefix (end, " from 127.0.0.1 (the last: refused a plain (unencrypted) call"))
+    g_error ("the server's refusals from 127.0.0.1 read \"%s\"", refused);
+  g_free (refused);
+  g_assert_null (shoal_rpc_server_refusals (env.rpc, elsewhere));
   env_stop (&env);
 
   /* a TLS client at a plain server */

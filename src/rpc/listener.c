@@ -30,6 +30,7 @@
 
 #include "core/error.h"
 #include "core/thread_start.h"
+#include "rpc/refusals.h"
 #include "rpc/thread_pool.h"
 #include "rpc/thrift_protocol.h"
 #include "rpc/thrift_socket.h"
@@ -90,6 +91,7 @@ struct _ShoalRpcListener {
   GQueue idle;              /* the poller's connections (Conn.idle_link), oldest idle first, under lock */
   GQueue unproven;          /* connections no call proved yet (Conn.unproven_link), oldest first, under lock */
   gint stopping;            /* atomic */
+  ShoalRefusals *refusals;  /* what was refused, per peer host (its own lock) */
 };
 
 /* The connection whose call the calling thread serves: its peer for logs, its data. */
@@ -100,6 +102,20 @@ shoal_rpc_listener_peer (void)
 {
   Conn *c = g_private_get (&current_conn);
   return c != NULL ? c->peer : "?";
+}
+
+void
+shoal_rpc_listener_refused (const char *why)
+{
+  Conn *c = g_private_get (&current_conn);
+  if (c != NULL)
+    shoal_refusals_note (c->rpc->refusals, c->peer, why);
+}
+
+char *
+shoal_rpc_listener_refusals (ShoalRpcListener *rpc, const char *const *addresses)
+{
+  return shoal_refusals_describe (rpc->refusals, addresses);
 }
 
 static void
@@ -280,8 +296,11 @@ serve (gpointer item, gpointer data)
       if (!ok)
         {
           if (!g_atomic_int_get (&rpc->stopping))
-            g_message ("%s: dropping the connection from %s: %s", rpc->name, c->peer,
-                       e != NULL ? e->message : "the call failed");
+            {
+              const char *why = e != NULL ? e->message : "the call failed";
+              shoal_refusals_note (rpc->refusals, c->peer, why);
+              g_message ("%s: dropping the connection from %s: %s", rpc->name, c->peer, why);
+            }
           g_clear_error (&e);
           conn_end (rpc, c);
           return;
@@ -738,6 +757,7 @@ shoal_rpc_listener_start (ThriftProcessor *processor, const ShoalRpcListenerOpti
   rpc->wake[0] = rpc->wake[1] = rpc->epoll_fd = rpc->backlog_fd = -1;
   rpc->grow_at = G_MAXINT64;
   g_mutex_init (&rpc->lock);
+  rpc->refusals = shoal_refusals_new ();
   g_queue_init (&rpc->open);
   g_queue_init (&rpc->idle);
   g_queue_init (&rpc->unproven);
@@ -852,6 +872,7 @@ shoal_rpc_listener_stop (ShoalRpcListener *rpc)
     }
   g_object_unref (rpc->processor);
   g_mutex_clear (&rpc->lock);
+  shoal_refusals_free (rpc->refusals);
   g_free (rpc->name);
   g_free (rpc);
 }

@@ -129,6 +129,14 @@ void shoal_rpc_listener_stop (ShoalRpcListener *listener);
  * thread serves, "?" elsewhere.  Borrowed, valid during the call. */
 const char *shoal_rpc_listener_peer (void);
 
+/* Inside a handler: the call was refused for `why` (a wrong job token),
+ * counted with the connections dropped for their peer's host
+ * (rpc/refusals.h).  Outside a handler: nothing. */
+void shoal_rpc_listener_refused (const char *why);
+/* What this listener refused from these addresses (rpc/refusals.h,
+ * shoal_refusals_describe): NULL, or a newly allocated line. */
+char *shoal_rpc_listener_refusals (ShoalRpcListener *listener, const char *const *addresses);
+
 /* Inside a handler: the connection whose call the calling thread serves
  * proved itself (the service checked the job token it sent): it no
  * longer counts against max_unproven nor unproven_timeout_ms.  Outside a

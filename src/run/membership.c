@@ -6,6 +6,7 @@
 
 #include "cluster/endpoints.h"
 #include "core/error.h"
+#include "rpc/refusals.h"
 #include "server/heartbeat.h"
 #include "worker/worker.h"
 
@@ -108,14 +109,41 @@ describe_where (ShoalMembership *m, int rank)
   return where;
 }
 
+/* why, and for a rank never heard from what this process dropped from
+ * its host: a rank that runs with another job's certificates, in clear
+ * among TLS ranks or with a wrong token cannot reach this process to say
+ * so; the connections refused are its last word here.  (A rank heard
+ * before and lost is not: its broken calls would only blur why.) */
+static char *
+why_with_refusals (ShoalMembership *m, int rank, const char *why)
+{
+  const char *host = m->o.hosts != NULL ? m->o.hosts[rank] : NULL;
+  if (host == NULL || *host == '\0' || !g_str_has_prefix (why, SHOAL_LIVENESS_NEVER_HEARD))
+    return g_strdup (why);
+  /* resolved before the lock: a slow resolver holds nothing else up */
+  char **addresses = shoal_refusals_resolve (host);
+  char *refused = NULL;
+  g_mutex_lock (&m->lock);
+  if (m->rpc != NULL)
+    refused = shoal_rpc_server_refusals (m->rpc, (const char *const *) addresses);
+  g_mutex_unlock (&m->lock);
+  g_strfreev (addresses);
+  char *full = refused != NULL ? g_strdup_printf ("%s; this process dropped connections from its host: %s", why,
+                                                  refused)
+                               : g_strdup (why);
+  g_free (refused);
+  return full;
+}
+
 static void
-on_lost (gpointer data, int rank, const char *why)
+on_lost (gpointer data, int rank, const char *why_heard)
 {
   ShoalMembership *m = data;
   const ShoalLayout *l = m->o.layout;
   const ShoalProcess *p = &l->procs[rank];
   const ShoalProcess *me = &l->procs[m->o.rank];
   char *who = describe_where (m, rank);
+  char *why = why_with_refusals (m, rank, why_heard);
 
   const char *fatal = NULL;
   for (guint i = 0; i < p->workers->len && fatal == NULL; i++)
@@ -141,6 +169,7 @@ on_lost (gpointer data, int rank, const char *why)
     {
       set_fatal (m, g_error_new (SHOAL_ERROR, SHOAL_ERROR_LOST, "%s lost: %s; %s", who, why, fatal));
       g_free (who);
+      g_free (why);
       return;
     }
   if (p->workers->len > 0)
@@ -156,6 +185,7 @@ on_lost (gpointer data, int rank, const char *why)
   else if (me->workers->len > 0 || me->servers->len > 0)
     g_message ("rank %d: %s lost: %s", m->o.rank, who, why);
   g_free (who);
+  g_free (why);
 }
 
 static void

@@ -263,7 +263,7 @@ shoal_liveness_check (ShoalLiveness *lv, gint64 now_us)
     {
       Peer *p = &lv->peers[r];
       if (p->state == SHOAL_RANK_WAITING && now_us - lv->started_at >= lv->rules.stalled_after_us)
-        lose (lv, r, g_strdup_printf ("never heard from in %.0f s (it did not start, or cannot reach "
+        lose (lv, r, g_strdup_printf (SHOAL_LIVENESS_NEVER_HEARD " in %.0f s (it did not start, or cannot reach "
                                       "this process)", (double) (now_us - lv->started_at) / 1e6),
               events);
       else if (p->state == SHOAL_RANK_ALIVE && now_us - p->heard_at >= lv->rules.lost_after_us)

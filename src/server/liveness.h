@@ -55,6 +55,10 @@ typedef enum {
 
 typedef struct _ShoalLiveness ShoalLiveness;
 
+/* How the loss of a rank never heard from begins its why ("never heard
+ * from in 300 s (...)"): the caller adds what it knows of such a rank. */
+#define SHOAL_LIVENESS_NEVER_HEARD "never heard from"
+
 /* rank lost: why reads "no heartbeat for 15.2 s", ... */
 typedef void (*ShoalLostFunc) (gpointer data, int rank, const char *why);
 typedef void (*ShoalRejoinFunc) (gpointer data, int rank);

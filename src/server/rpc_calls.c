@@ -72,6 +72,7 @@ shoal_rpc_call_token_ok (ShoalRpcServer *rpc, const char *call, const gchar *tok
       return TRUE;
     }
   g_warning ("rpc: %s from %s refused: wrong job token", call, shoal_rpc_listener_peer ());
+  shoal_rpc_listener_refused ("a call with a wrong job token");
   return shoal_rpc_call_fault (err, SHOAL_PARAM_FAULT_BAD_TOKEN, "%s refused: wrong job token", call);
 }
 

@@ -685,6 +685,12 @@ shoal_rpc_server_reap (ShoalRpcServer *rpc)
   return shoal_rpc_listener_reap (rpc->listener);
 }
 
+char *
+shoal_rpc_server_refusals (ShoalRpcServer *rpc, const char *const *addresses)
+{
+  return shoal_rpc_listener_refusals (rpc->listener, addresses);
+}
+
 void
 shoal_rpc_server_wait (ShoalRpcServer *rpc)
 {

@@ -70,6 +70,11 @@ int shoal_rpc_server_port (ShoalRpcServer *rpc);
  * For harnesses that want no thread of a finished connection left
  * running (fuzz/fuzz_param_handler.c). */
 guint shoal_rpc_server_reap (ShoalRpcServer *rpc);
+/* What this server refused from these addresses (rpc/refusals.h,
+ * shoal_refusals_resolve gives them): connections dropped (a TLS
+ * handshake refused, a plain call at a TLS rank) and calls with a wrong
+ * token; NULL or a newly allocated line. */
+char *shoal_rpc_server_refusals (ShoalRpcServer *rpc, const char *const *addresses);
 /* Blocks until `expected_shutdowns` ranks are finished - said they are
  * done (the shutdown call) or were lost (shoal_rpc_server_finished) -,
  * shoal_rpc_server_stop or _fail was called, or give_up says so
