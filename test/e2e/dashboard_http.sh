@@ -16,7 +16,9 @@
 #  5. bad input: a port in use, a folder with no runs, a missing folder,
 #     a listen address that is not loopback without a token, a malformed
 #     one, and run --serve on a port in use: each a clear error, exit 1
-#     or 2, nothing trained.
+#     or 2, nothing trained;
+#  6. the workspace removed while a job with the page open trains: the
+#     job ends, no hang, the server answers for the folder as it is.
 # Every wait is bounded; the servers started here are stopped by pid.
 # Usage: dashboard_http.sh BUILD
 set -uo pipefail
@@ -158,6 +160,43 @@ if [ -n "${busy:-}" ]; then
 else
   fail "could not hold a port for the port-in-use case"
 fi
+
+# ---- 6: the workspace removed while a job with the page open trains ---------------------
+# The job trains to its end and does not hang (its ranks write on into
+# the removed files, and make the folder again for what they write
+# later: the last metrics lines, the final checkpoint), and the server
+# answers for the folder as it finds it (no run, or the run made again).
+# 10 ms a step ([emulate]): the removal comes mid-run.
+gone="$dir/gone-ws"
+timeout -k 10 "$(scaled 120)" "$shoal" run examples/fashion-mnist/mlp.conf --topology conf/sandblaster.conf \
+  -o job.epochs=0 -o job.train_steps=300 -o job.test_freq=100 -o job.test_steps=5 \
+  -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o emulate.slow_groups=0 -o emulate.slow_extra_ms=10 \
+  -q --workspace "$gone" --serve 0 >"$dir/gone.out" 2>"$dir/gone.err" &
+job=$!
+gone_url=
+for _ in $(seq "$(scaled 100)"); do
+  gone_url=$(grep -o 'watch it at http://127\.0\.0\.1:[0-9]*/' "$dir/gone.err" | sed 's/watch it at //')
+  [ -n "$gone_url" ] && [ -s "$gone/metrics.jsonl" ] && break
+  sleep 0.1
+done
+rm -rf "$gone"
+if [ -n "$gone_url" ]; then
+  # no run while the folder is gone, or the folder made again with what
+  # the ranks wrote since (the ranks may be quicker than this request)
+  runs=$(curl -s --max-time 10 "${gone_url}api/runs")
+  case "$runs" in *'"runs":[]'*|*'"runs":[{"id":"gone-ws"'*) echo "ok: the page after the removal: $runs" ;;
+                  *) fail "api/runs after the workspace was removed: $runs" ;; esac
+else
+  fail "run --serve 0 printed no address: $(cat "$dir/gone.err")"
+fi
+rc=0
+wait "$job" || rc=$?
+# 0 when a test line came after the removal (the folder made again holds
+# it), 1 when none did ("... has no test result of any group"); never a
+# timeout or a signal
+[ "$rc" -le 1 ] || fail "the job whose workspace was removed exited with $rc: $(tail -3 "$dir/gone.err")"
+grep -qE '^rank 1 \(2 servers\): exit 0$' "$dir/gone.out" || fail "the job's ranks did not end well: $(cat "$dir/gone.out")"
+echo "ok: workspace removed mid-run: the job ended with $rc"
 
 [ "$failures" -eq 0 ] || { echo "dashboard_http: $failures failure(s)"; exit 1; }
 echo "dashboard_http: ok"
