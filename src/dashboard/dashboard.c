@@ -579,6 +579,20 @@ shoal_dashboard_url (const ShoalDashboard *d)
   return d->url;
 }
 
+char *
+shoal_dashboard_describe (const ShoalDashboard *d)
+{
+  guint runs = shoal_runs_count (d->runs), compares = shoal_runs_compare_count (d->runs);
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "%u run%s", runs, runs == 1 ? "" : "s");
+  if (compares > 0)
+    g_string_append_printf (s, " (%u compare folder%s)", compares, compares == 1 ? "" : "s");
+  g_string_append (s, " under ");
+  for (guint i = 0; i < shoal_runs_root_count (d->runs); i++)
+    g_string_append_printf (s, "%s%s", i > 0 ? ", " : "", shoal_runs_root_dir (d->runs, i));
+  return g_string_free (s, FALSE);
+}
+
 static gboolean
 quit_loop (gpointer data)
 {

@@ -39,6 +39,10 @@ void shoal_dashboard_free (ShoalDashboard *d);
 
 /* The page's address, the token in it where one is needed. */
 const char *shoal_dashboard_url (const ShoalDashboard *d);
+/* What it serves, found when it started, newly allocated: "3 runs (1
+ * compare folder) under /tmp/cmp, workspace".  Before the server's
+ * thread starts. */
+char *shoal_dashboard_describe (const ShoalDashboard *d);
 
 /* Serves in this thread until SIGINT or SIGTERM. */
 void shoal_dashboard_run (ShoalDashboard *d);

@@ -104,8 +104,10 @@ shoal_cmd_serve (int argc, char **argv)
       status = 1;
       goto out;
     }
-  printf ("shoal serve: %s%s (Ctrl-C stops)\n", shoal_dashboard_url (d),
+  char *what = shoal_dashboard_describe (d);
+  printf ("shoal serve: %s at %s%s (Ctrl-C stops)\n", what, shoal_dashboard_url (d),
           token != NULL ? " - the token is required: keep the address to yourself" : "");
+  g_free (what);
   fflush (stdout);
   shoal_dashboard_run (d);
 

@@ -92,6 +92,9 @@ if [ -z "$url" ]; then
   fail "shoal serve did not start: $(cat "$dir/serve.log")"
 else
   echo "serving $url"
+  # it says what it found to serve, not only where
+  grep -qE "^shoal serve: [0-9]+ runs? (\([0-9]+ compare folders?\) )?under $fix at http://127\.0\.0\.1:" "$dir/serve.log" \
+    || fail "shoal serve does not say what it serves: $(cat "$dir/serve.log")"
   timeout "$(scaled 240)" python3 test/e2e/lib/dashboard_http.py "$url" "$fix" "$chartjs" || fail "HTTP answers (above)"
   kill -0 "${pids[-1]}" 2>/dev/null || fail "the server died: $(cat "$dir/serve.log")"
 fi
