@@ -873,8 +873,13 @@ finish_run (RunnerProcess *p, gboolean ok, ShoalRunResult *result, GError **erro
   shoal_membership_self_done (p->membership);
   if (p->rpc != NULL)
     {
-      if (ok && p->server != NULL)
-        shoal_rpc_server_wait (p->rpc);
+      /* a process of servers alone, stopped while a worker process was
+       * still out: a stop, not the job's end (it said "servers done" and
+       * exited 0, and the job's failure was blamed on the workers that
+       * lost it) */
+      if (ok && p->server != NULL && !shoal_rpc_server_wait (p->rpc) && result != NULL
+          && p->proc->workers->len == 0)
+        result->stopped = TRUE;
       shoal_membership_attach (p->membership, NULL, NULL);
       shoal_rpc_server_stop (p->rpc);
       p->rpc = NULL;

@@ -691,9 +691,10 @@ shoal_rpc_server_refusals (ShoalRpcServer *rpc, const char *const *addresses)
   return shoal_rpc_listener_refusals (rpc->listener, addresses);
 }
 
-void
+gboolean
 shoal_rpc_server_wait (ShoalRpcServer *rpc)
 {
+  gboolean all = TRUE;
   g_mutex_lock (&rpc->lock);
   rpc->waiters++;
   while (!g_atomic_int_get (&rpc->stopping) && !g_atomic_int_get (&rpc->failed)
@@ -703,11 +704,15 @@ shoal_rpc_server_wait (ShoalRpcServer *rpc)
         g_cond_wait (&rpc->cond, &rpc->lock);
       else if (!g_cond_wait_until (&rpc->cond, &rpc->lock, g_get_monotonic_time () + G_USEC_PER_SEC / 5)
                && rpc->give_up ())
-        break;  /* a signal handler cannot signal the condition: look every 200 ms */
+        {
+          all = FALSE;
+          break;  /* a signal handler cannot signal the condition: look every 200 ms */
+        }
     }
   rpc->waiters--;
   g_cond_broadcast (&rpc->cond);
   g_mutex_unlock (&rpc->lock);
+  return all;
 }
 
 void

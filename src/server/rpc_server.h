@@ -78,8 +78,10 @@ char *shoal_rpc_server_refusals (ShoalRpcServer *rpc, const char *const *address
 /* Blocks until `expected_shutdowns` ranks are finished - said they are
  * done (the shutdown call) or were lost (shoal_rpc_server_finished) -,
  * shoal_rpc_server_stop or _fail was called, or give_up says so
- * (checked every 200 ms). */
-void shoal_rpc_server_wait (ShoalRpcServer *rpc);
+ * (checked every 200 ms).  FALSE when give_up ended it before every
+ * expected rank was finished (a stop request while a worker process had
+ * not said done). */
+gboolean shoal_rpc_server_wait (ShoalRpcServer *rpc);
 /* Counts `rank` finished (a lost rank), or no longer (it rejoined). */
 void shoal_rpc_server_finished (ShoalRpcServer *rpc, int rank, gboolean finished);
 /* This process stops the job, for `why`: every later param call and

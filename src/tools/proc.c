@@ -347,7 +347,9 @@ shoal_cmd_proc (int argc, char **argv)
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;
   /* worker 0 of each group runs the tests; the others have no test numbers */
-  if (result.follower)
+  if (result.stopped && result.group < 0)
+    printf ("rank %d: servers stopped (a stop request) before every worker process was done\n", rank);
+  else if (result.follower)
     printf ("rank %d: group %d from worker %d: ran its leader's steps\n", rank, result.group, result.worker);
   else if (result.stopped)
     printf ("rank %d: group %d worker %d: stopped at step %" G_GINT64_FORMAT " with a checkpoint\n",

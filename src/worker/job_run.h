@@ -58,7 +58,9 @@ typedef struct {
   double test_loss;
   double test_accuracy;    /* < 0 when the net has no accuracy layer */
   double samples_per_sec;  /* training throughput of the run */
-  gboolean stopped;        /* stopped early on request (SIGINT/SIGTERM), checkpoint saved */
+  gboolean stopped;        /* stopped early on request (SIGINT/SIGTERM), checkpoint saved; a process
+                            * of servers alone (group -1): the request ended its wait for the
+                            * worker processes before every one said done */
   gboolean follower;       /* this process's workers followed their group's leader (a group
                             * spread over processes): the leader has the numbers */
   char *lost_groups;       /* worker groups this process dropped, and why; NULL: none (free it) */
