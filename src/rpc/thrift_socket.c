@@ -203,7 +203,8 @@ socket_read (ThriftTransport *transport, gpointer buf, guint32 len, GError **err
     {
       /* no Thrift message begins so (as a length it would pass any limit) */
       g_set_error (error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
-                   "a TLS hello on a plain connection: the peer runs with [tls], this rank without");
+                   "a TLS hello on a plain connection: the peer runs TLS on this link, this rank does not "
+                   "(another [tls] mode: off here, or hosts here and both ends on one host)");
       return -1;
     }
   s->consumed += len;

@@ -132,8 +132,8 @@ link_error (ShoalTlsLink *l, int ret, const char *doing, GError **error)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "TLS %s: %s", doing, g_strerror (l->last_errno));
   else if (!l->ready)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC,
-                 "TLS %s: connection closed by the peer (one that runs without [tls], or refused this "
-                 "rank's certificate)", doing);
+                 "TLS %s: connection closed by the peer (one that runs no TLS on this link - another "
+                 "[tls] mode -, or refused this rank's certificate)", doing);
   else
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_RPC, "TLS %s: connection closed by the peer", doing);
   g_free (why);
