@@ -132,16 +132,35 @@ read_token (const char *token_file, GError **error)
   return text;
 }
 
+/* resume_at: nothing to resume, start from step 0 (--resume-or-start) */
+#define NOTHING_SAVED (-2)
+
 /* --resume without a launcher (mpirun, srun requeue): the step this rank
  * goes on from, as the launcher would give it - the resume plan's, so
  * that an asynchronous scheme's groups go on each from its own step
  * (workspace/resume_plan.h) - after dropping this rank's metrics lines past
  * it; the job's clock goes on from the checkpoint's.  -1 with error when
- * there is none. */
+ * there is none; with or_start, NOTHING_SAVED where no rank saved
+ * anything yet. */
 static gint64
-resume_at (const ShoalLayout *layout, const char *ws, int rank, gboolean quiet, GError **error)
+resume_at (const ShoalLayout *layout, const char *ws, int rank, gboolean quiet, gboolean or_start, GError **error)
 {
   ShoalResumePlan *plan = shoal_resume_plan_new (layout, ws, error);
+  if (plan == NULL && or_start && shoal_resume_plan_nothing_saved (layout, ws))
+    {
+      /* a job requeued before its first save: it starts over, without
+       * the lines its earlier attempt wrote (each rank drops its own) */
+      g_clear_error (error);
+      gint64 *zeros = g_new0 (gint64, MAX (layout->conf.nworker_groups, 1));
+      gboolean trimmed = shoal_workspace_trim_rank_metrics (ws, layout, rank, 0, zeros, layout->conf.nworker_groups,
+                                                            0, NULL, error);
+      g_free (zeros);
+      if (!trimmed)
+        return -1;
+      /* said even with -q: the job's earlier work is gone, not resumed */
+      g_message ("rank %d: %s holds no checkpoint yet: starting from step 0", rank, ws);
+      return NOTHING_SAVED;
+    }
   if (plan == NULL)
     {
       g_prefix_error (error, "--resume: %s: ", ws);
@@ -175,7 +194,8 @@ shoal_cmd_proc (int argc, char **argv)
 {
   int rank = -1, base_port = 0, host_workers = 0, slurm_rank = -1, slurm_ntasks = 0;
   char *endpoints_arg = NULL, *hostfile = NULL, *token_file = NULL, *workspace = NULL, *tls_dir = NULL;
-  gboolean quiet = FALSE, rejoin = FALSE, oversubscribe = FALSE, resume = FALSE, slurm = FALSE;
+  gboolean quiet = FALSE, rejoin = FALSE, oversubscribe = FALSE, resume = FALSE, resume_or_start = FALSE,
+           slurm = FALSE;
   gint64 resume_step = -1;
   GOptionEntry entries[] = {
     { "rejoin", 0, 0, G_OPTION_ARG_NONE, &rejoin,
@@ -185,6 +205,9 @@ shoal_cmd_proc (int argc, char **argv)
       "with --hostfile: start even when this host's ranks pass [cluster] max_procs_per_core", NULL },
     { "resume-step", 0, 0, G_OPTION_ARG_INT64, &resume_step,
       "resume from the checkpoint of this step (the launcher passes it)", "STEP" },
+    { "resume-or-start", 0, 0, G_OPTION_ARG_NONE, &resume_or_start,
+      "as --resume, but a workspace whose checkpoints hold nothing yet (a batch job requeued before its "
+      "first save) starts from step 0, the lines its earlier attempt wrote dropped", NULL },
     { "resume", 0, 0, G_OPTION_ARG_NONE, &resume,
       "resume from the newest checkpoint every rank of the workspace has (a requeued Slurm job; the "
       "workspace must be shared by the ranks)", NULL },
@@ -328,14 +351,20 @@ shoal_cmd_proc (int argc, char **argv)
     }
 
   ws = workspace ? g_strdup (workspace) : g_build_filename ("workspace", job->name, NULL);
-  if (rejoin + resume + (resume_step >= 0) > 1)
+  if (rejoin + resume + resume_or_start + (resume_step >= 0) > 1)
     {
       g_set_error (&error, SHOAL_ERROR, SHOAL_ERROR_CONF,
                    "--rejoin joins a running job, --resume and --resume-step restart a stopped one: give one");
       goto out;
     }
-  if (resume && (resume_step = resume_at (layout, ws, rank, quiet, &error)) < 0)
-    goto out;
+  if (resume || resume_or_start)
+    {
+      resume_step = resume_at (layout, ws, rank, quiet, resume_or_start, &error);
+      if (resume_step == NOTHING_SAVED)
+        resume_step = -1;   /* from step 0 */
+      else if (resume_step < 0)
+        goto out;
+    }
   static FatalExit fatal_exit;
   fatal_exit = (FatalExit) { .rank = rank, .grace_s = job->cluster.stop_timeout };
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,

@@ -117,3 +117,23 @@ shoal_resume_plan_describe (const ShoalResumePlan *plan)
                             plan->group_steps[g]);
   return g_string_free (s, FALSE);
 }
+
+gboolean
+shoal_resume_plan_nothing_saved (const ShoalLayout *layout, const char *workspace)
+{
+  gboolean none = TRUE;
+  for (int r = 0; none && r < layout->nprocs; r++)
+    {
+      char *dir = shoal_checkpoint_dir (workspace, r);
+      if (g_file_test (dir, G_FILE_TEST_IS_DIR))
+        {
+          ShoalCheckpoint *c = shoal_checkpoint_open (dir, FALSE, NULL);
+          char **names = c != NULL ? shoal_checkpoint_names (c) : NULL;
+          none = names != NULL && names[0] == NULL;
+          g_strfreev (names);
+          shoal_checkpoint_close (c);
+        }
+      g_free (dir);
+    }
+  return none;
+}

@@ -31,6 +31,11 @@ void shoal_resume_plan_free (ShoalResumePlan *plan);
 
 /* "step 120", or "group 0 at step 105, group 1 at step 106" (g_free). */
 char *shoal_resume_plan_describe (const ShoalResumePlan *plan);
+/* Whether no rank's checkpoint in workspace holds anything yet (its
+ * stores are made when a job starts, their first step saved only at
+ * checkpoint_freq or a stop): a requeued job then starts over.  A store
+ * that cannot be read may hold something: FALSE. */
+gboolean shoal_resume_plan_nothing_saved (const ShoalLayout *layout, const char *workspace);
 
 G_END_DECLS
 
