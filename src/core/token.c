@@ -2,6 +2,7 @@
 #include "core/token.h"
 
 #include <errno.h>
+#include <glib/gstdio.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -49,4 +50,30 @@ shoal_token_derive (const char *token, const char *purpose)
   char *mac = g_compute_hmac_for_string (G_CHECKSUM_SHA256, (const guchar *) token, strlen (token), purpose, -1);
   mac[32] = '\0';
   return mac;
+}
+
+char *
+shoal_token_read_file (const char *path, GError **error)
+{
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents (path, &text, NULL, &local))
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
+      g_error_free (local);
+      return NULL;
+    }
+  g_strstrip (text);
+  if (*text == '\0')
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the token is empty", path);
+  if (*text == '\0' || !shoal_token_check (text, path, error))
+    {
+      g_free (text);
+      return NULL;
+    }
+  GStatBuf st;
+  if (g_stat (path, &st) == 0 && (st.st_mode & 077) != 0)
+    g_warning ("%s: the token is readable by other users (mode %03o); chmod 600 it", path,
+               (unsigned) (st.st_mode & 0777));
+  return text;
 }

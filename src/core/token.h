@@ -20,6 +20,11 @@ char *shoal_token_new (GError **error);
  * "WHERE: the token has N characters, at least 16 are needed ..." */
 gboolean shoal_token_check (const char *token, const char *where, GError **error);
 
+/* The token in file path (surrounding blanks dropped), newly allocated;
+ * NULL with an error naming the file when it cannot be read, is empty or
+ * fails shoal_token_check.  Warns when others may read the file. */
+char *shoal_token_read_file (const char *path, GError **error);
+
 /* A token for one use made from another, newly allocated: the first 32
  * hex characters of HMAC-SHA256 (key: token, message: purpose).  Whoever
  * learns it learns nothing of token: the dashboard's address carries one

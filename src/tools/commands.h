@@ -18,8 +18,8 @@ int shoal_cmd_compare (int argc, char **argv);
 int shoal_cmd_plot (int argc, char **argv);
 int shoal_cmd_calibrate (int argc, char **argv);
 int shoal_cmd_serve (int argc, char **argv);
-/* serve.c: a token from a file (surrounding blanks dropped), at least
- * 16 characters. */
+/* serve.c: the dashboard's token made from the one in a file
+ * (core/token.h: shoal_token_read_file, shoal_token_derive). */
 char *shoal_serve_read_token (const char *path, GError **error);
 /* run/compare --serve WHERE ([ADDRESS:]PORT; a port alone is loopback):
  * the dashboard over `dir` (made if missing) from a thread, its address

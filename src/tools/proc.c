@@ -4,7 +4,6 @@
  * with neither) Slurm's node list, the job token from a file or
  * SHOAL_TOKEN. */
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,31 +104,7 @@ read_token (const char *token_file, GError **error)
         }
       return shoal_token_check (env, "SHOAL_TOKEN", error) ? g_strdup (env) : NULL;
     }
-  char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents (token_file, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
-  g_strstrip (text);
-  if (*text == '\0')
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the job token is empty", token_file);
-      g_free (text);
-      return NULL;
-    }
-  if (!shoal_token_check (text, token_file, error))
-    {
-      g_free (text);
-      return NULL;
-    }
-  GStatBuf st;
-  if (g_stat (token_file, &st) == 0 && (st.st_mode & 077) != 0)
-    g_warning ("%s: the job token is readable by other users (mode %03o); chmod 600 it",
-               token_file, (unsigned) (st.st_mode & 0777));
-  return text;
+  return shoal_token_read_file (token_file, error);
 }
 
 /* resume_at: nothing to resume, start from step 0 (--resume-or-start) */

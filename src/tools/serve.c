@@ -15,15 +15,14 @@
 char *
 shoal_serve_read_token (const char *path, GError **error)
 {
-  char *text = NULL;
-  if (!g_file_get_contents (path, &text, NULL, error))
+  char *text = shoal_token_read_file (path, error);
+  if (text == NULL)
     return NULL;
-  g_strstrip (text);
   /* the address carries a token derived from the file's, never the
    * file's own: a job's token (WORKSPACE/token) given here must not
    * travel in clear HTTP and browser histories, where it would open the
    * job's RPCs to whoever reads it (docs/SECURITY.md) */
-  char *derived = shoal_token_check (text, path, error) ? shoal_token_derive (text, DASHBOARD_TOKEN_PURPOSE) : NULL;
+  char *derived = shoal_token_derive (text, DASHBOARD_TOKEN_PURPOSE);
   explicit_bzero (text, strlen (text));
   g_free (text);
   return derived;

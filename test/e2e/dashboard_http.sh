@@ -101,6 +101,7 @@ fi
 
 # ---- 4: a token ------------------------------------------------------------------------
 echo 0123456789abcdef0123456789abcdef >"$dir/token"
+chmod 644 "$dir/token"   # others may read it: shoal serve says so, as shoal proc does
 start_server "$dir/serve-token.log" "$fix/ws" --listen 127.0.0.1:0 --token-file "$dir/token"
 if [ -z "$url" ]; then
   fail "shoal serve --token-file did not start: $(cat "$dir/serve-token.log")"
@@ -112,6 +113,8 @@ else
               0123456789abcdef0123456789abcdef)
   grep -q "token=$derived" "$dir/serve-token.log" || fail "the address printed lacks the derived token: $(cat "$dir/serve-token.log")"
   grep -q '0123456789abcdef0123456789abcdef' "$dir/serve-token.log" && fail "the file's own token was printed"
+  grep -q "$dir/token: the token is readable by other users (mode 644); chmod 600 it" "$dir/serve-token.log" \
+    || fail "a token file others may read: no warning"
   root=${url%%\?*}
   code() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
   [ "$(code "${root}api/runs")" = 401 ] || fail "no token: not 401"

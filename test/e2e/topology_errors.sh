@@ -69,7 +69,7 @@ printf '127.0.0.1 slots=two\n' >"$dir/hosts"
 expect 1 "shoal proc (rank 0): $dir/hosts:1: slots: expected a number from 1 to 4096, got 'two'" \
   proc "$dir/job.conf" --rank 0 --hostfile "$dir/hosts" --token-file "$dir/token"
 : >"$dir/empty-token"
-expect 2 "shoal proc (rank 0): $dir/empty-token: the job token is empty" \
+expect 2 "shoal proc (rank 0): $dir/empty-token: the token is empty" \
   proc "$dir/job.conf" --rank 0 --endpoints ,127.0.0.1:1 --token-file "$dir/empty-token"
 # a token that can be guessed is refused, from a file or from SHOAL_TOKEN
 printf 'abc\n' >"$dir/short-token"
