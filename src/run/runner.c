@@ -49,26 +49,55 @@ prepare_workspace (const ShoalRunOptions *opts, gboolean *created, GError **erro
   return TRUE;
 }
 
+/* Whether every server rank's checkpoint fits this job (its sizes, at
+ * its newest step): a rank resumed without a launcher asks before it
+ * drops a metrics line, as the server ranks' own restores, which refuse
+ * another model, come only after the worker ranks trimmed theirs. */
+static gboolean
+server_checkpoints_fit (RunnerProcess *p, GError **error)
+{
+  gboolean ok = TRUE;
+  for (int r = 0; ok && r < p->layout->nprocs; r++)
+    {
+      if (p->layout->procs[r].servers->len == 0)
+        continue;
+      char *dir = shoal_checkpoint_dir (p->opts->workspace, r);
+      const char *dirs[] = { dir, NULL };
+      gint64 step = shoal_checkpoint_common_step (dirs, error);
+      ShoalCheckpoint *c = step >= 0 ? shoal_checkpoint_open (dir, FALSE, error) : NULL;
+      ok = c != NULL && shoal_server_checkpoint_fits (c, step, shoal_group_net_params (p->layout_net),
+                                                      p->job->updater.kind, p->nslices, error);
+      if (!ok)
+        g_prefix_error (error, "%s: cannot resume: %s: ", p->opts->workspace, dir);
+      shoal_checkpoint_close (c);
+      g_free (dir);
+    }
+  return ok;
+}
+
 /* A one-process run takes its workspace once it knows it can start (the
  * launcher does this for its ranks): a refused resume leaves job.conf as
  * it was; a fresh run moves an earlier run's files aside; a resumed one
- * keeps the metrics up to its checkpoint. */
+ * keeps the metrics up to its checkpoint - a rank resumed without a
+ * launcher its own lines up to the job's resume plan. */
 static gboolean
-claim_workspace (ShoalJob *job, const ShoalRunOptions *opts, gint64 resume_step, double *resume_clock,
-                 GError **error)
+claim_workspace (RunnerProcess *p, double *resume_clock, GError **error)
 {
+  ShoalJob *job = p->job;
+  const ShoalRunOptions *opts = p->opts;
   if (opts->endpoints != NULL)
-    return TRUE;
+    return opts->trim_metrics == NULL
+           || (server_checkpoints_fit (p, error) && opts->trim_metrics (opts->trim_data, resume_clock, error));
   char *moved = NULL;
-  if (!shoal_workspace_claim (opts->workspace, job->conf, resume_step >= 0, opts->overwrite, &moved, error))
+  if (!shoal_workspace_claim (opts->workspace, job->conf, p->resume_step >= 0, opts->overwrite, &moved, error))
     return FALSE;
   if (moved != NULL)
     g_message ("%s held an earlier run: its checkpoint, job.conf and metrics.jsonl moved to %s",
                opts->workspace, moved);
   g_free (moved);
-  return resume_step < 0
-         || shoal_workspace_trim_metrics (opts->workspace, resume_step, NULL, 0,
-                                          shoal_workspace_checkpoint_clock (opts->workspace, 0, resume_step),
+  return p->resume_step < 0
+         || shoal_workspace_trim_metrics (opts->workspace, p->resume_step, NULL, 0,
+                                          shoal_workspace_checkpoint_clock (opts->workspace, 0, p->resume_step),
                                           resume_clock, error);
 }
 
@@ -829,7 +858,8 @@ start_reporting (RunnerProcess *p, int rank, double resume_clock, ShoalFaultTime
   g_free (metrics_path);
   if (p->metrics == NULL)
     return FALSE;
-  if (opts->endpoints == NULL && p->resume_step >= 0)
+  if (p->resume_step >= 0
+      && (opts->endpoints == NULL || (opts->trim_metrics != NULL && g_getenv ("SHOAL_JOB_START_US") == NULL)))
     /* a resumed run's time goes on from its checkpoint's (the launcher
      * does this for its ranks with SHOAL_JOB_START_US) */
     shoal_metrics_continue_clock (p->metrics, resume_clock);
@@ -993,13 +1023,20 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
       || !charge_process_rest (&p, error))
     goto out;
   /* the run is accepted (conf, net and data are good): now it takes the
-   * workspace, so a run that failed before leaves it as it was */
-  if (!claim_workspace (job, opts, p.resume_step, &resume_clock, error))
+   * workspace, so a run that failed before leaves it as it was; a fresh
+   * run before it opens its checkpoint store (an earlier run's moves
+   * aside), a resumed one once its job.conf was compared and its servers
+   * took the checkpoint up (their check refused another model only after
+   * metrics.jsonl was trimmed) */
+  gboolean resumed = p.resume_step >= 0;
+  if (resumed ? opts->endpoints == NULL && !shoal_workspace_check_resume (opts->workspace, job->conf, error)
+              : !claim_workspace (&p, &resume_clock, error))
     goto out;
   p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
   if (p.ckpt == NULL)
     goto out;
-  if (!runner_start_servers (&p, error) || !reserve_checkpoint_memory (&p, error))
+  if (!runner_start_servers (&p, error) || !reserve_checkpoint_memory (&p, error)
+      || (resumed && !claim_workspace (&p, &resume_clock, error)))
     goto out;
   shoal_membership_attach (p.membership, p.server, p.rpc);
   if (p.server != NULL && p.layout->group_sync && !runner_start_group_sync (&p, error))

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "worker/worker.h"
+#include "workspace/workspace.h"
 
 /* A connection that sent no call with the job token this long after it
  * was accepted is closed (rpc/listener.h); the job's own send one at once. */
@@ -137,7 +138,12 @@ runner_start_servers (RunnerProcess *p, GError **error)
    * values instead (runner_start_group_sync) */
   if (p->resume_step >= 0 && !p->opts->rejoin
       && !shoal_server_restore (p->server, p->ckpt, p->resume_step, error))
-    return FALSE;
+    {
+      char *dir = shoal_checkpoint_dir (p->opts->workspace, proc->rank);
+      g_prefix_error (error, "%s: cannot resume: %s: ", p->opts->workspace, dir);
+      g_free (dir);
+      return FALSE;
+    }
 
   if (p->opts->endpoints == NULL)
     return TRUE;

@@ -309,6 +309,11 @@ void shoal_server_stats (ShoalServer *server, ShoalServerStats *stats);
  * nothing); thread-safe. */
 gboolean shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step,
                                   GError **error);
+/* Whether the servers' checkpoint of `step` is one a server of `layout`'s
+ * params, an updater of `kind` and `nslices` slices would restore (its
+ * sizes; read only); FALSE with shoal_server_restore's error if not. */
+gboolean shoal_server_checkpoint_fits (ShoalCheckpoint *ckpt, gint64 step, const ShoalParamStore *layout,
+                                       ShoalUpdaterKind kind, int nslices, GError **error);
 /* Restores what shoal_server_checkpoint saved at `step`; fails with a
  * message when the checkpoint was made for another model or layout. */
 gboolean shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step,

@@ -83,35 +83,58 @@ shoal_server_checkpoint (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step
   return ok;
 }
 
+/* The servers' blob of `step` (NULL with error) and its header, checked
+ * against a server of `total` values in `nslices` slices, `segments`
+ * params and `state_per_value` state floats a value. */
+static GBytes *
+load_fitting (ShoalCheckpoint *ckpt, gint64 step, size_t total, int nslices, int segments, int state_per_value,
+              StateHeader *h, GError **error)
+{
+  GBytes *blob = shoal_checkpoint_load (ckpt, "server", step, error);
+  if (blob == NULL)
+    return NULL;
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (blob, &len);
+  gboolean ok = len >= sizeof *h;
+  if (ok)
+    memcpy (h, p, sizeof *h);
+  if (!ok || h->magic != STATE_MAGIC || (h->format != STATE_FORMAT && h->format != STATE_FORMAT_CENTERS))
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is damaged", step);
+  else if (h->total != total || h->nslices != nslices || h->state_per_value != state_per_value
+           || h->nsegments != segments)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                 "the checkpoint at step %" G_GINT64_FORMAT " is of another model, layout or updater "
+                 "(%" G_GUINT64_FORMAT " values in %d slices, %d state floats per value; this job: %zu in %d, %d)",
+                 step, (guint64) h->total, h->nslices, h->state_per_value, total, nslices, state_per_value);
+  else
+    return blob;
+  g_bytes_unref (blob);
+  return NULL;
+}
+
+gboolean
+shoal_server_checkpoint_fits (ShoalCheckpoint *ckpt, gint64 step, const ShoalParamStore *layout,
+                              ShoalUpdaterKind kind, int nslices, GError **error)
+{
+  StateHeader h;
+  GBytes *blob = load_fitting (ckpt, step, layout->total, nslices, (int) layout->params->len,
+                               shoal_updater_state_per_value (kind), &h, error);
+  if (blob != NULL)
+    g_bytes_unref (blob);
+  return blob != NULL;
+}
+
 gboolean
 shoal_server_restore (ShoalServer *server, ShoalCheckpoint *ckpt, gint64 step, GError **error)
 {
-  GBytes *blob = shoal_checkpoint_load (ckpt, "server", step, error);
+  StateHeader h;
+  GBytes *blob = load_fitting (ckpt, step, server->total, server->opts.nslices, server->nsegments,
+                               server->state_per_value, &h, error);
   if (blob == NULL)
     return FALSE;
   gsize len = 0;
   const guint8 *p = g_bytes_get_data (blob, &len), *end = p + len;
-  StateHeader h;
-  gboolean ok = len >= sizeof h;
-  if (ok)
-    memcpy (&h, p, sizeof h);
-  if (!ok || h.magic != STATE_MAGIC || (h.format != STATE_FORMAT && h.format != STATE_FORMAT_CENTERS))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "server checkpoint at step %" G_GINT64_FORMAT " is damaged", step);
-      g_bytes_unref (blob);
-      return FALSE;
-    }
-  if (h.total != server->total || h.nslices != server->opts.nslices
-      || h.state_per_value != server->state_per_value || h.nsegments != server->nsegments)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
-                   "the checkpoint at step %" G_GINT64_FORMAT " is of another model, layout or updater "
-                   "(%" G_GUINT64_FORMAT " values in %d slices, %d state floats per value; this job: %zu in %d, %d)",
-                   step, (guint64) h.total, h.nslices, h.state_per_value, server->total,
-                   server->opts.nslices, server->state_per_value);
-      g_bytes_unref (blob);
-      return FALSE;
-    }
+  gboolean ok = TRUE;
   p += sizeof h;
   for (int i = 0; ok && i < server->nsegments; i++, p += sizeof (gint32))
     {

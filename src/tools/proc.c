@@ -111,17 +111,19 @@ read_token (const char *token_file, GError **error)
 #define NOTHING_SAVED (-2)
 
 /* --resume without a launcher (mpirun, srun requeue): the step this rank
- * goes on from, as the launcher would give it - the resume plan's, so
- * that an asynchronous scheme's groups go on each from its own step
- * (workspace/resume_plan.h) - after dropping this rank's metrics lines past
- * it; the job's clock goes on from the checkpoint's.  -1 with error when
- * there is none; with or_start, NOTHING_SAVED where no rank saved
- * anything yet. */
+ * goes on from, as the launcher would give it - the resume plan's
+ * (*plan), so that an asynchronous scheme's groups go on each from its
+ * own step (workspace/resume_plan.h).  Nothing in the workspace changes
+ * for a resume here: the rank drops its metrics lines past the plan
+ * (trim_rank_lines) only once its servers took the checkpoint up.  -1
+ * with error when there is none; with or_start, NOTHING_SAVED where no
+ * rank saved anything yet (the rank's earlier lines dropped). */
 static gint64
-resume_at (const ShoalLayout *layout, const char *ws, int rank, gboolean quiet, gboolean or_start, GError **error)
+resume_at (const ShoalLayout *layout, const char *ws, int rank, gboolean quiet, gboolean or_start,
+           ShoalResumePlan **plan, GError **error)
 {
-  ShoalResumePlan *plan = shoal_resume_plan_new (layout, ws, error);
-  if (plan == NULL && or_start && shoal_resume_plan_nothing_saved (layout, ws))
+  *plan = shoal_resume_plan_new (layout, ws, error);
+  if (*plan == NULL && or_start && shoal_resume_plan_nothing_saved (layout, ws))
     {
       /* a job requeued before its first save: it starts over, without
        * the lines its earlier attempt wrote (each rank drops its own) */
@@ -136,32 +138,37 @@ resume_at (const ShoalLayout *layout, const char *ws, int rank, gboolean quiet, 
       g_message ("rank %d: %s holds no checkpoint yet: starting from step 0", rank, ws);
       return NOTHING_SAVED;
     }
-  if (plan == NULL)
+  if (*plan == NULL)
     {
       g_prefix_error (error, "--resume: %s: ", ws);
       return -1;
     }
-  gint64 step = plan->rank_steps[rank];
-  double clock = plan->clock;
-  if (!shoal_workspace_trim_rank_metrics (ws, layout, rank, plan->rank_steps[0], plan->group_steps, plan->ngroups,
-                                          plan->clock, &clock, error))
-    step = -1;
-  else if (g_getenv ("SHOAL_JOB_START_US") == NULL)
+  if (!quiet)
     {
-      /* one clock origin, as the launcher sets it for its ranks */
-      char *start_us = g_strdup_printf ("%" G_GINT64_FORMAT,
-                                        g_get_real_time () - (clock > 0 ? (gint64) (clock * 1e6) : 0));
-      g_setenv ("SHOAL_JOB_START_US", start_us, TRUE);
-      g_free (start_us);
-    }
-  if (step >= 0 && !quiet)
-    {
-      char *at = shoal_resume_plan_describe (plan);
-      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT " (the job: %s)", rank, step, at);
+      char *at = shoal_resume_plan_describe (*plan);
+      g_message ("rank %d: resuming at step %" G_GINT64_FORMAT " (the job: %s)", rank, (*plan)->rank_steps[rank],
+                 at);
       g_free (at);
     }
-  shoal_resume_plan_free (plan);
-  return step;
+  return (*plan)->rank_steps[rank];
+}
+
+typedef struct {
+  const ShoalLayout *layout;
+  const char *ws;
+  int rank;
+  const ShoalResumePlan *plan;
+} TrimRankLines;
+
+/* ShoalRunOptions.trim_metrics: this rank's lines past the plan dropped;
+ * the job's clock goes on from the checkpoint's. */
+static gboolean
+trim_rank_lines (gpointer data, double *clock, GError **error)
+{
+  const TrimRankLines *t = data;
+  const ShoalResumePlan *plan = t->plan;
+  return shoal_workspace_trim_rank_metrics (t->ws, t->layout, t->rank, plan->rank_steps[0], plan->group_steps,
+                                            plan->ngroups, plan->clock, clock, error);
 }
 
 int
@@ -217,6 +224,7 @@ shoal_cmd_proc (int argc, char **argv)
   char **endpoints = NULL, **hosts = NULL;
   char *token = NULL;
   char *ws = NULL;
+  ShoalResumePlan *plan = NULL;
 
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     goto out;
@@ -334,18 +342,20 @@ shoal_cmd_proc (int argc, char **argv)
     }
   if (resume || resume_or_start)
     {
-      resume_step = resume_at (layout, ws, rank, quiet, resume_or_start, &error);
+      resume_step = resume_at (layout, ws, rank, quiet, resume_or_start, &plan, &error);
       if (resume_step == NOTHING_SAVED)
         resume_step = -1;   /* from step 0 */
       else if (resume_step < 0)
         goto out;
     }
+  TrimRankLines trim = { .layout = layout, .ws = ws, .rank = rank, .plan = plan };
   static FatalExit fatal_exit;
   fatal_exit = (FatalExit) { .rank = rank, .grace_s = job->cluster.stop_timeout };
   ShoalRunOptions opts = { .workspace = ws, .quiet = quiet, .rank = rank, .endpoints = endpoints,
                            .token = token, .tls_dir = tls_dir, .hosts = hosts, .append_metrics = TRUE, .resume = resume_step >= 0,
                            .resume_step = resume_step, .host_workers = MAX (host_workers, 0),
-                           .rejoin = rejoin, .on_fatal = on_fatal, .fatal_data = &fatal_exit };
+                           .rejoin = rejoin, .on_fatal = on_fatal, .fatal_data = &fatal_exit,
+                           .trim_metrics = plan != NULL ? trim_rank_lines : NULL, .trim_data = &trim };
   shoal_install_stop_handlers (job->cluster.stop_timeout, rank);
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
@@ -389,6 +399,7 @@ out:
   g_free (ws);
   g_strfreev (endpoints);
   g_strfreev (hosts);
+  shoal_resume_plan_free (plan);
   shoal_layout_free (layout);
   shoal_job_free (job);
   g_free (endpoints_arg);

@@ -31,6 +31,14 @@ typedef struct {
    * at the newest step this process's checkpoint has. */
   gboolean resume;
   gint64 resume_step;
+  /* A rank resumed without a launcher (shoal proc --resume under mpirun,
+   * srun): drops its own metrics lines past the job's resume plan and
+   * gives the job's clock there (*clock, seconds; -1 unknown).  Called
+   * once the rank's servers took the checkpoint up, so that a refused
+   * resume leaves the lines; its clock then goes on from *clock.  NULL:
+   * none. */
+  gboolean (*trim_metrics) (gpointer data, double *clock, GError **error);
+  gpointer trim_data;
   /* Worker threads of all the ranks on this machine: with [job] threads
    * 0 its cores are divided among them (worker/threads.h; two processes
    * with two BLAS threads each on two cores run 2.4x slower).  0: this

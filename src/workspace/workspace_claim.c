@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/updater.h"
 #include "data/checkpoint.h"
 #include "metrics/metrics.h"
 #include "workspace/workspace.h"
@@ -83,28 +84,52 @@ first_difference (GKeyFile *was, GKeyFile *now, char **group_out, char **key_out
   return FALSE;
 }
 
-/* A resumed run continues the run whose job.conf is there. */
-static gboolean
-check_same_run (const char *workspace, ShoalConf *conf, GError **error)
+/* [updater] type's optimiser state, in floats a value (sgd where unset,
+ * as the job reads it). */
+static int
+state_floats (GKeyFile *kf, char **type_out)
+{
+  char *type = g_key_file_get_string (kf, "updater", "type", NULL);
+  ShoalUpdaterKind kind = SHOAL_UPDATER_SGD;
+  if (type != NULL)
+    shoal_updater_kind_parse (g_strstrip (type), &kind);
+  g_free (type);
+  *type_out = g_strdup (shoal_updater_kind_name (kind));
+  return shoal_updater_state_per_value (kind);
+}
+
+/* A resumed run continues the run whose job.conf is there; checked before
+ * anything in the workspace changes.  Without a readable job.conf nothing
+ * says which model, data and layout the checkpoints hold: the servers'
+ * own check came only after metrics.jsonl was trimmed and job.conf
+ * written, and a model of the same size passes it, so the resume is
+ * refused, saying how to go on. */
+gboolean
+shoal_workspace_check_resume (const char *workspace, ShoalConf *conf, GError **error)
 {
   char *path = g_build_filename (workspace, "job.conf", NULL);
   GKeyFile *was = g_key_file_new ();
   GError *e = NULL;
-  gboolean ok = TRUE;
-  if (!g_key_file_load_from_file (was, path, G_KEY_FILE_NONE, &e))
+  gboolean ok = g_key_file_load_from_file (was, path, G_KEY_FILE_NONE, &e);
+  if (ok && !g_key_file_has_group (was, "job"))
+    g_set_error (&e, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND, "it holds no [job] section (cut short?)");
+  if (e != NULL)
     {
-      /* an older workspace without job.conf: the restore's own checks apply */
-      if (!g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-        {
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: %s", path, e->message);
-          ok = FALSE;
-        }
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA,
+                   "%s: cannot resume: %s: %s; it names the model, data and layout the checkpoints belong to, "
+                   "and a resume is checked against it before the workspace changes (put the conf that run "
+                   "was started with back there, its -o overrides and topology written in, or start this job "
+                   "without --resume: the earlier run then moves to %s/previous/)",
+                   workspace, path,
+                   g_error_matches (e, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? "missing" : e->message, workspace);
       g_clear_error (&e);
+      ok = FALSE;
     }
   else
     {
       GKeyFile *now = shoal_conf_keyfile (conf);
-      char *group = NULL, *key = NULL;
+      char *group = NULL, *key = NULL, *type_was = NULL, *type_now = NULL;
+      int floats_was = state_floats (was, &type_was), floats_now = state_floats (now, &type_now);
       if (first_difference (was, now, &group, &key))
         {
           char *a = value_or_unset (was, group, key);
@@ -118,8 +143,21 @@ check_same_run (const char *workspace, ShoalConf *conf, GError **error)
           g_free (b);
           ok = FALSE;
         }
+      else if (floats_was != floats_now)
+        {
+          /* the updater may change, but not what its servers keep: their
+           * checkpointed state would not fit */
+          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                       "%s: cannot resume: its checkpoints hold the optimiser state of [updater] type = %s "
+                       "(%d float%s a value), this job's %s keeps %d (--resume may change the updater's "
+                       "rates, not what it keeps; start this job without --resume, or in another --workspace)",
+                       workspace, type_was, floats_was, floats_was == 1 ? "" : "s", type_now, floats_now);
+          ok = FALSE;
+        }
       g_free (group);
       g_free (key);
+      g_free (type_was);
+      g_free (type_now);
     }
   g_key_file_free (was);
   g_free (path);
@@ -239,7 +277,7 @@ shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean resume, 
   /* no other live run may write here (a run holding it already: a no-op) */
   if (!shoal_workspace_lock (workspace, -1, error))
     return FALSE;
-  if (resume ? !check_same_run (workspace, conf, error) : !move_aside (workspace, overwrite, moved_to, error))
+  if (resume ? !shoal_workspace_check_resume (workspace, conf, error) : !move_aside (workspace, overwrite, moved_to, error))
     return FALSE;
   /* the conf as run, overrides applied: the run can be repeated from it */
   char *path = g_build_filename (workspace, "job.conf", NULL);

@@ -9,9 +9,11 @@
  *   whose checkpoints it continues: job.conf is compared key by key
  *   (what may change on a resume: how long and how often - train_steps,
  *   epochs, test and display frequencies, checkpoint_freq, max_seconds,
- *   metrics_interval, threads -, the [updater], and the [cluster]
- *   timeouts and limits); the first other difference is an error naming
- *   the key and both values.
+ *   metrics_interval, threads -, the [updater] but not the optimiser
+ *   state its servers keep, and the [cluster] timeouts and limits); the
+ *   first other difference is an error naming the key and both values.
+ *   A job.conf missing, unreadable or damaged refuses the resume, naming
+ *   it: nothing else says which run the checkpoints are.
  * - job.conf is written only once the run is accepted, so a refused run
  *   leaves the workspace as it was.
  * And on resume, metrics.jsonl keeps only what the checkpoint holds: the
@@ -32,10 +34,15 @@ G_BEGIN_DECLS
 /* Takes `workspace` (created) for a run of `conf` (as resolved: topology
  * and overrides applied), then writes conf as WORKSPACE/job.conf.
  * *moved_to (may be NULL) gets where an earlier run's files went (g_free;
- * NULL when nothing moved).  FALSE with error: a resume of another run, a
- * directory that cannot be made or moved. */
+ * NULL when nothing moved).  FALSE with error, the workspace as it was: a
+ * resume of another run or without job.conf, a directory that cannot be
+ * made or moved. */
 gboolean shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean resume, gboolean overwrite,
                                 char **moved_to, GError **error);
+
+/* Whether a run of `conf` may resume the run in `workspace`, as
+ * shoal_workspace_claim checks it (job.conf read, nothing changed). */
+gboolean shoal_workspace_check_resume (const char *workspace, ShoalConf *conf, GError **error);
 
 /* The job's clock (seconds) when the checkpoint of `step` was taken: the
  * latest "clock" blob of that step in rank `rank`'s store, or -1 when it

@@ -8,7 +8,10 @@
 #  3. a fresh run into the workspace moves the earlier run aside and says
 #     where, so a later --resume continues the fresh run, not the old one,
 #     and --resume with the old conf is refused;
-#  4. the same through the launcher (Downpour, 3 processes).
+#  4. the same through the launcher (Downpour, 3 processes);
+#  and (1b) every refusal of a resume comes before the workspace changes:
+#  a job.conf deleted, damaged or cut short, or another optimiser state,
+#  leaves metrics.jsonl and job.conf as they were.
 # Usage: workspace_claim.sh BUILD
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -33,6 +36,44 @@ cat "$dir/refused.out"
 grep -qF "shoal run: $ws: cannot resume: its checkpoints belong to another run: [layer fc2] num_output is 64 there, 32 in this job (--resume continues only the same model, data and layout; start this job without --resume, or in another --workspace)" \
   "$dir/refused.out" || fail "refused: message"
 grep -qxF "num_output=32" "$ws/job.conf" && fail "refused: job.conf was overwritten"
+
+# 1b. every refusal comes before the workspace changes: a job.conf
+# deleted, damaged, or an updater whose optimiser state the checkpoint
+# lacks (the servers' own check refused it only after metrics.jsonl was
+# trimmed and job.conf rewritten).  A line past the checkpoint, as a
+# killed run leaves one, shows whether the lines were trimmed.
+echo '{"time":9999.1,"phase":"train","step":105,"group":0,"worker":0,"loss":1}' >>"$ws/metrics.jsonl"
+cp "$ws/metrics.jsonl" "$dir/metrics.kept"
+cp "$ws/job.conf" "$dir/job.conf.kept"
+unchanged() {  # $1: the case
+  cmp -s "$ws/metrics.jsonl" "$dir/metrics.kept" || fail "$1: metrics.jsonl changed"
+  if [ -e "$dir/job.conf.now" ]; then cmp -s "$ws/job.conf" "$dir/job.conf.now" || fail "$1: job.conf changed"
+  else [ ! -e "$ws/job.conf" ] || fail "$1: job.conf was written"; fi
+}
+refused() {  # $1: the case, $2: what the message says; the rest: the run's arguments
+  local what=$1 says=$2 rc=0
+  shift 2
+  run "$@" --resume >"$dir/refused.out" 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || { cat "$dir/refused.out"; fail "$what: exit $rc"; }
+  grep -qF "$says" "$dir/refused.out" || { cat "$dir/refused.out"; fail "$what: message"; }
+  unchanged "$what"
+}
+mv "$ws/job.conf" "$dir/job.conf.moved"
+refused "no job.conf" "shoal run: $ws: cannot resume: $ws/job.conf: missing; it names the model, data and layout" \
+  -o job.train_steps=200 -o 'layer fc2.num_output=32'
+refused "no job.conf, the same model" "$ws/job.conf: missing" -o job.train_steps=200
+echo 'num_output=64' >"$ws/job.conf"
+cp "$ws/job.conf" "$dir/job.conf.now"
+refused "job.conf damaged" "$ws/job.conf: " -o job.train_steps=200 -o 'layer fc2.num_output=32'
+head -c 100 "$dir/job.conf.kept" >"$ws/job.conf"
+cp "$ws/job.conf" "$dir/job.conf.now"
+refused "job.conf cut short" "cannot resume" -o job.train_steps=200
+cp "$dir/job.conf.kept" "$ws/job.conf"
+cp "$ws/job.conf" "$dir/job.conf.now"
+refused "another optimiser state" "$ws: cannot resume: its checkpoints hold the optimiser state of [updater] type = sgd (1 float a value), this job's adam keeps 2" \
+  -o job.train_steps=200 -o updater.type=adam
+rm "$dir/job.conf.now"
+sed -i '$d' "$ws/metrics.jsonl"
 
 # 2. lines of a killed run past the checkpoint of step 100 (as kill -9
 # after step 100 leaves them), then a resume to 150
@@ -75,6 +116,17 @@ launch -o job.train_steps=150 -o 'layer fc1.num_output=32' --resume >"$dir/lrefu
 [ "$rc" -eq 1 ] || fail "launched refused: exit $rc"
 grep -qF "[layer fc1] num_output is 64 there, 32 in this job" "$dir/lrefused.out" || fail "launched refused: message"
 grep -qxF "num_output=64" "$lws/job.conf" || fail "launched refused: job.conf was overwritten"
+# job.conf deleted: refused before metrics.jsonl is trimmed
+echo '{"time":9999.1,"phase":"train","step":105,"group":0,"worker":0,"loss":1}' >>"$lws/metrics.jsonl"
+cp "$lws/metrics.jsonl" "$dir/lmetrics.kept"
+mv "$lws/job.conf" "$dir/ljob.conf"
+rc=0
+launch -o job.train_steps=150 -o 'layer fc1.num_output=32' --resume >"$dir/lrefused.out" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "launched without job.conf: exit $rc"
+grep -qF "$lws/job.conf: missing" "$dir/lrefused.out" || { cat "$dir/lrefused.out"; fail "launched without job.conf: message"; }
+cmp -s "$lws/metrics.jsonl" "$dir/lmetrics.kept" || fail "launched without job.conf: metrics.jsonl changed"
+[ ! -e "$lws/job.conf" ] || fail "launched without job.conf: job.conf was written"
+mv "$dir/ljob.conf" "$lws/job.conf"
 launch -o job.train_steps=150 --resume >/dev/null 2>&1 || fail "launched: resume"
 dups=$(grep '"phase":"train"' "$lws/metrics.jsonl" | sed 's/.*"step":\([0-9]*\),"group":\([0-9]*\),"worker":\([0-9]*\).*/\1 \2 \3/' | sort | uniq -d)
 [ -z "$dups" ] || fail "launched: duplicate train lines: $dups"
