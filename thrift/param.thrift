@@ -34,7 +34,11 @@ enum ParamFault {
   LOST = 7,            /* heartbeat: the receiver declared the sender lost and dropped it */
   FAILED = 8,          /* the receiving process stops the job (a rank it needs was lost):
                         * the message says why; every later call gets the same */
-  /* next free: 9; 100..199 reserved for bridge data */
+  STOPPING = 9,        /* heartbeat: the receiving process was sent a stop signal (SIGINT,
+                        * SIGTERM) itself: the sender's workers stop at their next step with
+                        * a checkpoint, as on their own signal (no launcher may be there to
+                        * pass the stop on: mpirun, srun) */
+  /* next free: 10; 100..199 reserved for bridge data */
 }
 
 /* Next free field id: 4 */

@@ -233,6 +233,22 @@ on_refused (gpointer data, int peer, const GError *why)
   set_fatal (m, g_error_new (SHOAL_ERROR, SHOAL_ERROR_LOST, "%s", why->message));
 }
 
+/* A peer was sent a stop signal (no launcher may pass it on: mpirun,
+ * srun): this process's workers stop at their next step with a
+ * checkpoint, as on a signal of their own, so that no rank is left to
+ * fail on a closed port. */
+static void
+on_stopping (gpointer data, int peer)
+{
+  ShoalMembership *m = data;
+  if (shoal_worker_stop_requested ())
+    return;
+  char *who = describe_where (m, peer);
+  g_message ("rank %d: %s was sent a stop signal; stopping with a checkpoint", m->o.rank, who);
+  g_free (who);
+  shoal_worker_request_stop ();
+}
+
 ShoalMembership *
 shoal_membership_start (const ShoalMembershipOptions *opts, GError **error)
 {
@@ -292,7 +308,8 @@ shoal_membership_start (const ShoalMembershipOptions *opts, GError **error)
   ShoalHeartbeatOptions ho = { .rank = opts->rank, .nranks = l->nprocs, .peers = peers,
                                .interval_s = c->heartbeat_interval, .call_timeout_ms = call_ms,
                                .pipe_fd = m->pipe_fd, .rejoin = opts->rejoin,
-                               .liveness = m->liveness, .on_refused = on_refused, .data = m };
+                               .liveness = m->liveness, .on_refused = on_refused,
+                               .on_stopping = on_stopping, .data = m };
   m->heartbeat = shoal_heartbeat_start (&ho, error);
   for (int r = 0; r < l->nprocs; r++)
     g_free (hosts[r]);

@@ -62,6 +62,8 @@ start_rpc (RunnerProcess *p, GError **error)
   ropts.token = p->opts->token;
   ropts.checkpoint = p->server != NULL ? p->ckpt : NULL;
   ropts.give_up = servers_give_up;
+  /* a signal sent to this process alone stops every rank with a checkpoint */
+  ropts.stop_signalled = shoal_worker_stop_requested;
   if (p->mailbox != NULL)
     {
       ropts.bridge_sink = shoal_mailbox_sink;

@@ -84,18 +84,26 @@ beat_peer (ShoalHeartbeat *hb, int r, gint64 progress)
   if (hb->clients[r] == NULL)
     hb->clients[r] = shoal_rpc_client_connect (&hb->peers[r], &e);
   GBytes *lost = NULL;
-  if (hb->clients[r] != NULL
-      && shoal_rpc_client_heartbeat (hb->clients[r], hb->o.rank, shoal_liveness_incarnation (), progress,
-                                     hb->o.rejoin, &lost, &e))
+  gboolean ok = hb->clients[r] != NULL
+                && shoal_rpc_client_heartbeat (hb->clients[r], hb->o.rank, shoal_liveness_incarnation (), progress,
+                                               hb->o.rejoin, &lost, &e);
+  /* a peer sent a stop signal answers, but stops the job */
+  gboolean stopping = g_error_matches (e, SHOAL_ERROR, SHOAL_ERROR_STOPPED);
+  if (ok || stopping)
     {
       hb->answered[r] = TRUE;
       shoal_liveness_heard (hb->o.liveness, r, 0, SHOAL_PROGRESS_UNKNOWN, FALSE, g_get_monotonic_time (),
                             NULL);
+    }
+  if (ok)
+    {
       gsize len = 0;
       const guint8 *list = g_bytes_get_data (lost, &len);
       shoal_liveness_learn (hb->o.liveness, r, list, len);
       g_bytes_unref (lost);
     }
+  else if (stopping && hb->o.on_stopping != NULL)
+    hb->o.on_stopping (hb->o.data, r);
   else if (g_error_matches (e, SHOAL_ERROR, SHOAL_ERROR_LOST) && !hb->refused[r])
     {
       hb->refused[r] = TRUE;

@@ -20,6 +20,9 @@ G_BEGIN_DECLS
 /* A refusal from a peer: it declared this process lost (dropped), or it
  * stops the job (error SHOAL_ERROR_LOST, naming the peer and why). */
 typedef void (*ShoalRefusedFunc) (gpointer data, int peer, const GError *why);
+/* A peer answered that it was sent a stop signal (STOPPING): the job
+ * stops with a checkpoint. */
+typedef void (*ShoalStoppingFunc) (gpointer data, int peer);
 
 typedef struct {
   int rank;                              /* this process */
@@ -31,6 +34,7 @@ typedef struct {
   gboolean rejoin;                       /* a restarted rank joining the running job */
   ShoalLiveness *liveness;               /* borrowed: replies recorded here, rules applied */
   ShoalRefusedFunc on_refused;           /* may be NULL */
+  ShoalStoppingFunc on_stopping;         /* may be NULL */
   gpointer data;
 } ShoalHeartbeatOptions;
 

@@ -28,6 +28,7 @@ struct _ShoalRpcServer {
   int expected_shutdowns;
   ShoalCheckpoint *checkpoint;  /* borrowed, may be NULL */
   gboolean (*give_up) (void);   /* may be NULL */
+  gboolean (*stop_signalled) (void);  /* may be NULL */
   ShoalLiveness *liveness;      /* borrowed, may be NULL */
   ShoalRpcListener *listener;
   ThriftProcessor *processor;

@@ -315,9 +315,9 @@ call_end (ShoalRpcClient *c, gboolean ok, const char *call, int slice, ShoalPara
     return TRUE;
   if (perr != NULL)
     {
-      gboolean stopped = perr->code == SHOAL_PARAM_FAULT_STOPPED;
+      gboolean stopped = perr->code == SHOAL_PARAM_FAULT_STOPPED || perr->code == SHOAL_PARAM_FAULT_STOPPING;
       gboolean lost = perr->code == SHOAL_PARAM_FAULT_LOST || perr->code == SHOAL_PARAM_FAULT_FAILED;
-      if (stopped)
+      if (perr->code == SHOAL_PARAM_FAULT_STOPPED)
         c->stop_step = perr->stop_step;
       g_set_error (error, SHOAL_ERROR, stopped ? SHOAL_ERROR_STOPPED : lost ? SHOAL_ERROR_LOST : SHOAL_ERROR_RPC,
                    "%s: %s", c->peer, perr->message != NULL ? perr->message : "refused");

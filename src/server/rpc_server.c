@@ -454,7 +454,7 @@ handler_shutdown (ShoalParamServiceIf *iface, const gchar *token, const gint32 r
 
 /* Liveness: records the sender's word and answers with the lost ranks,
  * or LOST when the sender was dropped, or FAILED when this process stops
- * the job. */
+ * the job, or STOPPING when it was sent a stop signal. */
 static gboolean
 handler_heartbeat (ShoalParamServiceIf *iface, GByteArray **_return, const gchar *token,
                    const gint32 rank, const gint64 incarnation, const gint64 progress,
@@ -478,7 +478,11 @@ handler_heartbeat (ShoalParamServiceIf *iface, GByteArray **_return, const gchar
         }
       lost = shoal_liveness_lost_list (rpc->liveness);
     }
-  if (!shoal_rpc_call_not_failed (rpc, "heartbeat", err))
+  gboolean answered = shoal_rpc_call_not_failed (rpc, "heartbeat", err);
+  if (answered && rpc->stop_signalled != NULL && rpc->stop_signalled ())
+    answered = shoal_rpc_call_fault (err, SHOAL_PARAM_FAULT_STOPPING, "heartbeat: this process was sent a stop "
+                                     "signal; the job stops with a checkpoint");
+  if (!answered)
     {
       if (lost != NULL)
         g_bytes_unref (lost);
@@ -628,6 +632,7 @@ shoal_rpc_server_start (ShoalServer *server, const ShoalRpcServerOptions *opts, 
   rpc->expected_shutdowns = opts->expected_shutdowns;
   rpc->checkpoint = opts->checkpoint;
   rpc->give_up = opts->give_up;
+  rpc->stop_signalled = opts->stop_signalled;
   rpc->liveness = opts->liveness;
   rpc->finished = g_hash_table_new (NULL, NULL);
   g_mutex_init (&rpc->lock);

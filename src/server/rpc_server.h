@@ -38,6 +38,9 @@ typedef struct {
   ShoalCheckpoint *checkpoint;  /* where checkpoint calls save; NULL: they are refused */
   gboolean (*give_up) (void);   /* shoal_rpc_server_wait also returns once this says TRUE (a stop
                                  * signal); NULL: only shutdowns end the wait */
+  gboolean (*stop_signalled) (void); /* TRUE once this process was sent a stop signal: heartbeats
+                                 * are answered STOPPING, so that every rank stops with a
+                                 * checkpoint; NULL: never */
   ShoalBridgeSink bridge_sink;  /* where send_bridge puts messages; NULL: send_bridge is refused */
   gpointer bridge_data;         /* the sink's first argument; must outlive the RPC server */
   size_t bridge_message_bytes;  /* with a sink: its largest message (shoal_group_net_max_message_bytes);

@@ -85,5 +85,8 @@ int shoal_launch (ShoalJob *job, const ShoalLayout *layout, const char *workspac
  * so on stderr.  `rank` (-1: none) of a `shoal run` launcher's job also
  * tells the launcher of a signal it did not send (SHOAL_BEAT_STOP). */
 void shoal_install_stop_handlers (double stop_timeout_s, int rank);
+/* Whether shoal_install_stop_handlers found this process a rank of a
+ * `shoal run` launcher. */
+gboolean shoal_stop_has_launcher (void);
 
 #endif

@@ -15,6 +15,7 @@
 #include "core/token.h"
 #include "tools/commands.h"
 #include "run/runner.h"
+#include "worker/worker.h"
 #include "workspace/resume_plan.h"
 #include "workspace/workspace.h"
 #include "workspace/workspace_claim.h"
@@ -360,6 +361,11 @@ shoal_cmd_proc (int argc, char **argv)
   ShoalRunResult result = { 0 };
   if (!shoal_run_job (job, &opts, &result, &error))
     goto out;
+  /* under mpirun or srun a process of servers alone that the job's stop
+   * ended says so, as its workers do (130, as shoal run's); under shoal
+   * run the launcher says how the job ended (it stops the servers once
+   * the workers ended) */
+  gboolean servers_stopped = result.group < 0 && shoal_worker_stop_requested () && !shoal_stop_has_launcher ();
   /* worker 0 of each group runs the tests; the others have no test numbers */
   if (result.stopped && result.group < 0)
     printf ("rank %d: servers stopped (a stop request) before every worker process was done\n", rank);
@@ -377,12 +383,14 @@ shoal_cmd_proc (int argc, char **argv)
   else if (result.group >= 0)
     printf ("rank %d: group %d worker %d: %" G_GINT64_FORMAT " steps at %.0f samples/s\n",
             rank, result.group, result.worker, result.steps, result.samples_per_sec);
+  else if (servers_stopped)
+    printf ("rank %d: servers stopped with the job (a stop request)\n", rank);
   else
     printf ("rank %d: servers done\n", rank);
   if (result.lost_groups != NULL)
     printf ("rank %d: worker groups lost and dropped: %s; the others finished\n", rank, result.lost_groups);
   g_free (result.lost_groups);
-  status = result.stopped ? 130 : 0;
+  status = result.stopped || servers_stopped ? 130 : 0;
 
 out:
   if (error != NULL)

@@ -60,6 +60,12 @@ on_stop_signal (int sig, siginfo_t *info, void *context)
   shoal_worker_request_stop ();
 }
 
+gboolean
+shoal_stop_has_launcher (void)
+{
+  return launcher_pid != 0;
+}
+
 void
 shoal_install_stop_handlers (double stop_timeout_s, int rank)
 {
