@@ -84,6 +84,11 @@ conf_calls (void)
   EXPECT_CRITICAL (!shoal_conf_override (NULL, "job.name=x", NULL));
   EXPECT_CRITICAL (!shoal_conf_override (conf, NULL, NULL));
   EXPECT_CODE (!shoal_conf_override (conf, "no assignment", error), SHOAL_ERROR_CONF);
+  /* what a key file cannot hold: a bracket in a section name (GLib refused it with a critical
+   * and the call said TRUE), a line break in a value (it added lines of its own to job.conf) */
+  EXPECT_CODE (!shoal_conf_override (conf, "a[b].k=v", error), SHOAL_ERROR_CONF);
+  EXPECT_CODE (!shoal_conf_override (conf, "layer x.shape=1\n[job]\nname=y", error), SHOAL_ERROR_CONF);
+  EXPECT_CODE (!shoal_conf_override (conf, "layer x.ke\ty=1", error), SHOAL_ERROR_CONF);
   EXPECT_CODE (shoal_conf_load_file ("/nonexistent/pre.conf", error) == NULL, SHOAL_ERROR_IO);
   EXPECT_CODE (shoal_conf_load_data ("[layer\nx", "bad", error) == NULL, SHOAL_ERROR_CONF);
   shoal_conf_free (NULL);
@@ -168,6 +173,19 @@ gradcheck_calls (void)
   EXPECT_CRITICAL (!shoal_layer_gradcheck (net_text, NULL, NULL, 1, NULL, NULL));
   EXPECT_CODE (!shoal_layer_gradcheck ("[layer x]\ntype = conv3d\n", "x", NULL, 1, NULL, error),
                SHOAL_ERROR_CONF);
+  /* a phase that is neither, a step that is none: it passed, checking nothing */
+  ShoalGradcheckOptions opts;
+  shoal_gradcheck_options_init (&opts);
+  opts.phase = (ShoalPhase) 7;
+  EXPECT_CRITICAL (!shoal_net_gradcheck (net, "fc", &opts, NULL, NULL));
+  shoal_gradcheck_options_init (&opts);
+  opts.eps = 0;
+  EXPECT_CRITICAL (!shoal_net_gradcheck (net, "fc", &opts, NULL, NULL));
+  /* nothing to compare (no params, the feed needs no gradient): it passed with 0 compared */
+  int checked = -1;
+  EXPECT_CODE (!shoal_layer_gradcheck ("[layer x]\ntype = feed\nshape = 2, 3\n[layer a]\ntype = relu\nsrc = x\n",
+                                       "a", NULL, 1, &checked, error), SHOAL_ERROR_CONF);
+  g_assert_cmpint (checked, ==, 0);
   shoal_net_free (net);
   shoal_conf_free (conf);
 }
@@ -284,6 +302,13 @@ param_calls (void)
   ShoalUpdater *u = shoal_updater_new (&uc, store);
   EXPECT_CRITICAL (shoal_updater_step (NULL, 0) == 0);
   EXPECT_CRITICAL (shoal_updater_step (u, -1) == 0);
+  /* a kind none of the enum's values: it made an updater that updated nothing */
+  ShoalUpdaterConf bad_kind = uc;
+  bad_kind.kind = (ShoalUpdaterKind) 42;
+  EXPECT_CRITICAL (shoal_updater_new (&bad_kind, store) == NULL);
+  ShoalUpdaterConf bad_policy = uc;
+  bad_policy.schedule.policy = (ShoalLrPolicy) 42;
+  EXPECT_CRITICAL (shoal_updater_new (&bad_policy, store) == NULL);
   shoal_updater_free (NULL);
   shoal_updater_free (u);
   shoal_net_free (net);
@@ -320,9 +345,50 @@ tensor_calls (void)
   ShoalRng rng;
   shoal_rng_seed (&rng, 1, 1);
   EXPECT_CRITICAL_VOID (shoal_rng_shuffle_u32 (&rng, NULL, 3));
+  /* [0, 0) is empty: it divided by zero (SIGFPE) */
+  EXPECT_CRITICAL (shoal_rng_below (&rng, 0) == 0);
+  /* an ndim past dim[]: they read beyond the struct */
+  ShoalShape wide = shoal_shape_make (2, 3, 4);
+  wide.ndim = SHOAL_MAX_DIMS + 5;
+  EXPECT_CRITICAL (shoal_shape_count (&wide) == 0);
+  EXPECT_CRITICAL (shoal_shape_row_size (&wide) == 0);
+  EXPECT_CRITICAL (shoal_shape_to_string (&wide) == NULL);
+  EXPECT_CRITICAL (!shoal_shape_equal (&wide, &wide));
 }
 
 /* ---- layers: the accessors, the option getters, the registry ----------------------- */
+
+static gboolean
+pass_setup (ShoalLayer *layer, GError **error)
+{
+  (void) error;
+  shoal_layer_set_out_shape (layer, shoal_tensor_shape (shoal_layer_src_out (layer, 0)));
+  return TRUE;
+}
+
+static void
+pass_forward (ShoalLayer *layer, ShoalPhase phase)
+{
+  (void) layer;
+  (void) phase;
+}
+
+static const ShoalOption ten_default[] = {
+  { "k", SHOAL_OPT_INT, "ten", SHOAL_UNBOUNDED, NULL, "an int whose default is none" }, SHOAL_OPTION_END
+};
+static const ShoalOption no_type[] = {
+  { "k", (ShoalOptType) 99, "1", SHOAL_UNBOUNDED, NULL, "a type that is none" }, SHOAL_OPTION_END
+};
+static const ShoalOption one_key_twice[] = {
+  { "k", SHOAL_OPT_INT, "1", SHOAL_UNBOUNDED, NULL, "k" },
+  { "k", SHOAL_OPT_FLOAT, "1", SHOAL_UNBOUNDED, NULL, "k again" }, SHOAL_OPTION_END
+};
+#define PASS_OPS(name, table) { .type = (name), .min_srcs = 1, .max_srcs = 1, .options = (table), \
+                                .setup = pass_setup, .forward = pass_forward }
+static const ShoalLayerOps empty_name = PASS_OPS ("", NULL);
+static const ShoalLayerOps bad_default = PASS_OPS ("pre_bad_default", ten_default);
+static const ShoalLayerOps bad_type = PASS_OPS ("pre_bad_type", no_type);
+static const ShoalLayerOps twice = PASS_OPS ("pre_twice", one_key_twice);
 
 static void
 layer_calls (void)
@@ -364,6 +430,29 @@ layer_calls (void)
   EXPECT_CRITICAL (shoal_layer_declare_param (fc, NULL, &s, 1, 1, NULL, NULL) == NULL);
   EXPECT_CRITICAL (shoal_layer_declare_statistic (NULL, "mean", &s, NULL, NULL) == NULL);
   EXPECT_CRITICAL (!shoal_layer_check_labels (NULL, NULL));
+  /* a layer of one source (it read a second that is not there: SIGSEGV) */
+  EXPECT_CODE (!shoal_layer_check_labels (fc, error), SHOAL_ERROR_CONF);
+  int steps = 0, classes = 0;
+  EXPECT_CODE (!shoal_layer_check_step_labels (fc, &steps, &classes, error), SHOAL_ERROR_CONF);
+  EXPECT_CRITICAL (!shoal_layer_check_step_labels (fc, NULL, NULL, NULL));
+  /* a key the type's table lacks (it aborted the process with g_error) */
+  EXPECT_CRITICAL (shoal_layer_opt_int (fc, "no_such_key") == 0);
+  EXPECT_CRITICAL (shoal_layer_opt_string (fc, "no_such_key") == NULL);
+  n = 7;
+  EXPECT_CRITICAL_VOID (g_free (shoal_layer_opt_int_list (fc, "no_such_key", &n)));
+  g_assert_cmpuint (n, ==, 0);
+  /* no default init (it dereferenced NULL), a shape past dim[] */
+  ShoalInitSpec init = { .kind = SHOAL_INIT_CONSTANT };
+  EXPECT_CRITICAL (shoal_layer_declare_param (fc, "weight", &s, 1, 1, NULL, NULL) == NULL);
+  ShoalShape wide = s;
+  wide.ndim = SHOAL_MAX_DIMS + 5;
+  EXPECT_CRITICAL (shoal_layer_declare_param (fc, "weight", &wide, 1, 1, &init, NULL) == NULL);
+  /* outside setup: the output is allocated for its shape, another would
+   * make forward write past it */
+  ShoalShape big = shoal_shape_make (2, 1000, 1000);
+  EXPECT_CRITICAL_VOID (shoal_layer_set_out_shape (fc, &big));
+  EXPECT_CRITICAL_VOID (shoal_layer_set_out_shape (fc, &wide));
+  g_assert_cmpint (shoal_tensor_count (shoal_layer_out (fc)), ==, 8);
   EXPECT_CRITICAL (!shoal_layer_check_step_labels (NULL, NULL, NULL, NULL));
   EXPECT_CRITICAL (!shoal_layer_check_window (NULL, "kernel", "kernel", 4, 4, 2, 2, 0, 0, NULL));
 
@@ -371,6 +460,8 @@ layer_calls (void)
   EXPECT_CRITICAL (!shoal_layer_get_carried_state (NULL, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, NULL));
   EXPECT_CRITICAL (!shoal_layer_get_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, NULL, 4, NULL));
   EXPECT_CODE (!shoal_layer_get_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, error), SHOAL_ERROR_CONF);
+  EXPECT_CRITICAL (!shoal_layer_get_carried_state (fc, (ShoalPhase) 9, 0, FALSE, state, 4, NULL));
+  EXPECT_CRITICAL (!shoal_layer_set_carried_state (fc, (ShoalPhase) 9, 0, FALSE, state, 4, NULL));
   EXPECT_CRITICAL (!shoal_layer_set_carried_state (NULL, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, NULL));
   EXPECT_CRITICAL (!shoal_layer_set_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, NULL, 4, NULL));
   EXPECT_CODE (!shoal_layer_set_carried_state (fc, SHOAL_PHASE_TRAIN, 0, FALSE, state, 4, error), SHOAL_ERROR_CONF);
@@ -381,6 +472,13 @@ layer_calls (void)
   static const ShoalLayerOps nameless = { .summary = "no type" };
   EXPECT_CODE (!shoal_layer_register (&nameless, error), SHOAL_ERROR_INTERNAL);
   EXPECT_CODE (!shoal_layer_register (shoal_layer_lookup ("dense"), error), SHOAL_ERROR_CONF);
+  /* tables that break the contract: they registered, and their getters
+   * logged "was not validated" at every use */
+  EXPECT_CODE (!shoal_layer_register (&empty_name, error), SHOAL_ERROR_INTERNAL);
+  EXPECT_CODE (!shoal_layer_register (&bad_default, error), SHOAL_ERROR_INTERNAL);
+  EXPECT_CODE (!shoal_layer_register (&bad_type, error), SHOAL_ERROR_INTERNAL);
+  EXPECT_CODE (!shoal_layer_register (&twice, error), SHOAL_ERROR_INTERNAL);
+  g_assert_null (shoal_layer_lookup ("pre_bad_default"));
   EXPECT_CRITICAL_VOID (shoal_layer_register_gpu (NULL, NULL));
   EXPECT_CRITICAL (shoal_layer_gpu_ops (NULL) == NULL);
   shoal_net_free (net);

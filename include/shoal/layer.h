@@ -158,7 +158,11 @@ ShoalTensor *shoal_layer_out (ShoalLayer *layer);
 ShoalTensor *shoal_layer_grad (ShoalLayer *layer);
 /* Per-row labels this layer carries (input layers make them), or NULL. */
 ShoalTensor *shoal_layer_label (ShoalLayer *layer);
-/* setup: the output shape, batch first (dims > 0, at most 2^31 values). */
+/* setup: the output shape, batch first (dims > 0, at most 2^31 values;
+ * the net's set-up fails naming the layer otherwise).  Only in setup:
+ * called once the net allocated the output, or with an ndim outside
+ * 0 .. SHOAL_MAX_DIMS, it is a programmer's error (a critical, the shape
+ * stays). */
 void shoal_layer_set_out_shape (ShoalLayer *layer, const ShoalShape *shape);
 /* Param i in declaration order, or NULL. */
 int shoal_layer_n_params (const ShoalLayer *layer);
@@ -176,7 +180,9 @@ ShoalDevice shoal_layer_device (const ShoalLayer *layer);
 
 /* Option getters for the type's own table (ops->options); the conf was
  * checked against it, so these cannot fail, and absent keys give the
- * table's default.  Strings and lists are newly allocated (g_free). */
+ * table's default.  Strings and lists are newly allocated (g_free).  A
+ * key that is not in the table is a programmer's error: a critical, and
+ * 0, FALSE, NULL or an empty list (*n = 0). */
 gint64 shoal_layer_opt_int (const ShoalLayer *layer, const char *key);
 double shoal_layer_opt_float (const ShoalLayer *layer, const char *key);
 gboolean shoal_layer_opt_bool (const ShoalLayer *layer, const char *key);
@@ -189,9 +195,10 @@ gboolean shoal_layer_opt_is_set (const ShoalLayer *layer, const char *key);
 void shoal_layer_error (const ShoalLayer *layer, GError **error, const char *key,
                         const char *format, ...) G_GNUC_PRINTF (4, 5);
 
-/* setup: declares param `pname` (one of ops->param_names) with `shape`;
- * its init, lr_scale and wd_scale come from the conf keys <pname>_init,
- * <pname>_std, ... with `default_init` where the conf says nothing.
+/* setup: declares param `pname` (one of ops->param_names) with `shape`
+ * (ndim 1 .. SHOAL_MAX_DIMS); its init, lr_scale and wd_scale come from
+ * the conf keys <pname>_init, <pname>_std, ... with `default_init`
+ * (required, copied) where the conf says nothing.
  * fan_in and fan_out feed the scaled initialisers.  Returns the param
  * (owned by the net's store; its tensors exist once setup of every layer
  * is done), or NULL with SHOAL_ERROR_CONF when the conf's init keys are
@@ -211,8 +218,8 @@ ShoalParam *shoal_layer_declare_statistic (ShoalLayer *layer, const char *pname,
                                            GError **error);
 
 /* For layers of (scores, labels) sources - losses, metrics: checks that
- * source 1 carries labels, one per row of source 0; else FALSE with a
- * SHOAL_ERROR_CONF naming the layer. */
+ * the layer has two sources and source 1 carries labels, one per row of
+ * source 0; else FALSE with a SHOAL_ERROR_CONF naming the layer. */
 gboolean shoal_layer_check_labels (const ShoalLayer *layer, GError **error);
 /* The same, for scores of one or several time steps: a row of source 1
  * holds *steps labels (1 for one label per row) and a row of source 0
@@ -258,8 +265,10 @@ const ShoalLayerOps *shoal_layer_lookup (const char *type);
  *  - SHOAL_ERROR_CONF: the type name is taken ("layer type 'x' is already
  *    registered");
  *  - SHOAL_ERROR_INTERNAL: the table breaks the contract (no type, setup
- *    or forward; sources outside 0 .. SHOAL_LAYER_MAX_SRCS; split keys
- *    that are not int options of the type). */
+ *    or forward; sources outside 0 .. SHOAL_LAYER_MAX_SRCS; an options
+ *    table with a key twice, a type outside ShoalOptType, or a default
+ *    that is not a value of its key's type, bounds and choices; split
+ *    keys that are not int options of the type). */
 gboolean shoal_layer_register (const ShoalLayerOps *ops, GError **error);
 /* Every known type name, sorted: a newly allocated NULL-terminated array
  * of borrowed names (g_free the array only). */
@@ -304,15 +313,19 @@ void shoal_gradcheck_options_init (ShoalGradcheckOptions *opts);
  * embedding reads holds ids drawn from [0, vocab_size), not gaussian
  * values.  *checked (may be NULL) gets the number of elements
  * compared.  FALSE with SHOAL_ERROR_GRADIENT listing the first mismatches
- * ("layer act: d/d src0 element 17: analytic 0.31, numeric 0.12"), or the
- * net's own error when conf_text does not build (opts may be NULL). */
+ * ("layer act: d/d src0 element 17: analytic 0.31, numeric 0.12"),
+ * SHOAL_ERROR_CONF when the net has no such layer, it has no backward,
+ * or there is nothing to compare (no params, and no source needs a
+ * gradient: a pass would check nothing), or the net's own error when
+ * conf_text does not build.  opts may be NULL; a phase that is neither
+ * train nor test, or an eps that is not > 0, is a programmer's error. */
 gboolean shoal_layer_gradcheck (const char *conf_text, const char *layer,
                                 const ShoalGradcheckOptions *opts, guint64 seed, int *checked,
                                 GError **error);
 /* The same on layer `layer` of a net that exists (its inputs fed, its
  * params set), e.g. to check a layer inside a larger model.  FALSE with
- * SHOAL_ERROR_CONF when the net has no such layer or it has no backward,
- * or SHOAL_ERROR_GRADIENT as above. */
+ * SHOAL_ERROR_CONF (no such layer, no backward, nothing to compare) or
+ * SHOAL_ERROR_GRADIENT as above. */
 typedef struct _ShoalNet ShoalNet;
 gboolean shoal_net_gradcheck (ShoalNet *net, const char *layer, const ShoalGradcheckOptions *opts,
                               int *checked, GError **error);

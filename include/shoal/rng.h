@@ -19,7 +19,7 @@ typedef struct {
 
 void shoal_rng_seed (ShoalRng *rng, uint64_t seed, uint64_t stream);
 uint32_t shoal_rng_u32 (ShoalRng *rng);
-uint32_t shoal_rng_below (ShoalRng *rng, uint32_t bound);   /* uniform in [0, bound) */
+uint32_t shoal_rng_below (ShoalRng *rng, uint32_t bound);   /* uniform in [0, bound); bound 0: a critical, 0 */
 float shoal_rng_uniform (ShoalRng *rng);                    /* uniform in [0, 1) */
 float shoal_rng_gaussian (ShoalRng *rng);                   /* mean 0, std 1 */
 void shoal_rng_shuffle_u32 (ShoalRng *rng, uint32_t *items, size_t n);

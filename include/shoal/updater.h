@@ -73,7 +73,10 @@ typedef struct _ShoalUpdater ShoalUpdater;
 /* An updater for the params of `store` (borrowed; it must outlive the
  * updater): it allocates the rule's optimiser state in the store and
  * counts each param's updates (Adam's bias correction).  `conf` is
- * copied.  Never fails; free with shoal_updater_free. */
+ * copied.  Free with shoal_updater_free.  A conf whose kind or
+ * schedule.policy is none of the enums' values is a programmer's error
+ * (a critical, NULL); memory for the state that cannot be had aborts, as
+ * g_malloc does. */
 ShoalUpdater *shoal_updater_new (const ShoalUpdaterConf *conf, ShoalParamStore *store);
 /* One update of every param from its gradient at 0-based training step
  * `step` (the schedule's step), with each param's lr and weight-decay

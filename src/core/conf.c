@@ -178,6 +178,19 @@ shoal_conf_origin (ShoalConf *conf)
   return conf->origin;
 }
 
+/* A section or key name a key file holds as written: not empty, no line
+ * break or other control character, no brackets. */
+static gboolean
+name_ok (const char *name)
+{
+  if (*name == '\0')
+    return FALSE;
+  for (const char *c = name; *c != '\0'; c++)
+    if (g_ascii_iscntrl (*c) || *c == '[' || *c == ']')
+      return FALSE;
+  return TRUE;
+}
+
 gboolean
 shoal_conf_override (ShoalConf *conf, const char *assignment, GError **error)
 {
@@ -202,6 +215,18 @@ shoal_conf_override (ShoalConf *conf, const char *assignment, GError **error)
   *dot = '\0';
   char *group = g_strstrip (left);
   char *key = g_strstrip (dot + 1);
+  /* what a key file cannot hold: GLib would refuse the name with a
+   * critical, and a line break in the value would add lines of its own to
+   * the workspace's job.conf as run */
+  const char *bad = !name_ok (group) ? "a section name" : !name_ok (key) ? "a key name"
+                    : strpbrk (eq + 1, "\r\n") != NULL ? "a value" : NULL;
+  if (bad != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                   "-o %s: not %s a conf can hold (empty, a line break, '[' or ']')", assignment, bad);
+      g_free (left);
+      return FALSE;
+    }
   /* a layer needs its type and sources: -o changes the conf's layers, a
    * layer it names that the conf lacks is a typo to report here, at -o */
   if (g_str_has_prefix (group, "layer ") && !g_key_file_has_group (conf->keyfile, group))
@@ -438,6 +463,35 @@ check_value (ShoalConf *conf, const char *group, const ShoalOption *opt, const c
   return ok;
 }
 
+gboolean
+shoal_option_table_check (const ShoalOption *table, const char *owner, GError **error)
+{
+  ShoalConf *conf = conf_new (owner);
+  GError *local = NULL;
+  for (const ShoalOption *opt = table; table != NULL && opt->key != NULL && local == NULL; opt++)
+    {
+      if (!name_ok (opt->key) || strchr (opt->key, '=') != NULL || (unsigned) opt->type > SHOAL_OPT_PATH)
+        g_set_error (&local, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "%s: option '%s': %s", owner, opt->key,
+                     (unsigned) opt->type > SHOAL_OPT_PATH ? "not a ShoalOptType" : "not a key name");
+      else if (shoal_option_find (opt + 1, opt->key) != NULL)
+        g_set_error (&local, SHOAL_ERROR, SHOAL_ERROR_INTERNAL, "%s: option '%s' is in the table twice",
+                     owner, opt->key);
+      else if (opt->default_value != NULL && !check_value (conf, "default", opt, opt->default_value, &local))
+        {
+          /* the default goes where the conf says nothing: it must be a value the conf could hold */
+          local->code = SHOAL_ERROR_INTERNAL;
+          g_prefix_error (&local, "%s: ", owner);
+        }
+    }
+  shoal_conf_free (conf);
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static const ShoalOption *
 find_in_tables (const ShoalOption *const *tables, const char *key)
 {
@@ -562,9 +616,15 @@ raw_value (ShoalConf *conf, const char *group, const ShoalOption *table, const c
            const ShoalOption **opt_out)
 {
   const ShoalOption *opt = shoal_option_find (table, key);
-  if (opt == NULL)
-    g_error ("option '%s' is not in the table for [%s]", key, group);
   *opt_out = opt;
+  if (opt == NULL)
+    {
+      /* a programmer's error (a layer asking for a key its type does not
+       * declare): logged as GLib's preconditions are, the getter returns
+       * its zero value */
+      g_critical ("option '%s' is not in the table for [%s]", key, group);
+      return NULL;
+    }
   char *raw = g_key_file_get_value (conf->keyfile, group, key, NULL);
   if (raw == NULL)
     return opt->default_value ? g_strdup (opt->default_value) : NULL;

@@ -49,6 +49,11 @@ gint *shoal_conf_get_int_list (ShoalConf *conf, const char *group, const ShoalOp
 double *shoal_conf_get_float_list (ShoalConf *conf, const char *group, const ShoalOption *table, const char *key, gsize *n);
 char **shoal_conf_get_string_list (ShoalConf *conf, const char *group, const ShoalOption *table, const char *key, gsize *n);
 
+/* Checks a table a layer type brings (its keys, their types, and that
+ * every default is a value of the key's type within its bounds and
+ * choices); FALSE with SHOAL_ERROR_INTERNAL naming `owner` otherwise. */
+gboolean shoal_option_table_check (const ShoalOption *table, const char *owner, GError **error);
+
 /* Finds the option for key in table, or NULL. */
 const ShoalOption *shoal_option_find (const ShoalOption *table, const char *key);
 

@@ -27,6 +27,8 @@ shoal_rng_u32 (ShoalRng *rng)
 uint32_t
 shoal_rng_below (ShoalRng *rng, uint32_t bound)
 {
+  /* [0, 0) is empty: 0 would divide by zero below */
+  g_return_val_if_fail (bound > 0, 0);
   /* rejection keeps the draw unbiased */
   uint32_t threshold = (-bound) % bound;
   for (;;)

@@ -16,6 +16,9 @@ ShoalUpdater *
 shoal_updater_new (const ShoalUpdaterConf *conf, ShoalParamStore *store)
 {
   g_return_val_if_fail (conf != NULL && store != NULL, NULL);
+  /* a rule or schedule none of the enums names would update nothing, silently */
+  g_return_val_if_fail ((unsigned) conf->kind < SHOAL_UPDATER_COUNT, NULL);
+  g_return_val_if_fail ((unsigned) conf->schedule.policy < SHOAL_LR_COUNT, NULL);
   ShoalUpdater *u = g_new0 (ShoalUpdater, 1);
   u->conf = *conf;
   u->store = store;

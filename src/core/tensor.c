@@ -28,7 +28,7 @@ shoal_shape_make (int ndim, ...)
 size_t
 shoal_shape_count (const ShoalShape *shape)
 {
-  g_return_val_if_fail (shape != NULL, 0);
+  g_return_val_if_fail (shape != NULL && shape->ndim >= 0 && shape->ndim <= SHOAL_MAX_DIMS, 0);
   size_t n = 1;
   for (int i = 0; i < shape->ndim; i++)
     n *= (size_t) shape->dim[i];
@@ -38,7 +38,7 @@ shoal_shape_count (const ShoalShape *shape)
 size_t
 shoal_shape_row_size (const ShoalShape *shape)
 {
-  g_return_val_if_fail (shape != NULL, 0);
+  g_return_val_if_fail (shape != NULL && shape->ndim >= 0 && shape->ndim <= SHOAL_MAX_DIMS, 0);
   size_t n = 1;
   for (int i = 1; i < shape->ndim; i++)
     n *= (size_t) shape->dim[i];
@@ -49,6 +49,7 @@ gboolean
 shoal_shape_equal (const ShoalShape *a, const ShoalShape *b)
 {
   g_return_val_if_fail (a != NULL && b != NULL, FALSE);
+  g_return_val_if_fail (a->ndim >= 0 && a->ndim <= SHOAL_MAX_DIMS, FALSE);
   if (a->ndim != b->ndim)
     return FALSE;
   for (int i = 0; i < a->ndim; i++)
@@ -60,7 +61,7 @@ shoal_shape_equal (const ShoalShape *a, const ShoalShape *b)
 char *
 shoal_shape_to_string (const ShoalShape *shape)
 {
-  g_return_val_if_fail (shape != NULL, NULL);
+  g_return_val_if_fail (shape != NULL && shape->ndim >= 0 && shape->ndim <= SHOAL_MAX_DIMS, NULL);
   GString *s = g_string_new (NULL);
   if (shape->ndim == 0)
     g_string_append (s, "scalar");

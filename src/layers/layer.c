@@ -151,7 +151,8 @@ shoal_layer_declare_param (ShoalLayer *layer, const char *pname, const ShoalShap
                            int fan_in, int fan_out, const ShoalInitSpec *default_init,
                            GError **error)
 {
-  g_return_val_if_fail (layer != NULL && pname != NULL && shape != NULL, NULL);
+  g_return_val_if_fail (layer != NULL && pname != NULL && shape != NULL && default_init != NULL, NULL);
+  g_return_val_if_fail (shape->ndim >= 1 && shape->ndim <= SHOAL_MAX_DIMS, NULL);
   g_return_val_if_fail (layer->nparams < SHOAL_LAYER_MAX_PARAMS, NULL);
   ShoalInitSpec init = *default_init;
   float lr_scale = 1.0f, wd_scale = 1.0f;
@@ -214,7 +215,8 @@ ShoalParam *
 shoal_layer_declare_statistic (ShoalLayer *layer, const char *pname, const ShoalShape *shape,
                                const ShoalInitSpec *default_init, GError **error)
 {
-  g_return_val_if_fail (layer != NULL && pname != NULL && shape != NULL, NULL);
+  g_return_val_if_fail (layer != NULL && pname != NULL && shape != NULL && default_init != NULL, NULL);
+  g_return_val_if_fail (shape->ndim >= 1 && shape->ndim <= SHOAL_MAX_DIMS, NULL);
   int c = (int) MIN (shoal_shape_count (shape), (size_t) G_MAXINT);
   ShoalParam *p = shoal_layer_declare_param (layer, pname, shape, c, c, default_init, error);
   if (p != NULL)
@@ -247,6 +249,12 @@ gboolean
 shoal_layer_check_labels (const ShoalLayer *layer, GError **error)
 {
   g_return_val_if_fail (layer != NULL, FALSE);
+  if (layer->nsrcs < 2)
+    {
+      shoal_layer_error (layer, error, "src", "needs two sources, the scores and the layer carrying "
+                         "their labels, not %d", layer->nsrcs);
+      return FALSE;
+    }
   const ShoalLayer *logits = layer->srcs[0], *labels = layer->srcs[1];
   if (labels->label.data == NULL)
     {
@@ -288,7 +296,7 @@ shoal_layer_check_window (const ShoalLayer *layer, const char *key, const char *
 gboolean
 shoal_layer_check_step_labels (const ShoalLayer *layer, int *steps, int *classes, GError **error)
 {
-  g_return_val_if_fail (layer != NULL, FALSE);
+  g_return_val_if_fail (layer != NULL && steps != NULL && classes != NULL, FALSE);
   if (!shoal_layer_check_labels (layer, error))
     return FALSE;
   const ShoalLayer *logits = layer->srcs[0];
@@ -376,6 +384,10 @@ void
 shoal_layer_set_out_shape (ShoalLayer *layer, const ShoalShape *shape)
 {
   g_return_if_fail (layer != NULL && shape != NULL);
+  g_return_if_fail (shape->ndim >= 0 && shape->ndim <= SHOAL_MAX_DIMS);
+  /* setup only: once the net allocated the output for this shape, another
+   * one would make forward write past it */
+  g_return_if_fail (layer->out.data == NULL);
   layer->out.shape = *shape;
 }
 
@@ -491,7 +503,7 @@ gboolean
 shoal_layer_register (const ShoalLayerOps *ops, GError **error)
 {
   g_return_val_if_fail (ops != NULL, FALSE);
-  if (ops == NULL || ops->type == NULL || ops->setup == NULL || ops->forward == NULL)
+  if (ops->type == NULL || ops->type[0] == '\0' || ops->setup == NULL || ops->forward == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_INTERNAL,
                    "layer ops need a type name, setup and forward");
@@ -503,6 +515,11 @@ shoal_layer_register (const ShoalLayerOps *ops, GError **error)
                    "layer type '%s': sources must be within 0..%d", ops->type, SHOAL_LAYER_MAX_SRCS);
       return FALSE;
     }
+  char *owner = g_strdup_printf ("layer type '%s'", ops->type);
+  gboolean table_ok = shoal_option_table_check (ops->options, owner, error);
+  g_free (owner);
+  if (!table_ok)
+    return FALSE;
   const char *bad_key = NULL;
   if (!split_keys_ok (ops, &bad_key))
     {

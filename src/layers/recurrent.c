@@ -596,6 +596,7 @@ shoal_layer_get_carried_state (ShoalLayer *layer, ShoalPhase phase, int level, g
                                size_t n, GError **error)
 {
   g_return_val_if_fail (layer != NULL && out != NULL, FALSE);
+  g_return_val_if_fail (phase == SHOAL_PHASE_TRAIN || phase == SHOAL_PHASE_TEST, FALSE);
   const float *state = carried_state (layer, phase, level, cell, n, "carried state", error);
   if (state == NULL)
     return FALSE;
@@ -608,6 +609,7 @@ shoal_layer_set_carried_state (ShoalLayer *layer, ShoalPhase phase, int level, g
                                const float *values, size_t n, GError **error)
 {
   g_return_val_if_fail (layer != NULL && values != NULL, FALSE);
+  g_return_val_if_fail (phase == SHOAL_PHASE_TRAIN || phase == SHOAL_PHASE_TEST, FALSE);
   float *state = carried_state (layer, phase, level, cell, n, "set carried state", error);
   if (state == NULL)
     return FALSE;

@@ -165,6 +165,9 @@ shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheck
     opts = *opts_in;
   else
     shoal_gradcheck_options_init (&opts);
+  /* a phase that is neither, or a step that is no step: nothing would be checked */
+  g_return_val_if_fail (opts.phase == SHOAL_PHASE_TRAIN || opts.phase == SHOAL_PHASE_TEST, FALSE);
+  g_return_val_if_fail (opts.eps > 0 && isfinite (opts.eps), FALSE);
 
   ShoalLayer *layer = shoal_net_find (net, layer_name);
   if (layer == NULL || layer->ops->backward == NULL)
@@ -233,10 +236,15 @@ shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheck
     g_bytes_unref (c.state);
   if (checked_out != NULL)
     *checked_out = checked;
-  gboolean ok = c.failures == 0;
-  if (!ok)
+  gboolean ok = c.failures == 0 && checked > 0;
+  if (c.failures > 0)
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_GRADIENT, "layer %s: %d gradient mismatches (%d elements compared):%s",
                  layer_name, c.failures, checked, c.report->str);
+  else if (!ok)
+    /* a pass that compared nothing would say the layer is right unchecked */
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
+                 "gradient check of layer '%s': nothing to compare (it has no params and no source "
+                 "needs a gradient: give its feed need_grad = true)", layer_name);
   g_string_free (c.report, TRUE);
   return ok;
 }
