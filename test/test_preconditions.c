@@ -252,6 +252,24 @@ job_calls (void)
   EXPECT_CRITICAL (!shoal_job_train (job, NULL, FALSE, NULL, NULL));
   shoal_job_free (NULL);
   shoal_job_free (job);
+
+  /* a refused run leaves no folder behind, nor the parents it made for
+   * its workspace (it left them: a later save into them then succeeded) */
+  char *job_text = g_strconcat ("[job]\ntrain_steps = 1\n", net_text, NULL);
+  job = shoal_job_load_data (job_text, "j.conf", NULL, &local);
+  g_free (job_text);
+  g_assert_no_error (local);
+  char *dir = g_dir_make_tmp ("shoal-pre-XXXXXX", NULL);
+  char *top = g_build_filename (dir, "a", NULL);
+  char *ws = g_build_filename (top, "b", "ws", NULL);
+  EXPECT_CODE (!shoal_job_train (job, ws, FALSE, NULL, error), SHOAL_ERROR_CONF);
+  g_assert_false (g_file_test (top, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (dir, G_FILE_TEST_IS_DIR));
+  shoal_job_free (job);
+  g_rmdir (dir);
+  g_free (ws);
+  g_free (top);
+  g_free (dir);
 }
 
 static void

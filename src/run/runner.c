@@ -34,19 +34,13 @@
 #include "workspace/workspace_claim.h"
 #include "workspace/workspace_lock.h"
 
-/* *created: the folder was not there before (a refused run removes it
- * again while it is empty, see shoal_run_job's end). */
+/* *created_top: the topmost folder this made, NULL when the workspace was
+ * there (a refused run removes what it made again while it is empty, see
+ * release_process). */
 static gboolean
-prepare_workspace (const ShoalRunOptions *opts, gboolean *created, GError **error)
+prepare_workspace (const ShoalRunOptions *opts, char **created_top, GError **error)
 {
-  *created = !g_file_test (opts->workspace, G_FILE_TEST_EXISTS);
-  if (g_mkdir_with_parents (opts->workspace, 0755) != 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s",
-                   opts->workspace, g_strerror (errno));
-      return FALSE;
-    }
-  return TRUE;
+  return shoal_workspace_make (opts->workspace, created_top, error);
 }
 
 /* Whether every server rank's checkpoint fits this job (its sizes, at
@@ -930,7 +924,7 @@ finish_run (RunnerProcess *p, gboolean ok, ShoalRunResult *result, GError **erro
  * failed early may have failed because a rank was lost, which then is
  * its error. */
 static void
-release_process (RunnerProcess *p, gboolean ok, ShoalFaultTimer *fault, gboolean created_workspace, GError **error)
+release_process (RunnerProcess *p, gboolean ok, ShoalFaultTimer *fault, const char *created_top, GError **error)
 {
   const ShoalRunOptions *opts = p->opts;
   if (p->membership != NULL && !ok && error != NULL && *error != NULL
@@ -964,14 +958,15 @@ release_process (RunnerProcess *p, gboolean ok, ShoalFaultTimer *fault, gboolean
   shoal_membership_free (p->membership);
   shoal_layout_free (p->layout);
   shoal_workspace_unlock (opts->workspace);
-  /* a run refused before it wrote anything leaves no empty folder behind
-   * (g_rmdir removes only an empty one; the lock file is this run's) */
-  if (!ok && created_workspace)
+  /* a run refused before it wrote anything leaves no empty folder behind,
+   * nor the parents it made for it (g_rmdir removes only an empty one; the
+   * lock file is this run's) */
+  if (!ok && created_top != NULL)
     {
       char *lock = g_build_filename (opts->workspace, "lock", NULL);
       g_unlink (lock);
       g_free (lock);
-      g_rmdir (opts->workspace);
+      shoal_workspace_unmake (opts->workspace, created_top);
     }
 }
 
@@ -986,7 +981,8 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
                       .stop_step = G_MAXINT64 };
   double resume_clock = -1;   /* a resumed one-process run's clock goes on from here */
   ShoalFaultTimer *fault = NULL;
-  gboolean ok = FALSE, created_workspace = FALSE;
+  gboolean ok = FALSE;
+  char *created_top = NULL;
   if (result != NULL)
     *result = (ShoalRunResult) { .group = -1, .worker = -1, .test_accuracy = -1 };
   shoal_worker_abort_reset ();
@@ -996,7 +992,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   p.layout = shoal_layout_new (&job->cluster, job->conf, error);
   if (p.layout == NULL)
     return FALSE;
-  if (!find_rank (&p, &rank, error) || !prepare_workspace (opts, &created_workspace, error))
+  if (!find_rank (&p, &rank, error) || !prepare_workspace (opts, &created_top, error))
     goto out;
   /* before its checkpoints are read: another live run's are not this one's
    * (a rank: its launcher's claim, or under mpirun / srun its rank's) */
@@ -1048,6 +1044,7 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
 
 out:
   g_free (ckpt_dir);
-  release_process (&p, ok, fault, created_workspace, error);
+  release_process (&p, ok, fault, created_top, error);
+  g_free (created_top);
   return ok;
 }

@@ -263,6 +263,48 @@ move_aside (const char *workspace, gboolean overwrite, char **moved_to, GError *
 }
 
 gboolean
+shoal_workspace_make (const char *workspace, char **created_top, GError **error)
+{
+  *created_top = NULL;
+  /* the topmost missing folder: the workspace itself, or its first missing parent */
+  char *top = NULL, *p = g_canonicalize_filename (workspace, NULL);
+  while (p != NULL && !g_file_test (p, G_FILE_TEST_EXISTS))
+    {
+      g_free (top);
+      top = p;
+      p = g_path_get_dirname (top);
+      if (strcmp (p, top) == 0)
+        g_clear_pointer (&p, g_free);
+    }
+  g_free (p);
+  if (g_mkdir_with_parents (workspace, 0755) != 0)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s: cannot create workspace: %s", workspace,
+                   g_strerror (errno));
+      g_free (top);
+      return FALSE;
+    }
+  *created_top = top;
+  return TRUE;
+}
+
+void
+shoal_workspace_unmake (const char *workspace, const char *created_top)
+{
+  if (created_top == NULL)
+    return;
+  char *p = g_canonicalize_filename (workspace, NULL);
+  /* g_rmdir removes an empty folder only: one that holds anything ends the walk */
+  while (g_str_has_prefix (p, created_top) && g_rmdir (p) == 0 && strcmp (p, created_top) != 0)
+    {
+      char *up = g_path_get_dirname (p);
+      g_free (p);
+      p = up;
+    }
+  g_free (p);
+}
+
+gboolean
 shoal_workspace_claim (const char *workspace, ShoalConf *conf, gboolean resume, gboolean overwrite,
                        char **moved_to, GError **error)
 {

@@ -31,6 +31,16 @@
 
 G_BEGIN_DECLS
 
+/* Makes the folder `workspace` and any parents it lacks.  *created_top
+ * gets the topmost folder this call made (g_free; NULL when the workspace
+ * was there), so that a run refused before it wrote anything can remove
+ * what it made with shoal_workspace_unmake.  FALSE with SHOAL_ERROR_IO. */
+gboolean shoal_workspace_make (const char *workspace, char **created_top, GError **error);
+/* Removes `workspace` and its parents up to created_top, each only while
+ * it is empty (a file someone put there keeps it).  created_top NULL:
+ * nothing. */
+void shoal_workspace_unmake (const char *workspace, const char *created_top);
+
 /* Takes `workspace` (created) for a run of `conf` (as resolved: topology
  * and overrides applied), then writes conf as WORKSPACE/job.conf.
  * *moved_to (may be NULL) gets where an earlier run's files went (g_free;
