@@ -1095,6 +1095,51 @@ next_test_labels (ShoalNet *net)
  * (fresh) and loaded at every visit gives exactly the batches of the
  * unit's own net - its shard, its shuffles (its group and worker seed
  * them), across epochs, and its test cursor. */
+/* A saved state whose data cursor is damaged is refused with
+ * SHOAL_ERROR_DATA (net.h).  The cursor's epoch count decides how many
+ * shuffles of the shard a load replays: one flipped bit of it (2^20 more
+ * epochs here, 2^40 for a higher one) loaded as a valid cursor - a
+ * different data order silently, or hours of replay - before it carried
+ * a checksum. */
+static void
+test_input_damaged_state (void)
+{
+  InputFixture fx = { 0 };
+  GError *error = NULL;
+  input_fixture_datasets (&fx, 20, 4);
+  fx.net = input_net (&fx, "batch_size = 5", 0, 1, 3, &error);
+  g_assert_no_error (error);
+  shoal_net_forward (fx.net, SHOAL_PHASE_TRAIN);
+  GBytes *state = shoal_net_save_state (fx.net);
+  gsize len = 0;
+  const guint8 *good = g_bytes_get_data (state, &len);
+  const guint8 *magic = memmem (good, len, "ICUR", 4);   /* the cursor's magic, little-endian */
+  g_assert_nonnull (magic);
+  gsize epochs_at = (gsize) (magic - good) + 8;
+  g_assert_cmpuint (epochs_at + 8, <=, len);
+
+  guint8 *damaged = g_memdup2 (good, len);
+  damaged[epochs_at + 2] ^= 0x10;
+  GBytes *bad = g_bytes_new_take (damaged, len);
+  g_assert_false (shoal_net_load_state (fx.net, bad, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_assert_nonnull (strstr (error->message, "[layer data] the checkpointed data cursor is damaged"));
+  g_clear_error (&error);
+  /* the magic itself: the same code (it was SHOAL_ERROR_CONF) */
+  damaged = g_memdup2 (good, len);
+  damaged[magic - good] ^= 0x01;
+  GBytes *bad_magic = g_bytes_new_take (damaged, len);
+  g_assert_false (shoal_net_load_state (fx.net, bad_magic, &error));
+  g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA);
+  g_clear_error (&error);
+  g_assert_true (shoal_net_load_state (fx.net, state, &error));
+  g_assert_no_error (error);
+  g_bytes_unref (bad);
+  g_bytes_unref (bad_magic);
+  g_bytes_unref (state);
+  input_fixture_free (&fx);
+}
+
 static void
 test_input_move (void)
 {
@@ -1367,6 +1412,7 @@ main (int argc, char **argv)
   g_test_add_func ("/data/lmdb-input/shards", test_input_shards);
   g_test_add_func ("/data/lmdb-input/shuffle", test_input_shuffle);
   g_test_add_func ("/data/lmdb-input/move", test_input_move);
+  g_test_add_func ("/data/lmdb-input/damaged-state", test_input_damaged_state);
   g_test_add_func ("/data/lmdb-input/test-phase", test_input_test_phase);
   g_test_add_func ("/data/lmdb-input/scaling", test_input_scaling);
   g_test_add_func ("/data/lmdb-input/errors", test_input_errors);

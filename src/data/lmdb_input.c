@@ -17,6 +17,7 @@
 #include "data/data_layers.h"
 
 #include <string.h>
+#include <zlib.h>
 
 #include "core/error.h"
 #include "core/thread_start.h"
@@ -581,15 +582,26 @@ source_close (Source *src)
 /* The training cursor as of the next batch forward will consume: how many
  * epochs were started and the position in the current one.  Format 2
  * adds the test cursor, so that a resumed run's test passes read the
- * batches an uninterrupted run's would (format 1 restarts it at 0). */
+ * batches an uninterrupted run's would (format 1 restarts it at 0).
+ * Format 3 adds a CRC-32 of the fields before it: loading replays one
+ * shuffle of the shard per epoch, and a damaged epoch count (2^40 after
+ * one flipped bit) replayed for hours instead of being refused. */
 typedef struct {
   guint32 magic;
   guint32 format;
   guint64 epochs, pos, n;
   guint64 test_pos, test_n;
+  guint32 crc, pad;
 } CursorState;
 
 #define CURSOR_FORMAT1_BYTES G_STRUCT_OFFSET (CursorState, test_pos)
+#define CURSOR_FORMAT2_BYTES G_STRUCT_OFFSET (CursorState, crc)
+
+static guint32
+cursor_crc (const CursorState *st)
+{
+  return (guint32) crc32 (0, (const Bytef *) st, CURSOR_FORMAT2_BYTES);
+}
 
 #define CURSOR_MAGIC 0x52554349u  /* "ICUR" */
 
@@ -604,7 +616,8 @@ lmdb_input_save_state (ShoalLayer *layer)
       g_critical ("%s", error->message);
       g_error_free (error);
     }
-  CursorState st = { CURSOR_MAGIC, 2, p->next_epochs, p->next_pos, p->train.n, p->test_pos, p->test.n };
+  CursorState st = { CURSOR_MAGIC, 3, p->next_epochs, p->next_pos, p->train.n, p->test_pos, p->test.n, 0, 0 };
+  st.crc = cursor_crc (&st);
   return g_bytes_new (&st, sizeof st);
 }
 
@@ -630,26 +643,30 @@ lmdb_input_load_state (ShoalLayer *layer, GBytes *state, GError **error)
   CursorState st = { 0 };
   gsize len = 0;
   const void *data = g_bytes_get_data (state, &len);
-  if (len == sizeof st || len == CURSOR_FORMAT1_BYTES)
+  static const gsize format_bytes[] = { 0, CURSOR_FORMAT1_BYTES, CURSOR_FORMAT2_BYTES, sizeof st };
+  if (len == sizeof st || len == CURSOR_FORMAT2_BYTES || len == CURSOR_FORMAT1_BYTES)
     memcpy (&st, data, len);
-  if (st.magic != CURSOR_MAGIC || (st.format == 1 ? len != CURSOR_FORMAT1_BYTES : st.format != 2 || len != sizeof st))
+  if (st.magic != CURSOR_MAGIC || st.format < 1 || st.format > 3 || len != format_bytes[st.format]
+      || (st.format == 3 && st.crc != cursor_crc (&st)))
     {
-      shoal_layer_error (layer, error, NULL, "the checkpointed data cursor is damaged");
+      data_error (layer, error, NULL, g_error_new_literal (SHOAL_ERROR, SHOAL_ERROR_DATA,
+                                                           "the checkpointed data cursor is damaged"));
       return FALSE;
     }
-  if (st.format == 2 && (st.test_n != p->test.n || st.test_pos >= MAX (p->test.n, (guint64) 1)))
+  if (st.format >= 2 && (st.test_n != p->test.n || st.test_pos >= MAX (p->test.n, (guint64) 1)))
     {
-      shoal_layer_error (layer, error, "test",
-                         "the checkpoint was made with %" G_GUINT64_FORMAT " test records, the dataset now "
-                         "gives %" G_GUINT64_FORMAT, st.test_n, p->test.n);
+      data_error (layer, error, "test",
+                  g_error_new (SHOAL_ERROR, SHOAL_ERROR_DATA, "the checkpoint was made with %" G_GUINT64_FORMAT
+                               " test records, the dataset now gives %" G_GUINT64_FORMAT, st.test_n, p->test.n));
       return FALSE;
     }
   p->test_pos = st.test_pos;
   if (st.n != p->train.n || st.pos > p->train.n)
     {
-      shoal_layer_error (layer, error, "train",
-                         "the checkpoint was made with %" G_GUINT64_FORMAT " training records in this shard, "
-                         "the dataset now gives %" G_GUINT64_FORMAT, st.n, p->train.n);
+      data_error (layer, error, "train",
+                  g_error_new (SHOAL_ERROR, SHOAL_ERROR_DATA, "the checkpoint was made with %" G_GUINT64_FORMAT
+                               " training records in this shard, the dataset now gives %" G_GUINT64_FORMAT,
+                               st.n, p->train.n));
       return FALSE;
     }
   stop_prefetch (p);
