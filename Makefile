@@ -243,7 +243,9 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(TEST_SUPPORT_OBJ) $(BUILD)/libshoal.a
 # by `pkg-config --static`).  A program that uses tensors, layers, nets
 # and updaters links libshoal.a without Thrift or LMDB (docs/LIBRARY.md).
 PC_REQUIRES := glib-2.0 gobject-2.0 gmodule-2.0
-PC_REQUIRES_PRIVATE := thrift_c_glib lmdb openblas zlib openssl
+# every library libshoal.so names besides those (json-glib: the launcher's
+# cluster log, src/metrics; e2e/install_app checks the list against NEEDED)
+PC_REQUIRES_PRIVATE := thrift_c_glib lmdb openblas zlib openssl json-glib-1.0
 PC_LIBS_PRIVATE := $(strip $(if $(filter 1,$(CUDA)),-Wl$(comma)-u$(comma)shoal_gpu_register $(CUDA_LIBS)) -lm -lpthread)
 # pc_file PREFIX-LINE LIBDIR INCLUDEDIR PLUGINDIR
 define pc_file

@@ -89,7 +89,7 @@ used=$(env -u LD_LIBRARY_PATH ldd "$prefix/bin/shoal" | sed -n "s/^.*libshoal.so
 # shoal.pc
 pc=$prefix/lib/pkgconfig/shoal.pc
 for line in "Version: $version" 'Requires: glib-2.0 gobject-2.0 gmodule-2.0' \
-    'Requires.private: thrift_c_glib lmdb openblas zlib openssl' 'Libs: -L${libdir} -lshoal' \
+    'Requires.private: thrift_c_glib lmdb openblas zlib openssl json-glib-1.0' 'Libs: -L${libdir} -lshoal' \
     'Libs.private: -lm -lpthread' 'Cflags: -I${includedir}'; do
   grep -qxF "$line" "$pc" || { cat "$pc"; fail "shoal.pc lacks '$line'"; }
 done
@@ -99,6 +99,12 @@ cflags=$(pkg-config --cflags shoal)
 libs=$(pkg-config --libs shoal)
 echo "pkg-config --cflags --libs shoal: $cflags $libs"
 case " $libs " in *thrift*|*lmdb*) fail "pkg-config --libs names private libraries: $libs" ;; esac
+# every library libshoal.so names is one shoal.pc gives (a static link needs them all)
+static_libs=" $(pkg-config --static --libs shoal) -lc -lm "
+for needed in $(sed -n 's/.*NEEDED.*\[lib\([^]]*\)\.so[.0-9]*\]$/\1/p' "$tmp/dyn"); do
+  case "$needed" in ld-linux*) continue ;; esac
+  case "$static_libs" in *" -l$needed "*) ;; *) fail "libshoal.so needs lib$needed, which shoal.pc does not give: $static_libs" ;; esac
+done
 
 # the man page (help2man from --help and --version)
 man1=$prefix/share/man/man1/shoal.1
@@ -124,10 +130,17 @@ cd "$app"
 # shellcheck disable=SC2086
 cc -std=c11 -O2 -Wall -Wextra -Werror $san app.c -o app-shared $cflags $libs -lm \
   || fail "building app.c against libshoal.so"
-# shellcheck disable=SC2086
-cc -std=c11 -O2 -Wall -Wextra -Werror $san app.c -o app-static $cflags "$prefix/lib/libshoal.a" \
-  $(pkg-config --libs glib-2.0 gobject-2.0 gmodule-2.0 openblas) -lm -lpthread \
-  || fail "building app.c against libshoal.a with GLib and OpenBLAS only"
+# the static links as docs/LIBRARY.md writes them (its /usr/local is this tree):
+# the layers-only one (GLib and OpenBLAS), then the one for jobs and models
+mapfile -t doc_static < <(sed -n '/^cc -std=c11 app.c -o app $(pkg-config --cflags shoal) \/usr\/local\/lib\/libshoal.a \\$/{N;s/\\\n */ /;p}' \
+  "$root/docs/LIBRARY.md")
+[ "${#doc_static[@]}" -eq 2 ] || fail "docs/LIBRARY.md: expected two static link commands, found ${#doc_static[@]}"
+doc_link() {  # N SOURCE OUTPUT: docs/LIBRARY.md's static command N for SOURCE
+  local cmd=${doc_static[$1]/app.c -o app /$2 -o $3 }
+  cmd=${cmd//\/usr\/local/$prefix}
+  eval "${cmd/cc -std=c11 /cc -std=c11 -O2 -Wall -Wextra -Werror $san }"
+}
+doc_link 0 app.c app-static || fail "building app.c against libshoal.a with docs/LIBRARY.md's command (GLib and OpenBLAS only)"
 readelf -d app-shared >dyn-shared
 readelf -d app-static >dyn-static
 grep -q "NEEDED.*\[libshoal.so.$major\]" dyn-shared || fail "app-shared does not link libshoal.so.$major"
@@ -135,6 +148,37 @@ if grep -E 'NEEDED.*\[(libshoal|libthrift|liblmdb)' dyn-static; then
   fail "app-static needs a shared libshoal, Thrift or LMDB"
 fi
 cd "$root"
+
+# ---- jobs and models: docs/LIBRARY.md's second static command, and the shared library
+cp "$root/test/e2e/lib/job_app.c" "$app/"
+(cd "$app" && doc_link 1 job_app.c job-static) \
+  || fail "building a program of jobs and models against libshoal.a with docs/LIBRARY.md's command"
+# shellcheck disable=SC2086
+cc -std=c11 -O2 -Wall -Wextra -Werror $san "$app/job_app.c" -o "$app/job-shared" $cflags $libs \
+  || fail "building job_app.c against libshoal.so"
+if readelf -d "$app/job-static" | grep -E 'NEEDED.*\[libshoal'; then fail "job-static needs a shared libshoal"; fi
+jobdir=$tmp/job
+mkdir -p "$jobdir"
+cp "$root/test/e2e/lib/job_app.conf" "$jobdir/job.conf"
+# three classes around three centres, 300 training and 90 test rows
+for set in train:300 test:90; do
+  awk -v n="${set#*:}" -v seed="${#set}" 'BEGIN { srand (seed); for (i = 0; i < n; i++) { c = i % 3;
+    printf "%d,%.4f,%.4f,%.4f\n", c, (c == 0) * 1.5 + rand () - 0.5, (c == 1) * 1.5 + rand () - 0.5, rand () - 0.5 } }' \
+    >"$jobdir/${set%%:*}.csv"
+  env -u LD_LIBRARY_PATH "$prefix/bin/shoal" import csv --in "$jobdir/${set%%:*}.csv" --out "$jobdir/${set%%:*}" \
+    >/dev/null || fail "shoal import csv ${set%%:*}"
+done
+for kind in shared static; do
+  rc=0
+  (cd "$jobdir" && LD_LIBRARY_PATH=$prefix/lib "$app/job-$kind" job.conf "ws-$kind") >"$tmp/job-$kind.log" \
+    2>"$tmp/job-$kind.err" || rc=$?
+  [ "$rc" -eq 0 ] || { cat "$tmp/job-$kind.err"; fail "job-$kind exited with $rc"; }
+  grep -qE '^trained 40 steps: test loss [0-9.]+ accuracy (0\.9|1\.0)' "$tmp/job-$kind.log" \
+    || { cat "$tmp/job-$kind.log"; fail "job-$kind did not train to 0.9"; }
+  [ "$(grep -c '^row ' "$tmp/job-$kind.log")" -eq 3 ] || fail "job-$kind predicted no 3 rows"
+done
+cat "$tmp/job-shared.log"
+diff "$tmp/job-shared.log" "$tmp/job-static.log" || fail "the shared and the static job program computed differently"
 
 # the old custom_layer.sh bars: the loss at most half, most points right
 check_run() {  # NAME LOG
