@@ -30,6 +30,12 @@ typedef enum {
                             * declared lost by the others and dropped */
 } ShoalErrorCode;
 
+/* RPC, TIMEOUT, STOPPED and LOST arise between the processes of a job
+ * that `shoal run` launches (or `shoal proc` under mpirun/srun); no call
+ * of these headers returns them, since shoal_job_train trains a layout
+ * of one process only (shoal/job.h).  Each call's comment lists the
+ * codes it returns. */
+
 G_END_DECLS
 
 #endif

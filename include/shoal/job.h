@@ -31,11 +31,20 @@ typedef struct {
   double samples_per_sec;
 } ShoalTrainResult;
 
-/* Trains the job into `workspace` (created; its job.conf, metrics.jsonl
- * and checkpoints), resuming from its newest checkpoint when `resume`.
- * result may be NULL.  FALSE with SHOAL_ERROR_UNSUPPORTED when the
- * layout needs several processes (and the clock is real), or the errors of the net, the data,
- * the checkpoints and the training (a NaN loss is SHOAL_ERROR_DATA). */
+/* Trains the job into `workspace` (created with any parents it lacks;
+ * its job.conf, metrics.jsonl and checkpoints), resuming from its newest
+ * checkpoint when `resume`.  A fresh run into a workspace an earlier run
+ * wrote moves that run's files to WORKSPACE/previous/N first.  result
+ * may be NULL.  FALSE with:
+ *  - SHOAL_ERROR_UNSUPPORTED: the layout needs several processes (and the
+ *    clock is real), or the net's device cannot be had;
+ *  - SHOAL_ERROR_CONF, SHAPE, MEMORY: the net's (shoal_net_new), or the
+ *    job's conf where it does not fit the net (no input layer for data);
+ *  - SHOAL_ERROR_DATA: the data, a checkpoint to resume from that is
+ *    damaged or another run's, or a NaN loss;
+ *  - SHOAL_ERROR_IO: the workspace or data cannot be read or written (a
+ *    workspace another live run holds, nothing to resume from).
+ * A run refused before it wrote anything leaves no folder it made. */
 gboolean shoal_job_train (ShoalJob *job, const char *workspace, gboolean resume,
                           ShoalTrainResult *result, GError **error);
 

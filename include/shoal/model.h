@@ -45,7 +45,8 @@ size_t shoal_model_output_size (ShoalModel *model);
 
 /* Runs `rows` rows of raw input (as the input layer takes them, see
  * shoal_net_feed) forward in batches and writes rows * output_size
- * floats to out.  FALSE with SHOAL_ERROR_SHAPE when rows < 1. */
+ * floats to out.  FALSE with SHOAL_ERROR_SHAPE when rows < 1, or on a
+ * GPU net the device's error. */
 gboolean shoal_model_predict (ShoalModel *model, const float *data, int rows, float *out,
                               GError **error);
 

@@ -53,7 +53,8 @@ typedef struct {
  *    another copy of libshoal than the caller (a program linked with
  *    libshoal.a cannot load plugins: link it with libshoal.so);
  *  - its init's error, e.g. SHOAL_ERROR_CONF "layer type 'x' is already
- *    registered". */
+ *    registered", or SHOAL_ERROR_INTERNAL when the init failed without
+ *    setting one. */
 gboolean shoal_plugin_load (const char *path, GError **error);
 
 G_END_DECLS
