@@ -11,8 +11,9 @@ DEBIAN_PACKAGES := build-essential pkg-config libglib2.0-dev libthrift-c-glib-de
   thrift-compiler liblmdb-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist \
   valgrind clang libclang-rt-14-dev libtsan2 python3 openmpi-bin iproute2 util-linux \
   libjson-glib-dev gnuplot-nox help2man libpython3.11-stdlib python3-thrift python3-lmdb libssl-dev \
-  slurm-wlm munge iptables libnetfilter-queue-dev libsoup-3.0-dev libjs-chart.js chromium curl
+  slurm-wlm munge iptables libnetfilter-queue-dev libsoup-3.0-dev libjs-chart.js chromium curl abigail-tools
 # libpython3.11-stdlib: /usr/lib/python3.11/*.py, the char-RNN's text (examples/char-rnn)
+# abigail-tools: abidw/abidiff, the public ABI against its soname's baseline (test/e2e/abi.sh)
 # libssl-dev: OpenSSL 3, TLS on the links between hosts (src/rpc/tls.c, docs/SECURITY.md)
 # slurm-wlm, munge: a one-node Slurm that test/e2e/slurm.sh starts in a temporary directory
 # iptables: packet loss and partitions between namespaces (test/e2e/netns_chaos.sh)
@@ -194,6 +195,16 @@ SO_LDFLAGS := -shared -Wl,-soname,$(SO_NAME) -Wl,-Bsymbolic-functions $(if $(SAN
 # The ABI line: libshoal.so exports the public headers' functions and
 # variables and the documented private set (src/libshoal.private, what the
 # shoal command calls), nothing else (scripts/public-symbols.sh; e2e/abi).
+# The soname's promise: test/abi/SONAME.abi is the public ABI the soname
+# started with, and e2e/abi fails when a build is not compatible with it.
+# A new SHOAL_MAJOR_VERSION (a new soname) starts its own: make abi-baseline.
+.PHONY: abi-baseline
+abi-baseline: $(BUILD)/libshoal.so
+	@if [ -e test/abi/$(SO_NAME).abi ]; then \
+	  echo "test/abi/$(SO_NAME).abi exists: $(SO_NAME) keeps the ABI it started with (a change e2e/abi refuses needs a new SHOAL_MAJOR_VERSION)"; exit 1; fi
+	@mkdir -p test/abi
+	scripts/abi-dump.sh $(BUILD) test/abi/$(SO_NAME).abi
+
 $(BUILD)/libshoal.map: scripts/public-symbols.sh src/libshoal.private $(wildcard include/shoal/*.h)
 	@mkdir -p $(dir $@)
 	{ echo '{'; echo '  global:'; scripts/public-symbols.sh | sed 's/.*/    &;/'; \
