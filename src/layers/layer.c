@@ -460,22 +460,37 @@ extern const ShoalLayerOps shoal_layer_split_ops;
 static GMutex registry_lock;
 static GPtrArray *custom_layers;  /* const ShoalLayerOps * */
 
-const ShoalLayerOps *
-shoal_layer_lookup (const char *type)
+/* The registered type called `type`, or NULL; registry_lock held. */
+static const ShoalLayerOps *
+find_registered (const char *type)
 {
-  g_return_val_if_fail (type != NULL, NULL);
-  for (gsize i = 0; i < G_N_ELEMENTS (builtin_layers); i++)
-    if (strcmp (builtin_layers[i]->type, type) == 0)
-      return builtin_layers[i];
-
-  const ShoalLayerOps *found = NULL;
-  g_mutex_lock (&registry_lock);
   for (guint i = 0; custom_layers != NULL && i < custom_layers->len; i++)
     {
       const ShoalLayerOps *ops = g_ptr_array_index (custom_layers, i);
       if (strcmp (ops->type, type) == 0)
-        found = ops;
+        return ops;
     }
+  return NULL;
+}
+
+static const ShoalLayerOps *
+find_builtin (const char *type)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (builtin_layers); i++)
+    if (strcmp (builtin_layers[i]->type, type) == 0)
+      return builtin_layers[i];
+  return NULL;
+}
+
+const ShoalLayerOps *
+shoal_layer_lookup (const char *type)
+{
+  g_return_val_if_fail (type != NULL, NULL);
+  const ShoalLayerOps *found = find_builtin (type);
+  if (found != NULL)
+    return found;
+  g_mutex_lock (&registry_lock);
+  found = find_registered (type);
   g_mutex_unlock (&registry_lock);
   return found;
 }
@@ -528,18 +543,21 @@ shoal_layer_register (const ShoalLayerOps *ops, GError **error)
                    "rows: an int or an int list)", ops->type, bad_key);
       return FALSE;
     }
-  if (shoal_layer_lookup (ops->type) != NULL || strcmp (ops->type, shoal_layer_split_ops.type) == 0)
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "layer type '%s' is already registered",
-                   ops->type);
-      return FALSE;
-    }
+  /* the check and the addition under one lock: of two threads registering
+   * one name, one gets it and the other the error */
   g_mutex_lock (&registry_lock);
-  if (custom_layers == NULL)
-    custom_layers = g_ptr_array_new ();
-  g_ptr_array_add (custom_layers, (gpointer) ops);
+  gboolean taken = find_builtin (ops->type) != NULL || find_registered (ops->type) != NULL
+                   || strcmp (ops->type, shoal_layer_split_ops.type) == 0;
+  if (!taken)
+    {
+      if (custom_layers == NULL)
+        custom_layers = g_ptr_array_new ();
+      g_ptr_array_add (custom_layers, (gpointer) ops);
+    }
   g_mutex_unlock (&registry_lock);
-  return TRUE;
+  if (taken)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "layer type '%s' is already registered", ops->type);
+  return !taken;
 }
 
 static gint
