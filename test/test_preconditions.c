@@ -91,6 +91,18 @@ conf_calls (void)
   EXPECT_CODE (!shoal_conf_override (conf, "layer x.ke\ty=1", error), SHOAL_ERROR_CONF);
   EXPECT_CODE (shoal_conf_load_file ("/nonexistent/pre.conf", error) == NULL, SHOAL_ERROR_IO);
   EXPECT_CODE (shoal_conf_load_data ("[layer\nx", "bad", error) == NULL, SHOAL_ERROR_CONF);
+  /* an origin of NULL (allowed): messages printed it with %s, "(null):2: ..." */
+  GError *local = NULL;
+  g_assert_null (shoal_conf_load_data ("[layer\nx", NULL, &local));
+  g_assert_true (g_str_has_prefix (local->message, "conf text: "));
+  g_clear_error (&local);
+  ShoalConf *unnamed = shoal_conf_load_data ("[layer x]\ntype = conv3d\n", NULL, &local);
+  g_assert_no_error (local);
+  g_assert_cmpstr (shoal_conf_origin (unnamed), ==, "conf text");
+  g_assert_null (shoal_net_new (unnamed, NULL, &local));
+  g_assert_true (g_str_has_prefix (local->message, "conf text:2: [layer x] type: "));
+  g_clear_error (&local);
+  shoal_conf_free (unnamed);
   shoal_conf_free (NULL);
   shoal_conf_free (conf);
 }

@@ -47,7 +47,8 @@ typedef struct _ShoalConf ShoalConf;
  * SHOAL_ERROR_CONF (not a key file; the message names the line). */
 ShoalConf *shoal_conf_load_file (const char *path, GError **error);
 /* The same from text; `origin` names the text in messages ("app.conf",
- * "built-in"), is copied, and may be NULL. */
+ * "built-in"), is copied, and may be NULL (messages then say "conf
+ * text"). */
 ShoalConf *shoal_conf_load_data (const char *text, const char *origin, GError **error);
 /* NULL is ignored.  A conf must outlive every net built from it. */
 void shoal_conf_free (ShoalConf *conf);

@@ -107,7 +107,8 @@ conf_new (const char *origin)
 {
   ShoalConf *conf = g_new0 (ShoalConf, 1);
   conf->keyfile = g_key_file_new ();
-  conf->origin = g_strdup (origin);
+  /* every message starts with the origin: one without a name says what it is */
+  conf->origin = g_strdup (origin != NULL ? origin : "conf text");
   conf->lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   conf->overrides = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   return conf;
@@ -122,7 +123,7 @@ shoal_conf_load_data (const char *text, const char *origin, GError **error)
 
   if (!g_key_file_load_from_data (conf->keyfile, text, (gsize) -1, G_KEY_FILE_NONE, &local))
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: %s", origin, local->message);
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: %s", conf->origin, local->message);
       g_error_free (local);
       shoal_conf_free (conf);
       return NULL;
