@@ -290,6 +290,25 @@ plugin_calls (void)
   EXPECT_CRITICAL (!shoal_plugin_load (NULL, NULL));
   EXPECT_CODE (!shoal_plugin_load ("/nonexistent/libnone.so", error), SHOAL_ERROR_IO);
   EXPECT_CODE (!shoal_plugin_load ("libshoal-no-such-plugin.so", error), SHOAL_ERROR_IO);
+  /* a name without '/' is looked for in SHOAL_PLUGIN_PATH and the plugin
+   * directory, never in the working directory (it loaded ./NAME) */
+  char *dir = g_dir_make_tmp ("shoal-pre-XXXXXX", NULL);
+  char *here = g_build_filename (dir, "libshoal-pre-cwd.so", NULL);
+  g_assert_true (g_file_set_contents (here, "not a plugin", -1, NULL));
+  char *cwd = g_get_current_dir ();
+  g_assert_cmpint (g_chdir (dir), ==, 0);
+  g_unsetenv ("SHOAL_PLUGIN_PATH");
+  GError *local = NULL;
+  g_assert_false (shoal_plugin_load ("libshoal-pre-cwd.so", &local));
+  g_assert_error (local, SHOAL_ERROR, SHOAL_ERROR_IO);
+  g_assert_nonnull (strstr (local->message, "libshoal-pre-cwd.so: no such file (looked in SHOAL_PLUGIN_PATH and "));
+  g_clear_error (&local);
+  g_assert_cmpint (g_chdir (cwd), ==, 0);
+  g_unlink (here);
+  g_rmdir (dir);
+  g_free (cwd);
+  g_free (here);
+  g_free (dir);
 }
 
 /* ---- params, updaters, budgets, tensors, random streams ---------------------------- */

@@ -43,7 +43,8 @@ typedef struct {
 
 /* Loads the plugin at `path` and runs its init.  A path without '/' is
  * looked for in the directories of SHOAL_PLUGIN_PATH (':'-separated),
- * then in shoal's installed plugin directory.  Loading the same file
+ * then in shoal's installed plugin directory, never in the working
+ * directory (write ./libx.so for that).  Loading the same file
  * again does nothing.  The library stays loaded for the life of the
  * process.  FALSE with:
  *  - SHOAL_ERROR_IO: no such file, or it cannot be loaded (the dynamic

@@ -111,8 +111,9 @@ shoal_plugin_dir (void)
 }
 
 /* A name without '/': the first file of that name in SHOAL_PLUGIN_PATH's
- * directories, then the installed plugin directory; else the name as it
- * is (relative to the working directory). */
+ * directories, then the installed plugin directory; else NULL.  Never
+ * the working directory (as dlopen): a conf naming libx.so must not load
+ * whatever file of that name the folder a run starts in holds. */
 static char *
 find_plugin (const char *name)
 {
@@ -142,7 +143,7 @@ find_plugin (const char *name)
       else
         g_free (path);
     }
-  return found != NULL ? found : g_strdup (name);
+  return found;
 }
 
 /* A plugin links libshoal.so.  A program linked with libshoal.a has a
@@ -166,7 +167,7 @@ shoal_plugin_load (const char *name, GError **error)
 {
   g_return_val_if_fail (name != NULL, FALSE);
   char *path = find_plugin (name);
-  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
     {
       char *dir = strchr (name, '/') == NULL ? shoal_plugin_dir () : NULL;
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "plugin %s: no such file%s%s%s", name,
