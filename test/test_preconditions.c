@@ -118,6 +118,11 @@ net_calls (void)
   ShoalMetric m[2];
 
   EXPECT_CRITICAL (shoal_net_new (NULL, NULL, NULL) == NULL);
+  /* a misspelt section: the net was built without that layer */
+  ShoalConf *typo = shoal_conf_load_data ("[layer x]\ntype = feed\nshape = 2, 3\n[layr fc]\ntype = dense\n"
+                                          "src = x\nnum_output = 2\n", "typo.conf", NULL);
+  EXPECT_CODE (shoal_net_new (typo, NULL, error) == NULL, SHOAL_ERROR_CONF);
+  shoal_conf_free (typo);
   EXPECT_CRITICAL (!shoal_net_feed (NULL, "x", x, 4, y, NULL));
   EXPECT_CRITICAL (!shoal_net_feed (net, NULL, x, 4, y, NULL));
   EXPECT_CRITICAL (!shoal_net_feed (net, "x", NULL, 4, y, NULL));

@@ -50,9 +50,11 @@ typedef struct {
 /* Builds the net of conf's [layer NAME] groups.  `conf` is borrowed and
  * must outlive the net; opts may be NULL (seed 0, shard 0 of 1, CPU).
  * Returns a new net (shoal_net_free), or NULL with:
- *  - SHOAL_ERROR_CONF: an unknown type, key or source, a cycle, a value
- *    that does not parse or is out of range (the message names file,
- *    line, layer and key);
+ *  - SHOAL_ERROR_CONF: an unknown section (a job's [job], [updater],
+ *    [cluster], [emulate] and [tls] are known; a misspelt [layr fc] is
+ *    no layer left out), type, key or source, a cycle, a value that does
+ *    not parse or is out of range (the message names file, line, layer
+ *    and key);
  *  - SHOAL_ERROR_SHAPE: a layer's sources do not fit it;
  *  - SHOAL_ERROR_MEMORY: a layer's output, workspace or params cannot be
  *    allocated, or would cross opts->budget (the message names the

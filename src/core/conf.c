@@ -249,6 +249,25 @@ shoal_conf_override (ShoalConf *conf, const char *assignment, GError **error)
   return TRUE;
 }
 
+gboolean
+shoal_conf_check_sections (ShoalConf *conf, GError **error)
+{
+  char **groups = g_key_file_get_groups (conf->keyfile, NULL);
+  gboolean ok = TRUE;
+  for (int i = 0; ok && groups[i] != NULL; i++)
+    {
+      const char *g = groups[i];
+      if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
+          || strcmp (g, "emulate") == 0 || strcmp (g, "tls") == 0 || g_str_has_prefix (g, "layer "))
+        continue;
+      shoal_conf_error (conf, error, g, NULL,
+                        "unknown section (expected [job], [updater], [cluster], [emulate], [tls] or [layer NAME])");
+      ok = FALSE;
+    }
+  g_strfreev (groups);
+  return ok;
+}
+
 /* A key -o set in group, or NULL. */
 static const char *
 override_key_of (ShoalConf *conf, const char *group)

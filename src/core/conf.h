@@ -27,6 +27,12 @@ gboolean shoal_conf_is_override (ShoalConf *conf, const char *group, const char 
 void shoal_conf_error (ShoalConf *conf, GError **error, const char *group, const char *key,
                        const char *format, ...) G_GNUC_PRINTF (5, 6);
 
+/* Checks that every section of the conf is one shoal's confs have: [job],
+ * [updater], [cluster], [emulate], [tls] or [layer NAME]; else FALSE with
+ * SHOAL_ERROR_CONF naming the section's line.  A net's conf is checked
+ * as a job's: a misspelt [layr fc2] is an error, not a layer left out. */
+gboolean shoal_conf_check_sections (ShoalConf *conf, GError **error);
+
 /* Checks every key of `group` against the NULL-terminated list of option
  * tables; keys accepted by `accept_extra` (may be NULL) are skipped.
  * Missing required keys are errors too. */

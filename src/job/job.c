@@ -121,25 +121,6 @@ length_override_wins (ShoalConf *conf)
 }
 
 static gboolean
-check_groups (ShoalConf *conf, GError **error)
-{
-  char **groups = g_key_file_get_groups (shoal_conf_keyfile (conf), NULL);
-  gboolean ok = TRUE;
-  for (int i = 0; ok && groups[i] != NULL; i++)
-    {
-      const char *g = groups[i];
-      if (strcmp (g, "job") == 0 || strcmp (g, "updater") == 0 || strcmp (g, "cluster") == 0
-          || strcmp (g, "emulate") == 0 || strcmp (g, "tls") == 0 || g_str_has_prefix (g, "layer "))
-        continue;
-      shoal_conf_error (conf, error, g, NULL,
-                        "unknown section (expected [job], [updater], [cluster], [emulate], [tls] or [layer NAME])");
-      ok = FALSE;
-    }
-  g_strfreev (groups);
-  return ok;
-}
-
-static gboolean
 read_updater (ShoalConf *conf, ShoalUpdaterConf *u, GError **error)
 {
   const char *g = "updater";
@@ -392,7 +373,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   const ShoalOption *const job_tables[] = { shoal_job_options, NULL };
   const ShoalOption *const updater_tables[] = { shoal_updater_options, NULL };
   const ShoalOption *const cluster_tables[] = { shoal_cluster_options, shoal_partition_options, NULL };
-  if (!check_groups (conf, error)
+  if (!shoal_conf_check_sections (conf, error)
       || !shoal_conf_check_group (conf, "job", job_tables, NULL, NULL, error)
       || !shoal_conf_check_group (conf, "updater", updater_tables, NULL, NULL, error)
       || !shoal_conf_check_group (conf, "cluster", cluster_tables, NULL, NULL, error))

@@ -117,6 +117,8 @@ param_options_free (ShoalOption *table)
 static gboolean
 read_layers (ShoalNet *net, GPtrArray *out, GError **error)
 {
+  if (!shoal_conf_check_sections (net->conf, error))
+    return FALSE;
   GKeyFile *kf = shoal_conf_keyfile (net->conf);
   char **groups = g_key_file_get_groups (kf, NULL);
   gboolean ok = TRUE;
