@@ -118,6 +118,11 @@ net_calls (void)
   ShoalMetric m[2];
 
   EXPECT_CRITICAL (shoal_net_new (NULL, NULL, NULL) == NULL);
+  /* counts below zero: taken as their defaults, silently */
+  ShoalNetOptions negative = { .shard_count = -1 };
+  EXPECT_CRITICAL (shoal_net_new (conf, &negative, NULL) == NULL);
+  negative = (ShoalNetOptions) { .cd_k = -3 };
+  EXPECT_CRITICAL (shoal_net_new (conf, &negative, NULL) == NULL);
   /* a misspelt section: the net was built without that layer */
   ShoalConf *typo = shoal_conf_load_data ("[layer x]\ntype = feed\nshape = 2, 3\n[layr fc]\ntype = dense\n"
                                           "src = x\nnum_output = 2\n", "typo.conf", NULL);
@@ -197,6 +202,9 @@ gradcheck_calls (void)
   EXPECT_CRITICAL (!shoal_net_gradcheck (net, "fc", &opts, NULL, NULL));
   shoal_gradcheck_options_init (&opts);
   opts.eps = 0;
+  EXPECT_CRITICAL (!shoal_net_gradcheck (net, "fc", &opts, NULL, NULL));
+  shoal_gradcheck_options_init (&opts);
+  opts.max_checks = -5;
   EXPECT_CRITICAL (!shoal_net_gradcheck (net, "fc", &opts, NULL, NULL));
   /* nothing to compare (no params, the feed needs no gradient): it passed with 0 compared */
   int checked = -1;

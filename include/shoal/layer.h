@@ -318,7 +318,8 @@ void shoal_gradcheck_options_init (ShoalGradcheckOptions *opts);
  * or there is nothing to compare (no params, and no source needs a
  * gradient: a pass would check nothing), or the net's own error when
  * conf_text does not build.  opts may be NULL; a phase that is neither
- * train nor test, or an eps that is not > 0, is a programmer's error. */
+ * train nor test, an eps that is not > 0 or a max_checks below 0 is a
+ * programmer's error (a critical, FALSE). */
 gboolean shoal_layer_gradcheck (const char *conf_text, const char *layer,
                                 const ShoalGradcheckOptions *opts, guint64 seed, int *checked,
                                 GError **error);

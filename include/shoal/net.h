@@ -48,7 +48,8 @@ typedef struct {
 } ShoalMetric;
 
 /* Builds the net of conf's [layer NAME] groups.  `conf` is borrowed and
- * must outlive the net; opts may be NULL (seed 0, shard 0 of 1, CPU).
+ * must outlive the net; opts may be NULL (seed 0, shard 0 of 1, CPU); a
+ * shard_count or cd_k below 0 is a programmer's error (a critical, NULL).
  * Returns a new net (shoal_net_free), or NULL with:
  *  - SHOAL_ERROR_CONF: an unknown section (a job's [job], [updater],
  *    [cluster], [emulate] and [tls] are known; a misspelt [layr fc] is

@@ -167,7 +167,7 @@ shoal_net_gradcheck (ShoalNet *net, const char *layer_name, const ShoalGradcheck
     shoal_gradcheck_options_init (&opts);
   /* a phase that is neither, or a step that is no step: nothing would be checked */
   g_return_val_if_fail (opts.phase == SHOAL_PHASE_TRAIN || opts.phase == SHOAL_PHASE_TEST, FALSE);
-  g_return_val_if_fail (opts.eps > 0 && isfinite (opts.eps), FALSE);
+  g_return_val_if_fail (opts.eps > 0 && isfinite (opts.eps) && opts.max_checks >= 0, FALSE);
 
   ShoalLayer *layer = shoal_net_find (net, layer_name);
   if (layer == NULL || layer->ops->backward == NULL)

@@ -633,6 +633,9 @@ ShoalNet *
 shoal_net_new (ShoalConf *conf, const ShoalNetOptions *opts, GError **error)
 {
   g_return_val_if_fail (conf != NULL, NULL);
+  /* counts below zero mean nothing (a shard index outside 0 .. count - 1 is
+   * the data layer's error, naming its conf line) */
+  g_return_val_if_fail (opts == NULL || (opts->shard_count >= 0 && opts->cd_k >= 0), NULL);
   ShoalMemoryCharge charge;
   shoal_memory_charge_begin (&charge, opts != NULL ? opts->budget : NULL);
   ShoalNet *net = net_new (conf, opts, &charge, error);
