@@ -326,7 +326,8 @@ gboolean shoal_layer_gradcheck (const char *conf_text, const char *layer,
 /* The same on layer `layer` of a net that exists (its inputs fed, its
  * params set), e.g. to check a layer inside a larger model.  FALSE with
  * SHOAL_ERROR_CONF (no such layer, no backward, nothing to compare) or
- * SHOAL_ERROR_GRADIENT as above. */
+ * SHOAL_ERROR_GRADIENT as above.  (ShoalNet, shoal/net.h's, is declared
+ * here: a typedef written twice is C11, and the headers are C99 too.) */
 typedef struct _ShoalNet ShoalNet;
 gboolean shoal_net_gradcheck (ShoalNet *net, const char *layer, const ShoalGradcheckOptions *opts,
                               int *checked, GError **error);

@@ -28,7 +28,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct _ShoalNet ShoalNet;
+/* ShoalNet: declared in shoal/layer.h (its gradient check takes one). */
 
 typedef struct {
   guint64 seed;                   /* of the layers' random streams (dropout, shuffles) */

@@ -36,10 +36,13 @@ typedef struct {
   gboolean (*init) (GError **error);  /* registers the plugin's types */
 } ShoalPluginInfo;
 
-/* In a plugin, once: the exported symbol the loader looks for. */
+/* In a plugin, once: the exported symbol the loader looks for.  Declared
+ * extern (and exported) before it is defined: a const of C++ would
+ * otherwise have internal linkage and the plugin export nothing, and C's
+ * -Wmissing-variable-declarations would warn. */
 #define SHOAL_PLUGIN_DEFINE(name, description, init)                          \
-  G_MODULE_EXPORT const ShoalPluginInfo shoal_plugin_info = { SHOAL_PLUGIN_ABI, \
-                                                              (name), (description), (init) }
+  G_MODULE_EXPORT extern const ShoalPluginInfo shoal_plugin_info;             \
+  const ShoalPluginInfo shoal_plugin_info = { SHOAL_PLUGIN_ABI, (name), (description), (init) }
 
 /* Loads the plugin at `path` and runs its init.  A path without '/' is
  * looked for in the directories of SHOAL_PLUGIN_PATH (':'-separated),

@@ -99,6 +99,30 @@ cflags=$(pkg-config --cflags shoal)
 libs=$(pkg-config --libs shoal)
 echo "pkg-config --cflags --libs shoal: $cflags $libs"
 case " $libs " in *thrift*|*lmdb*) fail "pkg-config --libs names private libraries: $libs" ;; esac
+
+# the headers as other programs' compilers take them: C99 and C11 with every
+# warning an error (a typedef written twice is C11 only), and a plugin in
+# C++, whose SHOAL_PLUGIN_DEFINE must still export shoal_plugin_info (a
+# const of C++ has internal linkage unless declared extern)
+cat >"$tmp/strict.c" <<'C'
+#include <shoal/shoal.h>
+static gboolean strict_init (GError **error) { (void) error; return TRUE; }
+SHOAL_PLUGIN_DEFINE ("strict", "the headers under strict flags", strict_init);
+C
+for std in c99 c11; do
+  # shellcheck disable=SC2086
+  cc -std=$std -pedantic -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes -Wshadow \
+    -Wredundant-decls -fsyntax-only "$tmp/strict.c" $cflags || fail "the public headers under -std=$std -pedantic -Werror"
+done
+if command -v c++ >/dev/null; then
+  cp "$tmp/strict.c" "$tmp/strict.cpp"
+  # shellcheck disable=SC2086
+  c++ -std=c++17 -pedantic -Wall -Wextra -Werror -fPIC -shared "$tmp/strict.cpp" -o "$tmp/libstrict.so" $cflags $libs \
+    || fail "a plugin in C++ against the public headers"
+  nm -D --defined-only "$tmp/libstrict.so" | grep -q ' shoal_plugin_info$' \
+    || fail "a C++ plugin's SHOAL_PLUGIN_DEFINE exports no shoal_plugin_info"
+fi
+echo "headers: C99, C11 (-pedantic -Werror) and a C++ plugin: ok"
 # every library libshoal.so names is one shoal.pc gives (a static link needs them all)
 static_libs=" $(pkg-config --static --libs shoal) -lc -lm "
 for needed in $(sed -n 's/.*NEEDED.*\[lib\([^]]*\)\.so[.0-9]*\]$/\1/p' "$tmp/dyn"); do
