@@ -109,6 +109,15 @@ conf_calls (void)
 
 /* ---- nets ------------------------------------------------------------------ */
 
+static int ready_calls;
+
+static void
+ready_count (ShoalLayer *layer, gpointer user_data)
+{
+  (void) layer;
+  (*(int *) user_data)++;
+}
+
 static void
 net_calls (void)
 {
@@ -141,6 +150,12 @@ net_calls (void)
   EXPECT_CRITICAL_VOID (shoal_net_backward_notify (NULL, NULL, NULL));
   /* backward with no forward, and after a test forward */
   EXPECT_CRITICAL_VOID (shoal_net_backward (net));
+  /* the same through backward_notify, which runs backward now (its
+   * critical named shoal_net_backward) */
+  g_test_expect_message (NULL, G_LOG_LEVEL_CRITICAL, "shoal_net_backward_notify: no train forward*");
+  shoal_net_backward_notify (net, ready_count, &ready_calls);
+  g_test_assert_expected_messages ();
+  g_assert_cmpint (ready_calls, ==, 0);
   EXPECT_CODE (!shoal_net_backward_from (net, "loss", grad, error), SHOAL_ERROR_CONF);
   shoal_net_forward (net, SHOAL_PHASE_TEST);
   EXPECT_CRITICAL_VOID (shoal_net_backward (net));

@@ -100,10 +100,13 @@ void shoal_net_backward (ShoalNet *net);
  * run then. */
 gboolean shoal_net_backward_from (ShoalNet *net, const char *layer, const float *grad,
                                   GError **error);
-/* Called during backward right after `layer` finished, i.e. when its
- * params' gradients are complete (SINGA pushes them to the servers then,
- * while the layers below still compute). */
+/* Called during backward right after `layer` (one with params) finished,
+ * i.e. when its params' gradients are complete (SINGA pushes them to the
+ * servers then, while the layers below still compute). */
 typedef void (*ShoalParamsReadyFunc) (ShoalLayer *layer, gpointer user_data);
+/* Runs backward as shoal_net_backward does (it is not a callback to keep:
+ * it runs now, with the same precondition), calling `ready` (may be
+ * NULL) with user_data after each layer that has params. */
 void shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer user_data);
 
 ShoalParamStore *shoal_net_params (ShoalNet *net);

@@ -787,7 +787,7 @@ shoal_net_backward_notify (ShoalNet *net, ShoalParamsReadyFunc ready, gpointer u
   g_return_if_fail (net != NULL);
   if (!net->train_outputs)
     {
-      g_critical ("shoal_net_backward: " NO_TRAIN_FORWARD);
+      g_critical ("%s: " NO_TRAIN_FORWARD, ready != NULL ? "shoal_net_backward_notify" : "shoal_net_backward");
       return;
     }
   if (net->ctx.gpu != NULL && !net->params_resident && !net->grads_resident)
