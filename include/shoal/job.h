@@ -37,7 +37,9 @@ typedef struct {
  * wrote moves that run's files to WORKSPACE/previous/N first.  result
  * may be NULL.  FALSE with:
  *  - SHOAL_ERROR_UNSUPPORTED: the layout needs several processes (and the
- *    clock is real), or the net's device cannot be had;
+ *    clock is real), the net's device cannot be had, or another job is
+ *    training in this process (a run sets process-wide state, BLAS and
+ *    worker threads among it: one shoal_job_train at a time);
  *  - SHOAL_ERROR_CONF, SHAPE, MEMORY: the net's (shoal_net_new), or the
  *    job's conf where it does not fit the net (no input layer for data);
  *  - SHOAL_ERROR_DATA: the data, a checkpoint to resume from that is
