@@ -90,13 +90,8 @@ static GPtrArray *
 read_slots (const char *path, GError **error)
 {
   char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!shoal_file_read (path, &text, NULL, error))
+    return NULL;
   GPtrArray *slots = g_ptr_array_new_with_free_func (g_free);
   char **lines = g_strsplit (text, "\n", -1);
   gboolean ok = TRUE;

@@ -57,13 +57,8 @@ char **
 shoal_topology_overrides (const char *path, GError **error)
 {
   char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!shoal_file_read (path, &text, NULL, error))
+    return NULL;
   ShoalConf *topo = shoal_conf_load_data (text, path, error);
   if (topo == NULL)
     {

@@ -141,14 +141,8 @@ shoal_conf_load_file (const char *path, GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
   char *text = NULL;
-  GError *local = NULL;
-
-  if (!g_file_get_contents (path, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!shoal_file_read (path, &text, NULL, error))
+    return NULL;
   ShoalConf *conf = shoal_conf_load_data (text, path, error);
   g_free (text);
   return conf;

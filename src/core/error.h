@@ -12,6 +12,11 @@
 
 G_BEGIN_DECLS
 
+/* g_file_get_contents with its failure as SHOAL_ERROR_IO (GLib's
+ * message, which names the file and why): *text newly allocated,
+ * NUL-terminated; length may be NULL. */
+gboolean shoal_file_read (const char *path, char **text, gsize *length, GError **error);
+
 G_END_DECLS
 
 #endif

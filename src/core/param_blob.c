@@ -51,13 +51,8 @@ shoal_param_file_read (const char *path, GError **error)
 {
   char *data = NULL;
   gsize len = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &data, &len, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!shoal_file_read (path, &data, &len, error))
+    return NULL;
   return g_bytes_new_take (data, len);
 }
 

@@ -56,13 +56,8 @@ char *
 shoal_token_read_file (const char *path, GError **error)
 {
   char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents (path, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
+  if (!shoal_file_read (path, &text, NULL, error))
+    return NULL;
   g_strstrip (text);
   if (*text == '\0')
     g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "%s: the token is empty", path);

@@ -483,11 +483,8 @@ shoal_job_load_topology (const char *job_path, const char *topology_path,
   if (topo == NULL)
     return NULL;
   char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents (job_path, &text, NULL, &local))
+  if (!shoal_file_read (job_path, &text, NULL, error))
     {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
       g_strfreev (topo);
       return NULL;
     }

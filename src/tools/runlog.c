@@ -183,13 +183,9 @@ ShoalRunLog *
 shoal_run_log_read (const char *path, GError **error)
 {
   char *text = NULL;
+  if (!shoal_file_read (path, &text, NULL, error))
+    return NULL;
   GError *local = NULL;
-  if (!g_file_get_contents (path, &text, NULL, &local))
-    {
-      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s", local->message);
-      g_error_free (local);
-      return NULL;
-    }
   ShoalRunLog *log = g_new0 (ShoalRunLog, 1);
   log->tests = g_array_new (FALSE, FALSE, sizeof (ShoalRunPoint));
   log->train = g_array_new (FALSE, FALSE, sizeof (ShoalRunPoint));
