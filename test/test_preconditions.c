@@ -397,6 +397,11 @@ tensor_calls (void)
 {
   EXPECT_CRITICAL (shoal_shape_make (SHOAL_MAX_DIMS + 1).ndim == 0);
   EXPECT_CRITICAL (shoal_shape_make (-1).ndim == 0);
+  /* a negative dim counted as 2^64 - 3 floats */
+  EXPECT_CRITICAL (shoal_shape_make (2, 4, -3).ndim == 0);
+  ShoalShape negative = { 2, { 4, -3 } };
+  EXPECT_CRITICAL (shoal_shape_count (&negative) == 0);
+  EXPECT_CRITICAL (shoal_shape_row_size (&negative) == 0);
   EXPECT_CRITICAL (shoal_shape_count (NULL) == 0);
   EXPECT_CRITICAL (shoal_shape_row_size (NULL) == 0);
   ShoalShape s = shoal_shape_make (2, 3, 4);

@@ -38,9 +38,11 @@ typedef struct _ShoalTensor ShoalTensor;
 
 /* ---- shapes (values: nothing to free) ------------------------------------ */
 
-/* shoal_shape_make (2, 64, 784); ndim 0 .. SHOAL_MAX_DIMS. */
+/* shoal_shape_make (2, 64, 784); ndim 0 .. SHOAL_MAX_DIMS, every dim >= 0
+ * (else a critical and the shape of ndim 0). */
 ShoalShape shoal_shape_make (int ndim, ...);
-/* Product of all dims (1 for ndim 0). */
+/* Product of all dims (1 for ndim 0); a shape with a negative dim: a
+ * critical and 0, as row_size. */
 size_t shoal_shape_count (const ShoalShape *shape);
 /* Product of dims 1.. (the floats of one row). */
 size_t shoal_shape_row_size (const ShoalShape *shape);

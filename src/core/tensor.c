@@ -19,16 +19,30 @@ shoal_shape_make (int ndim, ...)
   g_return_val_if_fail (ndim >= 0 && ndim <= SHOAL_MAX_DIMS, shape);
   shape.ndim = ndim;
   va_start (ap, ndim);
+  gboolean negative = FALSE;
   for (int i = 0; i < ndim; i++)
-    shape.dim[i] = va_arg (ap, int);
+    negative |= (shape.dim[i] = va_arg (ap, int)) < 0;
   va_end (ap);
+  /* a negative dim would count as billions of floats (size_t) */
+  g_return_val_if_fail (!negative, (ShoalShape) { 0 });
   return shape;
+}
+
+/* Whether every dim is >= 0 (shapes made by hand, not by shoal_shape_make). */
+static gboolean
+dims_valid (const ShoalShape *shape)
+{
+  for (int i = 0; i < shape->ndim; i++)
+    if (shape->dim[i] < 0)
+      return FALSE;
+  return TRUE;
 }
 
 size_t
 shoal_shape_count (const ShoalShape *shape)
 {
   g_return_val_if_fail (shape != NULL && shape->ndim >= 0 && shape->ndim <= SHOAL_MAX_DIMS, 0);
+  g_return_val_if_fail (dims_valid (shape), 0);
   size_t n = 1;
   for (int i = 0; i < shape->ndim; i++)
     n *= (size_t) shape->dim[i];
@@ -39,6 +53,7 @@ size_t
 shoal_shape_row_size (const ShoalShape *shape)
 {
   g_return_val_if_fail (shape != NULL && shape->ndim >= 0 && shape->ndim <= SHOAL_MAX_DIMS, 0);
+  g_return_val_if_fail (dims_valid (shape), 0);
   size_t n = 1;
   for (int i = 1; i < shape->ndim; i++)
     n *= (size_t) shape->dim[i];
