@@ -68,6 +68,8 @@ WITH_TESTS=${BENCH_GPU_TEST:-1}
 WITH_RUNS=${BENCH_GPU_RUNS:-1}
 # an extended regex of the whole runs to make (default all), e.g. 'downpour'
 RUN_FILTER=${BENCH_GPU_RUN_FILTER:-}
+# test_gpu's limit in seconds (a hang must not eat a lease)
+TEST_TIMEOUT=${BENCH_GPU_TEST_TIMEOUT:-300}
 RES=$B/bench/gpu
 # the char-RNN's text: one file of Python sources cut by prepare, and its
 # LMDB import (the device machine has neither Debian's sources nor room
@@ -147,7 +149,8 @@ run () {
   # 1. the GPU layers against the CPU ones
   local rc=0
   if [ "$WITH_TESTS" = 1 ]; then
-    timeout 300 "$B/test/test_gpu" >"$RES/test_gpu.log" 2>&1 || rc=$?
+    # --verbose: the bitwise comparisons' counts go into the log
+    timeout "$TEST_TIMEOUT" "$B/test/test_gpu" --verbose >"$RES/test_gpu.log" 2>&1 || rc=$?
     echo "==== test_gpu on $gpu (exit $rc): $(grep -c '^ok' "$RES/test_gpu.log") ok, $(grep -c '^not ok' "$RES/test_gpu.log") failed"
     grep -E '^not ok|^# (GPU loss|cuda:)|^Bail|ERROR|CRITICAL' "$RES/test_gpu.log" | head -30
   fi
