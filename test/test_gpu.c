@@ -2231,6 +2231,23 @@ test_graph_refused (void)
       g_assert_nonnull (strstr (error->message, "do not stay on the device"));
       g_clear_error (&error);
       shoal_net_free (gpu);
+      /* a layer a graph cannot hold is named at once (graphs are on by
+       * default in shoal run: such a net must say so there, not fail a
+       * step later) */
+      ShoalConf *rnn = shoal_conf_load_data ("[layer x]\ntype = feed\nshape = 4,3,5\nnum_classes = 6\n"
+                                             "[layer r]\ntype = gru\nsrc = x\nhidden_size = 8\n"
+                                             "[layer fc]\ntype = dense\nsrc = r\nnum_output = 6\naxis = 2\n"
+                                             "[layer loss]\ntype = softmax_loss\nsrc = fc, x\n", "gru.conf", &error);
+      g_assert_no_error (error);
+      gpu = shoal_net_new (rnn, &gopts, &error);
+      g_assert_no_error (error);
+      g_assert_false (shoal_net_set_cuda_graph (gpu, TRUE, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+      g_assert_nonnull (strstr (error->message, "layer 'r' (gru)"));
+      g_clear_error (&error);
+      g_assert_false (shoal_net_cuda_graph (gpu));
+      shoal_net_free (gpu);
+      shoal_conf_free (rnn);
     }
   shoal_conf_free (conf);
 }

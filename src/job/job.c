@@ -54,16 +54,17 @@ const ShoalOption shoal_job_options[] = {
     "and the updater's state on the GPU and updates them there, so that only data and metrics cross "
     "PCIe in a step (docs/GPU.md); false: gradients go down and values up at every step, and the "
     "host updates them, as for a server in another process" },
-  { "device_codecs", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
+  { "device_codecs", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
     "a GPU worker whose slices go to servers in other processes with [cluster] wire_grads or wire_values "
     "other than fp32 encodes its gradients and decodes its values on the GPU (the same bytes as the "
-    "host's codecs), so that only encoded bytes cross PCIe (docs/GPU.md); false (the default until a "
-    "GPU has run them): gradients come down and values go up as floats, and the host encodes and decodes" },
-  { "cuda_graph", SHOAL_OPT_BOOL, "false", SHOAL_UNBOUNDED, NULL,
+    "host's codecs), so that only encoded bytes cross PCIe (docs/GPU.md); false: gradients come down "
+    "and values go up as floats, and the host encodes and decodes" },
+  { "cuda_graph", SHOAL_OPT_BOOL, "true", SHOAL_UNBOUNDED, NULL,
     "a GPU worker whose params stay on the GPU (device_update) captures a full batch's training step "
     "(forward, backward, the updates) once as a CUDA graph and replays it, one launch a step instead of one "
-    "per kernel, each replay equal to the eager step bit for bit (docs/GPU.md); off by default until a GPU "
-    "session has validated it; no effect (said once) on workers that run on the CPU or update on the host" },
+    "per kernel, each replay equal to the eager step bit for bit (docs/GPU.md); no effect on workers that "
+    "run on the CPU, update on the host or hold a layer a graph cannot (GRU, LSTM, RBM: said once where "
+    "the conf sets the key, else only in the debug log); false: every step eager" },
   { "precision", SHOAL_OPT_STRING, "fp32", SHOAL_UNBOUNDED, "fp32|tf32|bf16",
     "GPU workers' matrix products and convolutions: fp32 (IEEE, as on the CPU), tf32 (TF32 tensor "
     "cores: operands rounded to 10-bit mantissas, FP32 sums) or bf16 (dense and RBM products may run on "
@@ -405,6 +406,7 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->device_update = shoal_conf_get_bool (conf, "job", t, "device_update");
   job->device_codecs = shoal_conf_get_bool (conf, "job", t, "device_codecs");
   job->cuda_graph = shoal_conf_get_bool (conf, "job", t, "cuda_graph");
+  job->cuda_graph_set = g_key_file_has_key (shoal_conf_keyfile (conf), "job", "cuda_graph", NULL);
   char *precision = shoal_conf_get_string (conf, "job", t, "precision");
   /* the table's choices were checked: only fp32, tf32 and bf16 get here */
   if (!shoal_precision_parse (precision, &job->precision))

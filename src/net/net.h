@@ -108,10 +108,13 @@ gboolean shoal_net_finish_step (ShoalNet *net, double *loss);
 /* CUDA graphs of the training step ([job] cuda_graph; docs/GPU.md): a
  * GPU net whose params stay on the device captures a full batch's step
  * once and replays it from then on, each replay equal to the eager step
- * bit for bit.  FALSE with error (and nothing changed) for a CPU net or
- * one whose params do not stay on the device.  The net turns graphs off
- * by itself (one message saying why, steps eager from then on) where a
- * layer cannot be captured or a capture or replay fails. */
+ * bit for bit.  FALSE with error (SHOAL_ERROR_CONF, nothing changed)
+ * for a CPU net, a net with a layer a graph cannot hold (the error names
+ * it: GRU/LSTM carry their state through the host, the RBM layers draw
+ * seeds in their forward, a plugin's GPU path is unknown) or one whose
+ * params do not stay on the device.  The net turns graphs off by itself
+ * (one message saying why, steps eager from then on) where a capture or
+ * replay fails. */
 gboolean shoal_net_set_cuda_graph (ShoalNet *net, gboolean on, GError **error);
 /* Whether graphs are on (FALSE once the net turned them off). */
 gboolean shoal_net_cuda_graph (ShoalNet *net);

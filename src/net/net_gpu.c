@@ -297,20 +297,32 @@ full_batch (ShoalNet *net)
   return TRUE;
 }
 
-static gboolean
-graph_prepare (ShoalNet *net)
+/* Why the first layer a graph cannot hold cannot be held (newly
+ * allocated), or NULL where every layer can. */
+static char *
+graph_refusal (ShoalNet *net)
 {
   for (guint i = 0; i < net->layers->len; i++)
     {
       ShoalLayer *layer = g_ptr_array_index (net->layers, i);
       const char *why = shoal_step_graph_refuses (layer->gpu);
       if (why != NULL)
-        {
-          char *msg = g_strdup_printf ("layer '%s' (%s): %s", layer->name, layer->ops->type, why);
-          graph_off (net, msg);
-          g_free (msg);
-          return FALSE;
-        }
+        return g_strdup_printf ("layer '%s' (%s): %s", layer->name, layer->ops->type, why);
+    }
+  return NULL;
+}
+
+static gboolean
+graph_prepare (ShoalNet *net)
+{
+  /* shoal_net_set_cuda_graph refused such nets; a layer added to the
+   * refusals since is still caught here */
+  char *why = graph_refusal (net);
+  if (why != NULL)
+    {
+      graph_off (net, why);
+      g_free (why);
+      return FALSE;
     }
   GError *error = NULL;
   net->graph = shoal_step_graph_new (net->ctx.gpu, &error);
@@ -500,6 +512,13 @@ shoal_net_set_cuda_graph (ShoalNet *net, gboolean on, GError **error)
   if (on && net->ctx.gpu == NULL)
     {
       g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "CUDA graphs: the net runs on the CPU");
+      return FALSE;
+    }
+  char *refusal = on ? graph_refusal (net) : NULL;
+  if (refusal != NULL)
+    {
+      g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF, "CUDA graphs: %s", refusal);
+      g_free (refusal);
       return FALSE;
     }
   if (on && !net->params_resident)

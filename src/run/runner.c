@@ -435,9 +435,11 @@ codecs_on_device (RunnerProcess *p, WorkerSlot *slot)
 }
 
 /* [job] cuda_graph: on for a worker net whose params stay on its GPU.
- * Elsewhere (CPU workers, the host update, several workers in a net) it
- * is a no-op, said once: a conf that asks for graphs still runs on a
- * machine without a GPU, as its precision does. */
+ * Elsewhere (CPU workers, the host update, several workers in a net, a
+ * layer a graph cannot hold) it is a no-op: a conf that asks for graphs
+ * still runs on a machine without a GPU, as its precision does.  Said
+ * once where the conf asks for graphs itself; the default (on) says
+ * nothing of the CPU runs it cannot apply to but in the debug log. */
 static void
 use_cuda_graph (RunnerProcess *p, WorkerSlot *slot)
 {
@@ -448,8 +450,9 @@ use_cuda_graph (RunnerProcess *p, WorkerSlot *slot)
   if (net != NULL && shoal_group_net_size (slot->net) == 1 && shoal_net_set_cuda_graph (net, TRUE, &error))
     return;
   if (!p->cuda_graph_noted)
-    g_message ("rank %d: [job] cuda_graph = true does nothing for this process's workers: %s", p->proc->rank,
-               error != NULL ? error->message : "a worker group of several workers in one net");
+    g_log (G_LOG_DOMAIN, p->job->cuda_graph_set ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_DEBUG,
+           "rank %d: [job] cuda_graph = true does nothing for this process's workers: %s", p->proc->rank,
+           error != NULL ? error->message : "a worker group of several workers in one net");
   p->cuda_graph_noted = TRUE;
   g_clear_error (&error);
 }
