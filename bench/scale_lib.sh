@@ -47,7 +47,7 @@ scale_cluster () {
 # its time), or copied from CAL_DIR where given.
 scale_host_calibration () {
   local cores k
-  cores=$(nproc)
+  cores=${NPROC:-$(nproc)}
   k=$(($1 < cores ? $1 : cores))
   HOST_CAL=$2/mlp-k$k.cal
   [ ! -f "$HOST_CAL" ] || return 0
