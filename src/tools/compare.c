@@ -4,7 +4,9 @@
  * code, shoal_launch, or in-process for a one-process layout), then one
  * report: DIR/report.md (a row per scheme and what each figure shows,
  * worked out from the numbers), DIR/results.csv (a row per run) and
- * PNG figures drawn by gnuplot from DIR/data (compare_report.c).
+ * PNG figures drawn by gnuplot from DIR/data and DIR/figures.gp
+ * (compare_report.c) after everything else is written: without gnuplot
+ * the report says how to draw them later, and the exit status stays 0.
  *
  * Equal terms: every scheme gets the same budget of samples (all workers
  * together) or of seconds, the same seeds (repeat r runs with the job's
@@ -22,6 +24,7 @@
 #include "data/dataset.h"
 #include "tools/commands.h"
 #include "tools/compare.h"
+#include "tools/gnuplot.h"
 #include "emulate/calibration.h"
 #include "emulate/emulator.h"
 #include "job/job.h"
@@ -563,8 +566,8 @@ parse_compare_args (int *argc, char ***argv, CompareArgs *a, GError **error)
     { "schemes", 's', 0, G_OPTION_ARG_STRING, &a->schemes_arg,
       "comma list of schemes (conf/NAME.conf) or topology files; default: every conf in --conf-dir", "LIST" },
     { "repeats", 'n', 0, G_OPTION_ARG_INT, &a->repeats, "runs per scheme, repeat r with seed + r (default 1)", "N" },
-    { "out", 'O', 0, G_OPTION_ARG_FILENAME, &a->out, "directory for report.md, results.csv, the PNGs and the runs "
-      "(default compare/JOBNAME)", "DIR" },
+    { "out", 'O', 0, G_OPTION_ARG_FILENAME, &a->out, "directory for report.md, results.csv, the runs and the PNGs "
+      "(where gnuplot is installed; else their scripts, to draw later) (default compare/JOBNAME)", "DIR" },
     { "budget", 'b', 0, G_OPTION_ARG_STRING, &a->budget_arg,
       "per run: samples=N (all workers together) or seconds=S (of training); default: the job's own length "
       "for one group", "samples=N|seconds=S" },
@@ -763,7 +766,8 @@ static int
 summarize (GPtrArray *schemes, const Plan *plan, double target, gboolean interrupted, int failed)
 {
   const char *measure = shoal_compare_measure (plan);
-  printf ("shoal compare: %s/report.md, results.csv and the figures; ", plan->out);
+  printf ("shoal compare: %s/report.md, results.csv and the figures%s; ", plan->out,
+          plan->gnuplot ? "" : "' data and scripts (not drawn: no gnuplot)");
   if (isnan (target))
     printf ("no target (no run finished)\n");
   else
@@ -851,9 +855,17 @@ shoal_cmd_compare (int argc, char **argv)
   gboolean interrupted = FALSE;
   int failed = run_all (&plan, schemes, &interrupted);
   gboolean target_given = !isnan (a.target);
+  /* every data file and report.md first, the figures after them: a
+   * machine without gnuplot loses no report of the runs */
+  plan.gnuplot = shoal_gnuplot_installed ();
   if (shoal_compare_report (schemes, &plan, &a.target, target_given, &error)
       && (workers == NULL || shoal_compare_scale_report (schemes, &plan, a.target, &error)))
-    status = summarize (schemes, &plan, a.target, interrupted, failed);
+    {
+      gboolean drawn = shoal_compare_draw (schemes, &plan, &error);
+      status = summarize (schemes, &plan, a.target, interrupted, failed);
+      if (!drawn && status == 0)
+        status = 1;
+    }
 
 out:
   if (error != NULL)

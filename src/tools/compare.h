@@ -67,6 +67,9 @@ typedef struct {
   gboolean virtual_clock;
   double step_ms;
   int jobs;                /* runs at once (--jobs): each in a process of its own when more than 1 */
+  /* gnuplot is in PATH: shoal_compare_draw draws the figures; without
+   * it report.md says how to draw them later */
+  gboolean gnuplot;
 } Plan;
 
 /* ---- the scale sweep (compare_scale.c): --workers 1,2,4,... ---------- */
@@ -93,9 +96,9 @@ gboolean shoal_compare_expand (GPtrArray *schemes, const GArray *workers, GDestr
  * [emulate] step_ms (a group batch's: scaled with it; 0: none). */
 void shoal_compare_scale_overrides (const Scheme *s, const ShoalClusterConf *cluster, gint64 batch,
                                     const char *input_group, double step_ms, GPtrArray *out);
-/* scale.csv, the scaling figures (speedup, efficiency, time to target
- * against workers, per scheme) and their section at the end of
- * report.md; after shoal_compare_report. */
+/* scale.csv, the scaling figures' data and script scale.gp (speedup,
+ * efficiency, time to target against workers, per scheme) and their
+ * section at the end of report.md; after shoal_compare_report. */
 gboolean shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target, GError **error);
 
 /* A time to target in seconds as the report prints it, into buf. */
@@ -107,10 +110,16 @@ const char *shoal_compare_final_column (const Plan *plan);
 /* Summarises every scheme, chooses the target (given in *target, or 95 %
  * of the best mean final accuracy, written back; with by_loss 5 % above
  * the best mean final test loss) and writes
- * results.csv, the figures' data and script, the PNGs (gnuplot) and
- * report.md into plan->out.  FALSE with an IO error naming the file. */
+ * results.csv, the figures' data and script figures.gp and report.md
+ * into plan->out.  FALSE with an IO error naming the file. */
 gboolean shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target,
                                gboolean target_given, GError **error);
+/* The figures' PNGs from figures.gp (and a sweep's scale.gp), once every
+ * data file and report.md is written: the figures are a rendering of
+ * them.  Without gnuplot (plan->gnuplot) a warning names the command
+ * that draws them later, and TRUE; a script gnuplot fails on is an
+ * error naming it and gnuplot's complaint (the other is still drawn). */
+gboolean shoal_compare_draw (GPtrArray *schemes, const Plan *plan, GError **error);
 
 /* A sweep's defaults that keep a point's cost following the samples it
  * trains (compare_scale.c): test passes of group 0 only ([job]

@@ -535,6 +535,14 @@ sweep (GPtrArray *schemes)
   return FALSE;
 }
 
+/* s as one shell word: quoted only where a shell would split or expand
+ * it (g_free). */
+static char *
+shell_word (const char *s)
+{
+  return strpbrk (s, " \t'\"$`\\()*?[]{};&|<>!#~") != NULL ? g_shell_quote (s) : g_strdup (s);
+}
+
 /* The overrides every run got, as -o arguments (quoted where a shell
  * would split them): with the topology, what reproduces a run. */
 static char *
@@ -543,12 +551,18 @@ overrides_words (const Plan *plan)
   GString *w = g_string_new (NULL);
   for (int i = 0; plan->overrides != NULL && plan->overrides[i] != NULL; i++)
     {
-      const char *o = plan->overrides[i];
-      char *quoted = strpbrk (o, " \t'\"$`\\()*?[]{};&|<>!#~") != NULL ? g_shell_quote (o) : g_strdup (o);
+      char *quoted = shell_word (plan->overrides[i]);
       g_string_append_printf (w, "%s-o %s", w->len > 0 ? " " : "", quoted);
       g_free (quoted);
     }
   return g_string_free (w, FALSE);
+}
+
+/* The command that draws the figures, run in the output folder. */
+static const char *
+draw_command (GPtrArray *schemes)
+{
+  return sweep (schemes) ? "gnuplot figures.gp && gnuplot scale.gp" : "gnuplot figures.gp";
 }
 
 static gboolean
@@ -620,6 +634,14 @@ write_report (GPtrArray *schemes, const Plan *plan, double target, gboolean targ
                        "forward and backward time.\n\n",
                           shoal_compare_measure (plan), plan->by_loss ? "below" : "above", virt ? "the payloads of the emulated messages between the layout's processes"
                                : "everything every process sent over the network, headers included");
+  /* the image links stay: drawing the figures later in this folder
+   * completes the report as it is */
+  if (!plan->gnuplot)
+    g_string_append_printf (md, "**The figures are not drawn**: gnuplot was not installed where this report was "
+                                "made. Their data (data/) and scripts are in this folder; `%s` here draws them "
+                                "(Debian's gnuplot-nox, or any gnuplot with the pngcairo terminal), and the image "
+                                "links below show them.\n\n",
+                            draw_command (schemes));
   for (guint i = 0; i < pngs->len; i++)
     {
       const char *png = g_ptr_array_index (pngs, i);
@@ -681,11 +703,45 @@ shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target, gboo
       gp = figures_script (schemes, plan, *target, pngs);
       char *script = g_build_filename (out, "figures.gp", NULL);
       ok = g_file_set_contents (script, gp->str, (gssize) gp->len, error)
-           && shoal_gnuplot_run (out, "figures.gp", error)
            && write_report (schemes, plan, *target, target_given, pngs, error);
       g_free (script);
       g_string_free (gp, TRUE);
     }
   g_ptr_array_free (pngs, TRUE);
+  return ok;
+}
+
+/* ---- the figures ---------------------------------------------------------- */
+
+gboolean
+shoal_compare_draw (GPtrArray *schemes, const Plan *plan, GError **error)
+{
+  if (!plan->gnuplot)
+    {
+      char *dir = shell_word (plan->out);
+      g_warning ("gnuplot is not installed: the figures are not drawn (%s has results.csv, report.md, the data and "
+                 "the scripts); draw them later with `cd %s && %s` (`make deps` or apt-get install gnuplot-nox "
+                 "installs gnuplot)", plan->out, dir, draw_command (schemes));
+      g_free (dir);
+      return TRUE;
+    }
+  /* each script draws figures of its own: a failing one does not keep
+   * the other's from being drawn */
+  const char *scripts[] = { "figures.gp", sweep (schemes) ? "scale.gp" : NULL };
+  GString *failed = g_string_new (NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (scripts) && scripts[i] != NULL; i++)
+    {
+      GError *local = NULL;
+      if (!shoal_gnuplot_run (plan->out, scripts[i], &local))
+        {
+          g_string_append_printf (failed, "%s%s", failed->len > 0 ? "; " : "", local->message);
+          g_error_free (local);
+        }
+    }
+  gboolean ok = failed->len == 0;
+  if (!ok)
+    g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_IO, "%s (results.csv, report.md and the figures' data are written)",
+                 failed->str);
+  g_string_free (failed, TRUE);
   return ok;
 }

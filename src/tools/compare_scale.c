@@ -1,8 +1,8 @@
 /* shoal compare --workers 1,2,4,...: every scheme at every size, each
  * point a run as compare makes it (compare.c), then the scaling numbers
  * per scheme - throughput, speedup and efficiency against the scheme's
- * smallest size, time to the target - as scale.csv, figures and a section
- * of report.md (compare.h). */
+ * smallest size, time to the target - as scale.csv, the figures' script
+ * scale.gp and a section of report.md (compare.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -388,8 +388,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
       char *csv_path = g_build_filename (plan->out, "scale.csv", NULL);
       char *gp_path = g_build_filename (plan->out, "scale.gp", NULL);
       ok = g_file_set_contents (csv_path, csv->str, (gssize) csv->len, error)
-           && g_file_set_contents (gp_path, gp->str, (gssize) gp->len, error)
-           && shoal_gnuplot_run (plan->out, "scale.gp", error);
+           && g_file_set_contents (gp_path, gp->str, (gssize) gp->len, error);
       g_free (csv_path);
       g_free (gp_path);
     }

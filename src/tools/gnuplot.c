@@ -6,6 +6,15 @@
 #include "core/error.h"
 
 gboolean
+shoal_gnuplot_installed (void)
+{
+  char *gnuplot = g_find_program_in_path ("gnuplot");
+  gboolean found = gnuplot != NULL;
+  g_free (gnuplot);
+  return found;
+}
+
+gboolean
 shoal_gnuplot_run (const char *dir, const char *script, GError **error)
 {
   char *gnuplot = g_find_program_in_path ("gnuplot");

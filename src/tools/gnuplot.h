@@ -16,6 +16,11 @@ G_BEGIN_DECLS
   "set terminal pngcairo size 960,600 enhanced font 'DejaVu Sans,11'\n" \
   "set grid\nset key outside right top\nset datafile separator whitespace\n"
 
+/* Whether gnuplot is in PATH.  A command whose figures come beside its
+ * data (shoal compare) writes the data, the scripts and the report
+ * without it and says how to draw the figures later; one whose job is
+ * the figure (shoal plot) fails in shoal_gnuplot_run. */
+gboolean shoal_gnuplot_installed (void);
 /* Runs `gnuplot SCRIPT` in `dir`; an error names gnuplot's complaint,
  * or says to install it (make deps: gnuplot-nox). */
 gboolean shoal_gnuplot_run (const char *dir, const char *script, GError **error);
