@@ -6,7 +6,8 @@
  * worked out from the numbers), DIR/results.csv (a row per run) and
  * PNG figures drawn by gnuplot from DIR/data and DIR/figures.gp
  * (compare_report.c) after everything else is written: without gnuplot
- * the report says how to draw them later, and the exit status stays 0.
+ * the report says how to draw them later, and the exit status is the
+ * runs' own.
  *
  * Equal terms: every scheme gets the same budget of samples (all workers
  * together) or of seconds, the same seeds (repeat r runs with the job's

@@ -120,6 +120,11 @@ gboolean shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *tar
  * that draws them later, and TRUE; a script gnuplot fails on is an
  * error naming it and gnuplot's complaint (the other is still drawn). */
 gboolean shoal_compare_draw (GPtrArray *schemes, const Plan *plan, GError **error);
+/* Removes plan->out/png, a figure the report links, before anything is
+ * drawn: an earlier comparison's PNG of the name (--force) must not show
+ * under the link where this one is not drawn (no gnuplot, a script
+ * gnuplot failed on). */
+void shoal_compare_clear_figure (const Plan *plan, const char *png);
 
 /* A sweep's defaults that keep a point's cost following the samples it
  * trains (compare_scale.c): test passes of group 0 only ([job]

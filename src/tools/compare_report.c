@@ -3,7 +3,9 @@
  * DIR/results.csv, the data and gnuplot script of the figures, and
  * DIR/report.md with a "what this shows" paragraph per figure worked out
  * from the numbers.  compare.c makes the runs. */
+#include <errno.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -701,6 +703,8 @@ shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target, gboo
   if (ok)
     {
       gp = figures_script (schemes, plan, *target, pngs);
+      for (guint i = 0; i < pngs->len; i++)
+        shoal_compare_clear_figure (plan, g_ptr_array_index (pngs, i));
       char *script = g_build_filename (out, "figures.gp", NULL);
       ok = g_file_set_contents (script, gp->str, (gssize) gp->len, error)
            && write_report (schemes, plan, *target, target_given, pngs, error);
@@ -712,6 +716,16 @@ shoal_compare_report (GPtrArray *schemes, const Plan *plan, double *target, gboo
 }
 
 /* ---- the figures ---------------------------------------------------------- */
+
+void
+shoal_compare_clear_figure (const Plan *plan, const char *png)
+{
+  char *path = g_build_filename (plan->out, png, NULL);
+  if (g_unlink (path) != 0 && errno != ENOENT)
+    g_warning ("%s: cannot remove the earlier comparison's figure (%s): it shows under report.md's link until the "
+               "figures are drawn", path, g_strerror (errno));
+  g_free (path);
+}
 
 gboolean
 shoal_compare_draw (GPtrArray *schemes, const Plan *plan, GError **error)

@@ -382,6 +382,7 @@ shoal_compare_scale_report (GPtrArray *schemes, const Plan *plan, double target,
         shoal_gnuplot_empty_frame (gp, f == 3 ? "no size reached the target" : "no run has data");
       g_string_free (plot, TRUE);
       g_string_append_printf (md, "%s![%s](%s)\n", f == 0 ? "\n" : "", figures[f].title, figures[f].png);
+      shoal_compare_clear_figure (plan, figures[f].png);
     }
   if (ok)
     {

@@ -5,7 +5,8 @@
 # scale.csv, data/, figures.gp, scale.gp and report.md, warns once naming
 # the folder and the command that draws the figures, says in report.md
 # how to draw them, and exits 0; that command, run later where gnuplot
-# is, draws every PNG report.md links.  A gnuplot that fails on one
+# is, draws every PNG report.md links; a comparison replaced (--force)
+# without gnuplot leaves none of them behind.  A gnuplot that fails on one
 # script: the data and the report are written, the other script's
 # figures drawn, and compare exits 1 naming the script and gnuplot's
 # complaint.  shoal plot, whose only product is the figure, still fails
@@ -30,9 +31,11 @@ PATH="$dir/bin" command -v gnuplot >/dev/null && fail "gnuplot is still in the t
 
 TINY=(-o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.threads=1 -o emulate.clock=virtual
       -o emulate.step_ms=10 -o emulate.nic_mbit=1000 -o emulate.latency_ms=0.05)
-sweep() {  # OUT PATH
-  timeout -k 5 "$(scaled 120)" env PATH="$2" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf \
-    --schemes sandblaster,downpour --workers 1,2 --budget samples=1280 --points 1 --out "$1" --quiet "${TINY[@]}"
+sweep() {  # OUT PATH [ARGS...]
+  local out=$1 path=$2
+  shift 2
+  timeout -k 5 "$(scaled 120)" env PATH="$path" "$BUILD/shoal" compare examples/fashion-mnist/mlp.conf \
+    --schemes sandblaster,downpour --workers 1,2 --budget samples=1280 --points 1 --out "$out" --quiet "${TINY[@]}" "$@"
 }
 
 rc=0
@@ -64,6 +67,13 @@ else
     [ "$(head -c 8 "$dir/sweep/$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$png not drawn"
   done
   echo "drawn later: $(echo "$links" | wc -l) figures: ok"
+
+  # replaced (--force) without gnuplot: no earlier PNG shows under a link
+  sweep "$dir/sweep" "$dir/bin" --force >"$dir/out" 2>"$dir/err" || { tail -5 "$dir/err"; fail "the --force sweep"; }
+  for png in $links; do
+    [ ! -e "$dir/sweep/$png" ] || fail "the earlier comparison's $png is left under report.md's link"
+  done
+  echo "replaced without gnuplot: no earlier figure left: ok"
 
   # a gnuplot that fails on figures.gp and draws scale.gp
   real=$(command -v gnuplot)
