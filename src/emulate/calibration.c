@@ -17,6 +17,7 @@
 #include "worker/job_run.h"
 #include "worker/push_hook.h"
 #include "worker/threads.h"
+#include "worker/worker.h"
 
 #define GROUP "calibration"
 
@@ -492,6 +493,8 @@ typedef struct {
   GArray *fractions;     /* doubles, hand-off after hand-off, step after step */
   GArray *ready_from;    /* ints, from the first timed step */
   gboolean ready_differ; /* a step's hand-offs were not the first's: none kept */
+  double test_ms;        /* its timed test batches (timed_test_batch): their time and rows */
+  gint64 test_rows;
 } CalibrationWorker;
 
 typedef struct {
@@ -560,6 +563,33 @@ timed_step (CalibrationWorker *w, gboolean keep)
   return ms;
 }
 
+/* A test pass's batch: one forward of the net's test batch as a
+ * tester's pass runs it (shoal_worker_evaluate), after a training step,
+ * its time and rows added to w's (keep; the last batch of the test set
+ * may be short); nothing where the net has no test data. */
+static void
+timed_test_batch (CalibrationWorker *w, gboolean keep)
+{
+  ShoalLayer *input = shoal_group_net_input (w->net);
+  if (input == NULL || input->ops->num_records == NULL || input->ops->num_records (input, SHOAL_PHASE_TEST) <= 0)
+    return;
+  gint64 t0 = g_get_monotonic_time ();
+  ShoalEvalResult r = shoal_worker_evaluate (w->net, 1);
+  if (keep)
+    {
+      w->test_ms += (double) (g_get_monotonic_time () - t0) / 1000.0;
+      w->test_rows += r.samples;
+    }
+}
+
+/* A test batch is timed after every STEPS_A_TEST_BATCH-th timed step,
+ * so that the batches see what the steps saw over the same seconds (the
+ * machine's other load; on this shared 2-core VM one pass of 16 batches
+ * timed apart read 2.3 ms a batch in one calibration and 22 ms in the
+ * next), and at least MIN_TEST_BATCHES in all. */
+#define STEPS_A_TEST_BATCH 4
+#define MIN_TEST_BATCHES 8
+
 static gpointer
 calibration_worker (gpointer data)
 {
@@ -568,6 +598,7 @@ calibration_worker (gpointer data)
   enum { WARM = 3 };
   for (int i = 0; i < WARM; i++)
     timed_step (w, FALSE);
+  timed_test_batch (w, FALSE);   /* the test cursor's first read, as a run's first pass makes it */
   g_mutex_lock (&line->lock);
   if (++line->warm == line->n)
     g_cond_broadcast (&line->all_warm);
@@ -580,12 +611,16 @@ calibration_worker (gpointer data)
       double ms = timed_step (w, TRUE);
       g_array_append_val (w->step_ms, ms);
       int n = (int) w->step_ms->len;
+      if (n % STEPS_A_TEST_BATCH == 0)
+        timed_test_batch (w, TRUE);
       gboolean enough = w->plan->steps > 0 ? n >= w->plan->steps
                                            : (n >= SHOAL_CALIBRATION_MIN_STEPS && g_get_monotonic_time () >= deadline)
                                                || n >= SHOAL_CALIBRATION_MAX_STEPS;
       if (enough)
         break;
     }
+  for (int i = (int) w->step_ms->len / STEPS_A_TEST_BATCH; i < MIN_TEST_BATCHES; i++)
+    timed_test_batch (w, TRUE);
   g_atomic_int_dec_and_test (&line->timing);
   while (g_atomic_int_get (&line->timing) > 0)
     timed_step (w, FALSE);
@@ -665,6 +700,16 @@ measure_compute (ShoalJob *job, const ShoalCalibrationPlan *plan, ShoalCalibrati
       out->nsteps = (int) all->len;
       out->step_ms = (double *) g_array_free (all, FALSE);
       out->concurrent = n;
+      /* the mean of every worker's batches at the net's rows: a pass sums
+       * tens of them, so its expected time is what the model needs */
+      double test_ms = 0;
+      gint64 test_rows = 0;
+      for (int i = 0; i < n; i++)
+        {
+          test_ms += workers[i].test_ms;
+          test_rows += workers[i].test_rows;
+        }
+      out->test_batch_ms = test_rows > 0 ? test_ms * out->batch / (double) test_rows : 0;
       ready_medians (workers, n, out);
       *first_net = g_steal_pointer (&workers[0].net);
     }
@@ -739,6 +784,8 @@ shoal_calibration_save (const ShoalCalibration *cal, const char *path, GError **
   for (int i = 0; i < N_OPTIONAL_KEYS; i++)
     g_key_file_set_double (kf, GROUP, optional_keys[i], *optional_value (&values, i));
   g_key_file_set_int64 (kf, GROUP, "unit_bytes", cal->unit_bytes);
+  if (cal->test_batch_ms > 0)
+    g_key_file_set_double (kf, GROUP, "test_batch_ms", cal->test_batch_ms);
   if (cal->n_ready > 0)
     {
       g_key_file_set_integer_list (kf, GROUP, "ready_from", cal->ready_from, (gsize) cal->n_ready);
@@ -856,6 +903,13 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     }
   GError *no_batch = NULL;
   int batch = g_key_file_get_integer (kf, GROUP, "batch", &no_batch);
+  /* absent from files made before it was measured, and where the model
+   * has no test data: test passes cost nothing */
+  GError *bad_test = NULL;
+  double test_batch_ms = g_key_file_has_key (kf, GROUP, "test_batch_ms", NULL)
+                           ? g_key_file_get_double (kf, GROUP, "test_batch_ms", &bad_test)
+                           : 0;
+  gboolean has_test = g_key_file_has_key (kf, GROUP, "test_batch_ms", NULL);
   /* absent from files made before it was recorded: one worker alone */
   GError *no_concurrent = NULL;
   int concurrent = g_key_file_has_key (kf, GROUP, "concurrent", NULL)
@@ -897,6 +951,10 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
     damaged (error, path, bad_optional, "not a number >= 0");
   else if (no_batch != NULL || batch < 1)
     damaged (error, path, "batch", "missing or not a number of rows >= 1");
+  else if (has_test && (bad_test != NULL || !(test_batch_ms > 0) || !isfinite (test_batch_ms)))
+    damaged (error, path, "test_batch_ms", "not a number above 0");
+  else if (test_batch_ms > 1e9)
+    damaged (error, path, "test_batch_ms", "above 1e9 ms ([emulate] step_ms's most): the file was changed or damaged");
   else if (no_concurrent != NULL || concurrent < 1)
     damaged (error, path, "concurrent", "not a number of workers >= 1");
   else if (bad_ready != NULL)
@@ -923,6 +981,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
       for (int i = 0; i < N_OPTIONAL_KEYS; i++)
         *optional_value (out, i) = optional[i];
       out->batch = batch;
+      out->test_batch_ms = test_batch_ms;
       out->concurrent = concurrent;
       out->updater = g_key_file_get_string (kf, GROUP, "updater", NULL);
       out->host = g_key_file_get_string (kf, GROUP, "host", NULL);
@@ -938,6 +997,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   g_clear_error (&bad_fraction);
   g_clear_error (&local);
   g_clear_error (&no_batch);
+  g_clear_error (&bad_test);
   g_clear_error (&no_rpc);
   g_clear_error (&no_message);
   g_clear_error (&no_concurrent);

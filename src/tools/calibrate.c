@@ -35,7 +35,7 @@ shoal_cmd_calibrate (int argc, char **argv)
   GOptionContext *ctx = g_option_context_new ("JOB.conf - measure what the virtual clock's timing model needs "
                                               "for this model here");
   g_option_context_set_summary (ctx, "The step times, when in a step each layer's gradients are final (the "
-                                     "backward's hand-offs), a server's update, a message's transport, the "
+                                     "backward's hand-offs), a test batch's forward, a server's update, a message's transport, the "
                                      "in-process exchange and Hogwild's sync passes per byte, and a unit's "
                                      "memory (docs/SCALE.md, \"Calibration\").");
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -87,13 +87,14 @@ shoal_cmd_calibrate (int argc, char **argv)
     }
   char *together = cal.concurrent > 1 ? g_strdup_printf (" of %d workers stepping at once", cal.concurrent)
                                        : g_strdup ("");
-  printf ("shoal calibrate: %s: model %s, %d steps%s (median %.3f ms, %d BLAS thread%s), a server's %s update "
+  printf ("shoal calibrate: %s: model %s, %d steps%s (median %.3f ms, %d BLAS thread%s), a test batch %.3f ms, a "
+          "server's %s update "
           "%.4f ns/byte, a message's transport %.1f us + %.4f ns/byte beyond the wire, an in-process exchange %.4f "
           "ns/byte, a Hogwild sync's passes %.4f + %.4f + %.4f ns/byte, %.1f MiB per unit; %d backward hand-off%s "
           "(the first at %.2f of a step)\n"
           "give it to a virtual-clock run: -o emulate.clock=virtual -o emulate.calibration=%s\n",
           out, cal.model, cal.nsteps, together, shoal_calibration_median_ms (&cal), cal.threads,
-          cal.threads == 1 ? "" : "s",
+          cal.threads == 1 ? "" : "s", cal.test_batch_ms,
           cal.updater, cal.update_ns_per_byte, cal.rpc_us_per_message, cal.rpc_ns_per_byte,
           cal.pull_ns_per_byte, cal.sync_take_ns_per_byte, cal.sync_apply_ns_per_byte, cal.sync_merge_ns_per_byte,
           (double) cal.unit_bytes / 1048576.0, cal.n_ready, cal.n_ready == 1 ? "" : "s",
