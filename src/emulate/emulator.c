@@ -10,7 +10,7 @@
  * nanoseconds, creation number), so ties are broken the same way every
  * run and nothing depends on which thread ran first.
  *
- * A unit's life: STEP (begin step t: test if due, compute, cost c) ->
+ * A unit's life: STEP (begin step t: test if due, cost T -> TESTED; compute, cost c) ->
  * SEND at +c of its first slice -> ARRIVE at the server (push_from) ->
  * the reply leaves once the server's rule allows it (SYNC: the step is
  * applied; SSP: the bound holds) and comes back as REPLY -> SEND of the
@@ -48,6 +48,7 @@
 typedef enum {
   EV_STEP,         /* a: unit */
   EV_COMPUTED,     /* a: unit: its step's compute may be done (a process's cores may have stretched it) */
+  EV_TESTED,       /* a: unit: its test pass may be done (as EV_COMPUTED): its step's compute begins */
   EV_SEND,         /* a: unit: the backward may have completed its chain's next slice (it may have stretched) */
   EV_ARRIVE,       /* a: unit, b: slice, step */
   EV_REPLY,        /* a: unit */
@@ -90,7 +91,8 @@ typedef struct {
                               * calibration's hand-offs); else when its compute is done, as a real
                               * straggler's or a clipped step's do (worker/worker.c) */
   gboolean line_due;         /* the step ends a train line's window */
-  gboolean computing;        /* between STEP and COMPUTED */
+  gboolean computing;        /* between STEP and COMPUTED, or a test pass's STEP and TESTED */
+  gboolean testing;          /* computing a test pass (its time is neither compute nor training time) */
   gint64 compute_start, compute_end;  /* virtual ns */
   gint64 next_test;
   gint64 steps_done, steps_skipped, samples_seen;
@@ -240,7 +242,8 @@ stretch_computing (Emu *e, int rank, gint64 at, gint64 ns)
       if (computing_at (u, at))
         {
           u->compute_end += by;
-          u->win.compute_s += vseconds (by);
+          if (!u->testing)
+            u->win.compute_s += vseconds (by);
         }
     }
 }
@@ -486,16 +489,36 @@ borrow (Emu *e, Unit *u)
   return FALSE;
 }
 
-static void
+/* The virtual time of a test pass of unit u: its batches
+ * (shoal_worker_evaluate's) at the calibration's test_batch_ms, their
+ * rows scaled to the unit's as a step's are, times its machine's factor.
+ * [emulate] slowdown slows a real worker's training steps, not its test
+ * pass (worker/worker.c, compute_step), so not here either.  0 without a
+ * calibration that measured it: the pass costs no time. */
+static gint64
+test_ns (Emu *e, const Unit *u)
+{
+  if (e->cal.test_batch_ms <= 0)
+    return 0;
+  int batches = shoal_worker_test_batches (e->shared->net, e->job->test_steps);
+  return (gint64) llround (batches * e->cal.test_batch_ms * u->rows_factor * u->machine * 1e6);
+}
+
+/* Unit u's test pass at `step`, now: its line is stamped at the pass's
+ * end, as a real tester writes it after its evaluation.  Returns the
+ * pass's virtual time. */
+static gint64
 run_test (Emu *e, Unit *u, gint64 step)
 {
   if (!borrow (e, u))
-    return;
-  shoal_metrics_set_vtime (e->metrics, vseconds (e->now));
+    return 0;
+  gint64 cost = test_ns (e, u);
+  shoal_metrics_set_vtime (e->metrics, vseconds (e->now + cost));
   ShoalEvalResult r = shoal_worker_test (e->shared->net, e->job, e->metrics, !e->opts->quiet, u->group, u->first_worker,
                                          step, u->samples_seen);
   u->test_loss = r.loss;
   u->test_accuracy = r.accuracy;
+  return cost;
 }
 
 /* The train line of the window ending with step `last` at `at`. */
@@ -584,6 +607,7 @@ budget_spent (Emu *e, Unit *u, gint64 step)
 }
 
 static void on_send (Emu *e, Unit *u);
+static void compute_step (Emu *e, Unit *u);
 
 /* One step's compute on the unit's machine: a measured step drawn from
  * the calibration (else step_ms), its share of the group's batch, times
@@ -645,12 +669,51 @@ on_step (Emu *e, Unit *u)
     }
   if (u->tester && step > 0 && step >= u->next_test)
     {
-      run_test (e, u, step);
+      gint64 cost = run_test (e, u, step);
       u->next_test = (step / job->test_freq + 1) * job->test_freq;
+      if (cost > 0)
+        {
+          /* the pass takes the unit's cores for its time, as a step's
+           * compute does; its step begins after it (on_tested), so the
+           * units of a synchronous group wait for its push that much
+           * longer, as in a real run */
+          u->testing = u->computing = TRUE;
+          u->compute_start = e->now;
+          u->compute_end = e->now + cost;
+          compute_begins (e, u);
+          schedule (e, u->compute_end, EV_TESTED, (int) (u - e->units), 0, step);
+          return;
+        }
     }
+  compute_step (e, u);
+}
 
-  /* the step's computation, now, as a real worker runs it; its cost in
-   * virtual time */
+/* The test pass is done unless its process's other work stretched it
+ * since (then later): the unit's step begins.  Its train window leaves
+ * the pass out, as a real tester's does (worker/worker.c, ends_before):
+ * its samples/s are of training time. */
+static void
+on_tested (Emu *e, Unit *u)
+{
+  if (u->dead || u->finished)
+    return;
+  if (e->now < u->compute_end)
+    {
+      schedule (e, u->compute_end, EV_TESTED, (int) (u - e->units), 0, u->step);
+      return;
+    }
+  u->testing = u->computing = FALSE;
+  u->w_start += e->now - u->compute_start;
+  compute_step (e, u);
+}
+
+/* Unit u's step u->step: its computation, now, as a real worker runs it;
+ * its cost in virtual time. */
+static void
+compute_step (Emu *e, Unit *u)
+{
+  const ShoalJob *job = e->job;
+  gint64 step = u->step;
   if (!borrow (e, u))
     return;
   ShoalGroupNet *net = e->shared->net;
@@ -1562,6 +1625,11 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
                  e->cal.threads == 1 ? "" : "s", e->cal.concurrent, e->cal.concurrent == 1 ? "" : "s", e->cal.nsteps,
                  shoal_calibration_median_ms (&e->cal), e->cal.update_ns_per_byte, e->cal.rpc_us_per_message,
                  e->cal.rpc_ns_per_byte);
+      if (e->cal.test_batch_ms <= 0)
+        g_message ("[emulate] calibration %s has no test_batch_ms (made before `shoal calibrate` measured the test "
+                   "pass, or the model has no test data): test passes cost no virtual time, and a synchronous "
+                   "group's units do not wait for its tester's; `shoal calibrate` the job again to measure them",
+                   job->emulate.calibration);
       if (step_ms <= 0)
         step_ms = shoal_calibration_median_ms (&e->cal);
       else
@@ -1647,13 +1715,15 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
       g_message ("job '%s' on the virtual clock: %d units, %d server group%s, %d slices, %" G_GINT64_FORMAT
                  " steps of batch %d per unit, one step %.3f ms per unit%s; links %g Mbit/s, NICs %g Mbit/s%s, "
                  "core %g Mbit/s (0: no limit), %g ms; server update %.4f ns/byte; process cores %d (0: their "
-                 "other work on a core beside the workers)",
+                 "other work on a core beside the workers); a test batch %.3f ms%s",
                  job->name, e->nunits, e->nsg, e->nsg == 1 ? "" : "s", e->nslices, job->train_steps,
                  shoal_tensor_rows (&input->out), vseconds (e->step_ns) * 1e3,
                  e->cal.nsteps > 0 ? " (median; drawn from the calibration)" : "", job->emulate.bandwidth_mbit,
                  job->emulate.nic_mbit, job->emulate.nic_from_links ? " (bandwidth_mbit's: no nic_mbit given)" : "",
                  job->emulate.core_mbit, job->emulate.latency_ms, e->update_ns_per_byte,
-                 e->process_cores);
+                 e->process_cores, e->cal.test_batch_ms,
+                 e->cal.test_batch_ms > 0 ? " (the calibration's, at its rows)"
+                                          : " (no calibration measured it: test passes cost no time)");
       if (e->grads_codec != SHOAL_CODEC_FP32 || e->values_codec != SHOAL_CODEC_FP32)
         g_message ("between processes gradients go as %s (%.2f + %.2f ns a value to encode and decode), values as "
                    "%s (%.2f + %.2f)%s", shoal_codec_name (e->grads_codec), e->cal.encode_ns_per_value[e->grads_codec],
@@ -1707,6 +1777,9 @@ shoal_emulator_run (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *
           break;
         case EV_COMPUTED:
           on_computed (e, &e->units[ev.a]);
+          break;
+        case EV_TESTED:
+          on_tested (e, &e->units[ev.a]);
           break;
         case EV_SEND:
           on_send (e, &e->units[ev.a]);

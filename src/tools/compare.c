@@ -485,7 +485,7 @@ shoal_compare_collect (Run *run, const Scheme *s)
 
 /* The [emulate] keys as the runs got them, for the report's header. */
 static char *
-describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
+describe_emulation (ShoalJob *job, double step_ms, gboolean measured, double test_batch_ms)
 {
   GKeyFile *kf = shoal_conf_keyfile (job->conf);
   GString *d = g_string_new (NULL);
@@ -510,6 +510,14 @@ describe_emulation (ShoalJob *job, double step_ms, gboolean measured)
   else if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
     g_string_append_printf (d, "; one step of a group's batch costs a machine %.3f ms%s", step_ms,
                             measured ? " (measured once on this machine, the same for every run)" : "");
+  if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL && test_batch_ms > 0)
+    g_string_append_printf (d, "; a test pass costs the tester its batches at the calibration's %.3f ms each "
+                            "(a synchronous group waits for it)", test_batch_ms);
+  else if (job->emulate.clock == SHOAL_CLOCK_VIRTUAL)
+    g_string_append_printf (d, "; test passes cost no virtual time (%s)",
+                            job->emulate.calibration != NULL
+                              ? "the calibration file has no test_batch_ms: `shoal calibrate` the job again"
+                              : "only a calibration file measures them");
   return g_string_free (d, FALSE);
 }
 
@@ -672,17 +680,21 @@ static gboolean
 plan_emulation (ShoalJob *first, Plan *plan, char ***overrides, GError **error)
 {
   gboolean measured = FALSE;
+  double test_batch_ms = 0;
   if (first->emulate.clock == SHOAL_CLOCK_VIRTUAL)
     {
       plan->virtual_clock = TRUE;
       plan->step_ms = first->emulate.step_ms;
-      if (plan->step_ms <= 0 && first->emulate.calibration != NULL)
+      if (first->emulate.calibration != NULL)
         {
-          /* the calibration's measured steps: every run draws from them */
+          /* the calibration's measured steps: every run draws from them
+           * (unless step_ms is given beside it); its test pass */
           ShoalCalibration cal;
           if (!shoal_calibration_load (first->emulate.calibration, first, &cal, error))
             return FALSE;
-          plan->step_ms = shoal_calibration_median_ms (&cal);
+          if (plan->step_ms <= 0)
+            plan->step_ms = shoal_calibration_median_ms (&cal);
+          test_batch_ms = cal.test_batch_ms;
           shoal_calibration_clear (&cal);
         }
       else if (plan->step_ms <= 0)
@@ -700,7 +712,7 @@ plan_emulation (ShoalJob *first, Plan *plan, char ***overrides, GError **error)
         }
     }
   if (shoal_emulate_active (&first->emulate))
-    plan->emulation = describe_emulation (first, plan->step_ms, measured);
+    plan->emulation = describe_emulation (first, plan->step_ms, measured, test_batch_ms);
   return TRUE;
 }
 

@@ -10,17 +10,22 @@
 #include "server/liveness.h"
 #include "worker/push_hook.h"
 
+int
+shoal_worker_test_batches (ShoalGroupNet *net, int batches)
+{
+  if (batches > 0)
+    return batches;
+  ShoalLayer *input = shoal_group_net_input (net);
+  int batch = shoal_group_net_batch_size (net);
+  gint64 n = (input && input->ops->num_records) ? input->ops->num_records (input, SHOAL_PHASE_TEST) : 0;
+  return n > 0 ? (int) ((n + batch - 1) / batch) : 1;
+}
+
 ShoalEvalResult
 shoal_worker_evaluate (ShoalGroupNet *net, int batches)
 {
   ShoalEvalResult r = { 0 };
-  ShoalLayer *input = shoal_group_net_input (net);
-  int batch = shoal_group_net_batch_size (net);
-  if (batches <= 0)
-    {
-      gint64 n = (input && input->ops->num_records) ? input->ops->num_records (input, SHOAL_PHASE_TEST) : 0;
-      batches = n > 0 ? (int) ((n + batch - 1) / batch) : 1;
-    }
+  batches = shoal_worker_test_batches (net, batches);
   double loss_sum = 0, acc_sum = 0;
   gboolean has_acc = FALSE;
   for (int b = 0; b < batches; b++)

@@ -128,6 +128,9 @@ gboolean shoal_worker_train (ShoalWorker *worker);
 /* Evaluates the net on the test phase: `batches` batches, or the whole
  * test set when 0. */
 ShoalEvalResult shoal_worker_evaluate (ShoalGroupNet *net, int batches);
+/* The batches shoal_worker_evaluate (net, batches) runs: `batches`, or
+ * with 0 the test set's (at least 1). */
+int shoal_worker_test_batches (ShoalGroupNet *net, int batches);
 
 G_END_DECLS
 

@@ -19,6 +19,10 @@
 #     once a run at a time and once two at once (--jobs), writes the same
 #     results.csv (but the wall_s column, the real seconds each run took)
 #     and the report names the file;
+#     the test pass: calibrate measures a test batch (test_batch_ms); in
+#     a synchronous group the other unit waits for the tester's pass,
+#     exactly its calibrated time, and the tester's window leaves it out;
+#     a file without the key loads (its passes cost nothing, said once);
 #  4. a process's cores: calibrate measures the in-process passes; a
 #     Hogwild group whose own server is in its process waits for the comm
 #     thread's copy of every slice (pull_ns_per_byte), exactly; with the
@@ -38,8 +42,8 @@
 #     would overlap the two directions (5 + 2m);
 #  6. bad input, each a clear error naming the key: an unknown
 #     distribution, a NIC bandwidth of 0, the timing keys on the real
-#     clock, a calibration file of another model, a damaged one, too few
-#     process cores.
+#     clock, a calibration file of another model, a damaged one (a test
+#     batch's time too), too few process cores.
 # The exact checks of 3 and 4 take the hand-offs out of their files
 # (no_hand_offs): each prices one cost alone.
 # Usage: timing_model.sh BUILD
@@ -174,6 +178,62 @@ grep -q "^shoal calibrate: $dir/tiny2.cal: model [0-9a-f]*, 10 steps of 2 worker
   || { cat "$dir/cal2.out"; fail "calibrate --concurrent 2's summary"; }
 grep -q "^concurrent=2$" "$dir/tiny2.cal" || fail "calibrate --concurrent 2 did not record it"
 [ "$(sed -n 's/^step_ms=//p' "$dir/tiny2.cal" | tr ';' '\n' | grep -c .)" = 10 ] || fail "calibrate --concurrent 2: not 10 steps"
+# the test pass: calibrate measures a test batch; a synchronous group of
+# 2 units (10 ms steps, nothing else charged) tests at steps 2 and 4 of
+# 6: with test_batch_ms = 2 each pass costs T = 5 batches x 2 ms x the
+# unit's rows / the calibration's; the other unit waits T more after
+# each (the line after the test), the tester's lines (its window leaves
+# the pass out, as a real tester's) and compute are those of the run
+# whose passes cost nothing (a file from before test_batch_ms, which the
+# run says once), every later line is T later for each pass before it,
+# and a test line is stamped at its pass's end
+grep -qE "^test_batch_ms=[0-9.e-]+$" "$dir/tiny.cal" || fail "calibrate did not measure a test batch (test_batch_ms)"
+grep -q "^shoal calibrate: .*, a test batch [0-9.]* ms," "$dir/cal.out" || fail "calibrate's summary names no test batch"
+sed -e "$no_hand_offs" -e 's/^\(update\|rpc\|pull\|sync_take\|sync_apply\|sync_merge\)_ns_per_byte=.*/\1_ns_per_byte=0/' \
+  -e 's/^rpc_us_per_message=.*/rpc_us_per_message=0/' -e 's/^test_batch_ms=.*/test_batch_ms=2/' "$dir/tiny.cal" >"$dir/tested.cal"
+sed '/^test_batch_ms=/d' "$dir/tested.cal" >"$dir/untested.cal"
+for cal in tested untested; do
+  "$BUILD/shoal" run "${TINY[@]}" --topology conf/sandblaster.conf -o cluster.nworkers_per_procs=1 -o job.train_steps=6 \
+    -o job.test_freq=2 -o emulate.step_ms=10 -o job.metrics_interval=0 -o "emulate.calibration=$dir/$cal.cal" \
+    --workspace "$dir/$cal" >"$dir/$cal.out" 2>&1 || { tail -3 "$dir/$cal.out"; fail "the $cal run"; }
+done
+[ "$(grep -c "untested.cal has no test_batch_ms .*: test passes cost no virtual time" "$dir/untested.out")" = 1 ] \
+  || fail "the run of a calibration without test_batch_ms did not say once that its tests cost nothing"
+! grep -q "has no test_batch_ms" "$dir/tested.out" || fail "the run with test_batch_ms says it has none"
+/usr/bin/python3 - "$dir" "$(sed -n 's/^batch=//p' "$dir/tiny.cal")" <<'PY' || fail "the test pass's cost"
+import json, sys
+def lines(name):
+    return [r for r in map(json.loads, open("%s/%s/metrics.jsonl" % (sys.argv[1], name))) if r["phase"] != "process"]
+tested, untested = lines("tested"), lines("untested")
+assert len(tested) == len(untested) == 2 * 6 + 3, (len(tested), len(untested))
+rows = tested[0]["samples"] / tested[0]["step"]
+T = 5 * 2e-3 * rows / float(sys.argv[2])
+tests = [r["step"] for r in tested if r["phase"] == "test"]
+assert tests == [2, 4, 6], tests
+key = lambda r: (r["phase"], r["group"], r["worker"], r["step"])
+free = {key(r): r for r in untested}
+for r in tested:
+    f = free[key(r)]
+    # passes before the line: a test line's own too (stamped at its end);
+    # the tester's step s + 1 begins after the pass at s, the other
+    # unit's step s + 2 after waiting for it
+    if r["phase"] == "test":
+        before = sum(1 for s in tests if s <= r["step"])
+    else:
+        before = sum(1 for s in tests[:2] if s + 1 + r["worker"] <= r["step"])
+    assert abs(r["vtime"] - f["vtime"] - before * T) < 1e-9, (r, f, before, T)
+    if r["phase"] != "train":
+        continue
+    assert abs(r["compute_s"] - f["compute_s"]) < 1e-12, (r, f)
+    # the tester: its window leaves its passes out; the other unit waits
+    # for its push the pass's time more, once after each pass
+    waits = 1 if r["worker"] == 1 and r["step"] - 2 in tests[:2] else 0
+    assert abs(r["wait_s"] - f["wait_s"] - waits * T) < 1e-9, (r, f, T)
+    if r["worker"] == 0:
+        assert abs(r["samples_per_sec"] - f["samples_per_sec"]) < 1e-6 * f["samples_per_sec"], (r, f)
+print("the test pass: %.1f ms a pass; the other unit waits it after each, the tester's window leaves it out: ok"
+      % (T * 1e3))
+PY
 calbad() {  # MESSAGE ARGS...: calibrate refuses with MESSAGE, exit 2
   local want=$1 rc=0
   shift
@@ -350,6 +410,10 @@ bad "[calibration] sync_merge_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "e
 bad "is another model's calibration" "${TINY[@]}" -o 'layer fc1.num_output=48' -o "emulate.calibration=$dir/tiny.cal"
 sed 's/^step_ms=\([0-9.]*\);/step_ms=\1;1;/' "$dir/tiny.cal" >"$dir/changed.cal"
 bad "[calibration] step_ms_sha256: does not match step_ms" "${TINY[@]}" -o "emulate.calibration=$dir/changed.cal"
+sed 's/^test_batch_ms=.*/test_batch_ms=fast/' "$dir/tiny.cal" >"$dir/testbad.cal"
+bad "[calibration] test_batch_ms: not a number above 0" "${TINY[@]}" -o "emulate.calibration=$dir/testbad.cal"
+sed 's/^test_batch_ms=.*/test_batch_ms=1e300/' "$dir/tiny.cal" >"$dir/testhuge.cal"
+bad "[calibration] test_batch_ms: above 1e9 ms" "${TINY[@]}" -o "emulate.calibration=$dir/testhuge.cal"
 sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
 bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
 # steps of a day: a metrics tick every virtual ms once made 1e8 idle
