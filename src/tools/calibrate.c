@@ -35,9 +35,9 @@ shoal_cmd_calibrate (int argc, char **argv)
   GOptionContext *ctx = g_option_context_new ("JOB.conf - measure what the virtual clock's timing model needs "
                                               "for this model here");
   g_option_context_set_summary (ctx, "The step times, when in a step each layer's gradients are final (the "
-                                     "backward's hand-offs), a test batch's forward, a server's update, a message's transport, the "
-                                     "in-process exchange and Hogwild's sync passes per byte, and a unit's "
-                                     "memory (docs/SCALE.md, \"Calibration\").");
+                                     "backward's hand-offs), a test batch's forward, a server's update, a "
+                                     "message's transport, the in-process exchange and Hogwild's sync passes per "
+                                     "byte, and a unit's memory (docs/SCALE.md, \"Calibration\").");
   g_option_context_add_main_entries (ctx, entries, NULL);
   GError *error = NULL;
   ShoalJob *job = NULL;

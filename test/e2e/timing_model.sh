@@ -200,6 +200,8 @@ done
 [ "$(grep -c "untested.cal has no test_batch_ms .*: test passes cost no virtual time" "$dir/untested.out")" = 1 ] \
   || fail "the run of a calibration without test_batch_ms did not say once that its tests cost nothing"
 ! grep -q "has no test_batch_ms" "$dir/tested.out" || fail "the run with test_batch_ms says it has none"
+grep -q "a test batch 2.000 ms (the calibration's, at its rows)" "$dir/tested.out" \
+  || fail "the run's header does not give the file's test batch"
 /usr/bin/python3 - "$dir" "$(sed -n 's/^batch=//p' "$dir/tiny.cal")" <<'PY' || fail "the test pass's cost"
 import json, sys
 def lines(name):
