@@ -19,9 +19,9 @@
  *     server in the worker's own process, and Hogwild's sync passes;
  *   - the wire codecs: encoding and decoding a value in each of them;
  *   - the test pass: a test batch's forward as shoal_worker_evaluate runs
- *     it, timed by each of the `concurrent` workers while the others are
- *     busy, its mean (a pass sums tens of batches: what it costs is the
- *     mean's multiple);
+ *     it, one timed after every 4th timed step of each of the
+ *     `concurrent` workers, their mean (a pass sums tens of batches: what
+ *     it costs is the mean's multiple);
  *   - memory: what one unit's net holds (resident bytes it added);
  *   - the backward's hand-offs: when, within a step, each layer's
  *     gradients were final (the push hook's calls, worker/push_hook.c),
@@ -48,7 +48,7 @@ typedef struct {
   int nsteps;
   int batch;                   /* rows of the measured steps (the job's batch) */
   double test_batch_ms;        /* a test batch's forward as a test pass runs it (shoal_worker_evaluate), at
-                                * `batch` rows: the mean over every worker's timed pass; 0 in files from
+                                * `batch` rows: the mean over every worker's timed batches; 0 in files from
                                 * before it was measured and for a model without test data (test passes
                                 * then cost no time) */
   double update_ns_per_byte;
