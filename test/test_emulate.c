@@ -2,11 +2,12 @@
 /* Emulation's parts, each alone: the [emulate] conf and its exact errors,
  * the delay distributions (their means, seeded repeatability), a unit's
  * slowdown, the link limiter (its arithmetic on a fake clock, and the
- * rate it holds on a loopback socket), and elastic averaging's arithmetic
- * on the server. */
+ * rate it holds on a loopback socket), elastic averaging's arithmetic
+ * on the server, and a calibration file's test pass key. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -711,6 +712,59 @@ test_ready_fraction (void)
   g_assert_cmpfloat (shoal_calibration_ready_fraction (&high, 500), ==, 0.5);
 }
 
+/* The test pass's key: saved and read back to the bit (g_key_file's
+ * doubles keep 17 digits), absent from a file of a model without one
+ * (read as 0: passes cost nothing), refused by name where damaged. */
+static void
+test_calibration_test_batch (void)
+{
+  GError *error = NULL;
+  ShoalJob *job = load ("", &error);
+  g_assert_no_error (error);
+  double steps[] = { 4.5, 5.25, 6.0 };
+  ShoalCalibration cal = { .model = shoal_calibration_fingerprint (job), .updater = (char *) "sgd",
+                           .host = (char *) "here", .step_ms = steps, .nsteps = 3, .batch = 64, .threads = 1,
+                           .concurrent = 2, .test_batch_ms = 2.0 / 3.0 };
+  char *dir = g_dir_make_tmp ("test_emulate-XXXXXX", &error);
+  g_assert_no_error (error);
+  char *path = g_build_filename (dir, "x.cal", NULL);
+  ShoalCalibration back;
+  g_assert_true (shoal_calibration_save (&cal, path, &error));
+  g_assert_true (shoal_calibration_load (path, job, &back, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (back.test_batch_ms, ==, 2.0 / 3.0);
+  shoal_calibration_clear (&back);
+
+  cal.test_batch_ms = 0;   /* a model without test data: no key */
+  g_assert_true (shoal_calibration_save (&cal, path, &error));
+  char *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_null (strstr (text, "test_batch_ms"));
+  g_assert_true (shoal_calibration_load (path, job, &back, &error));
+  g_assert_cmpfloat (back.test_batch_ms, ==, 0);
+  shoal_calibration_clear (&back);
+
+  const char *damaged[] = { "test_batch_ms=0\n", "test_batch_ms=-1\n", "test_batch_ms=nan\n", "test_batch_ms=\n",
+                            "test_batch_ms=2e9\n" };
+  for (guint i = 0; i < G_N_ELEMENTS (damaged); i++)
+    {
+      char *bad = g_strconcat (text, damaged[i], NULL);
+      g_assert_true (g_file_set_contents (path, bad, -1, NULL));
+      g_assert_false (shoal_calibration_load (path, job, &back, &error));
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+      g_assert_nonnull (strstr (error->message, "[calibration] test_batch_ms: "));
+      g_clear_error (&error);
+      g_free (bad);
+    }
+  g_free (text);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (path);
+  g_free (dir);
+  g_free (cal.model);
+  shoal_job_free (job);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -726,5 +780,6 @@ main (int argc, char **argv)
   g_test_add_func ("/emulate/limiter-idle-banks-nothing", test_limiter_idle_banks_nothing);
   g_test_add_func ("/emulate/elastic-rule", test_elastic_rule);
   g_test_add_func ("/emulate/ready-fraction", test_ready_fraction);
+  g_test_add_func ("/emulate/calibration-test-batch", test_calibration_test_batch);
   return g_test_run ();
 }
