@@ -406,7 +406,6 @@ job_from_conf (ShoalConf *conf, const char *const *overrides, GError **error)
   job->device_update = shoal_conf_get_bool (conf, "job", t, "device_update");
   job->device_codecs = shoal_conf_get_bool (conf, "job", t, "device_codecs");
   job->cuda_graph = shoal_conf_get_bool (conf, "job", t, "cuda_graph");
-  job->cuda_graph_set = g_key_file_has_key (shoal_conf_keyfile (conf), "job", "cuda_graph", NULL);
   char *precision = shoal_conf_get_string (conf, "job", t, "precision");
   /* the table's choices were checked: only fp32, tf32 and bf16 get here */
   if (!shoal_precision_parse (precision, &job->precision))

@@ -45,7 +45,6 @@ struct _ShoalJob {
   gboolean device_update;   /* a GPU worker with its server in-process updates on the GPU */
   gboolean device_codecs;   /* a GPU worker runs the wire codecs to remote servers on the GPU */
   gboolean cuda_graph;      /* a GPU worker whose params stay on the GPU replays its step as a CUDA graph */
-  gboolean cuda_graph_set;  /* the conf says cuda_graph itself (else it is the default, said nothing of) */
   ShoalPrecision precision; /* GPU nets' matrix arithmetic (core/device.h) */
   guint64 memory_limit;     /* bytes the nets of this process may allocate together; 0 = no limit */
   ShoalMemoryBudget *memory_budget; /* owned: give it to every net of the job (ShoalNetOptions.budget) */

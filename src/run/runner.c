@@ -449,8 +449,11 @@ use_cuda_graph (RunnerProcess *p, WorkerSlot *slot)
   GError *error = NULL;
   if (net != NULL && shoal_group_net_size (slot->net) == 1 && shoal_net_set_cuda_graph (net, TRUE, &error))
     return;
+  /* whether the conf says cuda_graph itself, read from the conf here: a
+   * field of ShoalJob for it broke the public ABI (e2e/abi) */
+  gboolean asked = g_key_file_has_key (shoal_conf_keyfile (p->job->conf), "job", "cuda_graph", NULL);
   if (!p->cuda_graph_noted)
-    g_log (G_LOG_DOMAIN, p->job->cuda_graph_set ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_DEBUG,
+    g_log (G_LOG_DOMAIN, asked ? G_LOG_LEVEL_MESSAGE : G_LOG_LEVEL_DEBUG,
            "rank %d: [job] cuda_graph = true does nothing for this process's workers: %s", p->proc->rank,
            error != NULL ? error->message : "a worker group of several workers in one net");
   p->cuda_graph_noted = TRUE;
