@@ -906,10 +906,8 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   /* absent from files made before it was measured, and where the model
    * has no test data: test passes cost nothing */
   GError *bad_test = NULL;
-  double test_batch_ms = g_key_file_has_key (kf, GROUP, "test_batch_ms", NULL)
-                           ? g_key_file_get_double (kf, GROUP, "test_batch_ms", &bad_test)
-                           : 0;
   gboolean has_test = g_key_file_has_key (kf, GROUP, "test_batch_ms", NULL);
+  double test_batch_ms = has_test ? g_key_file_get_double (kf, GROUP, "test_batch_ms", &bad_test) : 0;
   /* absent from files made before it was recorded: one worker alone */
   GError *no_concurrent = NULL;
   int concurrent = g_key_file_has_key (kf, GROUP, "concurrent", NULL)

@@ -43,6 +43,12 @@
 #include "workspace/workspace.h"
 #include "workspace/workspace_claim.h"
 
+/* The most virtual nanoseconds a run counts to (31.7 years): a time
+ * past it is a sum that overflowed or is about to (each unit's step of
+ * step_ms = 1e9 ms, the conf's most, made 20,000 steps 2e19 ns, past
+ * gint64, and the run spun with its clock wrapped) */
+#define VCLOCK_MAX_NS ((gint64) 1000000000 * 1000000000)
+
 /* ---- events ---------------------------------------------------------------- */
 
 typedef enum {
@@ -501,7 +507,9 @@ test_ns (Emu *e, const Unit *u)
   if (e->cal.test_batch_ms <= 0)
     return 0;
   int batches = shoal_worker_test_batches (e->shared->net, e->job->test_steps);
-  return (gint64) llround (batches * e->cal.test_batch_ms * u->rows_factor * u->machine * 1e6);
+  double ns = batches * e->cal.test_batch_ms * u->rows_factor * u->machine * 1e6;
+  /* past what the clock counts: its events then say so (vtime_ok) */
+  return ns <= (double) VCLOCK_MAX_NS ? (gint64) llround (ns) : VCLOCK_MAX_NS + 1;
 }
 
 /* Unit u's test pass at `step`, now: its line is stamped at the pass's
@@ -1459,11 +1467,6 @@ emu_free (Emu *e)
     g_error_free (e->failure);
 }
 
-/* The most virtual nanoseconds a run counts to (31.7 years): a time
- * past it is a sum that overflowed or is about to (each unit's step of
- * step_ms = 1e9 ms, the conf's most, made 20,000 steps 2e19 ns, past
- * gint64, and the run spun with its clock wrapped) */
-#define VCLOCK_MAX_NS ((gint64) 1000000000 * 1000000000)
 
 static gboolean
 vtime_ok (Emu *e, gint64 t)

@@ -416,6 +416,11 @@ sed 's/^test_batch_ms=.*/test_batch_ms=fast/' "$dir/tiny.cal" >"$dir/testbad.cal
 bad "[calibration] test_batch_ms: not a number above 0" "${TINY[@]}" -o "emulate.calibration=$dir/testbad.cal"
 sed 's/^test_batch_ms=.*/test_batch_ms=1e300/' "$dir/tiny.cal" >"$dir/testhuge.cal"
 bad "[calibration] test_batch_ms: above 1e9 ms" "${TINY[@]}" -o "emulate.calibration=$dir/testhuge.cal"
+# a pass of 20 test batches of 1e9 ms on a machine 1000 times slower,
+# 2e19 ns, past gint64: said as the clock's end, not wrapped
+sed 's/^test_batch_ms=.*/test_batch_ms=1e9/' "$dir/tiny.cal" >"$dir/testyears.cal"
+bad "[emulate] the virtual clock passed 31 years (1e18 ns) at step 2" "${TINY[@]}" -o job.test_freq=2 -o job.test_steps=20 \
+  -o 'emulate.machine_factor=uniform(1000, 1000)' -o "emulate.calibration=$dir/testyears.cal"
 sed 's/^rpc_ns_per_byte=.*/rpc_ns_per_byte=-1/' "$dir/tiny.cal" >"$dir/rpc.cal"
 bad "[calibration] rpc_ns_per_byte: not a number >= 0" "${TINY[@]}" -o "emulate.calibration=$dir/rpc.cal"
 # steps of a day: a metrics tick every virtual ms once made 1e8 idle
