@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "rpc/thrift_socket.h"
 #include "server/server.h"
 #include "job/job.h"
+#include "support/temp_tree.h"
 
 /* ---- the conf --------------------------------------------------------------- */
 
@@ -757,8 +757,7 @@ test_calibration_test_batch (void)
       g_free (bad);
     }
   g_free (text);
-  g_unlink (path);
-  g_rmdir (dir);
+  shoal_test_remove_tree (dir);
   g_free (path);
   g_free (dir);
   g_free (cal.model);
