@@ -57,7 +57,9 @@ echo "sweep: schemes $SCHEMES, workers $WORKERS, $BUDGET samples a point, links 
 
 # one calibration per worker count, made before the real sweep
 # (scale_host_calibration; copied from REAL_FROM where given)
-for w in ${WORKERS//,/ }; do NPROC=$cores scale_host_calibration "$w" "$OUT"; done
+# (scale_lib.sh's calibrations per K = min(W, NPROC) follow the real half's machine)
+NPROC=$cores
+for w in ${WORKERS//,/ }; do scale_host_calibration "$w" "$OUT"; done
 start=$SECONDS
 if [ -n "$REAL_FROM" ]; then
   cp -r "$REAL_FROM/real" "$OUT/real"

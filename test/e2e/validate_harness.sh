@@ -46,6 +46,14 @@ for w in 1 2; do
   real_now=$(awk -v w="$w" '$1 == "downpour" && $2 == w { print $3 }' "$dir/out2")
   [ -n "$real_then" ] && [ "$real_then" = "$real_now" ] || fail "REAL_FROM: the real column changed at $w workers"
 done
+# the calibration per size follows that machine too: on 1 core, 2
+# workers step one at a time (K = 1)
+echo "machine: 1 cores, elsewhere" >"$dir/v/machine.txt"
+REAL_FROM="$dir/v" WORKERS=1,2 SCHEMES=downpour BUDGET=1280 MBIT=1000 OUT="$dir/one" timeout -k 5 "$(scaled 120)" \
+  bench/scale_validate.sh "$BUILD" -o 'layer fc1.num_output=32' -o 'layer fc2.num_output=32' -o job.test_steps=5 \
+  >"$dir/out4" 2>&1 || { tail -20 "$dir/out4"; fail "REAL_FROM on 1 core failed"; }
+grep -q '^calibration=.*/mlp-k1\.cal$' "$dir/one/virtual-w2/runs/downpour-w2-r1/job.conf" ||
+  fail "REAL_FROM: 2 workers on the real half's 1 core were not predicted with its 1-at-a-time calibration"
 rc=0
 REAL_FROM="$dir" OUT="$dir/none" bench/scale_validate.sh "$BUILD" >"$dir/out3" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q 'REAL_FROM: no real/results.csv' "$dir/out3" || fail "REAL_FROM without a real half was not refused"
