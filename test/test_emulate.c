@@ -21,6 +21,7 @@
 #include "server/server.h"
 #include "job/job.h"
 #include "support/temp_tree.h"
+#include "workspace/run_identity.h"
 
 /* ---- the conf --------------------------------------------------------------- */
 
@@ -722,7 +723,7 @@ test_calibration_test_batch (void)
   ShoalJob *job = load ("", &error);
   g_assert_no_error (error);
   double steps[] = { 4.5, 5.25, 6.0 };
-  ShoalCalibration cal = { .model = shoal_calibration_fingerprint (job), .updater = (char *) "sgd",
+  ShoalCalibration cal = { .model = shoal_model_fingerprint (shoal_conf_keyfile (job->conf)), .updater = (char *) "sgd",
                            .host = (char *) "here", .step_ms = steps, .nsteps = 3, .batch = 64, .threads = 1,
                            .concurrent = 2, .test_batch_ms = 2.0 / 3.0 };
   char *dir = g_dir_make_tmp ("test_emulate-XXXXXX", &error);

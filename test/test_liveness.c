@@ -391,11 +391,10 @@ test_claim (void)
 
   /* a resume of another model is refused; job.conf stays the first run's */
   g_assert_false (shoal_workspace_claim (ws, b, TRUE, FALSE, NULL, &error));
-  char *want = g_strdup_printf ("%s: cannot resume: its checkpoints belong to another run: [layer fc] num_output "
-                                "is 10 there, 20 in this job (--resume continues only the same model, data and "
-                                "layout; start this job without --resume, or in another --workspace)", ws);
+  char *want = g_strdup_printf ("%s: cannot resume: its checkpoints belong to another model: [layer fc] num_output "
+                                "is 10 in %s/job.conf, 20 in this job (model fingerprint ", ws, ws);
   g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
-  g_assert_cmpstr (error->message, ==, want);
+  g_assert_true (g_str_has_prefix (error->message, want));
   g_clear_error (&error);
   g_free (want);
   char *conf = read_text (ws, "job.conf");

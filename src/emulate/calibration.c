@@ -18,6 +18,7 @@
 #include "worker/push_hook.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
+#include "workspace/run_identity.h"
 
 #define GROUP "calibration"
 
@@ -45,45 +46,6 @@ optional_value (ShoalCalibration *cal, int i)
   };
   G_STATIC_ASSERT (G_N_ELEMENTS (values) == G_N_ELEMENTS (optional_keys));
   return values[i];
-}
-
-/* keys of a layer that say where its data are or how many rows a step
- * takes (the steps are scaled to a unit's rows), not what the model is */
-static gboolean
-not_the_model (const char *key)
-{
-  return strcmp (key, "train") == 0 || strcmp (key, "test") == 0 || strcmp (key, "data") == 0
-         || strcmp (key, "batch_size") == 0;
-}
-
-char *
-shoal_calibration_fingerprint (ShoalJob *job)
-{
-  GKeyFile *kf = shoal_conf_keyfile (job->conf);
-  GString *text = g_string_new (NULL);
-  char **groups = g_key_file_get_groups (kf, NULL);
-  for (int i = 0; groups[i] != NULL; i++)
-    {
-      if (!g_str_has_prefix (groups[i], "layer ") && strcmp (groups[i], "updater") != 0)
-        continue;
-      g_string_append_printf (text, "[%s]\n", groups[i]);
-      char **keys = g_key_file_get_keys (kf, groups[i], NULL, NULL);
-      for (int k = 0; keys != NULL && keys[k] != NULL; k++)
-        if (!not_the_model (keys[k]))
-          {
-            char *v = g_key_file_get_value (kf, groups[i], keys[k], NULL);
-            g_string_append_printf (text, "%s=%s\n", keys[k], v != NULL ? g_strstrip (v) : "");
-            g_free (v);
-          }
-      g_strfreev (keys);
-    }
-  g_string_append_printf (text, "alg=%d\n", job->cd_k);
-  g_strfreev (groups);
-  char *sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, text->str, -1);
-  g_string_free (text, TRUE);
-  char *out = g_strndup (sum, 16);
-  g_free (sum);
-  return out;
 }
 
 /* VmRSS of /proc/self/status in bytes; 0 when unknown. */
@@ -756,7 +718,7 @@ shoal_calibration_measure (ShoalJob *job, const ShoalCalibrationPlan *plan, Shoa
       shoal_calibration_clear (out);
       return FALSE;
     }
-  out->model = shoal_calibration_fingerprint (job);
+  out->model = shoal_model_fingerprint (shoal_conf_keyfile (job->conf));
   out->updater = g_strdup (shoal_updater_kind_name (job->updater.kind));
   char host[256] = "";
   gethostname (host, sizeof host - 1);
@@ -925,7 +887,7 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   const char *ready_why = NULL, *past = NULL;
   const char *bad_ready = ready_hand_offs_damage (ready_from, n_from, bad_from, ready_fraction, n_fraction,
                                                   bad_fraction, &ready_why);
-  char *mine = shoal_calibration_fingerprint (job);
+  char *mine = shoal_model_fingerprint (shoal_conf_keyfile (job->conf));
   char *check = steps != NULL ? g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) steps,
                                                              sizeof (double) * n)
                               : NULL;

@@ -28,9 +28,10 @@
  *     from which the virtual clock sends a slice during the backward of
  *     the layers below it, as a real worker's comm thread does.
  *
- * The file is a GKeyFile with a [calibration] group; `model` is a hash of
- * the job's layer and updater sections (not the data paths), so a file
- * of another model is refused by name. */
+ * The file is a GKeyFile with a [calibration] group; `model` is the
+ * model's fingerprint (workspace/run_identity.h: its layers, updater type
+ * and alg; not the data paths, batch size or rates), so a file of
+ * another model is refused by name. */
 #ifndef SHOAL_CALIBRATION_H
 #define SHOAL_CALIBRATION_H
 
@@ -84,8 +85,6 @@ typedef struct {
   char *host;                  /* where it was measured */
 } ShoalCalibration;
 
-/* The model's fingerprint (free it). */
-char *shoal_calibration_fingerprint (ShoalJob *job);
 /* How to measure: `steps` timed steps of each worker, or, with steps 0,
  * as many as `seconds` take (at least SHOAL_CALIBRATION_MIN_STEPS); with
  * `concurrent` workers stepping at once (1: one alone). */

@@ -11,92 +11,14 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/updater.h"
 #include "data/checkpoint.h"
 #include "metrics/metrics.h"
+#include "workspace/run_identity.h"
 #include "workspace/workspace.h"
 #include "workspace/workspace_lock.h"
 
 /* What an earlier run leaves in a workspace. */
 static const char *const run_files[] = { "checkpoint", "job.conf", "metrics.jsonl", NULL };
-
-/* Keys a resumed run may change. */
-static gboolean
-may_change (const char *group, const char *key)
-{
-  static const char *const job[] = { "train_steps", "epochs", "test_freq", "test_steps", "disp_freq",
-                                     "checkpoint_freq", "max_seconds", "metrics_interval", "threads", NULL };
-  static const char *const cluster[] = { "heartbeat_interval", "heartbeat_timeout", "progress_timeout",
-                                         "stop_timeout", "max_procs_per_core", "rpc_max_connections",
-                                         "rpc_idle_timeout", "rpc_threads", NULL };
-  if (strcmp (group, "updater") == 0)
-    return TRUE;
-  if (strcmp (group, "job") == 0)
-    return g_strv_contains (job, key);
-  if (strcmp (group, "cluster") == 0)
-    return g_strv_contains (cluster, key);
-  return FALSE;
-}
-
-static char *
-value_or_unset (GKeyFile *kf, const char *group, const char *key)
-{
-  char *v = g_key_file_get_value (kf, group, key, NULL);
-  if (v == NULL)
-    return g_strdup ("(not set)");
-  return g_strstrip (v);
-}
-
-/* The first key (in either conf) of a group and key that may not change,
- * whose value differs; FALSE when there is none. */
-static gboolean
-first_difference (GKeyFile *was, GKeyFile *now, char **group_out, char **key_out)
-{
-  GKeyFile *pair[2] = { was, now };
-  for (int side = 0; side < 2; side++)
-    {
-      char **groups = g_key_file_get_groups (pair[side], NULL);
-      for (int g = 0; groups[g] != NULL; g++)
-        {
-          char **keys = g_key_file_get_keys (pair[side], groups[g], NULL, NULL);
-          for (int k = 0; keys != NULL && keys[k] != NULL; k++)
-            {
-              if (may_change (groups[g], keys[k]))
-                continue;
-              char *a = value_or_unset (was, groups[g], keys[k]);
-              char *b = value_or_unset (now, groups[g], keys[k]);
-              gboolean same = strcmp (a, b) == 0;
-              g_free (a);
-              g_free (b);
-              if (!same)
-                {
-                  *group_out = g_strdup (groups[g]);
-                  *key_out = g_strdup (keys[k]);
-                  g_strfreev (keys);
-                  g_strfreev (groups);
-                  return TRUE;
-                }
-            }
-          g_strfreev (keys);
-        }
-      g_strfreev (groups);
-    }
-  return FALSE;
-}
-
-/* [updater] type's optimiser state, in floats a value (sgd where unset,
- * as the job reads it). */
-static int
-state_floats (GKeyFile *kf, char **type_out)
-{
-  char *type = g_key_file_get_string (kf, "updater", "type", NULL);
-  ShoalUpdaterKind kind = SHOAL_UPDATER_SGD;
-  if (type != NULL)
-    shoal_updater_kind_parse (g_strstrip (type), &kind);
-  g_free (type);
-  *type_out = g_strdup (shoal_updater_kind_name (kind));
-  return shoal_updater_state_per_value (kind);
-}
 
 /* A resumed run continues the run whose job.conf is there; checked before
  * anything in the workspace changes.  Without a readable job.conf nothing
@@ -126,39 +48,7 @@ shoal_workspace_check_resume (const char *workspace, ShoalConf *conf, GError **e
       ok = FALSE;
     }
   else
-    {
-      GKeyFile *now = shoal_conf_keyfile (conf);
-      char *group = NULL, *key = NULL, *type_was = NULL, *type_now = NULL;
-      int floats_was = state_floats (was, &type_was), floats_now = state_floats (now, &type_now);
-      if (first_difference (was, now, &group, &key))
-        {
-          char *a = value_or_unset (was, group, key);
-          char *b = value_or_unset (now, group, key);
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                       "%s: cannot resume: its checkpoints belong to another run: [%s] %s is %s there, %s "
-                       "in this job (--resume continues only the same model, data and layout; start this "
-                       "job without --resume, or in another --workspace)",
-                       workspace, group, key, a, b);
-          g_free (a);
-          g_free (b);
-          ok = FALSE;
-        }
-      else if (floats_was != floats_now)
-        {
-          /* the updater may change, but not what its servers keep: their
-           * checkpointed state would not fit */
-          g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF,
-                       "%s: cannot resume: its checkpoints hold the optimiser state of [updater] type = %s "
-                       "(%d float%s a value), this job's %s keeps %d (--resume may change the updater's "
-                       "rates, not what it keeps; start this job without --resume, or in another --workspace)",
-                       workspace, type_was, floats_was, floats_was == 1 ? "" : "s", type_now, floats_now);
-          ok = FALSE;
-        }
-      g_free (group);
-      g_free (key);
-      g_free (type_was);
-      g_free (type_now);
-    }
+    ok = shoal_run_identity_check (workspace, path, was, shoal_conf_keyfile (conf), error);
   g_key_file_free (was);
   g_free (path);
   return ok;

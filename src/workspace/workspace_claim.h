@@ -6,14 +6,14 @@
  *   files aside, into WORKSPACE/previous/N/, and says where (with
  *   `overwrite`, shoal run --force, it removes them instead).
  * - A resumed run must be the same model, data and layout as the run
- *   whose checkpoints it continues: job.conf is compared key by key
- *   (what may change on a resume: how long and how often - train_steps,
- *   epochs, test and display frequencies, checkpoint_freq, max_seconds,
- *   metrics_interval, threads -, the [updater] but not the optimiser
- *   state its servers keep, and the [cluster] timeouts and limits); the
- *   first other difference is an error naming the key and both values.
- *   A job.conf missing, unreadable or damaged refuses the resume, naming
- *   it: nothing else says which run the checkpoints are.
+ *   whose checkpoints it continues: job.conf is compared with its conf by
+ *   the rule of workspace/run_identity.h (what may change on a resume:
+ *   how long and how often, the updater's rates, the [cluster] timeouts
+ *   and limits, a data layer's paths); the first other difference is an
+ *   error naming the key and both values (and the two model fingerprints
+ *   where it is the model's).  A job.conf missing, unreadable or damaged
+ *   refuses the resume, naming it: nothing else says which run the
+ *   checkpoints are.
  * - job.conf is written only once the run is accepted, so a refused run
  *   leaves the workspace as it was.
  * And on resume, metrics.jsonl keeps only what the checkpoint holds: the

@@ -33,7 +33,7 @@ rc=0
 run -o job.train_steps=200 -o 'layer fc2.num_output=32' --resume >"$dir/refused.out" 2>&1 || rc=$?
 cat "$dir/refused.out"
 [ "$rc" -eq 1 ] || fail "refused: exit $rc"
-grep -qF "shoal run: $ws: cannot resume: its checkpoints belong to another run: [layer fc2] num_output is 64 there, 32 in this job (--resume continues only the same model, data and layout; start this job without --resume, or in another --workspace)" \
+grep -qF "shoal run: $ws: cannot resume: its checkpoints belong to another model: [layer fc2] num_output is 64 in $ws/job.conf, 32 in this job (model fingerprint " \
   "$dir/refused.out" || fail "refused: message"
 grep -qxF "num_output=32" "$ws/job.conf" && fail "refused: job.conf was overwritten"
 
@@ -70,7 +70,7 @@ cp "$ws/job.conf" "$dir/job.conf.now"
 refused "job.conf cut short" "cannot resume" -o job.train_steps=200
 cp "$dir/job.conf.kept" "$ws/job.conf"
 cp "$ws/job.conf" "$dir/job.conf.now"
-refused "another optimiser state" "$ws: cannot resume: its checkpoints hold the optimiser state of [updater] type = sgd (1 float a value), this job's adam keeps 2" \
+refused "another updater" "$ws: cannot resume: its checkpoints belong to another model: [updater] type is sgd in $ws/job.conf, adam in this job" \
   -o job.train_steps=200 -o updater.type=adam
 rm "$dir/job.conf.now"
 sed -i '$d' "$ws/metrics.jsonl"
@@ -100,7 +100,7 @@ grep -qF '"step":150,' "$ws/metrics.jsonl" && fail "fresh: the old run's metrics
 rc=0
 run -o job.train_steps=200 --resume >"$dir/old.out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "old: --resume of the old run's conf: exit $rc"
-grep -qF "[layer fc2] num_output is 32 there, 64 in this job" "$dir/old.out" || fail "old: message"
+grep -qF "[layer fc2] num_output is 32 in $ws/job.conf, 64 in this job" "$dir/old.out" || fail "old: message"
 run -o job.train_steps=60 -o 'layer fc2.num_output=32' --resume >/dev/null 2>&1 || fail "fresh: cannot resume"
 
 # 4. through the launcher
@@ -114,7 +114,7 @@ launch -o job.train_steps=100 >/dev/null 2>&1 || fail "launched: first run"
 rc=0
 launch -o job.train_steps=150 -o 'layer fc1.num_output=32' --resume >"$dir/lrefused.out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "launched refused: exit $rc"
-grep -qF "[layer fc1] num_output is 64 there, 32 in this job" "$dir/lrefused.out" || fail "launched refused: message"
+grep -qF "[layer fc1] num_output is 64 in $lws/job.conf, 32 in this job" "$dir/lrefused.out" || fail "launched refused: message"
 grep -qxF "num_output=64" "$lws/job.conf" || fail "launched refused: job.conf was overwritten"
 # job.conf deleted: refused before metrics.jsonl is trimmed
 echo '{"time":9999.1,"phase":"train","step":105,"group":0,"worker":0,"loss":1}' >>"$lws/metrics.jsonl"

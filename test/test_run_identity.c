@@ -1,0 +1,192 @@
+/* The rule of a resume (workspace/run_identity.h): which changes of a
+ * job's conf a resumed run may make (the updater's rates, a dataset's
+ * path, how long and how often) and which it may not (a layer's type or
+ * shape, the layers' order, the updater's type, the batch size), the
+ * model fingerprint they move or leave alone, and the refusal's words. */
+#include <glib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "workspace/run_identity.h"
+
+static const char base[] =
+  "[job]\nname = t\ntrain_steps = 100\n"
+  "[updater]\ntype = sgd\nmomentum = 0.9\nlr_list = 0.1\n"
+  "[cluster]\nnworker_groups = 1\n"
+  "[layer data]\ntype = lmdb_input\ntrain = /data/a/train\ntest = /data/a/test\nbatch_size = 64\n"
+  "[layer fc1]\ntype = dense\nsrc = data\nnum_output = 32\n"
+  "[layer act]\ntype = relu\nsrc = fc1\n"
+  "[layer fc2]\ntype = dense\nsrc = act\nnum_output = 32\n"
+  "[layer loss]\ntype = softmax_loss\nsrc = fc2, data\n";
+
+static GKeyFile *
+conf (const char *text)
+{
+  GKeyFile *kf = g_key_file_new ();
+  g_assert_true (g_key_file_load_from_data (kf, text, -1, G_KEY_FILE_NONE, NULL));
+  return kf;
+}
+
+/* base with [group] key set to value (NULL: removed) */
+static GKeyFile *
+changed (const char *group, const char *key, const char *value)
+{
+  GKeyFile *kf = conf (base);
+  if (value != NULL)
+    g_key_file_set_value (kf, group, key, value);
+  else
+    g_assert_true (g_key_file_remove_key (kf, group, key, NULL));
+  return kf;
+}
+
+/* whether a run of `now` may resume base's; the refusal in *message */
+static gboolean
+resumes (GKeyFile *now, char **message)
+{
+  GKeyFile *was = conf (base);
+  GError *error = NULL;
+  gboolean ok = shoal_run_identity_check ("ws", "ws/job.conf", was, now, &error);
+  if (!ok)
+    {
+      g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+      if (message != NULL)
+        *message = g_strdup (error->message);
+      g_error_free (error);
+    }
+  else
+    g_assert_no_error (error);
+  g_key_file_free (was);
+  g_key_file_free (now);
+  return ok;
+}
+
+static gboolean
+same_fingerprint (GKeyFile *now)
+{
+  GKeyFile *was = conf (base);
+  char *a = shoal_model_fingerprint (was), *b = shoal_model_fingerprint (now);
+  g_assert_cmpint ((int) strlen (a), ==, 16);
+  gboolean same = strcmp (a, b) == 0;
+  g_free (a);
+  g_free (b);
+  g_key_file_free (was);
+  g_key_file_free (now);
+  return same;
+}
+
+/* what a demanding user changes on purpose: resumed, the same model */
+static void
+test_allowed (void)
+{
+  static const char *const allowed[][3] = {
+    { "updater", "lr_list", "0.01" },          /* a lowered lr */
+    { "updater", "momentum", "0.5" },
+    { "updater", "lr_policy", "step" },
+    { "layer data", "train", "/data/b/train" }, /* the dataset moved */
+    { "layer data", "test", "/data/b/test" },
+    { "job", "train_steps", "500" },
+    { "job", "checkpoint_freq", "10" },
+    { "cluster", "heartbeat_timeout", "30" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (allowed); i++)
+    {
+      g_test_message ("[%s] %s = %s", allowed[i][0], allowed[i][1], allowed[i][2]);
+      g_assert_true (resumes (changed (allowed[i][0], allowed[i][1], allowed[i][2]), NULL));
+      g_assert_true (same_fingerprint (changed (allowed[i][0], allowed[i][1], allowed[i][2])));
+    }
+  /* sgd written out or left to its default: one updater */
+  g_assert_true (resumes (changed ("updater", "type", NULL), NULL));
+  g_assert_true (same_fingerprint (changed ("updater", "type", NULL)));
+  /* the keys of a section in another order: the same model */
+  GKeyFile *keys_moved = conf (base);
+  g_assert_true (g_key_file_remove_key (keys_moved, "layer fc1", "type", NULL));
+  g_key_file_set_value (keys_moved, "layer fc1", "type", "dense");
+  g_assert_true (same_fingerprint (keys_moved));
+}
+
+/* another model: refused, the fingerprint moves; another run: refused */
+static void
+test_refused (void)
+{
+  static const char *const model[][3] = {
+    { "layer act", "type", "tanh" },           /* another activation, the same sizes */
+    { "layer loss", "type", "euclidean_loss" }, /* another loss */
+    { "layer fc1", "num_output", "64" },
+    { "layer fc2", "src", "fc1" },
+    { "updater", "type", "nesterov" },         /* another updater, one state float as sgd */
+    { "job", "alg", "cd" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (model); i++)
+    {
+      g_test_message ("[%s] %s = %s", model[i][0], model[i][1], model[i][2]);
+      char *why = NULL;
+      g_assert_false (resumes (changed (model[i][0], model[i][1], model[i][2]), &why));
+      g_assert_nonnull (strstr (why, "its checkpoints belong to another model"));
+      g_assert_nonnull (strstr (why, "model fingerprint "));
+      g_free (why);
+      g_assert_false (same_fingerprint (changed (model[i][0], model[i][1], model[i][2])));
+    }
+  /* the run, not the model: the fingerprint stays, the resume is refused */
+  static const char *const run[][3] = {
+    { "layer data", "batch_size", "32" },
+    { "cluster", "nworker_groups", "2" },
+    { "job", "seed", "7" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (run); i++)
+    {
+      char *why = NULL;
+      g_assert_false (resumes (changed (run[i][0], run[i][1], run[i][2]), &why));
+      g_assert_nonnull (strstr (why, "its checkpoints belong to another run"));
+      g_assert_null (strstr (why, "fingerprint"));
+      g_free (why);
+      g_assert_true (same_fingerprint (changed (run[i][0], run[i][1], run[i][2])));
+    }
+}
+
+static void
+test_message (void)
+{
+  char *why = NULL;
+  g_assert_false (resumes (changed ("layer act", "type", "tanh"), &why));
+  GKeyFile *was = conf (base), *now = changed ("layer act", "type", "tanh");
+  char *a = shoal_model_fingerprint (was), *b = shoal_model_fingerprint (now);
+  char *want = g_strdup_printf ("ws: cannot resume: its checkpoints belong to another model: [layer act] type is "
+                                "relu in ws/job.conf, tanh in this job (model fingerprint %s there, %s in this job; "
+                                "--resume continues only the same model, data and layout: put it back as it was, "
+                                "or start this job without --resume, or in another --workspace)", a, b);
+  g_assert_cmpstr (why, ==, want);
+  g_free (want);
+  g_free (why);
+  g_free (a);
+  g_free (b);
+  g_key_file_free (was);
+  g_key_file_free (now);
+
+  /* the same sections in another order: the params' order in the store */
+  const char *fc1 = strstr (base, "[layer fc1]"), *act = strstr (base, "[layer act]");
+  GString *swapped = g_string_new_len (base, fc1 - base);
+  g_string_append_len (swapped, act, strstr (base, "[layer fc2]") - act);
+  g_string_append_len (swapped, fc1, act - fc1);
+  g_string_append (swapped, strstr (base, "[layer fc2]"));
+  g_assert_false (resumes (conf (swapped->str), &why));
+  g_assert_nonnull (strstr (why, "the [layer] sections are in another order: data, fc1, act, fc2, loss in "
+                                 "ws/job.conf, data, act, fc1, fc2, loss in this job (model fingerprint "));
+  g_free (why);
+  g_assert_false (same_fingerprint (conf (swapped->str)));
+  g_string_free (swapped, TRUE);
+
+  /* a key only one side has */
+  g_assert_false (resumes (changed ("layer fc1", "num_output", NULL), &why));
+  g_assert_nonnull (strstr (why, "[layer fc1] num_output is 32 in ws/job.conf, (not set) in this job"));
+  g_free (why);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/run-identity/allowed", test_allowed);
+  g_test_add_func ("/run-identity/refused", test_refused);
+  g_test_add_func ("/run-identity/message", test_message);
+  return g_test_run ();
+}
