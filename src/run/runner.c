@@ -30,6 +30,7 @@
 #include "metrics/process_report.h"
 #include "worker/threads.h"
 #include "worker/worker.h"
+#include "workspace/run_identity.h"
 #include "workspace/workspace.h"
 #include "workspace/workspace_claim.h"
 #include "workspace/workspace_lock.h"
@@ -67,6 +68,70 @@ server_checkpoints_fit (RunnerProcess *p, GError **error)
       g_free (dir);
     }
   return ok;
+}
+
+/* Whether a rank resumed without a launcher (mpirun, srun: no job.conf)
+ * continues the run of its workspace: the conf each rank's units saved
+ * with their newest checkpoint is compared with this job's by the rule a
+ * launcher applies to job.conf (workspace/run_identity.h), on every rank
+ * before any changes anything; a model of the same sizes passes the
+ * servers' own check.  Checkpoints made before units saved their conf
+ * have nothing to compare (their sizes still are). */
+static gboolean
+checkpoints_same_run (RunnerProcess *p, GError **error)
+{
+  const char *workspace = p->opts->workspace;
+  gboolean ok = TRUE, compared = FALSE;
+  for (int r = 0; ok && r < p->layout->nprocs; r++)
+    {
+      char *dir = shoal_checkpoint_dir (workspace, r);
+      ShoalCheckpoint *c = g_file_test (dir, G_FILE_TEST_IS_DIR) ? shoal_checkpoint_open (dir, FALSE, NULL) : NULL;
+      gint64 steps[2] = { -1, -1 }, step = -1;
+      int n = c != NULL ? shoal_checkpoint_steps (c, SHOAL_RUN_IDENTITY_BLOB, steps) : 0;
+      GBytes *blob = NULL;
+      /* a damaged step: the other one kept (the resume plan leaves it out too) */
+      for (int i = 0; blob == NULL && i < n; i++)
+        blob = shoal_checkpoint_load (c, SHOAL_RUN_IDENTITY_BLOB, step = steps[i], NULL);
+      shoal_checkpoint_close (c);
+      if (blob != NULL)
+        {
+          gsize len = 0;
+          const char *text = g_bytes_get_data (blob, &len);
+          GKeyFile *was = g_key_file_new ();
+          char *where = g_strdup_printf ("the checkpoint of step %" G_GINT64_FORMAT " (%s)", step, dir);
+          GError *e = NULL;
+          if (g_key_file_load_from_data (was, text, len, G_KEY_FILE_NONE, &e))
+            ok = shoal_run_identity_check (workspace, where, was, shoal_conf_keyfile (p->job->conf), error);
+          else
+            {
+              g_set_error (error, SHOAL_ERROR, SHOAL_ERROR_DATA, "%s: cannot resume: %s: its job's conf: %s",
+                           workspace, where, e->message);
+              g_error_free (e);
+              ok = FALSE;
+            }
+          compared = TRUE;
+          g_free (where);
+          g_key_file_free (was);
+          g_bytes_unref (blob);
+        }
+      g_free (dir);
+    }
+  if (ok && !compared)
+    g_debug ("%s: its checkpoints were made before they kept their job's conf: only their sizes are compared",
+             workspace);
+  return ok;
+}
+
+/* Whether a resumed run continues its workspace's run, before anything
+ * there changes: one process compares job.conf, a rank resumed without a
+ * launcher its checkpoints' conf (a launcher's ranks: their launcher
+ * compared job.conf). */
+static gboolean
+resumes_same_run (RunnerProcess *p, GError **error)
+{
+  if (p->opts->endpoints == NULL)
+    return shoal_workspace_check_resume (p->opts->workspace, p->job->conf, error);
+  return p->opts->trim_metrics == NULL || checkpoints_same_run (p, error);
 }
 
 /* A one-process run takes its workspace once it knows it can start (the
@@ -147,9 +212,10 @@ worker_checkpoint (ShoalWorker *w, gint64 step, GError **error)
   /* its samples counter and display window: a resumed run's metrics go on as if never stopped */
   GBytes *progress = shoal_worker_save_progress (w);
   char *progress_name = g_strconcat (name, "/progress", NULL);
-  const char *names[6] = { name, "clock", progress_name, NULL, NULL, NULL };
-  GBytes *blobs[6] = { state, clock, progress, NULL, NULL, NULL };
-  int nb = 3;
+  /* the conf, so that a rank resumed without a launcher (no job.conf) knows which run this is */
+  const char *names[7] = { name, "clock", progress_name, SHOAL_RUN_IDENTITY_BLOB, NULL, NULL, NULL };
+  GBytes *blobs[7] = { state, clock, progress, p->conf_blob, NULL, NULL, NULL };
+  int nb = 4;
   if (params != NULL)
     names[nb] = "params", blobs[nb++] = params;
   if (residuals != NULL)
@@ -961,6 +1027,7 @@ release_process (RunnerProcess *p, gboolean ok, ShoalFaultTimer *fault, const ch
   shoal_server_free (p->server);
   shoal_memory_budget_release (p->job->memory_budget, p->memory_held);
   shoal_checkpoint_close (p->ckpt);
+  g_clear_pointer (&p->conf_blob, g_bytes_unref);
   shoal_membership_free (p->membership);
   shoal_layout_free (p->layout);
   shoal_workspace_unlock (opts->workspace);
@@ -1027,16 +1094,19 @@ shoal_run_job (ShoalJob *job, const ShoalRunOptions *opts, ShoalRunResult *resul
   /* the run is accepted (conf, net and data are good): now it takes the
    * workspace, so a run that failed before leaves it as it was; a fresh
    * run before it opens its checkpoint store (an earlier run's moves
-   * aside), a resumed one once its job.conf was compared and its servers
-   * took the checkpoint up (their check refused another model only after
-   * metrics.jsonl was trimmed) */
+   * aside), a resumed one once its job.conf (a rank without a launcher:
+   * its checkpoints' conf) was compared and its servers took the
+   * checkpoint up (their check refused another model only after
+   * metrics.jsonl was trimmed, and passes one of the same sizes) */
   gboolean resumed = p.resume_step >= 0;
-  if (resumed ? opts->endpoints == NULL && !shoal_workspace_check_resume (opts->workspace, job->conf, error)
-              : !claim_workspace (&p, &resume_clock, error))
+  if (resumed ? !resumes_same_run (&p, error) : !claim_workspace (&p, &resume_clock, error))
     goto out;
   p.ckpt = shoal_checkpoint_open (ckpt_dir, TRUE, error);
   if (p.ckpt == NULL)
     goto out;
+  gsize conf_len = 0;
+  char *conf_text = g_key_file_to_data (shoal_conf_keyfile (job->conf), &conf_len, NULL);
+  p.conf_blob = g_bytes_new_take (conf_text, conf_len);
   if (!runner_start_servers (&p, error) || !reserve_checkpoint_memory (&p, error)
       || (resumed && !claim_workspace (&p, &resume_clock, error)))
     goto out;

@@ -49,6 +49,8 @@ typedef struct {
   ShoalGroupSync *group_sync;     /* Hogwild: this server group's sync with the masters */
   ShoalMembership *membership;   /* multi-process: the other ranks, alive or lost */
   ShoalCheckpoint *ckpt;         /* this rank's checkpoint store */
+  GBytes *conf_blob;             /* the job's conf as run, saved with each unit's checkpoint: what a
+                                  * rank resumed without a launcher compares (workspace/run_identity.h) */
   gint64 resume_step;            /* -1: a fresh run */
   gint64 stop_step;              /* shared by the workers; G_MAXINT64 until a stop is asked */
   gboolean cuda_graph_noted;     /* said once why [job] cuda_graph does nothing here */

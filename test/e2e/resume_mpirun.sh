@@ -61,10 +61,10 @@ stop0=$(sed -n 's/^rank 0: group 0 worker 0: stopped at step \([0-9]*\) .*/\1/p'
 stop1=$(sed -n 's/^rank 1: group 1 worker 0: stopped at step \([0-9]*\) .*/\1/p' "$dir/stop.out")
 [ "$stop0" -ne "$stop1" ] || fail "both groups stopped at step $stop0: nothing to tell apart"
 
-# --resume of another model (no job.conf under mpirun: the checkpoints'
-# own sizes): refused by every rank before any drops its metrics lines
-# past the checkpoints (the worker ranks used to, before the server
-# rank's restore refused it)
+# --resume of another model (no job.conf under mpirun: the conf the
+# units saved with their checkpoints): refused by every rank before any
+# drops its metrics lines past the checkpoints (the worker ranks used
+# to, before the server rank's restore refused it)
 sed '0,/^num_output = 256$/s//num_output = 128/' "$dir/job.conf" >"$dir/other.conf"
 cp "$ws/metrics.jsonl" "$dir/metrics.kept"
 rc=0
@@ -72,7 +72,7 @@ timeout -k 10 "$(scaled 150)" "${mpirun_cmd[@]}" "$BUILD/shoal" proc "$dir/other
   >"$dir/other.out" 2>"$dir/other.err" || rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "--resume of another model: exit $rc"
 # (mpirun ends the other ranks once one exits non-zero: one says why)
-grep -q "^shoal proc (rank [012]): $ws: cannot resume: $ws/checkpoint/rank-2: the checkpoint at step [0-9]* is of another model" \
+grep -q "^shoal proc (rank [012]): $ws: cannot resume: its checkpoints belong to another model: \[layer fc1\] num_output is 256 in the checkpoint of step [0-9]* ($ws/checkpoint/rank-[01]), 128 in this job" \
   "$dir/other.err" || { grep -v '^\*\*' "$dir/other.err" | tail; fail "no rank refused another model"; }
 cmp -s "$ws/metrics.jsonl" "$dir/metrics.kept" || fail "the refused --resume changed metrics.jsonl"
 if pgrep -f -- "$dir/" >/dev/null; then pgrep -fa -- "$dir/"; fail "processes left behind by the refused --resume"; fi
