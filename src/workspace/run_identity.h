@@ -6,8 +6,9 @@
  *   checkpoint_freq, max_seconds, metrics_interval, threads), the
  *   updater's rates (every [updater] key but type), the [cluster]
  *   timeouts and limits, and where a data layer reads (its train, test
- *   and data paths: a dataset moved to another disk; the layer itself
- *   refuses one of another size).  Every other key must be as it was,
+ *   and data paths: a dataset moved to another disk, the same records;
+ *   lmdb_input refuses one of another size only when a unit restores its
+ *   cursor, after the workspace was claimed).  Every other key must be as it was,
  *   and the [layer] sections in the same order (the order of the params
  *   in the servers' store).
  * - The model: every key of the [layer] sections but the data paths and
