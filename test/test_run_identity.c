@@ -97,6 +97,21 @@ test_allowed (void)
   /* sgd written out or left to its default: one updater */
   g_assert_true (resumes (changed ("updater", "type", NULL), NULL));
   g_assert_true (same_fingerprint (changed ("updater", "type", NULL)));
+  /* defaults written out or left to the job: alg = bp, cd_k = 1 under cd */
+  g_assert_true (resumes (changed ("job", "alg", "bp"), NULL));
+  g_assert_true (same_fingerprint (changed ("job", "alg", "bp")));
+  GKeyFile *cd = changed ("job", "alg", "cd"), *cd1 = changed ("job", "alg", "cd");
+  g_key_file_set_value (cd1, "job", "cd_k", "1");
+  char *a = shoal_model_fingerprint (cd), *b = shoal_model_fingerprint (cd1);
+  g_assert_cmpstr (a, ==, b);
+  g_key_file_set_value (cd1, "job", "cd_k", "2");
+  g_free (b);
+  b = shoal_model_fingerprint (cd1);
+  g_assert_cmpstr (a, !=, b);
+  g_free (a);
+  g_free (b);
+  g_key_file_free (cd);
+  g_key_file_free (cd1);
   /* the keys of a section in another order: the same model */
   GKeyFile *keys_moved = conf (base);
   g_assert_true (g_key_file_remove_key (keys_moved, "layer fc1", "type", NULL));

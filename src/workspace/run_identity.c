@@ -51,8 +51,10 @@ shoal_run_identity_may_change (const char *group, const char *key)
 }
 
 /* The value of [group] key as the job reads it, for comparing: stripped,
- * "(not set)" when absent, and the updater's type by its kind (unset:
- * sgd, as the job takes it). */
+ * "(not set)" when absent; the updater's type by its kind (unset: sgd),
+ * and [job] alg and cd_k with job/job.c's defaults where unset (bp; 1
+ * Gibbs step under alg = cd), as the job takes them: a conf that writes
+ * a default out is the same model as one that leaves it to the job. */
 static char *
 value_of (GKeyFile *kf, const char *group, const char *key)
 {
@@ -63,6 +65,16 @@ value_of (GKeyFile *kf, const char *group, const char *key)
     {
       g_free (v);
       return g_strdup (shoal_updater_kind_name (kind));
+    }
+  if (v == NULL && strcmp (group, "job") == 0 && strcmp (key, "alg") == 0)
+    return g_strdup ("bp");
+  if (v == NULL && strcmp (group, "job") == 0 && strcmp (key, "cd_k") == 0)
+    {
+      char *alg = value_of (kf, "job", "alg");
+      gboolean cd = strcmp (alg, "cd") == 0;
+      g_free (alg);
+      if (cd)
+        return g_strdup ("1");
     }
   return v != NULL ? g_strstrip (v) : g_strdup ("(not set)");
 }
