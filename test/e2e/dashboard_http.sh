@@ -182,7 +182,11 @@ job=$!
 gone_url=
 for _ in $(seq "$(scaled 100)"); do
   gone_url=$(grep -o 'watch it at http://127\.0\.0\.1:[0-9]*/' "$dir/gone.err" | sed 's/watch it at //')
-  [ -n "$gone_url" ] && [ -s "$gone/metrics.jsonl" ] && break
+  # both ranks past their start (each read the token, then opened its
+  # checkpoint store): removed before, a rank found no token and the job
+  # failed at its start, not mid-run (seen under load)
+  [ -n "$gone_url" ] && [ -s "$gone/metrics.jsonl" ] && [ -d "$gone/checkpoint/rank-0" ] \
+    && [ -d "$gone/checkpoint/rank-1" ] && break
   sleep 0.1
 done
 rm -rf "$gone"
