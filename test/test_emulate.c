@@ -758,6 +758,28 @@ test_calibration_test_batch (void)
       g_free (bad);
     }
   g_free (text);
+
+  /* a file made before the fingerprint left the updater's rates out
+   * (2026-11-27) still loads for its job; another model's does not.
+   * 39ee23cc4b1d6282: this job's model by the earlier rule (the sha256 of
+   * "[layer data]\ntype=feed\nshape=4\nalg=0\n", cut to 16 digits) */
+  const char *models[] = { "39ee23cc4b1d6282", "39ee23cc4b1d6283" };
+  for (guint i = 0; i < G_N_ELEMENTS (models); i++)
+    {
+      g_free (cal.model);
+      cal.model = g_strdup (models[i]);
+      g_assert_true (shoal_calibration_save (&cal, path, &error));
+      gboolean loaded = shoal_calibration_load (path, job, &back, &error);
+      g_assert_true (loaded == (i == 0));
+      if (loaded)
+        shoal_calibration_clear (&back);
+      else
+        {
+          g_assert_error (error, SHOAL_ERROR, SHOAL_ERROR_CONF);
+          g_assert_nonnull (strstr (error->message, "is another model's calibration"));
+          g_clear_error (&error);
+        }
+    }
   shoal_test_remove_tree (dir);
   g_free (path);
   g_free (dir);

@@ -48,6 +48,44 @@ optional_value (ShoalCalibration *cal, int i)
   return values[i];
 }
 
+/* The fingerprint calibration files carried before the rule of
+ * workspace/run_identity.h (2026-11-27): every key of the [layer *]
+ * sections but where the data are and the batch, every [updater] key
+ * (its rates too), and alg.  A file made then still loads for the job
+ * it was made for: a machine's calibration is a measurement that cannot
+ * be remade once the machine is gone, and the figures made with it must
+ * repeat.  New files carry shoal_model_fingerprint. */
+static char *
+fingerprint_before_run_identity (ShoalJob *job)
+{
+  GKeyFile *kf = shoal_conf_keyfile (job->conf);
+  GString *text = g_string_new (NULL);
+  char **groups = g_key_file_get_groups (kf, NULL);
+  for (int i = 0; groups[i] != NULL; i++)
+    {
+      if (!g_str_has_prefix (groups[i], "layer ") && strcmp (groups[i], "updater") != 0)
+        continue;
+      g_string_append_printf (text, "[%s]\n", groups[i]);
+      char **keys = g_key_file_get_keys (kf, groups[i], NULL, NULL);
+      for (int k = 0; keys != NULL && keys[k] != NULL; k++)
+        if (strcmp (keys[k], "train") != 0 && strcmp (keys[k], "test") != 0 && strcmp (keys[k], "data") != 0
+            && strcmp (keys[k], "batch_size") != 0)
+          {
+            char *v = g_key_file_get_value (kf, groups[i], keys[k], NULL);
+            g_string_append_printf (text, "%s=%s\n", keys[k], v != NULL ? g_strstrip (v) : "");
+            g_free (v);
+          }
+      g_strfreev (keys);
+    }
+  g_string_append_printf (text, "alg=%d\n", job->cd_k);
+  g_strfreev (groups);
+  char *sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, text->str, -1);
+  g_string_free (text, TRUE);
+  char *out = g_strndup (sum, 16);
+  g_free (sum);
+  return out;
+}
+
 /* VmRSS of /proc/self/status in bytes; 0 when unknown. */
 static gint64
 resident_bytes (void)
@@ -891,6 +929,18 @@ shoal_calibration_load (const char *path, ShoalJob *job, ShoalCalibration *out, 
   char *check = steps != NULL ? g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) steps,
                                                              sizeof (double) * n)
                               : NULL;
+  if (model != NULL && strcmp (model, mine) != 0)
+    {
+      char *before = fingerprint_before_run_identity (job);
+      if (strcmp (model, before) == 0)
+        {
+          g_debug ("%s: [calibration] model %s: this job's model by the rule before 2026-11-27 (%s now)", path,
+                   model, mine);
+          g_free (model);
+          model = g_strdup (mine);
+        }
+      g_free (before);
+    }
   if (model == NULL)
     damaged (error, path, "model", "missing: not a calibration file");
   else if (strcmp (model, mine) != 0)
