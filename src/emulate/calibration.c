@@ -79,10 +79,8 @@ fingerprint_before_run_identity (ShoalJob *job)
     }
   g_string_append_printf (text, "alg=%d\n", job->cd_k);
   g_strfreev (groups);
-  char *sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, text->str, -1);
+  char *out = shoal_fingerprint_of_text (text->str);
   g_string_free (text, TRUE);
-  char *out = g_strndup (sum, 16);
-  g_free (sum);
   return out;
 }
 

@@ -134,8 +134,15 @@ shoal_model_fingerprint (GKeyFile *conf)
   append_model_group (text, conf, "updater", updater);
   append_model_group (text, conf, "job", job);
   g_ptr_array_unref (layers);
-  char *sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, text->str, -1);
+  char *out = shoal_fingerprint_of_text (text->str);
   g_string_free (text, TRUE);
+  return out;
+}
+
+char *
+shoal_fingerprint_of_text (const char *text)
+{
+  char *sum = g_compute_checksum_for_string (G_CHECKSUM_SHA256, text, -1);
   char *out = g_strndup (sum, 16);
   g_free (sum);
   return out;

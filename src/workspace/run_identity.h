@@ -40,6 +40,10 @@ gboolean shoal_run_identity_may_change (const char *group, const char *key);
  * model keys' values, the [layer] sections in their order and each
  * section's keys sorted (g_free). */
 char *shoal_model_fingerprint (GKeyFile *conf);
+/* A fingerprint's form: the first 16 hex digits of the SHA-256 of
+ * `text` (g_free); the one every fingerprint of a model is written in,
+ * calibration's earlier rule too (emulate/calibration.c). */
+char *shoal_fingerprint_of_text (const char *text);
 
 /* Whether a run of the conf `now` may resume the run of the conf `was`
  * (read from `where`: "WS/job.conf", or a checkpoint step).  FALSE with
